@@ -1,0 +1,90 @@
+# Finds gpudiag's dependencies and reports what each one enables.
+#
+# Required: CLI11, spdlog, nlohmann_json (Debian: libcli11-dev libspdlog-dev
+# nlohmann-json3-dev). Optional: CUDA toolkit + NCCL (NCCL backend, GPU scanner),
+# MPI (exchange and host collectives under mpirun/srun --mpi=pmix).
+# CUDA is searched in CUDAToolkit_ROOT, CUDA_HOME, then /usr/local/cuda;
+# NCCL in NCCL_HOME, then the CUDA toolkit.
+find_package(Threads REQUIRED)
+find_package(CLI11 CONFIG QUIET)
+if(NOT CLI11_FOUND)
+  find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp)
+  if(NOT CLI11_INCLUDE_DIR)
+    message(FATAL_ERROR "CLI11 not found: run scripts/install-deps.sh (Debian package libcli11-dev)")
+  endif()
+  add_library(CLI11::CLI11 INTERFACE IMPORTED)
+  target_include_directories(CLI11::CLI11 INTERFACE ${CLI11_INCLUDE_DIR})
+endif()
+find_package(spdlog CONFIG)
+if(NOT spdlog_FOUND)
+  message(FATAL_ERROR "spdlog not found: run scripts/install-deps.sh (Debian package libspdlog-dev)")
+endif()
+find_package(nlohmann_json 3 CONFIG)
+if(NOT nlohmann_json_FOUND)
+  message(FATAL_ERROR "nlohmann_json not found: run scripts/install-deps.sh (Debian package nlohmann-json3-dev)")
+endif()
+
+# --- CUDA -------------------------------------------------------------------
+set(GPUDIAG_HAVE_CUDA OFF)
+if(GPUDIAG_WITH_CUDA)
+  if(NOT CUDAToolkit_ROOT)
+    if(DEFINED ENV{CUDAToolkit_ROOT})
+      set(CUDAToolkit_ROOT $ENV{CUDAToolkit_ROOT})
+    elseif(DEFINED ENV{CUDA_HOME})
+      set(CUDAToolkit_ROOT $ENV{CUDA_HOME})
+    elseif(EXISTS /usr/local/cuda)
+      set(CUDAToolkit_ROOT /usr/local/cuda)
+    endif()
+  endif()
+  if(CUDAToolkit_ROOT AND NOT CMAKE_CUDA_COMPILER AND EXISTS ${CUDAToolkit_ROOT}/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER ${CUDAToolkit_ROOT}/bin/nvcc)
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  find_package(CUDAToolkit QUIET)
+  if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND)
+    # A100 (sm_80), H100/H200 (sm_90), B200 (sm_100), RTX 50xx / RTX PRO (sm_120),
+    # plus PTX of the newest so later GPUs JIT-compile. Override with
+    # -DCMAKE_CUDA_ARCHITECTURES=... (e.g. "native" on a build host with a GPU).
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 80-real 90-real 100-real 120)
+    endif()
+    enable_language(CUDA)
+    set(GPUDIAG_HAVE_CUDA ON)
+  else()
+    message(STATUS "gpudiag: CUDA toolkit not found (set CUDA_HOME or CUDAToolkit_ROOT)")
+  endif()
+endif()
+
+# --- NCCL -------------------------------------------------------------------
+set(GPUDIAG_HAVE_NCCL OFF)
+if(GPUDIAG_HAVE_CUDA)
+  set(_nccl_hints $ENV{NCCL_HOME} ${NCCL_HOME} ${CUDAToolkit_LIBRARY_ROOT} ${CUDAToolkit_ROOT})
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${_nccl_hints} PATH_SUFFIXES include
+            ${CUDAToolkit_INCLUDE_DIRS})
+  find_library(NCCL_LIBRARY nccl HINTS ${_nccl_hints} PATH_SUFFIXES lib lib64
+               ${CUDAToolkit_LIBRARY_DIR})
+  if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    add_library(gpudiag::nccl UNKNOWN IMPORTED)
+    set_target_properties(gpudiag::nccl PROPERTIES IMPORTED_LOCATION ${NCCL_LIBRARY}
+                          INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
+    set(GPUDIAG_HAVE_NCCL ON)
+  else()
+    message(STATUS "gpudiag: NCCL not found (set NCCL_HOME)")
+  endif()
+endif()
+
+# --- MPI --------------------------------------------------------------------
+set(GPUDIAG_HAVE_MPI OFF)
+if(GPUDIAG_WITH_MPI)
+  find_package(MPI COMPONENTS C QUIET)
+  if(MPI_C_FOUND)
+    set(GPUDIAG_HAVE_MPI ON)
+  else()
+    message(STATUS "gpudiag: MPI not found (Debian: libopenmpi-dev)")
+  endif()
+endif()
+
+message(STATUS "gpudiag: CUDA ${GPUDIAG_HAVE_CUDA} ${CUDAToolkit_VERSION}  -> GPU device checks, CUDA scanner")
+message(STATUS "gpudiag: NCCL ${GPUDIAG_HAVE_NCCL} ${NCCL_LIBRARY}  -> --backend nccl")
+message(STATUS "gpudiag: MPI  ${GPUDIAG_HAVE_MPI} ${MPI_C_VERSION}  -> exchange and host collectives under mpirun")

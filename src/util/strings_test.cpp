@@ -1,0 +1,35 @@
+#include "util/strings.h"
+
+#include <gtest/gtest.h>
+
+namespace gpudiag {
+namespace {
+
+TEST(ParseInt, AcceptsWholeDecimalOnly) {
+  EXPECT_EQ(parse_int("42"), 42);
+  EXPECT_EQ(parse_int("-3"), -3);
+  EXPECT_EQ(parse_int(""), std::nullopt);
+  EXPECT_EQ(parse_int("4x"), std::nullopt);
+  EXPECT_EQ(parse_int(" 4"), std::nullopt);
+  EXPECT_EQ(parse_int("99999999999999999999999"), std::nullopt);
+}
+
+TEST(Split, KeepsEmptyFields) {
+  EXPECT_EQ(split("a,,b", ','), (std::vector<std::string>{"a", "", "b"}));
+  EXPECT_EQ(split("", ','), (std::vector<std::string>{""}));
+}
+
+TEST(HumanBytes, PicksUnit) {
+  EXPECT_EQ(human_bytes(268435456), "256 MiB");
+  EXPECT_EQ(human_bytes(1536), "1.50 KiB");
+  EXPECT_EQ(human_bytes(7), "7 B");
+}
+
+TEST(EditDistance, CountsEdits) {
+  EXPECT_EQ(edit_distance("chek", "check"), 1u);
+  EXPECT_EQ(edit_distance("scan", "scan"), 0u);
+  EXPECT_EQ(edit_distance("", "abc"), 3u);
+}
+
+}  // namespace
+}  // namespace gpudiag
