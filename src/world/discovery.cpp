@@ -71,7 +71,7 @@ std::optional<Candidate> read_slurm(const Env& env) {
   if (!env.has("SLURM_STEP_ID") || !env.has("SLURM_PROCID")) return std::nullopt;
   const char* size_var = env.has("SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS";
   auto c = read_set(env, Launcher::slurm, {"SLURM_PROCID", size_var, "SLURM_LOCALID", ""}, true,
-                    "SLURM srun (SLURM_PROCID/" + std::string(size_var) + "/SLURM_LOCALID)");
+                    "SLURM_PROCID/" + std::string(size_var) + "/SLURM_LOCALID");
   if (!c) return c;
   c->local_size = slurm_local_size(env);
   if (env.has("PMIX_RANK")) {
@@ -90,23 +90,23 @@ std::vector<Candidate> all_candidates(const Env& env) {
   };
   const VarSet torch = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"};
   if (env.has("TORCHELASTIC_RUN_ID"))
-    add(read_set(env, Launcher::torchrun, torch, true, "torchrun (RANK/WORLD_SIZE/LOCAL_RANK)"));
+    add(read_set(env, Launcher::torchrun, torch, true, "RANK/WORLD_SIZE/LOCAL_RANK + TORCHELASTIC_RUN_ID"));
   else if (env.has("GPUDIAG_LAUNCH_ID"))
     add(read_set(env, Launcher::gpudiag_launch, torch, true,
-                 "gpudiag launch (RANK/WORLD_SIZE/LOCAL_RANK)"));
+                 "RANK/WORLD_SIZE/LOCAL_RANK + GPUDIAG_LAUNCH_ID"));
   add(read_set(env, Launcher::open_mpi,
                {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
                 "OMPI_COMM_WORLD_LOCAL_SIZE"},
-               false, "Open MPI (OMPI_COMM_WORLD_*)"));
+               false, "OMPI_COMM_WORLD_*"));
   add(read_set(env, Launcher::mvapich,
                {"MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE", "MV2_COMM_WORLD_LOCAL_RANK",
                 "MV2_COMM_WORLD_LOCAL_SIZE"},
-               false, "MVAPICH (MV2_COMM_WORLD_*)"));
+               false, "MV2_COMM_WORLD_*"));
   add(read_set(env, Launcher::hydra, {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
-               false, "MPICH/Intel MPI Hydra (PMI_RANK/PMI_SIZE)"));
+               false, "PMI_RANK/PMI_SIZE"));
   add(read_slurm(env));
   if (!env.has("TORCHELASTIC_RUN_ID") && !env.has("GPUDIAG_LAUNCH_ID"))
-    add(read_set(env, Launcher::by_hand, torch, false, "environment (RANK/WORLD_SIZE)"));
+    add(read_set(env, Launcher::by_hand, torch, false, "RANK/WORLD_SIZE"));
   return out;
 }
 
