@@ -37,7 +37,10 @@ namespace {
 std::string numeric_host(const sockaddr* addr, socklen_t len) {
   char host[NI_MAXHOST] = "?";
   getnameinfo(addr, len, host, sizeof host, nullptr, 0, NI_NUMERICHOST);
-  return host;
+  std::string_view h(host);
+  // An IPv4 client of a dual-stack socket shows as ::ffff:a.b.c.d: print a.b.c.d.
+  if (h.starts_with("::ffff:") && h.find('.') != std::string_view::npos) h.remove_prefix(7);
+  return std::string(h);
 }
 
 int sockaddr_port(const sockaddr* addr) {
