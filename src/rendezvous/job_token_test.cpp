@@ -14,7 +14,8 @@ TEST(JobToken, ExplicitTokenWins) {
 }
 
 TEST(JobToken, SlurmJobAndStep) {
-  EXPECT_EQ(job_token(Env(Vars{{"SLURM_JOB_ID", "12"}, {"SLURM_STEP_ID", "3"}})).value, "slurm-12.3");
+  EXPECT_EQ(job_token(Env(Vars{{"SLURM_JOB_ID", "12"}, {"SLURM_STEP_ID", "3"}})).value,
+            "slurm-12.3");
   EXPECT_EQ(job_token(Env(Vars{{"SLURM_JOB_ID", "12"}})).value, "slurm-12");
   // An empty GPUDIAG_TOKEN counts as unset.
   EXPECT_EQ(job_token(Env(Vars{{"GPUDIAG_TOKEN", ""}, {"SLURM_JOB_ID", "9"}})).value, "slurm-9");

@@ -28,16 +28,16 @@ struct Conn {
   Conn(net::Fd f, std::uint64_t i, std::string p) : fd(std::move(f)), id(i), peer(std::move(p)) {}
   net::Fd fd;
   std::uint64_t id;
-  std::string peer;        ///< "ip:port", for log lines
-  std::string in;          ///< received, not yet parsed (from in_off on)
+  std::string peer;  ///< "ip:port", for log lines
+  std::string in;    ///< received, not yet parsed (from in_off on)
   std::size_t in_off = 0;
-  std::string out;         ///< queued replies (from out_off on)
+  std::string out;  ///< queued replies (from out_off on)
   std::size_t out_off = 0;
-  bool magic_ok = false;   ///< the 8-byte magic arrived
-  bool greeted = false;    ///< the handshake succeeded
-  bool closing = false;    ///< close once `out` is flushed (after an ERROR)
-  bool writing = false;    ///< EPOLLOUT is being watched
-  bool doomed = false;     ///< to be closed at the end of this event batch
+  bool magic_ok = false;  ///< the 8-byte magic arrived
+  bool greeted = false;   ///< the handshake succeeded
+  bool closing = false;   ///< close once `out` is flushed (after an ERROR)
+  bool writing = false;   ///< EPOLLOUT is being watched
+  bool doomed = false;    ///< to be closed at the end of this event batch
   std::unordered_set<StoreState::WaiterId> parked;
   std::size_t pending_out() const { return out.size() - out_off; }
 };

@@ -44,7 +44,8 @@ std::string numeric_host(const sockaddr* addr, socklen_t len) {
 }
 
 int sockaddr_port(const sockaddr* addr) {
-  if (addr->sa_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(addr)->sin_port);
+  if (addr->sa_family == AF_INET)
+    return ntohs(reinterpret_cast<const sockaddr_in*>(addr)->sin_port);
   if (addr->sa_family == AF_INET6)
     return ntohs(reinterpret_cast<const sockaddr_in6*>(addr)->sin6_port);
   return 0;
@@ -90,7 +91,8 @@ Fd try_connect(const addrinfo* ai, Deadline deadline, std::string& error) {
       return {};
     }
     if (deadline.expired()) {
-      error = "no answer to the connection attempt (packets dropped: a firewall, or a wrong address)";
+      error =
+          "no answer to the connection attempt (packets dropped: a firewall, or a wrong address)";
       return {};
     }
   }

@@ -26,7 +26,7 @@ class StoreState {
   /// Adds `delta` to the decimal integer at `key` (0 if absent) and stores the
   /// result as decimal text; nullopt (and no change) when the value is not an integer.
   std::optional<std::int64_t> add(const std::string& key, std::int64_t delta,
-                                   std::vector<WaiterId>& woken);
+                                  std::vector<WaiterId>& woken);
   /// The value of `key`, valid until the next change; nullptr when absent.
   const std::string* find(const std::string& key) const;
 
@@ -44,8 +44,8 @@ class StoreState {
 
   std::unordered_map<std::string, std::string> values_;
   struct Parked {
-    std::size_t missing;              ///< how many of its keys are still absent
-    std::vector<std::string> keys;    ///< the keys it was listed under
+    std::size_t missing;            ///< how many of its keys are still absent
+    std::vector<std::string> keys;  ///< the keys it was listed under
   };
   std::unordered_map<WaiterId, Parked> missing_;
   /// Absent key -> waiters listed on it.

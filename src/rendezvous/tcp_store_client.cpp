@@ -53,7 +53,8 @@ void TcpStoreClient::connect(Deadline deadline) {
     if (io == net::Io::timeout)
       throw TimeoutError("the server at " + address_ +
                              " accepted the connection but did not answer gpudiag's handshake "
-                             "within " + human_seconds(seconds_since(start)),
+                             "within " +
+                             human_seconds(seconds_since(start)),
                          "check that MASTER_PORT is the port of gpudiag's store (under torchrun "
                          "it is the agent's torch store) and that its process is not hung");
     if (io == net::Io::closed) {
@@ -61,7 +62,7 @@ void TcpStoreClient::connect(Deadline deadline) {
       fd_.reset();
       if (deadline.expired())
         throw TimeoutError("the store at " + address_ + " closed every connection during the " +
-                           "handshake for " + human_seconds(seconds_since(start)),
+                               "handshake for " + human_seconds(seconds_since(start)),
                            kServerRemedy);
       std::this_thread::sleep_for(std::min(std::chrono::milliseconds(100), deadline.remaining()));
       continue;

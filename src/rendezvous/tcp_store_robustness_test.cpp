@@ -41,7 +41,8 @@ class RawPeer {
   }
   /// Magic + HELLO, and the server's answer read back.
   void handshake(const std::string& token) {
-    send(std::string(sw::kMagic) + sw::Writer(sw::Type::hello, 0).u16(sw::kVersion).str(token).finish());
+    send(std::string(sw::kMagic) +
+         sw::Writer(sw::Type::hello, 0).u16(sw::kVersion).str(token).finish());
     char reply[64];
     EXPECT_GT(::recv(fd_, reply, sizeof reply, 0), 0);
   }

@@ -61,7 +61,8 @@ net::Fd listen_on(const std::string& host, int port) {
     }
     int one = 1, zero = 0;
     setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (ai->ai_family == AF_INET6) setsockopt(s.get(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+    if (ai->ai_family == AF_INET6)
+      setsockopt(s.get(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
     if (::bind(s.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
       int err = errno;
       auto where = net::sockaddr_text(ai->ai_addr, ai->ai_addrlen);
@@ -69,7 +70,8 @@ net::Fd listen_on(const std::string& host, int port) {
         throw UsageError("port " + std::to_string(port) + " is already in use on this host (" +
                              where + "): another job or process listens there",
                          "pick another MASTER_PORT, or stop the process holding it (`ss -ltnp "
-                         "'sport = :" + std::to_string(port) + "'` names it)");
+                         "'sport = :" +
+                             std::to_string(port) + "'` names it)");
       if (err == EADDRNOTAVAIL)
         throw UsageError("store bind address " + where + " is not an address of this host",
                          "give one of this host's addresses, or none to listen on all of them");
@@ -172,7 +174,8 @@ class TcpStoreServer::Loop : public ServerCore {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         if (errno == EMFILE || errno == ENFILE) {
           // Out of descriptors: stop accepting briefly instead of spinning.
-          spdlog::warn("store: cannot accept a client: {} (raise `ulimit -n`)", std::strerror(errno));
+          spdlog::warn("store: cannot accept a client: {} (raise `ulimit -n`)",
+                       std::strerror(errno));
           accept_paused_ = true;
           accept_resume_ = Clock::now() + std::chrono::milliseconds(200);
           set_events(listener_.get(), kListenerTag, 0);

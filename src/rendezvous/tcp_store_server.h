@@ -51,9 +51,9 @@ class TcpStoreServer {
 
   /// Counters for tests and logs, read while the server runs.
   struct Stats {
-    std::size_t connections = 0;      ///< open now
-    std::size_t dropped = 0;          ///< misbehaving peers dropped so far
-    std::size_t requests = 0;         ///< requests served so far
+    std::size_t connections = 0;  ///< open now
+    std::size_t dropped = 0;      ///< misbehaving peers dropped so far
+    std::size_t requests = 0;     ///< requests served so far
   };
   Stats stats() const;
 

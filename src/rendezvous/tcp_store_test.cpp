@@ -29,7 +29,9 @@ TcpStoreServerOptions local(std::string token = "job-1") {
 
 Deadline in_s(double s) { return Deadline::after_seconds(s); }
 
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 /// A port nothing listens on (bound once by the kernel's choice, then released).
 int free_port() {
@@ -70,10 +72,14 @@ TEST(TcpStore, Operations) {
 
 TEST(TcpStore, GetBlocksUntilAnotherClientSets) {
   TcpStoreServer server(local());
+  // One client per waiting thread: a client serialises its calls.
   TcpStoreClient waiter("127.0.0.1", server.port(), "job-1", in_s(5));
+  TcpStoreClient waiter2("127.0.0.1", server.port(), "job-1", in_s(5));
   TcpStoreClient setter("127.0.0.1", server.port(), "job-1", in_s(5));
   auto got = std::async(std::launch::async, [&] { return waiter.get("ready", in_s(20)); });
-  auto all = std::async(std::launch::async, [&] { return waiter.wait({"ready", "later"}, in_s(20)); });
+  auto all = std::async(std::launch::async, [&] {
+    return waiter2.wait({"ready", "later"}, in_s(20));
+  });
   EXPECT_EQ(got.wait_for(300ms), std::future_status::timeout);
   auto t0 = Clock::now();
   setter.set("ready", "yes", in_s(5));
@@ -199,8 +205,7 @@ TEST(TcpStore, PortInUseSaysWhatToDo) {
     FAIL() << "two servers bound one port";
   } catch (const UsageError& e) {
     auto line = e.one_line();
-    EXPECT_NE(line.find("port " + std::to_string(o.port) + " is already in use"),
-              std::string::npos)
+    EXPECT_NE(line.find("port " + std::to_string(o.port) + " is already in use"), std::string::npos)
         << line;
     EXPECT_NE(line.find("MASTER_PORT"), std::string::npos) << line;
   }

@@ -37,6 +37,63 @@ for line in sys.stdin:
         print(s.get(cmd[1]).decode(), flush=True)
 )";
 
+// An emulation of the "validated" dialect (torch >= 2.1), written from the
+// protocol description in torch_store.h, for the client's code path that
+// this machine's torch 1.13 cannot exercise. Like torch's servers it drops a
+// connection whose first message is not VALIDATE and answers waits when keys
+// appear, or WAIT_CANCELED on CANCEL_WAIT. Needs no torch.
+constexpr const char* kValidatedServer = R"(
+import socketserver, struct, sys, threading
+lock = threading.Lock(); store = {}; conns = set()
+class H(socketserver.BaseRequestHandler):
+    def n(self, k):
+        b = b""
+        while len(b) < k:
+            x = self.request.recv(k - len(b))
+            if not x: raise EOFError
+            b += x
+        return b
+    def q(self): return struct.unpack("<Q", self.n(8))[0]
+    def s(self):
+        k = self.q()
+        if k > 8192: raise ValueError
+        return self.n(k)
+    def keys(self): return [self.s() for _ in range(self.q())]
+    def wake(self):
+        for c in conns:
+            if c.parked is not None and all(k in store for k in c.parked):
+                c.parked = None; c.request.sendall(b"\0")
+    def handle(self):
+        self.parked = None
+        if self.n(1) != b"\0" or struct.unpack("<I", self.n(4))[0] != 0x3C85F7CE: return
+        with lock: conns.add(self)
+        try:
+            while True:
+                t = self.n(1)[0]
+                with lock:
+                    if t == 1: k = self.s(); store[k] = self.s(); self.wake()
+                    elif t == 3: v = store[self.s()]; self.request.sendall(struct.pack("<Q", len(v)) + v)
+                    elif t == 4:
+                        k = self.s(); v = int(store.get(k, b"0")) + struct.unpack("<q", self.n(8))[0]
+                        store[k] = str(v).encode(); self.request.sendall(struct.pack("<q", v)); self.wake()
+                    elif t == 5: self.request.sendall(b"\0" if all(k in store for k in self.keys()) else b"\1")
+                    elif t == 6:
+                        ks = self.keys()
+                        if all(k in store for k in ks): self.request.sendall(b"\0")
+                        else: self.parked = ks
+                    elif t == 7: self.request.sendall(struct.pack("<q", len(store)))
+                    elif t == 12: self.parked = None; self.request.sendall(b"\1")
+                    else: return
+        except (EOFError, ValueError, ConnectionError): pass
+        finally:
+            with lock: conns.discard(self)
+class S(socketserver.ThreadingTCPServer): daemon_threads = True; allow_reuse_address = True
+srv = S(("127.0.0.1", 0), H)
+threading.Thread(target=srv.serve_forever, daemon=True).start()
+print("PORT", srv.server_address[1], flush=True)
+sys.stdin.read()
+)";
+
 bool have_torch() {
   static bool ok = std::system("/usr/bin/python3 -c 'import torch.distributed' 2>/dev/null") == 0;
   return ok;
@@ -45,7 +102,7 @@ bool have_torch() {
 /// A python process serving a torch TCPStore, killed on destruction.
 class TorchServer {
  public:
-  TorchServer() {
+  explicit TorchServer(const char* script = kServer) {
     int to_child[2], from_child[2];
     EXPECT_EQ(pipe(to_child), 0);
     EXPECT_EQ(pipe(from_child), 0);
@@ -55,7 +112,7 @@ class TorchServer {
       dup2(from_child[1], 1);
       close(to_child[1]);
       close(from_child[0]);
-      execl(kPython, "python3", "-c", kServer, static_cast<char*>(nullptr));
+      execl(kPython, "python3", "-c", script, static_cast<char*>(nullptr));
       _exit(127);
     }
     close(to_child[0]);
@@ -117,7 +174,9 @@ class TorchStore : public ::testing::Test {
 };
 
 Deadline in_s(double s) { return Deadline::after_seconds(s); }
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 TEST_F(TorchStore, EveryOperationAgainstARealTCPStore) {
   auto c = client();
@@ -204,6 +263,48 @@ TEST_F(TorchStore, ProbeLeavesTheServerUsableForOthers) {
   for (int i = 0; i < 20; ++i) client().set("p" + std::to_string(i), "x", in_s(5));
   EXPECT_EQ(server_->command("set still ok"), "ok");
   EXPECT_EQ(client("/").get("still", in_s(5)), "ok");
+}
+
+class ValidatedDialect : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " is missing";
+    server_ = std::make_unique<TorchServer>(kValidatedServer);
+    ASSERT_GT(server_->port(), 0) << "the emulated server did not start";
+  }
+  TorchStoreClient client() {
+    return TorchStoreClient("127.0.0.1", server_->port(), "gpudiag/r/0/", Deadline::after(20s));
+  }
+  std::unique_ptr<TorchServer> server_;
+};
+
+TEST_F(ValidatedDialect, IsDetectedAndEveryOperationWorks) {
+  auto c = client();
+  EXPECT_EQ(c.dialect(), TorchStoreClient::Dialect::validated);
+  c.set("a", "1", in_s(5));
+  EXPECT_EQ(c.get("a", in_s(5)), "1");
+  EXPECT_EQ(c.add("n", 5, in_s(5)), 5);
+  EXPECT_TRUE(c.wait({"a", "n"}, in_s(5)));
+  auto v = c.multi_get({"a", "zz", "n"}, in_s(5));
+  EXPECT_EQ(v[0], "1");
+  EXPECT_EQ(v[1], std::nullopt);
+  EXPECT_EQ(v[2], "5");
+  auto other = client();
+  auto got = std::async(std::launch::async, [&] { return c.get("later", in_s(20)); });
+  EXPECT_EQ(got.wait_for(300ms), std::future_status::timeout);
+  other.set("later", "L", in_s(5));
+  EXPECT_EQ(got.get(), "L");
+}
+
+TEST_F(ValidatedDialect, TimedOutWaitIsCancelledAndTheConnectionStaysInSync) {
+  auto c = client();
+  auto other = client();
+  auto t0 = Clock::now();
+  EXPECT_FALSE(c.wait({"never"}, in_s(0.5)));
+  EXPECT_LT(since(t0), 3.0);
+  other.set("never", "N", in_s(5));
+  EXPECT_EQ(c.add("cnt", 2, in_s(5)), 2);
+  EXPECT_EQ(c.get("never", in_s(5)), "N");
 }
 
 }  // namespace
