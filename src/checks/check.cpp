@@ -174,16 +174,22 @@ class CheckRun {
           problems.push_back(rank_label(*slot) + " failed in " + slot->failed_phase + ": " +
                              slot->reason);
       } else if (r != me().rank) {
-        peer_timeout = true;
         degraded_ = true;
-        auto last = result_.last_seen[r].empty() ? "never heard from: not started, or cannot "
-                                                   "reach " + plane_.describe()
-                                                 : "last seen at the " + result_.last_seen[r] +
-                                                       " checkpoint";
-        problems.push_back(rank_label(r, slot) + " did not reach the " + name +
-                           " checkpoint within " + human_seconds(waited) + " (" + last + ")");
+        peer_timeout = peer_timeout || !gathered.aborted;
+        std::string note = r < static_cast<int>(gathered.notes.size()) ? gathered.notes[r] : "";
+        if (note.empty())
+          note = result_.last_seen[r].empty()
+                     ? "never heard from: not started, or cannot reach " + plane_.describe()
+                     : "last seen at the " + result_.last_seen[r] + " checkpoint";
+        problems.push_back(rank_label(r, slot) + " did not reach the " + name + " checkpoint" +
+                           (gathered.aborted ? "" : " within " + human_seconds(waited)) + " (" +
+                           note + ")");
       }
     }
+    // An announced failure (a peer's, or the launcher's report of a death)
+    // explains the missing ranks better than the silence does.
+    if (gathered.aborted && !gathered.complete())
+      problems.insert(problems.begin(), *gathered.aborted);
     // The exchange is only a checkpoint; the others time their own work too.
     me().seconds[std::string(name) == "exchange" ? "exchange" : std::string(name) + " wait"] =
         waited;

@@ -2,13 +2,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
+#include "rendezvous/store_plane.h"
 #include "util/error.h"
 #include "world/host.h"
 
 namespace gpudiag::cli {
 
 Job join_job(const Env& env, double timeout_s) {
-  (void)timeout_s;
   Job job;
   job.setup.world = discover_world(env);
   job.setup.env = env;
@@ -27,9 +29,11 @@ Job join_job(const Env& env, double timeout_s) {
     job.plane = make_single_plane();
     job.transport = make_self_transport();
   } else {
-    throw UsageError(std::to_string(w.size) + " ranks from " + w.source +
-                         " need the rendezvous store, which this build does not have yet",
-                     "start the job with mpirun");
+    auto deadline = Deadline::after_seconds(timeout_s);
+    job.store = join_store(w, env, deadline);
+    spdlog::info("{}", job.store.how);
+    StorePlaneIdentity id{w.rank, w.size, w.local_rank, job.setup.host, static_cast<int>(getpid())};
+    job.plane = make_store_plane(std::move(job.store.store), id, deadline);
   }
   job.setup.plane = job.plane.get();
   job.setup.host_transport = job.transport.get();

@@ -7,12 +7,14 @@
 
 #include "checks/check.h"
 #include "comm/mpi.h"
+#include "rendezvous/store_join.h"
 
 namespace gpudiag::cli {
 
 struct Job {
   CheckSetup setup;
   std::unique_ptr<MpiSession> mpi;
+  JoinedStore store;  ///< when ranks meet through a store (declared before plane: outlives it)
   std::unique_ptr<Plane> plane;
   std::unique_ptr<HostTransport> transport;
 

@@ -25,6 +25,12 @@ class MpiSession;
 struct Gathered {
   /// Indexed by rank; nullopt for a rank that did not arrive in time.
   std::vector<std::optional<std::string>> records;
+  /// Indexed by rank, for missing ranks: what the plane knows of them
+  /// ("pid 4242 on node2, last phase: all-reduce"); may be empty.
+  std::vector<std::string> notes;
+  /// Set when the wait ended early: a peer announced a failure, or the plane
+  /// itself was lost ("lost the store at 10.0.0.1:29500: ...").
+  std::optional<std::string> aborted;
   /// Ranks that did not arrive, ascending.
   std::vector<int> missing() const;
   bool complete() const { return missing().empty(); }
