@@ -15,9 +15,9 @@
 //   GETNUMKEYS                              -> i64
 //   CANCEL_WAIT (validated only)            -> u8 1 WAIT_CANCELED (after a late STOP_WAITING)
 //
-// Two dialects exist. "legacy" (torch <= 2.0, e.g. Debian's 1.13) numbers the
-// types SET=0 COMPARE_SET=1 GET=2 ADD=3 CHECK=4 WAIT=5 GETNUMKEYS=6.
-// "validated" (torch 2.1+, both the classic and the libuv server) requires a
+// Two dialects exist. "legacy" (torch 1.x and early 2.x, e.g. Debian's 1.13)
+// numbers the types SET=0 COMPARE_SET=1 GET=2 ADD=3 CHECK=4 WAIT=5 GETNUMKEYS=6.
+// "validated" (later 2.x, both the classic and the libuv server) requires a
 // first message VALIDATE=0 + u32 0x3C85F7CE and shifts every type by one:
 // SET=1 GET=3 ADD=4 CHECK=5 WAIT=6 GETNUMKEYS=7 CANCEL_WAIT=12.
 //
