@@ -28,6 +28,10 @@
 // that connection at once and carries on; the client then reconnects and
 // speaks legacy.
 //
+// A legacy server is confirmed with GETNUMKEYS on the new connection, so a
+// server that is no TCPStore at all (gpudiag's own store drops both) is named
+// as such instead of looking like a lost store.
+//
 // A wait whose deadline passes is cancelled with CANCEL_WAIT where the server
 // has it; otherwise the connection is closed (the server forgets its waits)
 // and the next call reconnects. Keys are namespaced under the caller's prefix
