@@ -145,8 +145,12 @@ std::string route_hint(const sockaddr* addr, socklen_t len) {
   return "from " + ip + (ifname.empty() ? "" : " (" + ifname + ")");
 }
 
-Fd connect_with_retry(const std::string& host, int port, Deadline deadline) {
+Fd connect_with_retry(const std::string& given_host, int port, Deadline deadline) {
   const auto start = Deadline::Clock::now();
+  // "[::1]" as written in URLs is "::1" to getaddrinfo.
+  std::string host = given_host;
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   const auto where = host_port(host, port);
   std::string last_error = "no attempt made", resolved, route;
   auto backoff = std::chrono::milliseconds(50);

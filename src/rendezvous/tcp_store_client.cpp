@@ -61,9 +61,10 @@ void TcpStoreClient::connect(Deadline deadline) {
       // The server closed on us while starting or stopping: try again until the deadline.
       fd_.reset();
       if (deadline.expired())
-        throw TimeoutError("the store at " + address_ + " closed every connection during the " +
+        throw TimeoutError("the server at " + address_ + " closed every connection during the " +
                                "handshake for " + human_seconds(seconds_since(start)),
-                           kServerRemedy);
+                           "check that MASTER_PORT is the port of gpudiag's store (under torchrun "
+                           "it is the agent's torch store) and that its process is healthy");
       std::this_thread::sleep_for(std::min(std::chrono::milliseconds(100), deadline.remaining()));
       continue;
     }

@@ -210,7 +210,11 @@ class TcpStoreServer::Loop : public ServerCore {
         } else if (tag == kListenerTag) {
           accept_all();
         } else if (auto* c = find(tag); c && !c->doomed) {
-          on_event(*c, events[i].events);
+          try {
+            on_event(*c, events[i].events);
+          } catch (const std::exception& e) {  // e.g. no memory for a huge message
+            condemn(*c, std::string("cannot serve it: ") + e.what());
+          }
         }
       }
       expire_handshakes();

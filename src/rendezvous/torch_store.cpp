@@ -65,7 +65,20 @@ TorchStoreClient::Dialect TorchStoreClient::detect(Deadline deadline) {
   if (io == net::Io::ok) io = net::recv_exact(fd_.get(), reply, sizeof reply, probe_deadline);
   if (io == net::Io::ok) return Dialect::validated;  // this connection is validated: keep it
   fd_.reset();
-  if (io == net::Io::closed) return kLegacy;
+  if (io == net::Io::closed) {
+    // Legacy, or no TCPStore at all (gpudiag's own store drops both): a legacy
+    // GETNUMKEYS on a fresh connection tells them apart.
+    fd_ = net::connect_with_retry(host_, port_, deadline);
+    unsigned char count[8];
+    io = net::send_all(fd_.get(), "\x06", 1, probe_deadline);
+    if (io == net::Io::ok) io = net::recv_exact(fd_.get(), count, sizeof count, probe_deadline);
+    if (io == net::Io::ok) return kLegacy;  // keep this connection
+    fd_.reset();
+    if (io == net::Io::closed)
+      throw UsageError("the server at " + address_ + " is not a torch TCPStore",
+                       "outside torchrun MASTER_PORT is the port of gpudiag's own store; under "
+                       "torchrun check that MASTER_ADDR/MASTER_PORT are the agent's");
+  }
   throw TimeoutError("the server at " + address_ +
                          " accepted the connection but answered neither dialect of torch's "
                          "TCPStore protocol",

@@ -15,9 +15,9 @@
 //   GETNUMKEYS                              -> i64
 //   CANCEL_WAIT (validated only)            -> u8 1 WAIT_CANCELED (after a late STOP_WAITING)
 //
-// Two dialects exist. "legacy" (torch <= 2.0, e.g. Debian's 1.13) numbers the
-// types SET=0 COMPARE_SET=1 GET=2 ADD=3 CHECK=4 WAIT=5 GETNUMKEYS=6.
-// "validated" (torch 2.1+, both the classic and the libuv server) requires a
+// Two dialects exist. "legacy" (torch 1.x and early 2.x, e.g. Debian's 1.13)
+// numbers the types SET=0 COMPARE_SET=1 GET=2 ADD=3 CHECK=4 WAIT=5 GETNUMKEYS=6.
+// "validated" (later 2.x, both the classic and the libuv server) requires a
 // first message VALIDATE=0 + u32 0x3C85F7CE and shifts every type by one:
 // SET=1 GET=3 ADD=4 CHECK=5 WAIT=6 GETNUMKEYS=7 CANCEL_WAIT=12.
 //
@@ -27,6 +27,10 @@
 // length (the magic's bytes and the next four) exceeds any allocation, drops
 // that connection at once and carries on; the client then reconnects and
 // speaks legacy.
+//
+// A legacy server is confirmed with GETNUMKEYS on the new connection, so a
+// server that is no TCPStore at all (gpudiag's own store drops both) is named
+// as such instead of looking like a lost store.
 //
 // A wait whose deadline passes is cancelled with CANCEL_WAIT where the server
 // has it; otherwise the connection is closed (the server forgets its waits)

@@ -13,6 +13,8 @@
 #include <future>
 #include <thread>
 
+#include "rendezvous/tcp_store_client.h"
+#include "rendezvous/tcp_store_server.h"
 #include "util/error.h"
 
 namespace gpudiag {
@@ -263,6 +265,30 @@ TEST_F(TorchStore, ProbeLeavesTheServerUsableForOthers) {
   for (int i = 0; i < 20; ++i) client().set("p" + std::to_string(i), "x", in_s(5));
   EXPECT_EQ(server_->command("set still ok"), "ok");
   EXPECT_EQ(client("/").get("still", in_s(5)), "ok");
+}
+
+TEST_F(TorchStore, GpudiagClientOnATorchStoreSaysSo) {
+  try {
+    TcpStoreClient c("127.0.0.1", server_->port(), "job-1", in_s(1));
+    FAIL() << "gpudiag's client accepted a torch store";
+  } catch (const Error& e) {
+    EXPECT_NE(e.one_line().find("torch store"), std::string::npos) << e.one_line();
+  }
+  EXPECT_EQ(server_->command("set after ok"), "ok");  // and the torch store is unharmed
+}
+
+TEST(TorchStoreOnGpudiagStore, IsNamedAsNotATorchStore) {
+  TcpStoreServerOptions o;
+  o.bind_host = "127.0.0.1";
+  TcpStoreServer server(o);
+  auto t0 = Clock::now();
+  try {
+    TorchStoreClient c("127.0.0.1", server.port(), "p/", in_s(10));
+    FAIL() << "the torch client accepted gpudiag's store";
+  } catch (const UsageError& e) {
+    EXPECT_NE(e.one_line().find("is not a torch TCPStore"), std::string::npos) << e.one_line();
+  }
+  EXPECT_LT(since(t0), 5.0);
 }
 
 class ValidatedDialect : public ::testing::Test {
