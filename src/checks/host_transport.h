@@ -28,5 +28,8 @@ class HostTransport {
 std::unique_ptr<HostTransport> make_mpi_transport(MpiSession& session);
 /// A world of one rank.
 std::unique_ptr<HostTransport> make_self_transport();
+/// A TCP ring; peers reach this rank at `advertise_host` (an address of this
+/// host that the others can route to) and must present the same job token.
+std::unique_ptr<HostTransport> make_tcp_transport(std::string advertise_host, std::string token);
 
 }  // namespace gpudiag

@@ -4,11 +4,29 @@
 
 #include <unistd.h>
 
+#include "rendezvous/job_token.h"
+#include "rendezvous/socket.h"
 #include "rendezvous/store_plane.h"
 #include "util/error.h"
 #include "world/host.h"
 
 namespace gpudiag::cli {
+
+namespace {
+
+/// The address peers use to reach this rank's ring port: GPUDIAG_HOST_ADDR,
+/// else the local address the kernel routes through towards MASTER_ADDR (so
+/// the ring uses the same network as the rendezvous), else the host name.
+std::string ring_address(const Env& env) {
+  if (auto a = env.get("GPUDIAG_HOST_ADDR")) return *a;
+  if (auto m = env.get("MASTER_ADDR")) {
+    auto ip = net::local_ip_towards(*m, 9);
+    if (!ip.empty()) return ip;
+  }
+  return short_hostname();
+}
+
+}  // namespace
 
 Job join_job(const Env& env, double timeout_s) {
   Job job;
@@ -34,6 +52,7 @@ Job join_job(const Env& env, double timeout_s) {
     spdlog::info("{}", job.store.how);
     StorePlaneIdentity id{w.rank, w.size, w.local_rank, job.setup.host, static_cast<int>(getpid())};
     job.plane = make_store_plane(std::move(job.store.store), id, deadline);
+    job.transport = make_tcp_transport(ring_address(env), job_token(env).value);
   }
   job.setup.plane = job.plane.get();
   job.setup.host_transport = job.transport.get();

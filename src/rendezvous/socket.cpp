@@ -246,4 +246,79 @@ Io recv_exact(int fd, void* out, std::size_t n, Deadline deadline) {
   return Io::ok;
 }
 
+Fd listen_on(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), std::to_string(port).c_str(), &hints,
+                       &res);
+  if (rc != 0)
+    throw UsageError("store bind address '" + host + "' does not resolve: " + gai_strerror(rc),
+                     "give an address of this host, or none to listen on every interface");
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> guard(res, freeaddrinfo);
+  std::vector<addrinfo*> candidates;
+  for (auto* ai = res; ai; ai = ai->ai_next) candidates.push_back(ai);
+  // On the wildcard address prefer one dual-stack IPv6 socket that also takes IPv4.
+  std::stable_sort(candidates.begin(), candidates.end(), [&](addrinfo* a, addrinfo* b) {
+    return host.empty() && a->ai_family == AF_INET6 && b->ai_family != AF_INET6;
+  });
+  std::string last = "no usable address";
+  for (auto* ai : candidates) {
+    Fd s(::socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!s) {
+      last = std::strerror(errno);
+      continue;
+    }
+    int one = 1, zero = 0;
+    setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (ai->ai_family == AF_INET6)
+      setsockopt(s.get(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+    if (::bind(s.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
+      int err = errno;
+      auto where = sockaddr_text(ai->ai_addr, ai->ai_addrlen);
+      if (err == EADDRINUSE)
+        throw UsageError("port " + std::to_string(port) + " is already in use on this host (" +
+                             where + "): another job or process listens there",
+                         "pick another MASTER_PORT, or stop the process holding it (`ss -ltnp "
+                         "'sport = :" +
+                             std::to_string(port) + "'` names it)");
+      if (err == EADDRNOTAVAIL)
+        throw UsageError("store bind address " + where + " is not an address of this host",
+                         "give one of this host's addresses, or none to listen on all of them");
+      last = where + ": " + std::strerror(err);
+      continue;
+    }
+    if (::listen(s.get(), SOMAXCONN) != 0) {
+      last = std::strerror(errno);
+      continue;
+    }
+    return s;
+  }
+  throw UsageError("cannot listen for the store on port " + std::to_string(port) + ": " + last);
+}
+
+int bound_port(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+  if (ss.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+  return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+}
+
+std::string local_ip_towards(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return {};
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> guard(res, freeaddrinfo);
+  Fd udp(::socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!udp || ::connect(udp.get(), res->ai_addr, res->ai_addrlen) != 0) return {};
+  sockaddr_storage local{};
+  socklen_t len = sizeof local;
+  if (getsockname(udp.get(), reinterpret_cast<sockaddr*>(&local), &len) != 0) return {};
+  return numeric_host(reinterpret_cast<sockaddr*>(&local), len);
+}
+
 }  // namespace gpudiag::net

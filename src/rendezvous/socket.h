@@ -79,4 +79,13 @@ Io recv_some(int fd, std::string& buf, Deadline deadline);
 /// Reads exactly `n` bytes into `out`, waiting until `deadline`.
 Io recv_exact(int fd, void* out, std::size_t n, Deadline deadline);
 
+/// Binds and listens on host:port (empty host: every interface, dual-stack),
+/// non-blocking. Throws UsageError naming the port when it is in use.
+Fd listen_on(const std::string& host, int port);
+/// The port a bound socket got (for port 0).
+int bound_port(int fd);
+/// The numeric address of this host that the kernel would use to reach
+/// host:port (no packet is sent); empty when it cannot tell.
+std::string local_ip_towards(const std::string& host, int port);
+
 }  // namespace gpudiag::net
