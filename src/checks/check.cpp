@@ -31,6 +31,7 @@ class CheckRun {
  public:
   CheckRun(const CheckOptions& o, CheckSetup& s) : opt_(o), setup_(s), plane_(*s.plane) {
     const int n = plane_.size();
+    for (int r = 0; r < n; ++r) result_.live.push_back(r);
     result_.table.resize(n);
     result_.last_seen.resize(n);
     auto& me = result_.me;
@@ -161,12 +162,14 @@ class CheckRun {
   void checkpoint(const char* name, F extra_review) {
     auto t0 = Deadline::Clock::now();
     auto deadline = wait_deadline();
-    auto gathered = plane_.gather_all(name, encode(me()), deadline);
+    auto gathered = plane_.gather_all(name, encode(me()), deadline, result_.live);
     const double waited = seconds_since(t0);
     std::vector<std::string> problems;
     bool peer_timeout = false;
+    result_.live.clear();
     for (int r = 0; r < plane_.size(); ++r) {
       auto& slot = result_.table[r];
+      if (gathered.records[r]) result_.live.push_back(r);
       if (gathered.records[r]) {
         slot = decode(*gathered.records[r]);
         result_.last_seen[r] = name;

@@ -54,6 +54,7 @@ struct CheckResult {
   /// Per rank: the checkpoint it was last seen at ("" never).
   std::vector<std::string> last_seen;
   std::vector<std::string> warnings;  ///< version differences, discovery warnings
+  std::vector<int> live;              ///< ranks present at the last checkpoint
 };
 
 CheckResult run_check(const CheckOptions& options, CheckSetup& setup);

@@ -35,7 +35,7 @@ int run(const CheckCli& o) {
   CheckResult result = run_check(o.check, job.setup);
   write_all(STDOUT_FILENO, status_line(result.me));
   // Everyone has printed before rank 0 adds the summary below the lines.
-  job.plane->gather_all("report", "", Deadline::after_seconds(result.me.ok ? o.check.timeout_s : 3));
+  job.plane->gather_all("report", "", Deadline::after_seconds(o.check.timeout_s), result.live);
   if (result.me.rank == 0) {
     write_all(STDOUT_FILENO, versions_line(result) + summary_table(result));
     if (!o.json_path.empty()) {

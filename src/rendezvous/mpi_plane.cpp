@@ -67,24 +67,32 @@ class MpiPlane : public Plane {
     return failure_;
   }
 
-  Gathered gather_all(const std::string&, const std::string& mine, Deadline deadline) override {
+  Gathered gather_all(const std::string&, const std::string& mine, Deadline deadline,
+                      const std::vector<int>& wait_for) override {
     const int tag = kTagBase + seq_++;
-    return rank_ == 0 ? gather_at_root(mine, tag, deadline) : gather_as_leaf(mine, tag, deadline);
+    return rank_ == 0 ? gather_at_root(mine, tag, deadline, wait_for)
+                      : gather_as_leaf(mine, tag, deadline);
   }
 
  private:
-  Gathered gather_at_root(const std::string& mine, int tag, Deadline deadline) {
+  Gathered gather_at_root(const std::string& mine, int tag, Deadline deadline,
+                          const std::vector<int>& wait_for) {
     Gathered g;
     g.records.resize(size_);
     g.records[0] = mine;
-    int pending = size_ - 1;
-    while (pending > 0 && !deadline.expired()) {
+    std::vector<bool> needed(size_, wait_for.empty());
+    for (int r : wait_for) needed[r] = true;
+    auto pending = [&] {
+      for (int r = 1; r < size_; ++r)
+        if (needed[r] && !g.records[r]) return true;
+      return false;
+    };
+    while (pending() && !deadline.expired()) {
       bool got = false;
       for (int r = 1; r < size_; ++r) {
         if (g.records[r]) continue;
         if (auto m = try_recv(r, tag)) {
           g.records[r] = std::move(m);
-          --pending;
           got = true;
         }
       }

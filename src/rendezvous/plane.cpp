@@ -15,7 +15,8 @@ class SinglePlane : public Plane {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  Gathered gather_all(const std::string&, const std::string& mine, Deadline) override {
+  Gathered gather_all(const std::string&, const std::string& mine, Deadline,
+                      const std::vector<int>&) override {
     Gathered g;
     g.records = {mine};
     return g;

@@ -42,9 +42,12 @@ class Plane {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   /// Contributes `mine` at checkpoint `name` and returns every rank's record.
-  /// Never throws on a missing peer: the caller decides what that means.
-  virtual Gathered gather_all(const std::string& name, const std::string& mine,
-                              Deadline deadline) = 0;
+  /// Waits for the ranks in `wait_for` (every rank when empty); a rank already
+  /// known to be gone is left out so later checkpoints do not wait for it again,
+  /// though its record is still taken if it arrives. Never throws on a missing
+  /// peer: the caller decides what that means.
+  virtual Gathered gather_all(const std::string& name, const std::string& mine, Deadline deadline,
+                              const std::vector<int>& wait_for = {}) = 0;
   /// Cheap progress note, readable by peers when this rank goes quiet.
   virtual void note_phase(const std::string& /*phase*/) {}
   /// Tells the peers this rank failed, so they stop waiting on it early.

@@ -1,5 +1,7 @@
 #include "rendezvous/store_plane.h"
 
+#include <algorithm>
+
 #include "util/error.h"
 
 namespace gpudiag {
@@ -37,51 +39,69 @@ class StorePlane : public Plane {
   std::string describe() const override { return "the store at " + store_->address(); }
 
   void note_phase(const std::string& phase) override {
+    if (lost_) return;
     try {
       store_->set(key("phase", me_.rank), phase, Deadline::after(std::chrono::seconds(5)));
-    } catch (const Error&) {
-      // A lost store shows up at the next checkpoint with a better message.
+    } catch (const Error& e) {
+      note_lost(e);
     }
   }
 
   void announce_failure(const std::string& why) override {
+    if (lost_) return;
     try {
-      publish_failure(*store_, me_.rank, why, Deadline::after(std::chrono::seconds(5)));
-    } catch (const Error&) {
+      own_.push_back(publish_failure(*store_, why, Deadline::after(std::chrono::seconds(5))));
+    } catch (const Error& e) {
+      note_lost(e);
     }
   }
 
   std::optional<std::string> peer_failure() override {
-    if (failure_ || Deadline::Clock::now() < next_failure_poll_) return failure_;
+    if (failure_ || lost_) return failure_ ? failure_ : lost_;
+    if (Deadline::Clock::now() < next_failure_poll_) return std::nullopt;
     next_failure_poll_ = Deadline::Clock::now() + kFailurePollEvery;
     try {
-      auto count = store_->try_get("failures", Deadline::after(std::chrono::seconds(5)));
-      if (!count || *count == "0") return std::nullopt;
+      auto d = Deadline::after(std::chrono::seconds(5));
+      auto count = store_->try_get("failures", d);
+      if (!count) return std::nullopt;
       std::vector<std::string> keys;
-      for (int r = 0; r < me_.size; ++r)
-        if (r != me_.rank) keys.push_back(key("failed", r));
-      for (const auto& v : store_->multi_get(keys, Deadline::after(std::chrono::seconds(5))))
+      for (std::int64_t n = 1; n <= std::stoll(*count); ++n)
+        if (std::find(own_.begin(), own_.end(), n) == own_.end())
+          keys.push_back("failure/" + std::to_string(n));
+      if (keys.empty()) return std::nullopt;
+      for (const auto& v : store_->multi_get(keys, d))
         if (v) return failure_ = *v;
     } catch (const Error& e) {
-      return failure_ = e.one_line();
+      note_lost(e);
+      return lost_;
     }
     return std::nullopt;
   }
 
-  Gathered gather_all(const std::string&, const std::string& mine, Deadline deadline) override {
+  Gathered gather_all(const std::string&, const std::string& mine, Deadline deadline,
+                      const std::vector<int>& wait_for) override {
     const std::string prefix = "cp/" + std::to_string(seq_++) + "/";
-    std::vector<std::string> keys;
+    std::vector<std::string> keys, needed;
     for (int r = 0; r < me_.size; ++r) keys.push_back(prefix + std::to_string(r));
+    if (wait_for.empty())
+      needed = keys;
+    else
+      for (int r : wait_for) needed.push_back(keys[r]);
     Gathered g;
     g.records.resize(me_.size);
     g.notes.resize(me_.size);
+    g.records[me_.rank] = mine;
+    if (lost_) {
+      g.aborted = lost_;
+      return g;
+    }
     try {
       store_->set(keys[me_.rank], mine, deadline);
       // A failed peer usually still arrives with its record: once a failure is
       // announced, wait only a short grace for the rest, then give up.
       Deadline until = deadline;
       bool all = false;
-      while (!(all = store_->wait(keys, until.min(Deadline::after(kSlice))))) {
+      while (!(all = store_->wait(needed, until.min(Deadline::after(kSlice))))) {
         if (until.expired()) break;
         if (!g.aborted)
           if (auto f = peer_failure()) {
@@ -92,11 +112,13 @@ class StorePlane : public Plane {
       if (all) g.aborted.reset();
       auto values = store_->multi_get(keys, Deadline::after(std::chrono::seconds(10)));
       for (int r = 0; r < me_.size; ++r) g.records[r] = std::move(values[r]);
-      if (!all) describe_missing(g);
+      if (!g.complete()) describe_missing(g);
     } catch (const Error& e) {
+      note_lost(e);
       g.records.assign(me_.size, std::nullopt);
       g.records[me_.rank] = mine;
-      g.aborted = e.one_line();
+      // The announced failure, when there is one, is why the store went away.
+      g.aborted = failure_ ? failure_ : lost_;
     }
     return g;
   }
@@ -122,18 +144,25 @@ class StorePlane : public Plane {
     }
   }
 
+  /// A store error that is not a timeout means the store is gone for good.
+  void note_lost(const Error& e) {
+    if (e.code() != ExitCode::timeout && !lost_) lost_ = e.one_line();
+  }
+
   std::unique_ptr<Store> store_;
   StorePlaneIdentity me_;
   int seq_ = 0;
-  std::optional<std::string> failure_;
+  std::optional<std::string> failure_, lost_;
+  std::vector<std::int64_t> own_;  ///< numbers of this rank's own announcements
   Deadline::Clock::time_point next_failure_poll_{};
 };
 
 }  // namespace
 
-void publish_failure(Store& store, int rank, const std::string& why, Deadline deadline) {
-  store.set(key("failed", rank), why, deadline);
-  store.add("failures", 1, deadline);
+std::int64_t publish_failure(Store& store, const std::string& why, Deadline deadline) {
+  auto n = store.add("failures", 1, deadline);
+  store.set("failure/" + std::to_string(n), why, deadline);
+  return n;
 }
 
 std::unique_ptr<Plane> make_store_plane(std::unique_ptr<Store> store, const StorePlaneIdentity& me,

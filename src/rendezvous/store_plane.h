@@ -7,13 +7,15 @@
 //   phase/<r>     the phase rank r last entered
 //   cp/<n>/<r>    rank r's record at checkpoint n
 //   failures      counter of announced failures
-//   failed/<r>    why rank r failed (set by the rank, or by the launcher when
-//                 the rank's process died)
+//   failure/<n>   the n-th announcement (1-based): why a rank failed, set by
+//                 the rank itself, a process that lost a rank claim, or the
+//                 launcher when a rank's process died
 // A checkpoint sets its own key, then waits for everyone's in short slices,
 // looking at `failures` between slices so a dead or failed peer ends the wait
 // at once instead of at the deadline.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -35,7 +37,8 @@ struct StorePlaneIdentity {
 std::unique_ptr<Plane> make_store_plane(std::unique_ptr<Store> store, const StorePlaneIdentity& me,
                                         Deadline deadline);
 
-/// The key a launcher sets when the process of `rank` dies (see failed/<r>).
-void publish_failure(Store& store, int rank, const std::string& why, Deadline deadline);
+/// Announces a failure to every rank of the job (a launcher uses it when a
+/// rank's process dies); returns its number.
+std::int64_t publish_failure(Store& store, const std::string& why, Deadline deadline);
 
 }  // namespace gpudiag

@@ -4,6 +4,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 import unittest
 
 SOURCE_DIR = os.environ.get("GPUDIAG_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
@@ -50,3 +51,56 @@ def broken_lines(stdout):
 def require(program):
     if shutil.which(program) is None:
         raise unittest.SkipTest(f"{program} is not installed (scripts/install-deps.sh --test)")
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rank_env(rank, size, port, addr="127.0.0.1", extra=None):
+    """The variables a user sets to start rank `rank` of `size` by hand on one host."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OMPI_", "PMIX", "SLURM_", "TORCHELASTIC_", "GPUDIAG_"))}
+    env.update(RANK=str(rank), WORLD_SIZE=str(size), LOCAL_RANK=str(rank),
+               LOCAL_WORLD_SIZE=str(size), MASTER_ADDR=addr, MASTER_PORT=str(port))
+    if extra:
+        env.update(extra)
+    return env
+
+
+class Ranks:
+    """Processes started by hand, one per rank; collects each one's output."""
+
+    def __init__(self, envs, args, binary=None):
+        self.procs = [subprocess.Popen([binary or BIN, *args], env=e, stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True) for e in envs]
+        self.out = [None] * len(self.procs)
+        self.err = [None] * len(self.procs)
+        self.codes = [None] * len(self.procs)
+
+    def wait(self, timeout, skip=()):
+        """Waits for every process not in `skip`; returns the seconds it took."""
+        start = time.monotonic()
+        for i, p in enumerate(self.procs):
+            if i in skip:
+                continue
+            left = max(0.1, timeout - (time.monotonic() - start))
+            try:
+                self.out[i], self.err[i] = p.communicate(timeout=left)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise AssertionError(f"rank {i} still running after {timeout}s: a hang")
+            self.codes[i] = p.returncode
+        return time.monotonic() - start
+
+    def kill(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+    def stdout(self, skip=()):
+        return "".join(o or "" for i, o in enumerate(self.out) if i not in skip)
