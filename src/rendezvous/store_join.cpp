@@ -76,7 +76,7 @@ JoinedStore join_store(const World& world, const Env& env, Deadline deadline) {
     std::string prefix = "gpudiag/" + env.get_or("TORCHELASTIC_RUN_ID", "run") + "/" +
                          env.get_or("TORCHELASTIC_RESTART_COUNT", "0") + "/";
     j.store = std::make_unique<TorchStoreClient>(where.host, where.port, prefix, deadline);
-    j.how = "the torchrun agent's store at " + j.store->address();
+    j.how = "joined the store at " + j.store->address() + " (served by the torchrun agent)";
     return j;
   }
   auto token = job_token(env);
@@ -95,8 +95,9 @@ JoinedStore join_store(const World& world, const Env& env, Deadline deadline) {
                          " but cannot reach it through MASTER_ADDR=" + where.host + ": " + e.what(),
                      "set MASTER_ADDR to an address of rank 0's host");
   }
-  j.how = std::string(launcher_serves ? "gpudiag launch" : "rank 0") + " serves the store at " +
-          j.store->address() + " (address from " + where.from + ", token from " + token.source +
+  j.how = std::string(j.server ? "serving" : "joined") + " the store at " + j.store->address() +
+          (launcher_serves ? " (served by gpudiag launch" : j.server ? " (" : " (served by rank 0") +
+          (j.server ? "" : "; ") + "address from " + where.from + ", token from " + token.source +
           ")";
   return j;
 }
