@@ -52,7 +52,14 @@ class SlurmTests(unittest.TestCase):
         self.assertEqual(sorted(int(m["rank"]) for m in ok_lines(p.stdout)), [0, 1, 2, 3])
         self.assertIn("backend=host/mpi", p.stdout)
 
-    def sbatch(self, example, ntasks):
+    def test_plain_srun_meets_through_the_store(self):
+        p = self.srun("-n", "3", BIN, "--log-level", "info", "check", "--size", "4MiB", "--iters", "1")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertEqual(sorted(int(m["rank"]) for m in ok_lines(p.stdout)), [0, 1, 2])
+        self.assertIn("backend=host/tcp", p.stdout)
+        self.assertIn("first host of the SLURM step", p.stderr)
+
+    def sbatch(self, example, ntasks, env=None):
         """Submits slurm/<example> resized to one node and `ntasks` tasks; returns its output."""
         with open(os.path.join(SOURCE_DIR, "slurm", example)) as f:
             script = f.read()
@@ -64,12 +71,24 @@ class SlurmTests(unittest.TestCase):
                 f.write(script)
             out = os.path.join(d, "out.txt")
             p = run(["sbatch", "--wait", "--nodes=1", f"--ntasks-per-node={ntasks}", "-o", out,
-                     path, "--size", "16MiB", "--iters", "1"], timeout=300, env=slurm_env())
+                     path, "--size", "16MiB", "--iters", "1"], timeout=300,
+                    env=dict(slurm_env(), **(env or {})))
             with open(out) as f:
                 return p, f.read()
 
     def test_sbatch_srun_example(self):
         p, out = self.sbatch("check-srun.sbatch", 2)
+        self.assertEqual(p.returncode, 0, p.stderr + out)
+        self.assertEqual(sorted(int(m["rank"]) for m in ok_lines(out)), [0, 1], out)
+
+    def test_sbatch_torchrun_example(self):
+        if subprocess.run(["/usr/bin/python3", "-c", "import torch.distributed.run"],
+                          capture_output=True).returncode != 0:
+            self.skipTest("Debian's python3-torch is not installed")
+        # torch 1.13 under Python 3.11 needs explicit --redirects/--tee (see test_torchrun.py).
+        env = {"TORCHRUN": "/usr/bin/python3 -m torch.distributed.run --redirects 2 --tee 2",
+               "GPUS_PER_NODE": "2"}
+        p, out = self.sbatch("check-torchrun.sbatch", 1, env=env)
         self.assertEqual(p.returncode, 0, p.stderr + out)
         self.assertEqual(sorted(int(m["rank"]) for m in ok_lines(out)), [0, 1], out)
 
