@@ -53,6 +53,10 @@ class CheckRun {
     checkpoint("communicator", [] {});
     timed("all-reduce", [&] { all_reduce(); });
     checkpoint("all-reduce", [] {});
+    if (!opt_.sweep_bytes.empty()) {
+      timed("sweep", [&] { sweep(); });
+      checkpoint("sweep", [] {});
+    }
     timed("barrier", [&] { comm_->barrier(wait_deadline()); });
     checkpoint("barrier", [] {});
     comm_.reset();  // finalize/abort the communicator before reporting
@@ -250,6 +254,23 @@ class CheckRun {
     for (int i = 0; i < opt_.iters; ++i) comm_->all_reduce_sum(buf, n, wait_deadline());
     me().allreduce_bytes = static_cast<double>(n * sizeof(float));
     me().allreduce_seconds = seconds_since(t0) / opt_.iters;
+  }
+
+  /// Bandwidth sweep (gpudiag bench): for each size, warm-up iterations, then
+  /// the mean of the timed ones. Peers start each size together: a barrier
+  /// separates them, so a slow rank shows in everyone's times.
+  void sweep() {
+    for (std::uint64_t bytes : opt_.sweep_bytes) {
+      const std::size_t n = std::max<std::size_t>(1, bytes / sizeof(float));
+      float* buf = workspace_->allocate(n);
+      for (int i = 0; i < opt_.warmup; ++i) comm_->all_reduce_sum(buf, n, wait_deadline());
+      comm_->barrier(wait_deadline());
+      auto t0 = Deadline::Clock::now();
+      for (int i = 0; i < opt_.iters; ++i) comm_->all_reduce_sum(buf, n, wait_deadline());
+      me().sweep.push_back({static_cast<double>(n * sizeof(float)),
+                            seconds_since(t0) / std::max(1, opt_.iters)});
+      workspace_->release(buf);
+    }
   }
 
   const CheckOptions& opt_;

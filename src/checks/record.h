@@ -3,7 +3,9 @@
 // Serialised as JSON; the same object forms the rows of the job report.
 #pragma once
 
+#include <array>
 #include <map>
+#include <vector>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -39,6 +41,8 @@ struct RankRecord {
   std::string cuda_runtime, cuda_driver, nccl_version, mpi_version;
   double allreduce_bytes = 0;
   double allreduce_seconds = 0;  ///< mean of the timed iterations
+  /// gpudiag bench: {bytes, mean seconds} per swept size.
+  std::vector<std::array<double, 2>> sweep;
 
   void fail(const std::string& in_phase, const std::string& why, bool timeout = false) {
     if (!ok) return;  // the first failure is the one that matters

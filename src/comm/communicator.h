@@ -28,6 +28,8 @@ class Workspace {
   virtual ~Workspace() = default;
   /// `count` floats, owned by the workspace until it is destroyed.
   virtual float* allocate(std::size_t count) = 0;
+  /// Frees a block from allocate() before the workspace goes away.
+  virtual void release(float* block) = 0;
   virtual void upload(float* dst, const float* src, std::size_t count) = 0;
   virtual void download(float* dst, const float* src, std::size_t count) = 0;
 };

@@ -14,6 +14,9 @@ class HostWorkspace : public Workspace {
     blocks_.push_back(std::make_unique<float[]>(count));
     return blocks_.back().get();
   }
+  void release(float* block) override {
+    std::erase_if(blocks_, [&](const auto& b) { return b.get() == block; });
+  }
   void upload(float* dst, const float* src, std::size_t count) override {
     std::memcpy(dst, src, count * sizeof(float));
   }
@@ -30,6 +33,9 @@ class DeviceWorkspace : public Workspace {
   float* allocate(std::size_t count) override {
     blocks_.push_back(std::make_unique<DeviceBuffer>(count * sizeof(float)));
     return static_cast<float*>(blocks_.back()->get());
+  }
+  void release(float* block) override {
+    std::erase_if(blocks_, [&](const auto& b) { return b->get() == block; });
   }
   void upload(float* dst, const float* src, std::size_t count) override {
     copy_to_device(dst, src, count * sizeof(float));
