@@ -130,19 +130,20 @@ void rule_verbs_missing(const Job& job, std::vector<Finding>& out) {
 
 void rule_connection(const Job& job, std::vector<Finding>& out) {
   Collector refused, lost, unreachable;
+  auto classify = [&](const ProcessSummary& p, std::string_view m, const Evidence& e) {
+    if (contains(m, "ibv_")) return;  // rule_ib_qp
+    auto peer = peer_address(m);
+    if (contains(m, "Connection refused") || contains(m, "connection abort"))
+      refused.add(p, e, peer);
+    else if (contains(m, "closed by remote peer") || contains(m, "reset by peer"))
+      lost.add(p, e, peer);
+    else if (contains(m, "timed out") || contains(m, "unreachable") ||
+             contains(m, "No route to host"))
+      unreachable.add(p, e, peer);
+  };
   for (const auto& p : job.processes) {
-    for (const auto& w : p.warnings) {
-      std::string_view m = w.line.message;
-      if (contains(m, "ibv_")) continue;  // rule_ib_qp
-      auto peer = peer_address(m);
-      if (contains(m, "Connection refused") || contains(m, "connection abort"))
-        refused.add(p, w.where, peer);
-      else if (contains(m, "closed by remote peer") || contains(m, "reset by peer"))
-        lost.add(p, w.where, peer);
-      else if (contains(m, "timed out") || contains(m, "unreachable") ||
-               contains(m, "No route to host"))
-        unreachable.add(p, w.where, peer);
-    }
+    for (const auto& w : p.warnings) classify(p, w.line.message, w.where);
+    for (const auto& e : p.connect_retries) classify(p, e.text, e);
   }
   auto at = [](const std::string& peer) { return peer.empty() ? std::string() : " to " + peer; };
   refused.emit(out, "connection-refused", Severity::problem,

@@ -106,11 +106,13 @@ void JobBuilder::add_stream(std::istream& in, const std::string& name) {
 }
 
 Job JobBuilder::finish() {
-  std::sort(job_.processes.begin(), job_.processes.end(), [](const auto& a, const auto& b) {
-    int ra = a.rank(), rb = b.rank();
-    return std::make_tuple(ra < 0, ra, a.host, a.pid, a.key) <
-           std::make_tuple(rb < 0, rb, b.host, b.pid, b.key);
-  });
+  // By rank; processes without a communicator line by their launcher rank, then by name.
+  auto order = [](const ProcessSummary& p) {
+    int r = p.rank() >= 0 ? p.rank() : p.launcher_rank;
+    return std::make_tuple(r < 0, r, p.host, p.pid, p.key);
+  };
+  std::sort(job_.processes.begin(), job_.processes.end(),
+            [&](const auto& a, const auto& b) { return order(a) < order(b); });
   Job out = std::move(job_);
   job_ = Job{};
   index_.clear();

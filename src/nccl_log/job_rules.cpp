@@ -32,19 +32,38 @@ std::string describe(const Groups& groups) {
   return join(parts, "; ");
 }
 
-/// Processes outside the largest group: the ones that disagree with the majority.
+/// Processes outside the largest group: the ones that disagree with the majority. With no
+/// clear majority (a tie for largest) every process is named.
 void add_minority(const Groups& groups, Collector& c,
                   Evidence (*evidence)(const ProcessSummary&)) {
-  std::size_t largest = 0;
+  std::size_t largest = 0, ties = 0;
   for (const auto& [v, ps] : groups) largest = std::max(largest, ps.size());
-  bool skipped_majority = false;
+  for (const auto& [v, ps] : groups) ties += ps.size() == largest;
   for (const auto& [v, ps] : groups) {
-    if (ps.size() == largest && !skipped_majority) {
-      skipped_majority = true;
-      continue;
-    }
+    if (ps.size() == largest && ties == 1) continue;
     for (const auto* p : ps) c.add(*p, evidence(*p));
   }
+}
+
+/// What a few well-known WARN texts mean, for the first-warn finding.
+std::string hint_for(std::string_view message) {
+  static const std::pair<const char*, const char*> hints[] = {
+      {"CUDA driver version is insufficient",
+       "no usable NVIDIA driver on that node, or one older than the CUDA runtime NCCL was built "
+       "for: check `nvidia-smi` there"},
+      {"no CUDA-capable device", "the process sees no GPU: check CUDA_VISIBLE_DEVICES and the "
+                                 "launcher's GPU binding"},
+      {"Duplicate GPU detected",
+       "two ranks use the same GPU: give each rank its own device (LOCAL_RANK / "
+       "CUDA_VISIBLE_DEVICES)"},
+      {"has already checked in",
+       "two processes claim the same rank: a stale RANK variable, or two jobs sharing one "
+       "MASTER_ADDR:MASTER_PORT"},
+      {"out of memory", "the GPU ran out of memory while NCCL allocated its buffers"},
+  };
+  for (const auto& [needle, hint] : hints)
+    if (contains(message, needle)) return std::string(hint) + "; ";
+  return {};
 }
 
 std::string base_version(const std::string& v) { return v.substr(0, v.find('+')); }
@@ -91,11 +110,28 @@ void rule_disagree(const Job& job, std::vector<Finding>& out) {
            "install the same net plugin (libnccl-net.so) on every node, or none, and set "
            "NCCL_NET_PLUGIN the same everywhere");
   }
-  // NCCL_* variables that some ranks set and others do not, or set differently.
+  // Ranks on one host should bootstrap over the same interface (names differ across hosts).
+  std::map<std::string, Groups> by_host;
+  for (const auto& p : job.processes)
+    if (!p.host.empty() && !p.bootstrap.empty())
+      by_host[p.host][p.bootstrap.front().name].push_back(&p);
+  for (const auto& [host, ifaces] : by_host) {
+    if (ifaces.size() < 2) continue;
+    Collector c;
+    add_minority(ifaces, c, [](const ProcessSummary& p) { return p.bootstrap_evidence; });
+    c.emit(out, "ranks-disagree", Severity::problem,
+           "ranks on " + host + " bootstrap over different interfaces: " + describe(ifaces),
+           "the ranks were started with different NCCL_SOCKET_IFNAME (or NCCL_SOCKET_FAMILY) "
+           "settings: set them once for the whole job so every rank advertises an address the "
+           "others reach");
+  }
+  // NCCL_* variables that some ranks set and others do not, or set differently. Ranks that
+  // logged their bootstrap line would have logged their NCCL_* settings too (both are in
+  // NCCL's default NCCL_DEBUG_SUBSYS).
   std::vector<const ProcessSummary*> with_env;
   std::set<std::string> keys;
   for (const auto& p : job.processes) {
-    if (p.env.empty()) continue;
+    if (p.env.empty() && p.bootstrap.empty()) continue;
     with_env.push_back(&p);
     for (const auto& [k, v] : p.env) keys.insert(k);
   }
@@ -108,7 +144,11 @@ void rule_disagree(const Job& job, std::vector<Finding>& out) {
     }
     if (values.size() < 2 || reported++ >= 5) continue;
     Collector c;
-    add_minority(values, c, [](const ProcessSummary& p) { return p.first_line; });
+    for (const auto* p : with_env)  // quote the lines that set it
+      if (auto it = p->env_evidence.find(key); it != p->env_evidence.end()) c.add(*p, it->second);
+    add_minority(values, c, [](const ProcessSummary& p) {
+      return p.bootstrap.empty() ? p.first_line : p.bootstrap_evidence;
+    });
     c.emit(out, "ranks-disagree", Severity::note, key + " differs between ranks: " + describe(values),
            "launchers pass environment variables only where told to (mpirun -x, srun "
            "--export, torchrun inherits the node's shell): set NCCL_* the same on every node");
@@ -131,9 +171,12 @@ void rule_init_incomplete(const Job& job, std::vector<Finding>& out) {
     if (p.legacy_nranks == world && p.legacy_rank >= 0) seen.insert(p.legacy_rank);
     if (!p.init_complete()) c.add(p, p.last_line);
   }
+  std::vector<std::string> named(c.who.begin(),
+                                 c.who.begin() + std::min<std::size_t>(c.who.size(), 6));
+  if (c.who.size() > named.size()) named.push_back("...");
   std::string title = any_complete ? std::to_string(c.who.size()) + " of " +
                                          std::to_string(job.processes.size()) +
-                                         " processes never reached Init COMPLETE: " + join(c.who, ", ")
+                                         " processes never reached Init COMPLETE: " + join(named, ", ")
                       : any_comm ? "no rank reached Init COMPLETE"
                                  : "no communicator init and no Init COMPLETE in these logs";
   c.emit(out, "init-incomplete", Severity::problem, title,
@@ -190,10 +233,13 @@ void rule_first_warn(const Job& job, std::vector<Finding>& out) {
     remedy = "error chain " + join(steps, " -> ") + " returned " + std::to_string(code) + " (" +
              result_name(code) + ": " + result_meaning(code) + "); ";
   }
+  remedy += hint_for(w.line.message);
   std::string explained;
-  for (const auto& f : out)
+  for (const auto& f : out) {
+    if (f.id == "init-incomplete") continue;  // quotes where logs end, explains nothing
     for (const auto& e : f.evidence)
       if (e.file == w.where.file && e.line == w.where.line && explained.empty()) explained = f.id;
+  }
   remedy += explained.empty()
                 ? "the rest of the run's errors usually follow from this one: fix it first"
                 : "explained by " + explained + " above";

@@ -210,12 +210,14 @@ bool read_legacy_rank(ProcessSummary& p, std::string_view msg) {
   return true;
 }
 
-bool read_env(ProcessSummary& p, std::string_view msg) {
+bool read_env(ProcessSummary& p, std::string_view msg, const Evidence& e) {
   auto pos = msg.find(" set by environment to ");
   if (!msg.starts_with("NCCL_") || pos == std::string_view::npos) return false;
   auto value = trim(msg.substr(pos + 23));
   if (value.ends_with('.')) value.remove_suffix(1);
-  p.env[std::string(msg.substr(0, pos))] = std::string(value);
+  std::string key(msg.substr(0, pos));
+  p.env[key] = std::string(value);
+  p.env_evidence.emplace(key, e);
   return true;
 }
 
@@ -264,12 +266,16 @@ void absorb(ProcessSummary& p, const Line& line, const std::string& file, std::s
   }
   read_verbs(p, msg, e);
   if (msg.starts_with("P2P is disabled between")) {
-    p.p2p_disabled.push_back(e);
+    if (p.p2p_disabled.size() < 8) p.p2p_disabled.push_back(e);
+    return;
+  }
+  if (msg.starts_with("Call to connect returned")) {
+    if (p.connect_retries.size() < 8) p.connect_retries.push_back(e);
     return;
   }
   read_version(p, msg, e) || read_bootstrap(p, msg, e) || read_socket_nics(p, msg, e) ||
       read_network(p, msg) || read_ib(p, msg) || read_plugin(p, msg, e) ||
-      read_transport(p, msg) || read_comm(p, msg) || read_legacy_rank(p, msg) || read_env(p, msg);
+      read_transport(p, msg) || read_comm(p, msg) || read_legacy_rank(p, msg) || read_env(p, msg, e);
 }
 
 std::vector<Interface> parse_interfaces(std::string_view list) {

@@ -80,7 +80,11 @@ struct ProcessSummary {
   std::map<std::string, Comm> comms;     ///< by comm id
   int legacy_rank = -1, legacy_nranks = -1;  ///< NCCL 2.3 "rank 0 nranks 8" without a comm id
   std::map<std::string, std::string> env;    ///< "NCCL_SOCKET_IFNAME" -> "lo" ("set by environment")
+  std::map<std::string, Evidence> env_evidence;  ///< where each of those was logged
   std::vector<Evidence> p2p_disabled;        ///< "P2P is disabled between connected GPUs ..."
+  /// INFO "Call to connect returned Connection refused, retrying" lines (first few), kept
+  /// because the WARN that follows them is often cut off in pasted logs.
+  std::vector<Evidence> connect_retries;
   std::vector<Warning> warnings;
   std::map<long, std::size_t> open_warning;  ///< tid -> index of its latest WARN (for chains)
 
