@@ -85,12 +85,12 @@ std::string transports_text(const ProcessSummary& p) {
   return join(parts, "; ");
 }
 
-nlohmann::json evidence_json(const Evidence& e) {
+nlohmann::ordered_json evidence_json(const Evidence& e) {
   return {{"file", e.file}, {"line", e.line}, {"text", e.text}};
 }
 
-nlohmann::json process_json(const ProcessSummary& p) {
-  nlohmann::json j;
+nlohmann::ordered_json process_json(const ProcessSummary& p) {
+  nlohmann::ordered_json j;
   j["key"] = p.key;
   j["host"] = p.host;
   j["pid"] = p.pid;
@@ -101,7 +101,7 @@ nlohmann::json process_json(const ProcessSummary& p) {
   j["files"] = p.files;
   j["nccl_version"] = p.nccl_version;
   auto ifaces = [](const std::vector<Interface>& is) {
-    auto a = nlohmann::json::array();
+    auto a = nlohmann::ordered_json::array();
     for (const auto& i : is) a.push_back({{"name", i.name}, {"address", i.address}});
     return a;
   };
@@ -112,18 +112,18 @@ nlohmann::json process_json(const ProcessSummary& p) {
   j["ib_nics"] = p.ib_nics;
   j["net_plugin"] = p.net_plugin;
   j["verbs_missing"] = p.verbs_missing;
-  j["transports"] = nlohmann::json::object();
+  j["transports"] = nlohmann::ordered_json::object();
   for (const auto& [label, peers] : p.transports) j["transports"][label] = peers;
-  j["comms"] = nlohmann::json::array();
+  j["comms"] = nlohmann::ordered_json::array();
   for (const auto& [id, c] : p.comms)
     j["comms"].push_back({{"id", id},           {"rank", c.rank},         {"nranks", c.nranks},
                           {"nnodes", c.nnodes}, {"cuda_dev", c.cuda_dev}, {"bus_id", c.bus_id},
                           {"complete", c.complete}, {"aborted", c.aborted}});
   j["init_complete"] = p.init_complete();
   j["env"] = p.env;
-  j["warnings"] = nlohmann::json::array();
+  j["warnings"] = nlohmann::ordered_json::array();
   for (const auto& w : p.warnings) {
-    auto chain = nlohmann::json::array();
+    auto chain = nlohmann::ordered_json::array();
     for (const auto& s : w.chain)
       chain.push_back({{"where", s.where}, {"code", s.code}, {"result", result_name(s.code)},
                        {"thread", s.thread}});
@@ -200,21 +200,21 @@ std::string render_text(const Report& report) {
   return out;
 }
 
-nlohmann::json render_json(const Report& report) {
+nlohmann::ordered_json render_json(const Report& report) {
   const Job& job = report.job;
-  nlohmann::json j;
-  j["files"] = nlohmann::json::array();
+  nlohmann::ordered_json j;
+  j["files"] = nlohmann::ordered_json::array();
   for (const auto& f : job.files)
     j["files"].push_back({{"path", f.path}, {"lines", f.lines}, {"nccl_lines", f.nccl_lines}});
   j["hosts"] = job.hosts();
   j["multi_node"] = job.multi_node();
   j["nccl_lines"] = job.nccl_lines;
   j["other_lines"] = job.other_lines;
-  j["processes"] = nlohmann::json::array();
+  j["processes"] = nlohmann::ordered_json::array();
   for (const auto& p : job.processes) j["processes"].push_back(process_json(p));
-  j["findings"] = nlohmann::json::array();
+  j["findings"] = nlohmann::ordered_json::array();
   for (const auto& f : report.findings) {
-    auto ev = nlohmann::json::array();
+    auto ev = nlohmann::ordered_json::array();
     for (const auto& e : f.evidence) ev.push_back(evidence_json(e));
     j["findings"].push_back({{"id", f.id},
                              {"severity", severity_name(f.severity)},

@@ -28,6 +28,6 @@ Report summarize(const std::vector<std::string>& paths);
 std::string render_text(const Report& report);
 
 /// Machine-readable report (schema in docs/nccl-log.md).
-nlohmann::json render_json(const Report& report);
+nlohmann::ordered_json render_json(const Report& report);
 
 }  // namespace gpudiag::nccl_log
