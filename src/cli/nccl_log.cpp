@@ -29,8 +29,9 @@ struct NcclLogOptions {
 int run_nccl_log(const NcclLogOptions& opt) {
   if (!opt.print_env.empty()) {
     if (!opt.paths.empty())
-      throw UsageError("--print-env takes a run directory, not log files",
-                       "run `gpudiag nccl-log --print-env DIR` and `gpudiag nccl-log DIR` separately");
+      throw UsageError(
+          "--print-env takes a run directory, not log files",
+          "run `gpudiag nccl-log --print-env DIR` and `gpudiag nccl-log DIR` separately");
     nccl_log::CaptureRequest request;
     request.run_dir = opt.print_env;
     request.level = opt.level;
@@ -44,8 +45,8 @@ int run_nccl_log(const NcclLogOptions& opt) {
                      "gpudiag nccl-log FILE|DIR... (or --print-env DIR to capture logs)");
   auto report = nccl_log::summarize(opt.paths);
   if (opt.json)
-    std::cout << nccl_log::render_json(report).dump(2, ' ', false,
-                                                    nlohmann::json::error_handler_t::replace)
+    std::cout << nccl_log::render_json(report).dump(
+                     2, ' ', false, nlohmann::ordered_json::error_handler_t::replace)
               << "\n";
   else
     std::cout << nccl_log::render_text(report);

@@ -83,9 +83,9 @@ fs::path absolute_run_dir(const fs::path& dir) {
 
 const std::vector<std::string>& known_subsystems() {
   static const std::vector<std::string> names = {
-      "INIT", "COLL",  "P2P",       "SHM",  "NET", "GRAPH",   "TUNING", "ENV",     "ALLOC",
-      "CALL", "PROXY", "NVLS",      "BOOTSTRAP",   "REG",     "PROFILE", "RAS",   "ALLOC_HOST",
-      "DESTROY", "ALL"};
+      "INIT",    "COLL",  "P2P",        "SHM",     "NET",  "GRAPH",     "TUNING",
+      "ENV",     "ALLOC", "CALL",       "PROXY",   "NVLS", "BOOTSTRAP", "REG",
+      "PROFILE", "RAS",   "ALLOC_HOST", "DESTROY", "ALL"};
   return names;
 }
 
@@ -98,12 +98,12 @@ CapturePlan prepare_capture(const CaptureRequest& request) {
   std::error_code ec;
   fs::create_directories(plan.run_dir, ec);
   if (ec || !fs::is_directory(plan.run_dir))
-    throw UsageError("cannot create NCCL log directory '" + plan.run_dir.string() + "': " +
-                         (ec ? ec.message() : "a file of that name exists"),
+    throw UsageError("cannot create NCCL log directory '" + plan.run_dir.string() +
+                         "': " + (ec ? ec.message() : "a file of that name exists"),
                      "pick a directory you can write, on a file system all nodes share");
   if (::access(plan.run_dir.c_str(), W_OK | X_OK) != 0)
-    throw UsageError("cannot write to NCCL log directory '" + plan.run_dir.string() + "': " +
-                         std::strerror(errno),
+    throw UsageError("cannot write to NCCL log directory '" + plan.run_dir.string() +
+                         "': " + std::strerror(errno),
                      "pick a directory you can write");
 
   bool explicit_name = !request.host.empty() && request.pid > 0;
@@ -115,13 +115,14 @@ CapturePlan prepare_capture(const CaptureRequest& request) {
     plan.log_file = plan.run_dir / name;
     plan.debug_file = dir + "/" + escape_percent(name);
   } else {
-    name += (request.host.empty() ? std::string("%h") : escape_percent(host_for_file(request.host))) +
-            "." + (request.pid > 0 ? std::to_string(request.pid) : std::string("%p")) + ".log";
+    name +=
+        (request.host.empty() ? std::string("%h") : escape_percent(host_for_file(request.host))) +
+        "." + (request.pid > 0 ? std::to_string(request.pid) : std::string("%p")) + ".log";
     plan.debug_file = dir + "/" + name;
   }
   if (plan.debug_file.size() > 4000)
-    throw UsageError("NCCL log path is too long for NCCL (" + std::to_string(plan.debug_file.size()) +
-                         " characters)",
+    throw UsageError("NCCL log path is too long for NCCL (" +
+                         std::to_string(plan.debug_file.size()) + " characters)",
                      "use a shorter run directory");
 
   plan.env = {{"NCCL_DEBUG", level},

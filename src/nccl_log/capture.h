@@ -41,18 +41,18 @@
 namespace gpudiag::nccl_log {
 
 struct CaptureRequest {
-  std::filesystem::path run_dir;     ///< where per-rank logs go; created if missing
-  std::string level = "info";        ///< "info" or "trace" (any case)
-  std::vector<std::string> subsys;   ///< NCCL_DEBUG_SUBSYS names; empty: INIT,BOOTSTRAP,ENV,NET
-  std::string host;                  ///< this host's name; empty: NCCL substitutes %h
-  long pid = 0;                      ///< the pid of the process that will initialise NCCL; 0: %p
-  int rank = -1;                     ///< >= 0: the rank goes into the file name too
+  std::filesystem::path run_dir;    ///< where per-rank logs go; created if missing
+  std::string level = "info";       ///< "info" or "trace" (any case)
+  std::vector<std::string> subsys;  ///< NCCL_DEBUG_SUBSYS names; empty: INIT,BOOTSTRAP,ENV,NET
+  std::string host;                 ///< this host's name; empty: NCCL substitutes %h
+  long pid = 0;                     ///< the pid of the process that will initialise NCCL; 0: %p
+  int rank = -1;                    ///< >= 0: the rank goes into the file name too
 };
 
 struct CapturePlan {
-  std::filesystem::path run_dir;     ///< absolute, exists, writable
-  std::string debug_file;            ///< the NCCL_DEBUG_FILE value
-  std::filesystem::path log_file;    ///< the exact log path when host and pid were given
+  std::filesystem::path run_dir;   ///< absolute, exists, writable
+  std::string debug_file;          ///< the NCCL_DEBUG_FILE value
+  std::filesystem::path log_file;  ///< the exact log path when host and pid were given
   std::vector<std::pair<std::string, std::string>> env;  ///< variables to set, in order
 };
 

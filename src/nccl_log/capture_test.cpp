@@ -138,7 +138,8 @@ TEST_F(Capture, RealNcclWritesWhereThePlanSays) {
   pid_t child = run_child(req, true);
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
-  auto file = base_ / "explicit" / ("nccl.rank5." + short_host() + "." + std::to_string(child) + ".log");
+  auto file =
+      base_ / "explicit" / ("nccl.rank5." + short_host() + "." + std::to_string(child) + ".log");
   ASSERT_TRUE(fs::exists(file)) << file;
   std::stringstream text;
   text << std::ifstream(file).rdbuf();

@@ -23,10 +23,18 @@ bool has_problem(const std::vector<Finding>& findings) {
 std::vector<Finding> find_problems(const Job& job) {
   using Rule = void (*)(const Job&, std::vector<Finding>&);
   static constexpr Rule kRules[] = {
-      detail::rule_loopback,    detail::rule_container_interface, detail::rule_verbs_missing,
-      detail::rule_connection,  detail::rule_shm,                 detail::rule_ib_completion,
-      detail::rule_ib_qp,       detail::rule_p2p,                 detail::rule_version,
-      detail::rule_disagree,    detail::rule_init_incomplete,     detail::rule_first_warn,
+      detail::rule_loopback,
+      detail::rule_container_interface,
+      detail::rule_verbs_missing,
+      detail::rule_connection,
+      detail::rule_shm,
+      detail::rule_ib_completion,
+      detail::rule_ib_qp,
+      detail::rule_p2p,
+      detail::rule_version,
+      detail::rule_disagree,
+      detail::rule_init_incomplete,
+      detail::rule_first_warn,
   };
   std::vector<Finding> out;
   for (Rule rule : kRules) rule(job, out);
@@ -181,7 +189,9 @@ void rule_shm(const Job& job, std::vector<Finding>& out) {
         create.add(p, w.where, size);
     }
   }
-  auto bytes = [](const std::string& s) { return s.empty() ? std::string() : " of " + s + " bytes"; };
+  auto bytes = [](const std::string& s) {
+    return s.empty() ? std::string() : " of " + s + " bytes";
+  };
   create.emit(out, "shm-too-small", Severity::problem,
               "could not create a shared memory segment" + bytes(create.first) + " in /dev/shm",
               "/dev/shm is full or too small (Docker's default is 64 MiB): check `df -h "

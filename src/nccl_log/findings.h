@@ -36,12 +36,12 @@ enum class Severity { problem, note };
 const char* severity_name(Severity s);
 
 struct Finding {
-  std::string id;                 ///< stable id from the table above
+  std::string id;  ///< stable id from the table above
   Severity severity = Severity::problem;
-  std::string title;              ///< one line: what is wrong, with the host/port/size it names
-  std::vector<std::string> who;   ///< process labels it concerns
-  std::vector<Evidence> evidence; ///< the log lines that show it (a few)
-  std::string remedy;             ///< what to try
+  std::string title;               ///< one line: what is wrong, with the host/port/size it names
+  std::vector<std::string> who;    ///< process labels it concerns
+  std::vector<Evidence> evidence;  ///< the log lines that show it (a few)
+  std::string remedy;              ///< what to try
 };
 
 /// Runs every rule over the job, problems first, in the order of the table above.

@@ -41,12 +41,15 @@ TEST(Findings, LoopbackOnOneHostIsNotAProblem) {
 
 TEST(Findings, VersionMismatchNamesTheOddRankOut) {
   auto fs = find_problems(build({
-      {"r0.log", "a:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 3 cudaDev 0 busId 1000 - Init COMPLETE\n"
-                 "a:1:1 [0] NCCL INFO NCCL version 2.19.3+cuda12.3\n"},
-      {"r1.log", "a:2:2 [1] NCCL INFO comm 0x2 rank 1 nranks 3 cudaDev 1 busId 2000 - Init COMPLETE\n"
-                 "a:2:2 [1] NCCL INFO NCCL version 2.19.3+cuda12.3\n"},
-      {"r2.log", "b:3:3 [0] NCCL INFO comm 0x3 rank 2 nranks 3 cudaDev 0 busId 1000 - Init COMPLETE\n"
-                 "b:3:3 [0] NCCL INFO NCCL version 2.18.5+cuda12.2\n"},
+      {"r0.log",
+       "a:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 3 cudaDev 0 busId 1000 - Init COMPLETE\n"
+       "a:1:1 [0] NCCL INFO NCCL version 2.19.3+cuda12.3\n"},
+      {"r1.log",
+       "a:2:2 [1] NCCL INFO comm 0x2 rank 1 nranks 3 cudaDev 1 busId 2000 - Init COMPLETE\n"
+       "a:2:2 [1] NCCL INFO NCCL version 2.19.3+cuda12.3\n"},
+      {"r2.log",
+       "b:3:3 [0] NCCL INFO comm 0x3 rank 2 nranks 3 cudaDev 0 busId 1000 - Init COMPLETE\n"
+       "b:3:3 [0] NCCL INFO NCCL version 2.18.5+cuda12.2\n"},
   }));
   const Finding* f = find(fs, "version-mismatch");
   ASSERT_NE(f, nullptr);
@@ -87,9 +90,10 @@ TEST(Findings, FirstWarnWithoutTimestampsSaysItUsedFileOrder) {
 }
 
 TEST(Findings, VerbsWarningIsNeverTheFirstWarn) {
-  auto fs = find_problems(build({{"a.log",
-                                  "ai:1:1 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open "
-                                  "libibverbs.so[.1]\nai:1:1 [0] NCCL INFO Using network Socket\n"}}));
+  auto fs =
+      find_problems(build({{"a.log",
+                            "ai:1:1 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open "
+                            "libibverbs.so[.1]\nai:1:1 [0] NCCL INFO Using network Socket\n"}}));
   EXPECT_EQ(find(fs, "first-warn"), nullptr);
   const Finding* v = find(fs, "verbs-missing");
   ASSERT_NE(v, nullptr);

@@ -26,16 +26,26 @@ int status_of(std::string_view m) {
 
 std::string status_name(int s) {
   switch (s) {
-    case 1: return "IBV_WC_LOC_LEN_ERR: local length error";
-    case 2: return "IBV_WC_LOC_QP_OP_ERR: local QP operation error";
-    case 4: return "IBV_WC_LOC_PROT_ERR: local protection error";
-    case 5: return "IBV_WC_WR_FLUSH_ERR: flushed after an earlier error";
-    case 9: return "IBV_WC_REM_INV_REQ_ERR: remote invalid request";
-    case 10: return "IBV_WC_REM_ACCESS_ERR: remote access error";
-    case 11: return "IBV_WC_REM_OP_ERR: remote operation error";
-    case 12: return "IBV_WC_RETRY_EXC_ERR: transport retry counter exceeded, a timeout";
-    case 13: return "IBV_WC_RNR_RETRY_EXC_ERR: receiver not ready, retries exceeded";
-    default: return "see enum ibv_wc_status";
+    case 1:
+      return "IBV_WC_LOC_LEN_ERR: local length error";
+    case 2:
+      return "IBV_WC_LOC_QP_OP_ERR: local QP operation error";
+    case 4:
+      return "IBV_WC_LOC_PROT_ERR: local protection error";
+    case 5:
+      return "IBV_WC_WR_FLUSH_ERR: flushed after an earlier error";
+    case 9:
+      return "IBV_WC_REM_INV_REQ_ERR: remote invalid request";
+    case 10:
+      return "IBV_WC_REM_ACCESS_ERR: remote access error";
+    case 11:
+      return "IBV_WC_REM_OP_ERR: remote operation error";
+    case 12:
+      return "IBV_WC_RETRY_EXC_ERR: transport retry counter exceeded, a timeout";
+    case 13:
+      return "IBV_WC_RNR_RETRY_EXC_ERR: receiver not ready, retries exceeded";
+    default:
+      return "see enum ibv_wc_status";
   }
 }
 
@@ -121,8 +131,8 @@ void rule_p2p(const Job& job, std::vector<Finding>& out) {
     for (const auto& w : p.warnings) {
       std::string_view m = w.line.message;
       bool p2p_source = contains(w.line.source, "p2p");
-      if (contains(m, "CUDA IPC") || contains(m, "peer access") || contains(m, "NVLINK connected") ||
-          (p2p_source && contains(m, "Cuda failure")))
+      if (contains(m, "CUDA IPC") || contains(m, "peer access") ||
+          contains(m, "NVLINK connected") || (p2p_source && contains(m, "Cuda failure")))
         failed.add(p, w.where);
     }
     if (!p.p2p_disabled.empty()) disabled.add(p, p.p2p_disabled.front());

@@ -16,8 +16,8 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string process_key(const Line& line, const std::string& file) {
-  if (line.pid >= 0) return (line.host.empty() ? std::string("?") : line.host) + ":" +
-                            std::to_string(line.pid);
+  if (line.pid >= 0)
+    return (line.host.empty() ? std::string("?") : line.host) + ":" + std::to_string(line.pid);
   if (line.launcher_rank >= 0) return file + "[" + std::to_string(line.launcher_rank) + "]";
   return file;
 }
@@ -68,8 +68,8 @@ ProcessSummary& JobBuilder::process_for(const Line& line, const std::string& fil
 
 void JobBuilder::add_stream(std::istream& in, const std::string& name) {
   SourceFile source{name};
-  std::map<int, std::string> last_key;           // launcher rank -> last process key
-  std::map<int, std::vector<Pending>> pending;   // bare version lines waiting for a process
+  std::map<int, std::string> last_key;          // launcher rank -> last process key
+  std::map<int, std::vector<Pending>> pending;  // bare version lines waiting for a process
   std::string raw;
   std::size_t lineno = 0;
   while (std::getline(in, raw)) {
@@ -120,7 +120,8 @@ Job JobBuilder::finish() {
 }
 
 Job read_job(const std::vector<std::string>& paths) {
-  if (paths.empty()) throw UsageError("no log file or directory given", "gpudiag nccl-log FILE|DIR...");
+  if (paths.empty())
+    throw UsageError("no log file or directory given", "gpudiag nccl-log FILE|DIR...");
   std::vector<std::string> files;
   for (const auto& path : paths) {
     std::error_code ec;
@@ -144,24 +145,26 @@ Job read_job(const std::vector<std::string>& paths) {
     } else if (fs::is_regular_file(st) || fs::is_fifo(st) || fs::is_character_file(st)) {
       files.push_back(path);
     } else {
-      throw UsageError("'" + path + "' is not a file or directory", "pass log files or directories");
+      throw UsageError("'" + path + "' is not a file or directory",
+                       "pass log files or directories");
     }
   }
   JobBuilder builder;
   for (const auto& file : files) {
     std::ifstream in(file, std::ios::binary);
     if (!in)
-      throw UsageError("cannot read '" + file + "': " + std::strerror(errno), "check its permissions");
+      throw UsageError("cannot read '" + file + "': " + std::strerror(errno),
+                       "check its permissions");
     builder.add_stream(in, file);
     if (in.bad()) throw UsageError("read error in '" + file + "'", "check the file system");
   }
   Job job = builder.finish();
   if (job.nccl_lines == 0) {
-    std::string what = files.size() == 1 ? "'" + files[0] + "'"
-                                         : std::to_string(files.size()) + " files";
-    throw UsageError("no NCCL log lines in " + what +
-                         " (expected lines like 'host:pid:tid [0] NCCL INFO ...')",
-                     "run the job with NCCL_DEBUG=INFO and pass its output or its NCCL_DEBUG_FILE files");
+    std::string what =
+        files.size() == 1 ? "'" + files[0] + "'" : std::to_string(files.size()) + " files";
+    throw UsageError(
+        "no NCCL log lines in " + what + " (expected lines like 'host:pid:tid [0] NCCL INFO ...')",
+        "run the job with NCCL_DEBUG=INFO and pass its output or its NCCL_DEBUG_FILE files");
   }
   return job;
 }

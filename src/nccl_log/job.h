@@ -25,8 +25,8 @@ struct SourceFile {
 };
 
 struct Job {
-  std::vector<SourceFile> files;            ///< in the order read
-  std::vector<ProcessSummary> processes;    ///< sorted by rank, then host, then pid
+  std::vector<SourceFile> files;          ///< in the order read
+  std::vector<ProcessSummary> processes;  ///< sorted by rank, then host, then pid
   std::size_t nccl_lines = 0;
   std::size_t other_lines = 0;
 

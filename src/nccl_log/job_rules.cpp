@@ -25,8 +25,9 @@ std::string labels(const std::vector<const ProcessSummary*>& ps, std::size_t cap
 std::string describe(const Groups& groups) {
   std::vector<std::pair<std::string, const std::vector<const ProcessSummary*>*>> order;
   for (const auto& [value, ps] : groups) order.emplace_back(value, &ps);
-  std::stable_sort(order.begin(), order.end(),
-                   [](const auto& a, const auto& b) { return a.second->size() > b.second->size(); });
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return a.second->size() > b.second->size();
+  });
   std::vector<std::string> parts;
   for (const auto& [value, ps] : order) parts.push_back(value + " on " + labels(*ps));
   return join(parts, "; ");
@@ -34,8 +35,7 @@ std::string describe(const Groups& groups) {
 
 /// Processes outside the largest group: the ones that disagree with the majority. With no
 /// clear majority (a tie for largest) every process is named.
-void add_minority(const Groups& groups, Collector& c,
-                  Evidence (*evidence)(const ProcessSummary&)) {
+void add_minority(const Groups& groups, Collector& c, Evidence (*evidence)(const ProcessSummary&)) {
   std::size_t largest = 0, ties = 0;
   for (const auto& [v, ps] : groups) largest = std::max(largest, ps.size());
   for (const auto& [v, ps] : groups) ties += ps.size() == largest;
@@ -51,8 +51,9 @@ std::string hint_for(std::string_view message) {
       {"CUDA driver version is insufficient",
        "no usable NVIDIA driver on that node, or one older than the CUDA runtime NCCL was built "
        "for: check `nvidia-smi` there"},
-      {"no CUDA-capable device", "the process sees no GPU: check CUDA_VISIBLE_DEVICES and the "
-                                 "launcher's GPU binding"},
+      {"no CUDA-capable device",
+       "the process sees no GPU: check CUDA_VISIBLE_DEVICES and the "
+       "launcher's GPU binding"},
       {"Duplicate GPU detected",
        "two ranks use the same GPU: give each rank its own device (LOCAL_RANK / "
        "CUDA_VISIBLE_DEVICES)"},
@@ -97,7 +98,8 @@ void rule_disagree(const Job& job, std::vector<Finding>& out) {
   if (nets.size() > 1) {
     Collector c;
     add_minority(nets, c, [](const ProcessSummary& p) { return p.last_line; });
-    c.emit(out, "ranks-disagree", Severity::problem, "ranks use different networks: " + describe(nets),
+    c.emit(out, "ranks-disagree", Severity::problem,
+           "ranks use different networks: " + describe(nets),
            "the odd ranks could not use the network the others use: check their NET/IB lines "
            "(verbs library, /dev/infiniband, NIC state) and that NCCL_IB_DISABLE / NCCL_NET / "
            "NCCL_IB_HCA are set the same on every node");
@@ -149,7 +151,8 @@ void rule_disagree(const Job& job, std::vector<Finding>& out) {
     add_minority(values, c, [](const ProcessSummary& p) {
       return p.bootstrap.empty() ? p.first_line : p.bootstrap_evidence;
     });
-    c.emit(out, "ranks-disagree", Severity::note, key + " differs between ranks: " + describe(values),
+    c.emit(out, "ranks-disagree", Severity::note,
+           key + " differs between ranks: " + describe(values),
            "launchers pass environment variables only where told to (mpirun -x, srun "
            "--export, torchrun inherits the node's shell): set NCCL_* the same on every node");
   }
@@ -174,11 +177,11 @@ void rule_init_incomplete(const Job& job, std::vector<Finding>& out) {
   std::vector<std::string> named(c.who.begin(),
                                  c.who.begin() + std::min<std::size_t>(c.who.size(), 6));
   if (c.who.size() > named.size()) named.push_back("...");
-  std::string title = any_complete ? std::to_string(c.who.size()) + " of " +
-                                         std::to_string(job.processes.size()) +
-                                         " processes never reached Init COMPLETE: " + join(named, ", ")
-                      : any_comm ? "no rank reached Init COMPLETE"
-                                 : "no communicator init and no Init COMPLETE in these logs";
+  std::string title =
+      any_complete ? std::to_string(c.who.size()) + " of " + std::to_string(job.processes.size()) +
+                         " processes never reached Init COMPLETE: " + join(named, ", ")
+      : any_comm ? "no rank reached Init COMPLETE"
+                 : "no communicator init and no Init COMPLETE in these logs";
   c.emit(out, "init-incomplete", Severity::problem, title,
          "a rank stops before Init COMPLETE when it fails (see the first WARN) or waits for a "
          "peer that never arrives: check that every rank started, uses the same unique id / "
@@ -190,11 +193,13 @@ void rule_init_incomplete(const Job& job, std::vector<Finding>& out) {
     std::vector<std::string> missing;
     for (int r = 0; r < world && missing.size() < 16; ++r)
       if (!seen.count(r)) missing.push_back(std::to_string(r));
-    out.push_back({"ranks-missing", Severity::note,
+    out.push_back({"ranks-missing",
+                   Severity::note,
                    std::to_string(world - static_cast<int>(seen.size())) + " of " +
                        std::to_string(world) + " ranks have no communicator line in these logs: " +
                        join(missing, ",") + (world - seen.size() > missing.size() ? ",..." : ""),
-                   {}, {},
+                   {},
+                   {},
                    "either their logs were not passed in (pass every rank's file or the run "
                    "directory) or those ranks never got as far as NCCL init"});
   }

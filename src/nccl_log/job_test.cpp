@@ -60,7 +60,8 @@ TEST(Job, LinesWithoutHostBelongToTheirFile) {
 }
 
 TEST(Job, CountsOtherLinesButNotBlankOnes) {
-  auto job = build("Traceback (most recent call last):\n\n  \nh:1:1 [0] NCCL INFO Using network IB\n");
+  auto job =
+      build("Traceback (most recent call last):\n\n  \nh:1:1 [0] NCCL INFO Using network IB\n");
   EXPECT_EQ(job.nccl_lines, 1u);
   EXPECT_EQ(job.other_lines, 1u);
   EXPECT_EQ(job.files.at(0).lines, 4u);

@@ -79,7 +79,8 @@ bool host_token(std::string_view t, Line& out) {
   auto tid = to_long(t.substr(c2 + 1));
   if (!tid) return false;
   auto c1 = t.rfind(':', c2 - 1);
-  std::string_view pid_text = c1 == std::string_view::npos ? t.substr(0, c2) : t.substr(c1 + 1, c2 - c1 - 1);
+  std::string_view pid_text =
+      c1 == std::string_view::npos ? t.substr(0, c2) : t.substr(c1 + 1, c2 - c1 - 1);
   auto pid = to_long(pid_text);
   if (!pid) return false;
   out.pid = *pid;
@@ -224,11 +225,16 @@ bool bare_version(std::string_view s, const std::vector<Token>& tok, Line& out) 
 
 const char* level_name(Level level) {
   switch (level) {
-    case Level::info: return "INFO";
-    case Level::warn: return "WARN";
-    case Level::trace: return "TRACE";
-    case Level::call: return "CALL";
-    case Level::version: return "VERSION";
+    case Level::info:
+      return "INFO";
+    case Level::warn:
+      return "WARN";
+    case Level::trace:
+      return "TRACE";
+    case Level::call:
+      return "CALL";
+    case Level::version:
+      return "VERSION";
   }
   return "?";
 }
@@ -293,25 +299,33 @@ std::optional<ChainStep> parse_chain_step(std::string_view message) {
 }
 
 std::string result_name(int code) {
-  static const char* names[] = {"ncclSuccess",         "ncclUnhandledCudaError",
-                                "ncclSystemError",     "ncclInternalError",
-                                "ncclInvalidArgument", "ncclInvalidUsage",
-                                "ncclRemoteError",     "ncclInProgress"};
+  static const char* names[] = {"ncclSuccess",       "ncclUnhandledCudaError", "ncclSystemError",
+                                "ncclInternalError", "ncclInvalidArgument",    "ncclInvalidUsage",
+                                "ncclRemoteError",   "ncclInProgress"};
   if (code >= 0 && code < static_cast<int>(std::size(names))) return names[code];
   return "ncclResult " + std::to_string(code);
 }
 
 std::string result_meaning(int code) {
   switch (code) {
-    case 0: return "success";
-    case 1: return "a CUDA call failed";
-    case 2: return "a system call or external library failed (socket, shared memory, ibverbs)";
-    case 3: return "internal error, usually the echo of a failure on this or another rank";
-    case 4: return "an invalid argument was passed to NCCL";
-    case 5: return "NCCL was used in a way it does not support (or ranks disagree)";
-    case 6: return "a remote peer failed or the network connection broke";
-    case 7: return "an operation is still in progress";
-    default: return "unknown result code";
+    case 0:
+      return "success";
+    case 1:
+      return "a CUDA call failed";
+    case 2:
+      return "a system call or external library failed (socket, shared memory, ibverbs)";
+    case 3:
+      return "internal error, usually the echo of a failure on this or another rank";
+    case 4:
+      return "an invalid argument was passed to NCCL";
+    case 5:
+      return "NCCL was used in a way it does not support (or ranks disagree)";
+    case 6:
+      return "a remote peer failed or the network connection broke";
+    case 7:
+      return "an operation is still in progress";
+    default:
+      return "unknown result code";
   }
 }
 

@@ -1,4 +1,5 @@
-// The line grammar, on lines quoted from real logs (sources in tests/fixtures/nccl_logs/SOURCES.md).
+// The line grammar, on lines quoted from real logs (sources in
+// tests/fixtures/nccl_logs/SOURCES.md).
 #include "nccl_log/line.h"
 
 #include <gtest/gtest.h>
@@ -102,8 +103,9 @@ TEST(ParseLine, OtherPrefixesAreSkipped) {
 }
 
 TEST(ParseLine, HostStrippedByTheReporter) {
-  auto dev_only = parse_line("[0] misc/socket.cc:71 NCCL WARN socketProgress: Connection closed by "
-                             "remote peer 10.10.1.3<36138>");
+  auto dev_only = parse_line(
+      "[0] misc/socket.cc:71 NCCL WARN socketProgress: Connection closed by "
+      "remote peer 10.10.1.3<36138>");
   ASSERT_TRUE(dev_only);
   EXPECT_EQ(dev_only->device, 0);
   EXPECT_EQ(dev_only->source, "misc/socket.cc:71");
@@ -122,15 +124,17 @@ TEST(ParseLine, LegacyFormsWithoutTheWordNccl) {
   EXPECT_EQ(info->level, Level::info);
   EXPECT_EQ(info->device, 2);
   EXPECT_EQ(info->message, "NET/IB: [0] mlx4_0:2/RoCE");
-  auto warn = parse_line("include/socket.h:344 WARN Socket creation failed : Address family not "
-                         "supported by protocol");
+  auto warn = parse_line(
+      "include/socket.h:344 WARN Socket creation failed : Address family not "
+      "supported by protocol");
   ASSERT_TRUE(warn);
   EXPECT_EQ(warn->level, Level::warn);
   EXPECT_EQ(warn->source, "include/socket.h:344");
 }
 
 TEST(ParseLine, TraceAndCall) {
-  auto trace = parse_line("node1:100:101 [0] 1234.567890 ncclProxyProgress:812 NCCL TRACE progress");
+  auto trace =
+      parse_line("node1:100:101 [0] 1234.567890 ncclProxyProgress:812 NCCL TRACE progress");
   ASSERT_TRUE(trace);
   EXPECT_EQ(trace->level, Level::trace);
   EXPECT_EQ(trace->source, "ncclProxyProgress:812");

@@ -175,16 +175,23 @@ bool read_comm(ProcessSummary& p, std::string_view msg) {
   for (std::size_t i = 1; i + 1 < w.size(); ++i) {
     auto key = w[i];
     int v = leading_int(w[i + 1]);
-    if (key == "rank") c.rank = v;
-    else if (key == "nranks" || key == "nRanks") c.nranks = v;
-    else if (key == "nNodes") c.nnodes = v;
-    else if (key == "localRanks") c.local_ranks = v;
-    else if (key == "cudaDev") c.cuda_dev = v;
-    else if (key == "busId") c.bus_id = std::string(w[i + 1]);
+    if (key == "rank")
+      c.rank = v;
+    else if (key == "nranks" || key == "nRanks")
+      c.nranks = v;
+    else if (key == "nNodes")
+      c.nnodes = v;
+    else if (key == "localRanks")
+      c.local_ranks = v;
+    else if (key == "cudaDev")
+      c.cuda_dev = v;
+    else if (key == "busId")
+      c.bus_id = std::string(w[i + 1]);
   }
   auto it = p.comms.find(c.id);
   if (it == p.comms.end()) {
-    // Collective traces also name "comm 0x..." ("[nranks=2]"); only init lines say "rank N nranks M".
+    // Collective traces also name "comm 0x..." ("[nranks=2]"); only init lines say "rank N nranks
+    // M".
     if (c.rank < 0 || c.nranks < 0) return false;
     it = p.comms.emplace(c.id, c).first;
   }
@@ -274,8 +281,8 @@ void absorb(ProcessSummary& p, const Line& line, const std::string& file, std::s
     return;
   }
   read_version(p, msg, e) || read_bootstrap(p, msg, e) || read_socket_nics(p, msg, e) ||
-      read_network(p, msg) || read_ib(p, msg) || read_plugin(p, msg, e) ||
-      read_transport(p, msg) || read_comm(p, msg) || read_legacy_rank(p, msg) || read_env(p, msg, e);
+      read_network(p, msg) || read_ib(p, msg) || read_plugin(p, msg, e) || read_transport(p, msg) ||
+      read_comm(p, msg) || read_legacy_rank(p, msg) || read_env(p, msg, e);
 }
 
 std::vector<Interface> parse_interfaces(std::string_view list) {
@@ -353,9 +360,8 @@ std::string ProcessSummary::network_kind() const {
   if (network.empty()) return {};
   if (network == "Socket") return "Socket";
   if (network.starts_with("IB")) {
-    bool roce = !ib_nics.empty() && std::all_of(ib_nics.begin(), ib_nics.end(), [](auto& n) {
-      return n.ends_with("/RoCE");
-    });
+    bool roce = !ib_nics.empty() && std::all_of(ib_nics.begin(), ib_nics.end(),
+                                                [](auto& n) { return n.ends_with("/RoCE"); });
     std::string kind = roce ? "RoCE" : "InfiniBand";
     return network == "IB" ? "IB (" + kind + ")" : "plugin " + network + " (" + kind + ")";
   }

@@ -34,10 +34,10 @@ struct Interface {
 
 /// One communicator as its "comm 0x..." lines describe it.
 struct Comm {
-  std::string id;         ///< "0x55d2c0a0"
+  std::string id;  ///< "0x55d2c0a0"
   int rank = -1;
   int nranks = -1;
-  int nnodes = -1;        ///< NCCL 2.12+ "nNodes"
+  int nnodes = -1;  ///< NCCL 2.12+ "nNodes"
   int local_ranks = -1;
   int cuda_dev = -1;
   std::string bus_id;
@@ -55,33 +55,33 @@ struct Warning {
 
 /// Everything one process's lines say.
 struct ProcessSummary {
-  std::string key;         ///< "host:pid", or "FILE" for lines without a host part
+  std::string key;  ///< "host:pid", or "FILE" for lines without a host part
   std::string host;
   long pid = -1;
   std::vector<std::string> files;
   int launcher_rank = -1;  ///< from a launcher prefix, -1 when none
 
-  std::string nccl_version;              ///< "2.19.3+cuda12.3"
+  std::string nccl_version;  ///< "2.19.3+cuda12.3"
   Evidence version_evidence;
-  std::vector<Interface> bootstrap;      ///< "Bootstrap : Using ..." (first is the one used)
+  std::vector<Interface> bootstrap;  ///< "Bootstrap : Using ..." (first is the one used)
   Evidence bootstrap_evidence;
-  std::vector<Interface> socket_nics;    ///< "NET/Socket : Using ..."
+  std::vector<Interface> socket_nics;  ///< "NET/Socket : Using ..."
   Evidence socket_evidence;
-  std::string network;                   ///< "IB", "Socket", "IBext_v8", "AWS Libfabric", ...
-  std::vector<std::string> ib_nics;      ///< "mlx5_0:1/IB", "mlx5_bond_0:1/RoCE"
-  std::string net_plugin;                ///< "internal", or the plugin path / name
+  std::string network;               ///< "IB", "Socket", "IBext_v8", "AWS Libfabric", ...
+  std::vector<std::string> ib_nics;  ///< "mlx5_0:1/IB", "mlx5_bond_0:1/RoCE"
+  std::string net_plugin;            ///< "internal", or the plugin path / name
   Evidence plugin_evidence;
-  bool ib_absent = false;                ///< "NET/IB : No device found."
-  bool verbs_missing = false;            ///< "Failed to open libibverbs.so"
+  bool ib_absent = false;      ///< "NET/IB : No device found."
+  bool verbs_missing = false;  ///< "Failed to open libibverbs.so"
   Evidence verbs_evidence;
 
   /// Transport label ("P2P/IPC/read", "NET/IB/GDRDMA", "SHM/direct/direct") -> peer ranks.
   std::map<std::string, std::set<int>> transports;
-  std::map<std::string, Comm> comms;     ///< by comm id
+  std::map<std::string, Comm> comms;         ///< by comm id
   int legacy_rank = -1, legacy_nranks = -1;  ///< NCCL 2.3 "rank 0 nranks 8" without a comm id
-  std::map<std::string, std::string> env;    ///< "NCCL_SOCKET_IFNAME" -> "lo" ("set by environment")
+  std::map<std::string, std::string> env;  ///< "NCCL_SOCKET_IFNAME" -> "lo" ("set by environment")
   std::map<std::string, Evidence> env_evidence;  ///< where each of those was logged
-  std::vector<Evidence> p2p_disabled;        ///< "P2P is disabled between connected GPUs ..."
+  std::vector<Evidence> p2p_disabled;            ///< "P2P is disabled between connected GPUs ..."
   /// INFO "Call to connect returned Connection refused, retrying" lines (first few), kept
   /// because the WARN that follows them is often cut off in pasted logs.
   std::vector<Evidence> connect_retries;

@@ -76,7 +76,8 @@ TEST(RankSummary, TransportsOldAndNewForms) {
       "ta1-1:2712:2824 [0] NCCL INFO Ring 00 : 0 -> 1 via NET/IB/0",
       "x:1:2 [0] NCCL INFO Channel 00 : 1[1e0] -> 0[1e0] [receive] via NET/Socket/0",
       "x:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 7[7] via P2P/CUMEM/read",
-      "g148:14937:69361 [0] NCCL INFO Channel 01/1 : 0[0] -> 8[0] [send] via NET/IB/9/GDRDMA/Shared",
+      "g148:14937:69361 [0] NCCL INFO Channel 01/1 : 0[0] -> 8[0] [send] via "
+      "NET/IB/9/GDRDMA/Shared",
       "x:1:2 [0] NCCL INFO Channel 00/02 :    0   1",
   });
   EXPECT_EQ(p.transports.at("SHM/direct"), (std::set<int>{3}));
@@ -105,8 +106,9 @@ TEST(RankSummary, CommunicatorsStartAndComplete) {
   EXPECT_EQ(c.nnodes, 2);
   EXPECT_EQ(c.bus_id, "23000");
   EXPECT_FALSE(p.init_complete());
-  absorb(p, *parse_line("VM:561:600 [0] NCCL INFO comm 0x1476dca0 rank 0 nranks 2 cudaDev 0 "
-                        "nvmlDev 0 busId 23000 commId 0xa015ae7e0a50005d - Init COMPLETE"),
+  absorb(p,
+         *parse_line("VM:561:600 [0] NCCL INFO comm 0x1476dca0 rank 0 nranks 2 cudaDev 0 "
+                     "nvmlDev 0 busId 23000 commId 0xa015ae7e0a50005d - Init COMPLETE"),
          "f.log", 9, "");
   EXPECT_TRUE(p.init_complete());
   EXPECT_EQ(p.label(), "rank 0 (test)");

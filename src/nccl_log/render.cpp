@@ -116,16 +116,23 @@ nlohmann::ordered_json process_json(const ProcessSummary& p) {
   for (const auto& [label, peers] : p.transports) j["transports"][label] = peers;
   j["comms"] = nlohmann::ordered_json::array();
   for (const auto& [id, c] : p.comms)
-    j["comms"].push_back({{"id", id},           {"rank", c.rank},         {"nranks", c.nranks},
-                          {"nnodes", c.nnodes}, {"cuda_dev", c.cuda_dev}, {"bus_id", c.bus_id},
-                          {"complete", c.complete}, {"aborted", c.aborted}});
+    j["comms"].push_back({{"id", id},
+                          {"rank", c.rank},
+                          {"nranks", c.nranks},
+                          {"nnodes", c.nnodes},
+                          {"cuda_dev", c.cuda_dev},
+                          {"bus_id", c.bus_id},
+                          {"complete", c.complete},
+                          {"aborted", c.aborted}});
   j["init_complete"] = p.init_complete();
   j["env"] = p.env;
   j["warnings"] = nlohmann::ordered_json::array();
   for (const auto& w : p.warnings) {
     auto chain = nlohmann::ordered_json::array();
     for (const auto& s : w.chain)
-      chain.push_back({{"where", s.where}, {"code", s.code}, {"result", result_name(s.code)},
+      chain.push_back({{"where", s.where},
+                       {"code", s.code},
+                       {"result", result_name(s.code)},
                        {"thread", s.thread}});
     auto jw = evidence_json(w.where);
     jw["message"] = w.line.message;
@@ -156,8 +163,8 @@ std::string render_text(const Report& report) {
   if (!hosts.empty() && hosts.size() <= 4)
     out += " (" + join(std::vector<std::string>(hosts.begin(), hosts.end()), ", ") + ")";
   out += "; " + std::to_string(job.files.size()) + " file" + (job.files.size() == 1 ? "" : "s") +
-         ", " + std::to_string(job.nccl_lines) + " NCCL lines, " +
-         std::to_string(job.other_lines) + " other lines\n\n";
+         ", " + std::to_string(job.nccl_lines) + " NCCL lines, " + std::to_string(job.other_lines) +
+         " other lines\n\n";
 
   std::vector<std::vector<std::string>> rows = {
       {"RANK", "PROCESS", "NCCL", "BOOTSTRAP", "NETWORK", "NICS", "INIT"}};
@@ -176,8 +183,9 @@ std::string render_text(const Report& report) {
       transports += "  " + job.processes[i].label() + ": " + t + "\n";
   if (!transports.empty()) out += "\nTransports to peers:\n" + transports;
 
-  std::size_t problems = std::count_if(report.findings.begin(), report.findings.end(),
-                                       [](const Finding& f) { return f.severity == Severity::problem; });
+  std::size_t problems =
+      std::count_if(report.findings.begin(), report.findings.end(),
+                    [](const Finding& f) { return f.severity == Severity::problem; });
   std::size_t notes = report.findings.size() - problems;
   if (report.findings.empty()) {
     out += "\nNo problems found.\n";
@@ -189,7 +197,8 @@ std::string render_text(const Report& report) {
     out += "\n" + std::string(f.severity == Severity::problem ? "PROBLEM" : "note") + " [" + f.id +
            "] " + f.title + "\n";
     if (!f.who.empty()) {
-      std::vector<std::string> who(f.who.begin(), f.who.begin() + std::min<std::size_t>(f.who.size(), 8));
+      std::vector<std::string> who(f.who.begin(),
+                                   f.who.begin() + std::min<std::size_t>(f.who.size(), 8));
       if (f.who.size() > 8) who.push_back("and " + std::to_string(f.who.size() - 8) + " more");
       out += "  who:  " + join(who, ", ") + "\n";
     }
