@@ -8,7 +8,7 @@
 //   HOST:PID:TID NCCL CALL MESSAGE
 //   NCCL version 2.19.3+cuda12.3                      (NCCL_DEBUG=VERSION, or rank 0 of old NCCL)
 //
-// The timestamp is optional (NCCL 2.23+ stamps WARN lines by default, any level when
+// The timestamp is optional (recent NCCL stamps WARN lines by default, any level when
 // NCCL_DEBUG_TIMESTAMP_LEVELS says so, in the strftime format of NCCL_DEBUG_TIMESTAMP_FORMAT).
 // NCCL 2.0-2.3 wrote "HOST:PID:TID [DEV] INFO ..." and "... FILE:LINE WARN ..." without the
 // "NCCL" word. Launchers and people add prefixes in front: "[1,3]<stdout>:" (Open MPI
@@ -41,7 +41,7 @@ struct Line {
   int device = -1;         ///< the CUDA device NCCL's thread had current, "[3]" -> 3
   std::string timestamp;   ///< "2024-05-01 10:00:00" (text inside [...] or an ISO token)
   std::string source;      ///< WARN: "misc/socket.cc:483"; TRACE: "func:line"
-  std::string function;    ///< WARN of NCCL 2.28+: "(ncclMemAlloc)" -> "ncclMemAlloc"
+  std::string function;    ///< WARN of newer NCCL: "(ncclMemAlloc)" -> "ncclMemAlloc"
   std::string message;     ///< text after the level word, trailing blanks removed
   std::string launcher;    ///< launcher prefix as written ("[1,3]<stdout>:"), or empty
   int launcher_rank = -1;  ///< rank the launcher prefix names, -1 when none
