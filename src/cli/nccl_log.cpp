@@ -62,7 +62,7 @@ Runner setup_nccl_log(CLI::App& app) {
       "nccl-log", "Explain NCCL_DEBUG=INFO logs: per-rank facts, findings and what to try");
   sub->add_option("paths", opt->paths,
                   "log files or run directories: one interleaved capture, or per-rank "
-                  "NCCL_DEBUG_FILE files");
+                  "NCCL_DEBUG_FILE files; - reads standard input");
   sub->add_flag("--json", opt->json, "print the report as JSON");
   sub->add_option("--print-env", opt->print_env,
                   "create RUN_DIR and print the NCCL_DEBUG* exports that log every rank there")

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <tuple>
 
 #include "util/error.h"
@@ -123,7 +124,12 @@ Job read_job(const std::vector<std::string>& paths) {
   if (paths.empty())
     throw UsageError("no log file or directory given", "gpudiag nccl-log FILE|DIR...");
   std::vector<std::string> files;
+  bool stdin_too = false;
   for (const auto& path : paths) {
+    if (path == "-") {  // a pipe: mpirun ... 2>&1 | gpudiag nccl-log -
+      stdin_too = true;
+      continue;
+    }
     std::error_code ec;
     auto st = fs::status(path, ec);
     if (ec || !fs::exists(st))
@@ -150,7 +156,12 @@ Job read_job(const std::vector<std::string>& paths) {
     }
   }
   JobBuilder builder;
+  if (stdin_too) {
+    builder.add_stream(std::cin, "<stdin>");
+    files.insert(files.begin(), "<stdin>");
+  }
   for (const auto& file : files) {
+    if (file == "<stdin>") continue;
     std::ifstream in(file, std::ios::binary);
     if (!in)
       throw UsageError("cannot read '" + file + "': " + std::strerror(errno),

@@ -53,7 +53,8 @@ class JobBuilder {
   std::map<std::string, std::size_t> index_;  // process key -> position in job_.processes
 };
 
-/// Reads files and directories (directories: every regular file below them, sorted by path).
+/// Reads files and directories (directories: every regular file below them, sorted by path);
+/// "-" reads standard input.
 /// Throws UsageError naming the path when one cannot be read, when a directory holds no
 /// files, or when no NCCL line is found anywhere.
 Job read_job(const std::vector<std::string>& paths);

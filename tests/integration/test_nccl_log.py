@@ -224,6 +224,15 @@ class Job(unittest.TestCase):
         self.assertEqual({p["key"]: p["transports"] for p in rep["processes"]}["gpu2-ru7:2145"],
                          {"SHM/direct": [0, 2]})
 
+    def test_reads_a_pipe(self):
+        with open(fixture("nccl_tests166_connection_abort.log")) as f:
+            r = subprocess.run([BIN, "nccl-log", "--json", "-"], stdin=f, capture_output=True,
+                               text=True, timeout=60)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        rep = json.loads(r.stdout)
+        self.assertEqual(rep["files"][0]["path"], "<stdin>")
+        self.assertEqual(len(findings(rep, "connection-refused")), 1)
+
     def test_text_report_has_table_and_findings(self):
         r = run(fixture("nccl1814_roce_status12.log"))
         self.assertEqual(r.returncode, 1)
