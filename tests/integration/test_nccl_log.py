@@ -163,6 +163,16 @@ class FindingsOnRealLogs(unittest.TestCase):
         self.assertEqual(len(missing), 1)
         self.assertIn("59 of 64 ranks", missing[0]["title"])
 
+    def test_healthy_excerpt_exits_zero_with_notes_only(self):
+        r = run(fixture("nccl1412_init_complete_one_process_many_gpus.log"))
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertIn("0 problems, 1 note", r.stdout)
+        _, rep = report(fixture("nccl1412_init_complete_one_process_many_gpus.log"))
+        p = rep["processes"][0]
+        self.assertEqual(p["ranks"], [0, 1, 4, 5, 6])  # one process, several GPUs
+        self.assertTrue(p["init_complete"])
+        self.assertEqual([f["id"] for f in rep["findings"]], ["ranks-missing"])
+
     def test_first_warn_and_its_error_chain(self):
         f, _ = self.one("nccl_tests166_connection_abort.log", "first-warn")
         self.assertIn("socketStartConnect", f["title"])
