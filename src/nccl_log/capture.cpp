@@ -1,3 +1,5 @@
+// Building and applying the NCCL_DEBUG* environment for per-rank logs (capture.h): names
+// checked against NCCL's lists, file names escaped for NCCL's %-substitution.
 #include "nccl_log/capture.h"
 
 #include <unistd.h>

@@ -21,7 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class Capture : public ::testing::Test {
+class NcclLogCapture : public ::testing::Test {
  protected:
   void SetUp() override {
     base_ = fs::temp_directory_path() / ("gpudiag-capture-test-" + std::to_string(::getpid()));
@@ -35,7 +35,7 @@ class Capture : public ::testing::Test {
   fs::path base_;
 };
 
-TEST_F(Capture, ExplicitHostPidRankName) {
+TEST_F(NcclLogCapture, ExplicitHostPidRankName) {
   CaptureRequest req;
   req.run_dir = base_ / "run 1";
   req.host = "node7.cluster.example";
@@ -50,7 +50,7 @@ TEST_F(Capture, ExplicitHostPidRankName) {
   EXPECT_EQ(env(plan, "NCCL_DEBUG_FILE"), plan.log_file.string());
 }
 
-TEST_F(Capture, NcclSubstitutionWhenHostAndPidAreUnknown) {
+TEST_F(NcclLogCapture, NcclSubstitutionWhenHostAndPidAreUnknown) {
   CaptureRequest req;
   req.run_dir = base_ / "50%";
   req.subsys = {"init,net", "GRAPH"};
@@ -61,7 +61,7 @@ TEST_F(Capture, NcclSubstitutionWhenHostAndPidAreUnknown) {
   EXPECT_EQ(env(plan, "NCCL_DEBUG_SUBSYS"), "INIT,NET,GRAPH");
 }
 
-TEST_F(Capture, RejectsWhatNcclWouldSilentlyIgnore) {
+TEST_F(NcclLogCapture, RejectsWhatNcclWouldSilentlyIgnore) {
   auto rejects = [&](CaptureRequest req, const std::string& word) {
     try {
       prepare_capture(req);
@@ -93,7 +93,7 @@ TEST_F(Capture, RejectsWhatNcclWouldSilentlyIgnore) {
   EXPECT_EQ(env(prepare_capture(inverted), "NCCL_DEBUG_SUBSYS"), "^COLL,P2P");
 }
 
-TEST_F(Capture, ShellExportsQuoteValues) {
+TEST_F(NcclLogCapture, ShellExportsQuoteValues) {
   CaptureRequest req;
   req.run_dir = base_ / "it's";
   auto text = shell_exports(prepare_capture(req));
@@ -101,7 +101,7 @@ TEST_F(Capture, ShellExportsQuoteValues) {
   EXPECT_NE(text.find("it'\\''s"), std::string::npos) << text;
 }
 
-TEST(DefaultRunDir, SameForEveryRankOfAJob) {
+TEST(NcclLogDefaultRunDir, SameForEveryRankOfAJob) {
   using Vars = std::map<std::string, std::string>;
   Env slurm(Vars{{"SLURM_JOB_ID", "812"}, {"SLURM_STEP_ID", "0"}});
   auto t = std::chrono::system_clock::now();
@@ -130,7 +130,7 @@ std::string short_host() {
   return h.substr(0, h.find('.'));
 }
 
-TEST_F(Capture, RealNcclWritesWhereThePlanSays) {
+TEST_F(NcclLogCapture, RealNcclWritesWhereThePlanSays) {
   CaptureRequest req;
   req.run_dir = base_ / "explicit";
   req.host = short_host();
@@ -146,7 +146,7 @@ TEST_F(Capture, RealNcclWritesWhereThePlanSays) {
   EXPECT_NE(text.str().find("NCCL INFO Bootstrap"), std::string::npos) << text.str();
 }
 
-TEST_F(Capture, RealNcclSubstitutesHostAndPidLikeWeDo) {
+TEST_F(NcclLogCapture, RealNcclSubstitutesHostAndPidLikeWeDo) {
   CaptureRequest req;
   req.run_dir = base_ / "pattern";
   pid_t child = run_child(req, false);
@@ -156,7 +156,9 @@ TEST_F(Capture, RealNcclSubstitutesHostAndPidLikeWeDo) {
   EXPECT_TRUE(fs::exists(file)) << file;
 }
 #else
-TEST(Capture, RealNccl) { GTEST_SKIP() << "built without NCCL: no real NCCL to check against"; }
+TEST_F(NcclLogCapture, RealNccl) {
+  GTEST_SKIP() << "built without NCCL: no real NCCL to check against";
+}
 #endif
 
 }  // namespace

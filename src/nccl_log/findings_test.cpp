@@ -25,7 +25,7 @@ const Finding* find(const std::vector<Finding>& fs, const std::string& id) {
   return nullptr;
 }
 
-TEST(Findings, LoopbackOnOneHostIsNotAProblem) {
+TEST(NcclLogFindings, LoopbackOnOneHostIsNotAProblem) {
   auto one = find_problems(build({{"a.log",
                                    "h:1:1 [0] NCCL INFO Bootstrap : Using lo:127.0.0.1<0>\n"
                                    "h:2:2 [1] NCCL INFO Bootstrap : Using lo:127.0.0.1<0>\n"}}));
@@ -39,7 +39,7 @@ TEST(Findings, LoopbackOnOneHostIsNotAProblem) {
   EXPECT_NE(f->remedy.find("NCCL_SOCKET_IFNAME"), std::string::npos);
 }
 
-TEST(Findings, VersionMismatchNamesTheOddRankOut) {
+TEST(NcclLogFindings, VersionMismatchNamesTheOddRankOut) {
   auto fs = find_problems(build({
       {"r0.log",
        "a:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 3 cudaDev 0 busId 1000 - Init COMPLETE\n"
@@ -60,14 +60,14 @@ TEST(Findings, VersionMismatchNamesTheOddRankOut) {
   EXPECT_TRUE(has_problem(fs));
 }
 
-TEST(Findings, SameCudaSuffixDifferenceIsNotAVersionMismatch) {
+TEST(NcclLogFindings, SameCudaSuffixDifferenceIsNotAVersionMismatch) {
   auto fs = find_problems(build({{"a.log",
                                   "a:1:1 [0] NCCL INFO NCCL version 2.18.1+cuda11.8\n"
                                   "b:2:2 [0] NCCL INFO NCCL version 2.18.1+cuda12.1\n"}}));
   EXPECT_EQ(find(fs, "version-mismatch"), nullptr);
 }
 
-TEST(Findings, FirstWarnUsesTimestampsAcrossFiles) {
+TEST(NcclLogFindings, FirstWarnUsesTimestampsAcrossFiles) {
   auto fs = find_problems(build({
       {"a.log", "[2026-11-22 09:30:18.505277] vm:1:1 [0] init.cc:2053 NCCL WARN later one\n"},
       {"b.log", "[2026-11-22 09:30:18.419379] vm:2:2 [0] init.cc:2053 NCCL WARN earlier one\n"},
@@ -78,7 +78,7 @@ TEST(Findings, FirstWarnUsesTimestampsAcrossFiles) {
   EXPECT_EQ(f->who, (std::vector<std::string>{"vm:2"}));
 }
 
-TEST(Findings, FirstWarnWithoutTimestampsSaysItUsedFileOrder) {
+TEST(NcclLogFindings, FirstWarnWithoutTimestampsSaysItUsedFileOrder) {
   auto fs = find_problems(build({
       {"a.log", "vm:1:1 [0] init.cc:1 NCCL WARN in the first file\n"},
       {"b.log", "vm:2:2 [0] init.cc:1 NCCL WARN in the second file\n"},
@@ -89,7 +89,7 @@ TEST(Findings, FirstWarnWithoutTimestampsSaysItUsedFileOrder) {
   EXPECT_NE(f->title.find("in the first file"), std::string::npos);
 }
 
-TEST(Findings, VerbsWarningIsNeverTheFirstWarn) {
+TEST(NcclLogFindings, VerbsWarningIsNeverTheFirstWarn) {
   auto fs =
       find_problems(build({{"a.log",
                             "ai:1:1 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open "
@@ -100,7 +100,7 @@ TEST(Findings, VerbsWarningIsNeverTheFirstWarn) {
   EXPECT_EQ(v->severity, Severity::note);  // one node: sockets are never used for data
 }
 
-TEST(Findings, NotesAloneAreNotProblems) {
+TEST(NcclLogFindings, NotesAloneAreNotProblems) {
   auto fs = find_problems(build({{"a.log",
                                   "n:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 1 cudaDev 0 busId "
                                   "1000 - Init COMPLETE\n"
@@ -111,7 +111,7 @@ TEST(Findings, NotesAloneAreNotProblems) {
   EXPECT_FALSE(has_problem(fs));
 }
 
-TEST(Findings, ProblemsComeBeforeNotes) {
+TEST(NcclLogFindings, ProblemsComeBeforeNotes) {
   auto fs = find_problems(build({{"a.log",
                                   "n:1:1 [0] NCCL INFO P2P is disabled between connected GPUs 1 "
                                   "and 0.\n"

@@ -1,3 +1,4 @@
+// Reading a job's logs: files and directories streamed line by line into JobBuilder (job.h).
 #include "nccl_log/job.h"
 
 #include <algorithm>

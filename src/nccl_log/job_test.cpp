@@ -26,7 +26,7 @@ const ProcessSummary* find(const Job& job, const std::string& key) {
   return nullptr;
 }
 
-TEST(Job, BareVersionGoesToThePreviousProcessOfItsStream) {
+TEST(NcclLogJob, BareVersionGoesToThePreviousProcessOfItsStream) {
   // From NVIDIA/nccl#857: rank 0 prints the version right after its network lines.
   auto job = build(
       "ai:480850:480850 [0] NCCL INFO Using network Socket\n"
@@ -37,7 +37,7 @@ TEST(Job, BareVersionGoesToThePreviousProcessOfItsStream) {
   EXPECT_EQ(find(job, "ai:480852")->nccl_version, "");
 }
 
-TEST(Job, BareVersionFollowsTheLauncherStream) {
+TEST(NcclLogJob, BareVersionFollowsTheLauncherStream) {
   auto job = build(
       "[1,1]<stdout>:b:2:2 [0] NCCL INFO Using network IB\n"
       "[1,0]<stdout>:NCCL version 2.8.4+cuda11.2\n"
@@ -49,7 +49,7 @@ TEST(Job, BareVersionFollowsTheLauncherStream) {
   EXPECT_EQ(job.processes.front().key, "a:1");
 }
 
-TEST(Job, LinesWithoutHostBelongToTheirFile) {
+TEST(NcclLogJob, LinesWithoutHostBelongToTheirFile) {
   auto job = build(
       "[3] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device\n"
       "[3] NCCL INFO include/shm.h:41 -> 2\n",
@@ -59,7 +59,7 @@ TEST(Job, LinesWithoutHostBelongToTheirFile) {
   EXPECT_EQ(job.processes[0].warnings.at(0).chain.size(), 1u);
 }
 
-TEST(Job, CountsOtherLinesButNotBlankOnes) {
+TEST(NcclLogJob, CountsOtherLinesButNotBlankOnes) {
   auto job =
       build("Traceback (most recent call last):\n\n  \nh:1:1 [0] NCCL INFO Using network IB\n");
   EXPECT_EQ(job.nccl_lines, 1u);
@@ -67,7 +67,7 @@ TEST(Job, CountsOtherLinesButNotBlankOnes) {
   EXPECT_EQ(job.files.at(0).lines, 4u);
 }
 
-TEST(Job, MultiNodeFromHostsNnodesOrNetTraffic) {
+TEST(NcclLogJob, MultiNodeFromHostsNnodesOrNetTraffic) {
   EXPECT_FALSE(build("a:1:1 [0] NCCL INFO Using network IB\na:2:2 [1] NCCL INFO Using network IB\n")
                    .multi_node());
   EXPECT_TRUE(build("a:1:1 [0] NCCL INFO Using network IB\nb:2:2 [1] NCCL INFO Using network IB\n")
@@ -80,7 +80,7 @@ TEST(Job, MultiNodeFromHostsNnodesOrNetTraffic) {
                   .multi_node());
 }
 
-class TempDir : public ::testing::Test {
+class NcclLogFiles : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() /
@@ -95,7 +95,7 @@ class TempDir : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
-TEST_F(TempDir, ReadsADirectoryOfPerRankFilesAsOneJob) {
+TEST_F(NcclLogFiles, ReadsADirectoryOfPerRankFilesAsOneJob) {
   write("run/nccl.a.1.log", "a:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n");
   write("run/sub/nccl.b.2.log", "b:2:2 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>\n");
   auto job = read_job({(dir_ / "run").string()});
@@ -104,7 +104,7 @@ TEST_F(TempDir, ReadsADirectoryOfPerRankFilesAsOneJob) {
   EXPECT_EQ(job.hosts(), (std::set<std::string>{"a", "b"}));
 }
 
-TEST_F(TempDir, BadInputIsAUsageErrorNamingThePath) {
+TEST_F(NcclLogFiles, BadInputIsAUsageErrorNamingThePath) {
   write("junk.log", "Traceback (most recent call last):\n");
   std::filesystem::create_directories(dir_ / "empty");
   auto message = [](const std::vector<std::string>& paths) {

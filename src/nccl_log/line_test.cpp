@@ -7,7 +7,7 @@
 namespace gpudiag::nccl_log {
 namespace {
 
-TEST(ParseLine, InfoWithHostPidTidDevice) {
+TEST(NcclLogLine, InfoWithHostPidTidDevice) {
   auto l = parse_line("ai:480850:480850 [0] NCCL INFO Bootstrap : Using eth0:162.30.2.40<0>");
   ASSERT_TRUE(l);
   EXPECT_EQ(l->level, Level::info);
@@ -20,7 +20,7 @@ TEST(ParseLine, InfoWithHostPidTidDevice) {
   EXPECT_FALSE(l->legacy);
 }
 
-TEST(ParseLine, WarnWithTimestampSourceAndFunction) {
+TEST(NcclLogLine, WarnWithTimestampSourceAndFunction) {
   auto l = parse_line(
       "[2026-08-24 17:57:25] definitley-not-a-banana:2274:2274 [0] allocator.cc:89 (ncclMemAlloc) "
       "NCCL WARN Cuda failure 205 'mapping of buffer object failed'");
@@ -33,7 +33,7 @@ TEST(ParseLine, WarnWithTimestampSourceAndFunction) {
   EXPECT_EQ(l->message, "Cuda failure 205 'mapping of buffer object failed'");
 }
 
-TEST(ParseLine, SubsecondTimestampFromNccl228) {
+TEST(NcclLogLine, SubsecondTimestampFromNccl228) {
   auto l = parse_line(
       "[2026-11-22 09:18:22.054782] vm:11670:11670 [0] misc/cudawrap.cc:270 NCCL WARN Cuda failure "
       "'CUDA driver version is insufficient for CUDA runtime version'");
@@ -43,7 +43,7 @@ TEST(ParseLine, SubsecondTimestampFromNccl228) {
   EXPECT_EQ(l->source, "misc/cudawrap.cc:270");
 }
 
-TEST(ParseLine, OpenMpiTagOutputPrefix) {
+TEST(NcclLogLine, OpenMpiTagOutputPrefix) {
   auto l = parse_line(
       "[1,2]<stdout>:j63g01247:65:197 [0] NCCL INFO Bootstrap : Using bond0:11.158.237.10<0>");
   ASSERT_TRUE(l);
@@ -54,7 +54,7 @@ TEST(ParseLine, OpenMpiTagOutputPrefix) {
   EXPECT_EQ(l->tid, 197);
 }
 
-TEST(ParseLine, OpenMpiPrefixOnBareVersionLine) {
+TEST(NcclLogLine, OpenMpiPrefixOnBareVersionLine) {
   auto l = parse_line("[1,0]<stdout>:NCCL version 2.8.4+cuda11.2");
   ASSERT_TRUE(l);
   EXPECT_EQ(l->level, Level::version);
@@ -63,7 +63,7 @@ TEST(ParseLine, OpenMpiPrefixOnBareVersionLine) {
   EXPECT_EQ(l->pid, -1);
 }
 
-TEST(ParseLine, TorchrunAndSrunPrefixes) {
+TEST(NcclLogLine, TorchrunAndSrunPrefixes) {
   auto t = parse_line("[default3]:node7:311:311 [3] NCCL INFO Using network IB");
   ASSERT_TRUE(t);
   EXPECT_EQ(t->launcher_rank, 3);
@@ -81,7 +81,7 @@ TEST(ParseLine, TorchrunAndSrunPrefixes) {
   EXPECT_EQ(stacked->pid, 311);
 }
 
-TEST(ParseLine, OtherPrefixesAreSkipped) {
+TEST(NcclLogLine, OtherPrefixesAreSkipped) {
   auto ray = parse_line(
       "(pid=909608) z-pc:909608:910337 [0] transport/p2p.cc:238 NCCL WARN failed to open CUDA IPC "
       "handle : 217 peer access is not supported between these two devices");
@@ -102,7 +102,7 @@ TEST(ParseLine, OtherPrefixesAreSkipped) {
   EXPECT_EQ(ansi->host, "ip-172-31-0-137");
 }
 
-TEST(ParseLine, HostStrippedByTheReporter) {
+TEST(NcclLogLine, HostStrippedByTheReporter) {
   auto dev_only = parse_line(
       "[0] misc/socket.cc:71 NCCL WARN socketProgress: Connection closed by "
       "remote peer 10.10.1.3<36138>");
@@ -117,7 +117,7 @@ TEST(ParseLine, HostStrippedByTheReporter) {
   EXPECT_TRUE(pid_tid->host.empty());
 }
 
-TEST(ParseLine, LegacyFormsWithoutTheWordNccl) {
+TEST(NcclLogLine, LegacyFormsWithoutTheWordNccl) {
   auto info = parse_line("docker-100-88-66-138:19123:19123 [2] INFO NET/IB: [0] mlx4_0:2/RoCE ");
   ASSERT_TRUE(info);
   EXPECT_TRUE(info->legacy);
@@ -132,7 +132,7 @@ TEST(ParseLine, LegacyFormsWithoutTheWordNccl) {
   EXPECT_EQ(warn->source, "include/socket.h:344");
 }
 
-TEST(ParseLine, TraceAndCall) {
+TEST(NcclLogLine, TraceAndCall) {
   auto trace =
       parse_line("node1:100:101 [0] 1234.567890 ncclProxyProgress:812 NCCL TRACE progress");
   ASSERT_TRUE(trace);
@@ -147,7 +147,7 @@ TEST(ParseLine, TraceAndCall) {
   EXPECT_EQ(call->device, -1);
 }
 
-TEST(ParseLine, GarbageIsNotAnNcclLine) {
+TEST(NcclLogLine, GarbageIsNotAnNcclLine) {
   for (const char* junk :
        {"", "   ", "Traceback (most recent call last):",
         "INFO 09-12 23:40:47 utils.py:977] Found nccl from library libnccl.so.2",
@@ -160,7 +160,7 @@ TEST(ParseLine, GarbageIsNotAnNcclLine) {
   }
 }
 
-TEST(ParseLine, TruncatedLinesStillParse) {
+TEST(NcclLogLine, TruncatedLinesStillParse) {
   auto l = parse_line("worker:101542:101934 [0] include/socket.h:403 NCCL WARN Connect to f");
   ASSERT_TRUE(l);
   EXPECT_EQ(l->message, "Connect to f");
@@ -171,7 +171,7 @@ TEST(ParseLine, TruncatedLinesStillParse) {
   EXPECT_EQ(crlf->message, "Using network IB");
 }
 
-TEST(ChainStep, ParsesArrowAndThread) {
+TEST(NcclLogChainStep, ParsesArrowAndThread) {
   auto s = parse_chain_step("group.cc:65 -> 2 [Async thread]");
   ASSERT_TRUE(s);
   EXPECT_EQ(s->where, "group.cc:65");
@@ -184,7 +184,7 @@ TEST(ChainStep, ParsesArrowAndThread) {
   EXPECT_FALSE(parse_chain_step("init.cc:1226 -> x"));
 }
 
-TEST(ResultNames, KnownAndUnknown) {
+TEST(NcclLogResultNames, KnownAndUnknown) {
   EXPECT_EQ(result_name(2), "ncclSystemError");
   EXPECT_EQ(result_name(6), "ncclRemoteError");
   EXPECT_EQ(result_name(42), "ncclResult 42");

@@ -18,7 +18,7 @@ ProcessSummary feed(std::initializer_list<const char*> lines) {
   return p;
 }
 
-TEST(Interfaces, ListsWithIndexIpv6AndAliases) {
+TEST(NcclLogInterfaces, ListsWithIndexIpv6AndAliases) {
   auto is = parse_interfaces(
       "[0]ens5:172.31.0.137<0> [1]veth75fa783:fe80::14ad:64ff:fe64:b31e%veth75fa783<0>");
   ASSERT_EQ(is.size(), 2u);
@@ -35,7 +35,7 @@ TEST(Interfaces, ListsWithIndexIpv6AndAliases) {
   EXPECT_EQ(alias[0].name, "eno1");
 }
 
-TEST(RankSummary, NetworkNicsPluginAndVersion) {
+TEST(NcclLogRankSummary, NetworkNicsPluginAndVersion) {
   auto p = feed({
       "hostname-test:983:1261 [3] NCCL INFO NET/IB : Using [0]mlx5_bond_1:1/RoCE "
       "[1]mlx5_bond_2:1/RoCE [RO]; OOB bond0:172.36.134.184<0>",
@@ -54,7 +54,7 @@ TEST(RankSummary, NetworkNicsPluginAndVersion) {
   EXPECT_EQ(p.nccl_version, "2.19.3+cuda12.3");
 }
 
-TEST(RankSummary, LegacyNetworkAndNics) {
+TEST(NcclLogRankSummary, LegacyNetworkAndNics) {
   auto p = feed({
       "docker-100-88-66-138:19123:19123 [2] INFO NET : Using interface eth1:100.88.66.138<0>",
       "docker-100-88-66-138:19123:19123 [2] INFO NET/IB: [0] mlx4_0:2/RoCE ",
@@ -70,7 +70,7 @@ TEST(RankSummary, LegacyNetworkAndNics) {
   EXPECT_FALSE(p.init_complete());
 }
 
-TEST(RankSummary, TransportsOldAndNewForms) {
+TEST(NcclLogRankSummary, TransportsOldAndNewForms) {
   auto p = feed({
       "gpu2-ru7:2144:2556 [2] NCCL INFO Ring 00 : 2[3d000] -> 3[3e000] via direct shared memory",
       "ta1-1:2712:2824 [0] NCCL INFO Ring 00 : 0 -> 1 via NET/IB/0",
@@ -89,7 +89,7 @@ TEST(RankSummary, TransportsOldAndNewForms) {
   EXPECT_TRUE(p.uses_net());
 }
 
-TEST(RankSummary, CommunicatorsStartAndComplete) {
+TEST(NcclLogRankSummary, CommunicatorsStartAndComplete) {
   auto p = feed({
       "VM:561:561 [0] NCCL INFO comm 0x1476dca0 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 23000 "
       "commId 0xa015ae7e0a50005d - Init START",
@@ -114,7 +114,7 @@ TEST(RankSummary, CommunicatorsStartAndComplete) {
   EXPECT_EQ(p.label(), "rank 0 (test)");
 }
 
-TEST(RankSummary, WarningsCollectTheirChainByThread) {
+TEST(NcclLogRankSummary, WarningsCollectTheirChainByThread) {
   auto p = feed({
       "ubuntu:9621:9688 [3] misc/shmutils.cc:112 NCCL WARN Error while creating shared memory "
       "segment /dev/shm/nccl-KWfVyt (size 5967872)",
@@ -131,7 +131,7 @@ TEST(RankSummary, WarningsCollectTheirChainByThread) {
   EXPECT_EQ(p.warnings[0].where.line, 1u);
 }
 
-TEST(RankSummary, EnvVerbsAndP2pDisabled) {
+TEST(NcclLogRankSummary, EnvVerbsAndP2pDisabled) {
   auto p = feed({
       "axa:3048391:3048566 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1.",
       "axa:3048391:3048566 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to lo",

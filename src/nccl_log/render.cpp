@@ -1,3 +1,5 @@
+// Text and JSON renderings of a Report (render.h). The text caps long tables (64 processes,
+// 8 peers per transport, 8 names per finding) and points to --json for the rest.
 #include "nccl_log/render.h"
 
 #include <algorithm>
