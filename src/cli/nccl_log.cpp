@@ -1,13 +1,78 @@
-// gpudiag nccl-log: not built yet.
+// gpudiag nccl-log: explain NCCL_DEBUG=INFO logs, or print the environment that captures them.
+//
+//   gpudiag nccl-log FILE|DIR... [--json]
+//   gpudiag nccl-log --print-env RUN_DIR [--level info|trace] [--subsys INIT,NET,...]
+//
+// Exit status: 0 no problem found, 1 problems found, 2 bad input (unreadable path, no NCCL
+// lines at all, unknown subsystem).
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
 #include "cli/commands.h"
+#include "nccl_log/capture.h"
+#include "nccl_log/render.h"
 #include "util/error.h"
 
 namespace gpudiag::cli {
 
+namespace {
+
+struct NcclLogOptions {
+  std::vector<std::string> paths;
+  bool json = false;
+  std::string print_env;
+  std::string level = "info";
+  std::vector<std::string> subsys;
+};
+
+int run_nccl_log(const NcclLogOptions& opt) {
+  if (!opt.print_env.empty()) {
+    if (!opt.paths.empty())
+      throw UsageError(
+          "--print-env takes a run directory, not log files",
+          "run `gpudiag nccl-log --print-env DIR` and `gpudiag nccl-log DIR` separately");
+    nccl_log::CaptureRequest request;
+    request.run_dir = opt.print_env;
+    request.level = opt.level;
+    request.subsys = opt.subsys;
+    auto plan = nccl_log::prepare_capture(request);
+    std::cout << nccl_log::shell_exports(plan);
+    return 0;
+  }
+  if (opt.paths.empty())
+    throw UsageError("no log file or directory given",
+                     "gpudiag nccl-log FILE|DIR... (or --print-env DIR to capture logs)");
+  auto report = nccl_log::summarize(opt.paths);
+  if (opt.json)
+    std::cout << nccl_log::render_json(report).dump(
+                     2, ' ', false, nlohmann::ordered_json::error_handler_t::replace)
+              << "\n";
+  else
+    std::cout << nccl_log::render_text(report);
+  std::cout.flush();
+  return report.exit_code();
+}
+
+}  // namespace
+
 Runner setup_nccl_log(CLI::App& app) {
-  auto* sub = app.add_subcommand("nccl-log", "(not implemented yet)");
-  sub->allow_extras();
-  return [] () -> int { throw UsageError("'nccl-log' is not implemented in this build yet"); };
+  auto opt = std::make_shared<NcclLogOptions>();
+  auto* sub = app.add_subcommand(
+      "nccl-log", "Explain NCCL_DEBUG=INFO logs: per-rank facts, findings and what to try");
+  sub->add_option("paths", opt->paths,
+                  "log files or run directories: one interleaved capture, or per-rank "
+                  "NCCL_DEBUG_FILE files; - reads standard input");
+  sub->add_flag("--json", opt->json, "print the report as JSON");
+  sub->add_option("--print-env", opt->print_env,
+                  "create RUN_DIR and print the NCCL_DEBUG* exports that log every rank there")
+      ->type_name("RUN_DIR");
+  sub->add_option("--level", opt->level, "NCCL_DEBUG level for --print-env")
+      ->check(CLI::IsMember({"info", "trace"}, CLI::ignore_case));
+  sub->add_option("--subsys", opt->subsys,
+                  "NCCL_DEBUG_SUBSYS for --print-env (default INIT,BOOTSTRAP,ENV,NET)")
+      ->delimiter(',');
+  return [opt]() -> int { return run_nccl_log(*opt); };
 }
 
 }  // namespace gpudiag::cli
