@@ -3,11 +3,16 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "checks/check.h"
 #include "cli/commands.h"
 #include "cli/world_setup.h"
+#include "nccl_log/capture.h"
+#include "nccl_log/render.h"
 #include "report/job_report.h"
 #include "report/status_line.h"
 #include "util/error.h"
@@ -20,7 +25,54 @@ namespace {
 struct CheckCli {
   CheckOptions check;
   std::string json_path;
+  std::string nccl_debug;  ///< "", "info" or "trace"
+  std::vector<std::string> nccl_debug_subsys;
+  std::string nccl_debug_dir;
 };
+
+/// --nccl-debug: every rank points NCCL's log at its own file in one run
+/// directory, set in its own environment before NCCL starts (so it holds on
+/// every node, whatever the launcher forwards). Rank 0 names the directory
+/// and tells the others at an extra checkpoint.
+std::optional<nccl_log::CapturePlan> start_nccl_capture(const CheckCli& o, Job& job) {
+  if (o.nccl_debug.empty()) return std::nullopt;
+  const auto& w = job.setup.world;
+  std::string dir = o.nccl_debug_dir.empty()
+                        ? nccl_log::default_run_dir(job.setup.env, std::chrono::system_clock::now()).string()
+                        : std::filesystem::absolute(o.nccl_debug_dir).string();
+  auto agreed = job.plane->gather_all("nccl-debug", dir,
+                                      Deadline::after_seconds(o.check.timeout_s), {0});
+  if (agreed.records[0]) dir = *agreed.records[0];
+  nccl_log::CaptureRequest req;
+  req.run_dir = dir;
+  req.level = o.nccl_debug;
+  req.subsys = o.nccl_debug_subsys;
+  req.host = job.setup.host;
+  req.pid = getpid();
+  req.rank = w.rank;
+  auto plan = nccl_log::prepare_capture(req);
+  nccl_log::apply_capture(plan);
+  if (w.rank == 0) spdlog::warn("--nccl-debug: NCCL logs of every rank go to {}", plan.run_dir.string());
+  return plan;
+}
+
+/// Rank 0's reading of the captured logs, below the job summary.
+void summarize_nccl_capture(const nccl_log::CapturePlan& plan, const CheckResult& result) {
+  if (result.me.backend != "nccl") {
+    write_all(STDOUT_FILENO, "nccl-log: the " + result.me.backend +
+                                 " backend does not use NCCL; nothing was captured in " +
+                                 plan.run_dir.string() + "\n");
+    return;
+  }
+  try {
+    auto report = nccl_log::summarize({plan.run_dir.string()});
+    write_all(STDOUT_FILENO, "\nNCCL logs in " + plan.run_dir.string() + " (gpudiag nccl-log " +
+                                 plan.run_dir.string() + " reads them again):\n" +
+                                 nccl_log::render_text(report));
+  } catch (const Error& e) {
+    write_all(STDOUT_FILENO, "nccl-log: " + e.one_line() + "\n");
+  }
+}
 
 int exit_code_for(const RankRecord& me) {
   if (me.ok) return static_cast<int>(ExitCode::ok);
@@ -31,6 +83,7 @@ int run(const CheckCli& o) {
   auto job = join_job(Env::from_process(), o.check.timeout_s);
   set_log_tag("rank " + std::to_string(job.setup.world.rank));
   for (const auto& w : job.setup.world.warnings) spdlog::warn("{}", w);
+  auto capture = start_nccl_capture(o, job);
 
   CheckResult result = run_check(o.check, job.setup);
   write_all(STDOUT_FILENO, status_line(result.me));
@@ -38,6 +91,7 @@ int run(const CheckCli& o) {
   job.plane->gather_all("report", "", Deadline::after_seconds(o.check.timeout_s), result.live);
   if (result.me.rank == 0) {
     write_all(STDOUT_FILENO, versions_line(result) + summary_table(result));
+    if (capture) summarize_nccl_capture(*capture, result);
     if (!o.json_path.empty()) {
       std::ofstream f(o.json_path);
       f << job_json(result).dump(2) << "\n";
@@ -77,6 +131,17 @@ Runner setup_check(CLI::App& app) {
   sub->add_option("--device", o->check.device, "CUDA device ordinal (default: local rank)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--json", o->json_path, "write the job report as JSON (rank 0)");
+  sub->add_option("--nccl-debug", o->nccl_debug,
+                  "capture NCCL's log of every rank (info or trace) and explain it at the end")
+      ->check(CLI::IsMember({"info", "trace", "INFO", "TRACE"}))
+      ->expected(0, 1)
+      ->default_str("info");
+  sub->add_option("--nccl-debug-subsys", o->nccl_debug_subsys,
+                  "NCCL_DEBUG_SUBSYS (default INIT,BOOTSTRAP,ENV,NET)")
+      ->delimiter(',');
+  sub->add_option("--nccl-debug-dir", o->nccl_debug_dir,
+                  "run directory for the logs (default gpudiag-nccl-<job id>; must be shared "
+                  "by all nodes for one summary)");
   return [o] { return run(*o); };
 }
 

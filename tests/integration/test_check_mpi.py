@@ -56,6 +56,22 @@ class CheckUnderMpirun(unittest.TestCase):
         # Every rank fails locally: nobody waits for the 60 s timeout.
         self.assertLess(elapsed, 30, f"took {elapsed:.1f}s")
 
+    def test_nccl_debug_makes_one_run_directory_for_all_ranks(self):
+        with tempfile.TemporaryDirectory() as d:
+            run_dir = os.path.join(d, "logs")
+            p = mpirun(2, "check", "--size", "4MiB", "--iters", "1", "--nccl-debug",
+                       "--nccl-debug-dir", run_dir)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertTrue(os.path.isdir(run_dir))
+            self.assertIn(f"NCCL logs of every rank go to {run_dir}", p.stderr)
+            # No GPU here: the host backend never starts NCCL, and says so.
+            self.assertIn("backend does not use NCCL; nothing was captured", p.stdout)
+
+    def test_nccl_debug_rejects_an_unknown_subsystem(self):
+        p = mpirun(1, "check", "--nccl-debug", "--nccl-debug-subsys", "INIT,BOGUS")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("BOGUS", p.stderr)
+
     def test_info_shows_open_mpi_discovery(self):
         p = mpirun(2, "info", "--json")
         self.assertEqual(p.returncode, 0, p.stderr)
