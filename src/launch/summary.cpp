@@ -13,7 +13,7 @@ std::string format_ranks(std::vector<int> ranks) {
     while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
     if (!out.empty()) out += ',';
     out += std::to_string(ranks[i]);
-    if (j > i) out += '-' + std::to_string(ranks[j]);
+    if (j > i) out += (j == i + 1 ? ',' : '-') + std::to_string(ranks[j]);
     i = j + 1;
   }
   return out;

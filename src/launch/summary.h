@@ -21,7 +21,8 @@ struct RankOutcome {
   bool stopped_by_launcher = false;
 };
 
-/// {0,1,2,5,7,8} -> "0-2,5,7-8" (input in any order, duplicates ignored).
+/// {0,1,2,5,7,8} -> "0-2,5,7,8": runs of three or more as a range (input in
+/// any order, duplicates ignored).
 std::string format_ranks(std::vector<int> ranks);
 
 /// "4/4 ranks OK", or e.g. "1/4 ranks OK; rank 3 exited with status 1 (first

@@ -8,7 +8,8 @@ namespace {
 TEST(FormatRanks, CompressesRuns) {
   EXPECT_EQ(format_ranks({}), "");
   EXPECT_EQ(format_ranks({3}), "3");
-  EXPECT_EQ(format_ranks({8, 0, 2, 1, 5, 7, 2}), "0-2,5,7-8");
+  EXPECT_EQ(format_ranks({4, 3}), "3,4");
+  EXPECT_EQ(format_ranks({8, 0, 2, 1, 5, 7, 2}), "0-2,5,7,8");
 }
 
 TEST(JobSummary, AllOk) {
