@@ -76,7 +76,20 @@ class LaunchedJob:
             stderr=subprocess.PIPE,
             text=True,
         )
+        test.addCleanup(self._cleanup)
+        self.pids = []
         self.pids = self._read_pids()
+
+    def _cleanup(self):
+        """Whatever an assertion left running: the launcher, then every pid seen."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+        for pid in self.pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     def _read_pids(self):
         pids = []
@@ -92,7 +105,10 @@ class LaunchedJob:
         return pids
 
     def finish(self, timeout):
-        out, err = self.proc.communicate(timeout=timeout)
+        try:
+            out, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.test.fail(f"the launcher was still running after {timeout} s")
         return self.proc.returncode, out, err
 
 
@@ -336,11 +352,7 @@ class Signals(unittest.TestCase):
         job.finish(timeout=20)
         shells = job.pids[0::2]  # the ranks themselves (PR_SET_PDEATHSIG)
         self.assertEqual(wait_gone(shells, 5), [], "ranks outlived a SIGKILLed launcher")
-        for p in job.pids:  # their grandchildren are beyond the launcher's reach now
-            try:
-                os.kill(p, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        # Their grandchildren are beyond the launcher's reach: the cleanup kills them.
 
 
 @unittest.skipUnless(BIN and os.path.exists(BIN), "GPUDIAG_BIN is not set to the built binary")
