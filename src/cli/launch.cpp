@@ -2,6 +2,7 @@
 // --no-gpudiag, any program) on this node, torchrun-style. Parses the
 // options into launch::LaunchOptions, checks them, and hands them to
 // launch::run_launch(); see docs/launch.md.
+#include <memory>
 #include <vector>
 
 #include "cli/commands.h"
@@ -36,7 +37,8 @@ Runner setup_launch(CLI::App& app) {
   sub->add_option("--timeout", options->timeout_s,
                   "Stop the whole job after this many seconds (0: no limit)")
       ->capture_default_str();
-  sub->add_flag("!--no-prefix", options->prefix, "Do not prefix output lines with [rankN]: ");
+  auto no_prefix = std::make_shared<bool>(false);
+  sub->add_flag("--no-prefix", *no_prefix, "Do not prefix output lines with \"[rankN]: \"");
   sub->add_flag("--no-gpudiag", options->no_gpudiag,
                 "Run the program after -- (searched in PATH) instead of a gpudiag subcommand");
   sub->positionals_at_end();
@@ -44,7 +46,8 @@ Runner setup_launch(CLI::App& app) {
                   "After --: the gpudiag subcommand and its options (or, with --no-gpudiag, a "
                   "program and its arguments)");
 
-  return [&app, options]() -> int {
+  return [&app, options, no_prefix]() -> int {
+    options->prefix = !*no_prefix;
     std::vector<std::string> subcommands;
     for (const auto* s : app.get_subcommands([](CLI::App*) { return true; }))
       subcommands.push_back(s->get_name());

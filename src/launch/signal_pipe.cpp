@@ -27,13 +27,8 @@ extern "C" void on_signal(int sig) {
   errno = saved;
 }
 
-void install(int sig, void (*handler)(int), int flags, struct sigaction* old) {
-  struct sigaction sa {};
-  sa.sa_handler = handler;
-  sa.sa_flags = flags;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(sig, &sa, old);
-}
+/// The signals a SignalPipe takes over, in the order of SignalPipe::previous_.
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE};
 
 }  // namespace
 
@@ -46,17 +41,19 @@ SignalPipe::SignalPipe() {
   int expected = -1;
   if (!g_write_fd.compare_exchange_strong(expected, write_.get()))
     throw Error(ExitCode::internal, "launch: a second SignalPipe in one process");
-  install(SIGINT, on_signal, SA_RESTART, &old_int_);
-  install(SIGTERM, on_signal, SA_RESTART, &old_term_);
-  install(SIGCHLD, on_signal, SA_RESTART | SA_NOCLDSTOP, &old_chld_);
-  install(SIGPIPE, SIG_IGN, 0, &old_pipe_);
+  static_assert(std::size(kSignals) == std::tuple_size_v<decltype(previous_)>);
+  for (std::size_t i = 0; i < std::size(kSignals); ++i) {
+    struct sigaction sa {};
+    sa.sa_handler = kSignals[i] == SIGPIPE ? SIG_IGN : on_signal;
+    sa.sa_flags = SA_RESTART | (kSignals[i] == SIGCHLD ? SA_NOCLDSTOP : 0);
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(kSignals[i], &sa, &previous_[i]);
+  }
 }
 
 SignalPipe::~SignalPipe() {
-  ::sigaction(SIGINT, &old_int_, nullptr);
-  ::sigaction(SIGTERM, &old_term_, nullptr);
-  ::sigaction(SIGCHLD, &old_chld_, nullptr);
-  ::sigaction(SIGPIPE, &old_pipe_, nullptr);
+  for (std::size_t i = 0; i < std::size(kSignals); ++i)
+    ::sigaction(kSignals[i], &previous_[i], nullptr);
   g_write_fd.store(-1);
 }
 

@@ -1,4 +1,4 @@
-// SignalPipe: SIGINT, SIGTERM and SIGCHLD as readable bytes on a pipe, so the
+// SignalPipe: SIGINT, SIGTERM, SIGHUP and SIGCHLD as readable bytes on a pipe, so the
 // launcher's poll() loop wakes for them like for any other input (the
 // classic self-pipe). A handler, unlike signalfd, works whichever thread the
 // kernel picks, so other threads in the launcher need not block signals.
@@ -9,6 +9,7 @@
 // destruction. Only one SignalPipe may exist at a time.
 #pragma once
 
+#include <array>
 #include <csignal>
 #include <vector>
 
@@ -31,8 +32,9 @@ class SignalPipe {
  private:
   UniqueFd read_;
   UniqueFd write_;
-  struct sigaction old_int_ {
-  }, old_term_{}, old_chld_{}, old_pipe_{};
+  using Action = struct sigaction;
+  /// What SIGINT, SIGTERM, SIGHUP, SIGCHLD and SIGPIPE did before (kSignals order).
+  std::array<Action, 5> previous_{};
 };
 
 }  // namespace gpudiag::launch

@@ -123,7 +123,7 @@ void Supervisor::on_exit(std::size_t index) {
 }
 
 void Supervisor::on_signal(int sig) {
-  if (sig != SIGINT && sig != SIGTERM) return;  // SIGCHLD only wakes the loop
+  if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP) return;  // SIGCHLD only wakes the loop
   auto live = live_ranks();
   ++stop_signals_;
   if (stop_signals_ == 1) {

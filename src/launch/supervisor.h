@@ -7,8 +7,8 @@
 //   - the first child that fails while the job runs: it is reported, the
 //     others get `grace` seconds to finish (e.g. to print their own view of
 //     the failure), then SIGTERM, then SIGKILL `kill_after` seconds later;
-//   - SIGINT or SIGTERM to the launcher: forwarded at once to every child,
-//     SIGKILL `kill_after` seconds later or at a second SIGINT/SIGTERM;
+//   - SIGINT, SIGTERM or SIGHUP to the launcher: forwarded at once to every
+//     child; SIGKILL `kill_after` seconds later, or at once at a second one;
 //   - `timeout` seconds of wall clock: SIGTERM, then SIGKILL as above.
 // A child that survives SIGKILL for 5 s is reported and left to init, so the
 // launcher itself always ends. After the last child, output still in the

@@ -322,13 +322,15 @@ class Signals(unittest.TestCase):
         self.assertIn("gpudiag launch: 3/3 ranks OK; interrupted by SIGTERM; exit status 143", err)
         self.assertEqual(wait_gone(job.pids, 2), [], "orphans left after SIGTERM")
 
-    def test_sigterm_stops_every_child_and_grandchild(self):
-        job = LaunchedJob(self, 3, PIDS_THEN_WAIT)
-        job.proc.send_signal(signal.SIGTERM)
-        status, _, err = job.finish(timeout=20)
-        self.assertEqual(status, 128 + signal.SIGTERM, err)
-        self.assertIn("ranks 0-2 killed by SIGTERM (stopped by the launcher)", err)
-        self.assertEqual(wait_gone(job.pids, 2), [], "orphans left after SIGTERM")
+    def test_sigterm_or_sighup_stops_every_child_and_grandchild(self):
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            with self.subTest(signal=sig.name):
+                job = LaunchedJob(self, 3, PIDS_THEN_WAIT)
+                job.proc.send_signal(sig)
+                status, _, err = job.finish(timeout=20)
+                self.assertEqual(status, 128 + sig, err)
+                self.assertIn(f"ranks 0-2 killed by {sig.name} (stopped by the launcher)", err)
+                self.assertEqual(wait_gone(job.pids, 2), [], f"orphans left after {sig.name}")
 
     def test_second_sigint_kills_at_once(self):
         script = 'trap "echo ignoring INT" INT TERM; echo "pids $$ $$"; ' \
