@@ -125,12 +125,12 @@ void Supervisor::on_exit(std::size_t index) {
 void Supervisor::on_signal(int sig) {
   if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP) return;  // SIGCHLD only wakes the loop
   auto live = live_ranks();
+  if (live.empty()) return;  // the job is over; only its output is still draining
   ++stop_signals_;
   if (stop_signals_ == 1) {
     interrupted_by_ = sig;
     phase_ = Phase::stopping;
     term_at_.reset();
-    if (live.empty()) return;
     say("got " + signal_name(sig) + "; forwarding it to " + ranks_phrase(live) + " (" +
         signal_name(sig) + " again kills them at once)");
     signal_live(sig);
@@ -138,7 +138,6 @@ void Supervisor::on_signal(int sig) {
     kill_at_ = Deadline::after_seconds(policy_.kill_after_s);
     return;
   }
-  if (live.empty()) return;
   say("got " + signal_name(sig) + " again; sending SIGKILL to " + ranks_phrase(live));
   signal_live(SIGKILL);
   kill_at_.reset();
