@@ -1,0 +1,195 @@
+// The ring (see tcp_ring.h): connection set-up and the poll loop that moves
+// one segment each way per step.
+#include "comm/tcp_ring.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "util/error.h"
+#include "util/strings.h"
+
+namespace gpudiag {
+
+namespace {
+
+constexpr char kMagic[8] = {'G', 'D', 'R', 'I', 'N', 'G', '0', '1'};
+
+std::uint32_t token_hash(const std::string& token) {
+  std::uint32_t h = 2166136261u;  // FNV-1a
+  for (unsigned char c : token) h = (h ^ c) * 16777619u;
+  return h;
+}
+
+struct Hello {
+  char magic[8];
+  std::uint32_t rank;
+  std::uint32_t token;
+};
+
+std::pair<std::string, int> split_endpoint(const std::string& ep) {
+  auto colon = ep.rfind(':');
+  auto port = parse_int(ep.substr(colon + 1));
+  std::string host = ep.substr(0, colon);
+  if (host.size() > 1 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  if (colon == std::string::npos || !port)
+    throw Error(ExitCode::broken, "malformed ring endpoint '" + ep + "' from a peer");
+  return {host, static_cast<int>(*port)};
+}
+
+/// Accepts connections until one says hello as `want` from this job.
+net::Fd accept_neighbour(net::Fd& listener, int want, std::uint32_t token, const std::string& label,
+                         Deadline deadline) {
+  while (true) {
+    pollfd p{listener.get(), POLLIN, 0};
+    if (::poll(&p, 1, deadline.poll_ms(200)) > 0) {
+      net::Fd c(::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      if (!c) continue;
+      Hello h{};
+      if (net::recv_exact(c.get(), &h, sizeof h, Deadline::after(std::chrono::seconds(5))) ==
+              net::Io::ok &&
+          std::memcmp(h.magic, kMagic, sizeof kMagic) == 0 && h.token == token &&
+          static_cast<int>(h.rank) == want) {
+        net::set_stream_options(c.get());
+        return c;
+      }
+      // Anything else (a port scanner, a stale job) is dropped.
+    }
+    if (deadline.expired())
+      throw TimeoutError(label + " never connected to this rank's ring port",
+                         "a firewall may block the ports between hosts; check that every "
+                         "host can reach the others' addresses (GPUDIAG_HOST_ADDR to choose one)");
+  }
+}
+
+class TcpRing : public Communicator {
+ public:
+  TcpRing(net::Fd next, net::Fd prev, const RingPeers& peers)
+      : next_(std::move(next)), prev_(std::move(prev)), rank_(peers.rank),
+        size_(static_cast<int>(peers.endpoints.size())),
+        next_label_(peers.labels[(rank_ + 1) % size_]),
+        prev_label_(peers.labels[(rank_ + size_ - 1) % size_]) {}
+
+  std::string name() const override { return "host/tcp"; }
+
+  void all_reduce_sum(float* data, std::size_t count, Deadline deadline) override {
+    const int n = size_;
+    auto off = [&](int i) { return count * static_cast<std::size_t>(i) / n; };
+    auto len = [&](int i) { return off(i + 1) - off(i); };
+    tmp_.resize(count / n + 1);
+    for (int s = 0; s < n - 1; ++s) {  // reduce-scatter
+      int out = ((rank_ - s) % n + n) % n, in = ((rank_ - s - 1) % n + n) % n;
+      float* dst = data + off(in);
+      std::size_t done = 0;
+      exchange(data + off(out), len(out), tmp_.data(), len(in), deadline,
+               [&](std::size_t floats) {
+                 for (; done < floats; ++done) dst[done] += tmp_[done];
+               });
+    }
+    for (int s = 0; s < n - 1; ++s) {  // all-gather
+      int out = ((rank_ + 1 - s) % n + n) % n, in = ((rank_ - s) % n + n) % n;
+      exchange(data + off(out), len(out), data + off(in), len(in), deadline, [](std::size_t) {});
+    }
+  }
+
+  void barrier(Deadline deadline) override {
+    float one = 1.0f;
+    all_reduce_sum(&one, 1, deadline);
+  }
+
+ private:
+  /// Sends `out_n` floats to the next rank while receiving `in_n` from the
+  /// previous one; `arrived(k)` runs whenever the first k floats are in.
+  template <class F>
+  void exchange(const float* out, std::size_t out_n, float* in, std::size_t in_n,
+                Deadline deadline, F arrived) {
+    const char* o = reinterpret_cast<const char*>(out);
+    char* i = reinterpret_cast<char*>(in);
+    std::size_t sent = 0, got = 0;
+    const std::size_t out_b = out_n * 4, in_b = in_n * 4;
+    while (sent < out_b || got < in_b) {
+      pollfd p[2] = {{next_.get(), static_cast<short>(sent < out_b ? POLLOUT : 0), 0},
+                     {prev_.get(), static_cast<short>(got < in_b ? POLLIN : 0), 0}};
+      int rc = ::poll(p, 2, deadline.poll_ms(100));
+      if (rc < 0 && errno != EINTR) throw Error(ExitCode::broken, "poll failed on the ring");
+      if (p[0].revents & (POLLERR | POLLHUP)) lost(next_label_);
+      if (p[0].revents & POLLOUT) {
+        ssize_t k = ::send(next_.get(), o + sent, std::min<std::size_t>(out_b - sent, 1 << 20),
+                           MSG_NOSIGNAL);
+        if (k < 0 && errno != EAGAIN && errno != EINTR) lost(next_label_);
+        if (k > 0) sent += static_cast<std::size_t>(k);
+      }
+      if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+        ssize_t k = ::recv(prev_.get(), i + got, in_b - got, 0);
+        if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) lost(prev_label_);
+        if (k > 0) {
+          got += static_cast<std::size_t>(k);
+          arrived(got / 4);
+        }
+      }
+      if (rc == 0 || !(sent < out_b || got < in_b)) {
+        if (sent >= out_b && got >= in_b) break;
+        if (abort_check_)
+          if (auto why = abort_check_()) throw Error(ExitCode::broken, "all-reduce abandoned: " + *why);
+        if (deadline.expired())
+          throw TimeoutError("all-reduce over TCP stalled: " + human_bytes(sent) + " of " +
+                                 human_bytes(out_b) + " sent to " + next_label_ + ", " +
+                                 human_bytes(got) + " of " + human_bytes(in_b) + " received from " +
+                                 prev_label_,
+                             "one of them is stuck or its link is down");
+      }
+    }
+  }
+
+  [[noreturn]] void lost(const std::string& who) {
+    throw Error(ExitCode::broken, "lost the ring connection to " + who +
+                                      ": its process exited or was killed, or the link dropped");
+  }
+
+  net::Fd next_, prev_;
+  int rank_, size_;
+  std::string next_label_, prev_label_;
+  std::vector<float> tmp_;
+};
+
+/// World size 1: nothing to exchange.
+class SelfRing : public Communicator {
+ public:
+  std::string name() const override { return "host/tcp"; }
+  void all_reduce_sum(float*, std::size_t, Deadline) override {}
+  void barrier(Deadline) override {}
+};
+
+}  // namespace
+
+RingListener::RingListener() : fd_(net::listen_on("", 0)), port_(net::bound_port(fd_.get())) {}
+
+std::unique_ptr<Communicator> make_tcp_ring(RingListener& listener, const RingPeers& peers,
+                                            Deadline deadline) {
+  const int n = static_cast<int>(peers.endpoints.size());
+  if (n == 1) return std::make_unique<SelfRing>();
+  const int next = (peers.rank + 1) % n, prev = (peers.rank + n - 1) % n;
+  const auto token = token_hash(peers.token);
+  // Connect first: the neighbour's listener is open since before the exchange,
+  // so this completes without waiting for it to accept.
+  auto [host, port] = split_endpoint(peers.endpoints[next]);
+  net::Fd out;
+  try {
+    out = net::connect_with_retry(host, port, deadline);
+  } catch (const Error& e) {
+    throw Error(e.code(), "cannot connect to " + peers.labels[next] + " for the ring: " + e.what(),
+                e.remedy());
+  }
+  Hello h{};
+  std::memcpy(h.magic, kMagic, sizeof kMagic);
+  h.rank = static_cast<std::uint32_t>(peers.rank);
+  h.token = token;
+  if (net::send_all(out.get(), &h, sizeof h, deadline) != net::Io::ok)
+    throw Error(ExitCode::broken, peers.labels[next] + " closed the ring connection at once");
+  net::Fd in = accept_neighbour(listener.fd(), prev, token, peers.labels[prev], deadline);
+  return std::make_unique<TcpRing>(std::move(out), std::move(in), peers);
+}
+
+}  // namespace gpudiag

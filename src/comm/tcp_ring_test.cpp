@@ -1,0 +1,102 @@
+#include "comm/tcp_ring.h"
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+
+#include "checks/verify.h"
+#include "util/error.h"
+
+namespace gpudiag {
+namespace {
+
+/// Runs an all-reduce of `count` floats over `n` ring members in threads of
+/// this process, over real loopback sockets; returns every rank's result.
+std::vector<std::vector<float>> ring_all_reduce(int n, std::size_t count) {
+  std::vector<std::unique_ptr<RingListener>> listeners;
+  RingPeers base;
+  base.token = "t";
+  for (int r = 0; r < n; ++r) {
+    listeners.push_back(std::make_unique<RingListener>());
+    base.endpoints.push_back("127.0.0.1:" + std::to_string(listeners.back()->port()));
+    base.labels.push_back("rank " + std::to_string(r));
+  }
+  std::vector<std::vector<float>> data(n, std::vector<float>(count));
+  std::vector<std::future<void>> done;
+  for (int r = 0; r < n; ++r) {
+    done.push_back(std::async(std::launch::async, [&, r] {
+      RingPeers p = base;
+      p.rank = r;
+      auto deadline = Deadline::after(std::chrono::seconds(30));
+      auto ring = make_tcp_ring(*listeners[r], p, deadline);
+      fill_contribution(data[r].data(), count, r);
+      ring->all_reduce_sum(data[r].data(), count, deadline);
+      ring->barrier(deadline);
+    }));
+  }
+  for (auto& f : done) f.get();
+  return data;
+}
+
+class RingSizes : public ::testing::TestWithParam<std::pair<int, std::size_t>> {};
+
+TEST_P(RingSizes, SumIsExactOnEveryRank) {
+  auto [n, count] = GetParam();
+  auto results = ring_all_reduce(n, count);
+  ExpectedSum expected(n);
+  for (int r = 0; r < n; ++r) {
+    auto m = verify_sum(results[r].data(), count, expected);
+    EXPECT_FALSE(m) << "rank " << r << ": " << m->count << " wrong, first at " << m->first_index;
+  }
+}
+
+// Sizes that do and do not divide by n, smaller than n, and a few MiB.
+INSTANTIATE_TEST_SUITE_P(Ring, RingSizes,
+                         ::testing::Values(std::pair{2, std::size_t{1}}, std::pair{3, std::size_t{2}},
+                                           std::pair{2, std::size_t{1000}},
+                                           std::pair{5, std::size_t{12345}},
+                                           std::pair{4, std::size_t{1} << 20},
+                                           std::pair{8, std::size_t{100003}}));
+
+TEST(Ring, WrongTokenNeverConnectsAndTimesOutNamingTheNeighbour) {
+  RingListener a, b;
+  RingPeers pa{0, {"127.0.0.1:" + std::to_string(a.port()), "127.0.0.1:" + std::to_string(b.port())},
+               {"rank 0 [x-0]", "rank 1 [x-1]"}, "job-a"};
+  RingPeers pb = pa;
+  pb.rank = 1;
+  pb.token = "job-b";
+  auto deadline = Deadline::after(std::chrono::seconds(2));
+  auto fa = std::async(std::launch::async, [&] { return make_tcp_ring(a, pa, deadline); });
+  auto fb = std::async(std::launch::async, [&] { return make_tcp_ring(b, pb, deadline); });
+  try {
+    fa.get();
+    FAIL() << "rank 0 accepted a neighbour of another job";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1 [x-1] never connected"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(fb.get(), TimeoutError);
+}
+
+TEST(Ring, DeadNeighbourIsNamed) {
+  RingListener a, b;
+  RingPeers pa{0, {"127.0.0.1:" + std::to_string(a.port()), "127.0.0.1:" + std::to_string(b.port())},
+               {"rank 0 [x-0]", "rank 1 [x-1]"}, "t"};
+  RingPeers pb = pa;
+  pb.rank = 1;
+  auto deadline = Deadline::after(std::chrono::seconds(10));
+  auto fb = std::async(std::launch::async, [&] { return make_tcp_ring(b, pb, deadline); });
+  auto ra = make_tcp_ring(a, pa, deadline);
+  fb.get().reset();  // rank 1 goes away
+  std::vector<float> v(1 << 16, 1.0f);
+  try {
+    ra->all_reduce_sum(v.data(), v.size(), deadline);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1 [x-1]"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace gpudiag
