@@ -36,7 +36,7 @@ constexpr unsigned kCloseRangeCloexec = 1u << 2;
 
 /// A close-on-exec pipe whose ends are not 0, 1 or 2: dup2() onto a
 /// descriptor that is already the target would keep its close-on-exec flag.
-void make_pipe(UniqueFd& read_end, UniqueFd& write_end) {
+void make_pipe(net::Fd& read_end, net::Fd& write_end) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno("pipe2()");
   for (int& fd : fds) {
@@ -102,9 +102,9 @@ int read_exec_error(int fd, std::chrono::milliseconds wait) {
 ChildProcess ChildProcess::spawn(const SpawnSpec& spec) {
   auto argv = c_strings(spec.argv);
   auto envp = c_strings(spec.envp);
-  UniqueFd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  net::Fd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (!devnull.valid()) throw_errno("open(/dev/null)");
-  UniqueFd out_r, out_w, err_r, err_w, exec_r, exec_w;
+  net::Fd out_r, out_w, err_r, err_w, exec_r, exec_w;
   make_pipe(out_r, out_w);
   make_pipe(err_r, err_w);
   make_pipe(exec_r, exec_w);

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "launch/exit_status.h"
-#include "launch/unique_fd.h"
+#include "rendezvous/socket.h"
 #include "util/env.h"
 
 namespace gpudiag::launch {
@@ -57,8 +57,8 @@ class ChildProcess {
   pid_t pid() const { return pid_; }
   bool reaped() const { return reaped_; }
   /// The read ends of the child's stdout and stderr pipes (each once).
-  UniqueFd take_stdout() { return std::move(stdout_); }
-  UniqueFd take_stderr() { return std::move(stderr_); }
+  net::Fd take_stdout() { return std::move(stdout_); }
+  net::Fd take_stderr() { return std::move(stderr_); }
 
   /// Sends `signal` to the child's process group; does nothing once reaped.
   void signal(int signal) const;
@@ -67,13 +67,13 @@ class ChildProcess {
   std::optional<ExitStatus> try_reap();
 
  private:
-  ChildProcess(pid_t pid, UniqueFd out, UniqueFd err)
+  ChildProcess(pid_t pid, net::Fd out, net::Fd err)
       : pid_(pid), stdout_(std::move(out)), stderr_(std::move(err)) {}
 
   pid_t pid_ = -1;
   bool reaped_ = false;
-  UniqueFd stdout_;
-  UniqueFd stderr_;
+  net::Fd stdout_;
+  net::Fd stderr_;
 };
 
 /// Where `name` would be executed from, like execvp() with the PATH in `env`

@@ -36,7 +36,7 @@ bool alive(pid_t pid) {
   return state != 'Z' && state != 'X';
 }
 
-std::string read_all(UniqueFd fd) {
+std::string read_all(net::Fd fd) {
   std::string out;
   char buf[256];
   for (ssize_t n; (n = ::read(fd.get(), buf, sizeof buf)) > 0;) out.append(buf, n);

@@ -1,16 +1,11 @@
 #include "launch/job.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-
-#include <cerrno>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <random>
 
-#include "launch/unique_fd.h"
-#include "util/error.h"
+#include "rendezvous/job_token.h"
+#include "rendezvous/socket.h"
 
 namespace gpudiag::launch {
 
@@ -32,40 +27,13 @@ std::string random_hex(int words) {
   return out;
 }
 
-/// FNV-1a, 64 bits: stable across builds and hosts, which is all derive_token needs.
-std::uint64_t fnv1a(const std::string& s) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
-
 bool is_agent_variable(const std::string& name) {
   return name.starts_with("TORCHELASTIC_") || name.starts_with("ROLE_");
 }
 
 }  // namespace
 
-std::string derive_token(const std::string& master_addr, int master_port) {
-  auto key = master_addr + ":" + std::to_string(master_port);
-  return hex64(fnv1a("gpudiag-token/1a|" + key)) + hex64(fnv1a("gpudiag-token/1b|" + key));
-}
-
-int pick_free_port() {
-  UniqueFd sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!sock.valid())
-    throw Error(ExitCode::internal, std::string("launch: socket(): ") + std::strerror(errno));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  if (::bind(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(sock.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-    throw Error(ExitCode::usage,
-                std::string("launch: cannot find a free TCP port: ") + std::strerror(errno),
-                "pass --master-port");
-  return ntohs(addr.sin_port);
-}
+int pick_free_port() { return net::bound_port(net::listen_on("", 0).get()); }
 
 JobInfo resolve_job(const LaunchOptions& o, const Env& env) {
   JobInfo job;
@@ -77,13 +45,14 @@ JobInfo resolve_job(const LaunchOptions& o, const Env& env) {
     job.master_port = *o.master_port;
   else
     job.master_port = o.nnodes == 1 ? pick_free_port() : kDefaultMultiNodePort;
-  auto token = env.get_or("GPUDIAG_TOKEN", "");
-  if (!token.empty())
-    job.token = token;
-  else if (o.nnodes == 1)
+  job.port_given = o.master_port.has_value();
+  // One node: nobody else needs to agree, so a fresh random token unless one
+  // is exported. Several nodes: the project's rule, which every node applies
+  // to the same inputs (GPUDIAG_TOKEN, the SLURM job, the torchrun run).
+  if (o.nnodes == 1 && env.get_or("GPUDIAG_TOKEN", "").empty())
     job.token = random_hex(2);
   else
-    job.token = derive_token(job.master_addr, job.master_port);
+    job.token = job_token(env).value;
   job.launch_id = random_hex(1);
   return job;
 }
@@ -108,6 +77,7 @@ Env rank_environment(const Env& parent, const JobInfo& job, int local_rank) {
   Env env;
   for (const auto& [name, value] : parent.all())
     if (!is_agent_variable(name)) env.set(name, value);
+  for (const auto& [name, value] : job.extra_env) env.set(name, value);
   for (auto& [name, value] : rank_variables(job, local_rank))
     env.set(std::move(name), std::move(value));
   return env;

@@ -68,30 +68,46 @@ TEST(ResolveJob, OneNodeGetsAFreePortAndARandomToken) {
 }
 
 TEST(ResolveJob, NodesAgreeOnTheTokenWithoutTalking) {
+  using Vars = std::map<std::string, std::string>;
   auto o = two_nodes();
-  auto node1 = resolve_job(o, Env());
+  Env slurm(Vars{{"SLURM_JOB_ID", "77"}, {"SLURM_STEP_ID", "3"}});
+  auto node1 = resolve_job(o, slurm);
   o.node_rank = 0;
-  auto node0 = resolve_job(o, Env());
+  auto node0 = resolve_job(o, slurm);
+  EXPECT_EQ(node1.token, "slurm-77.3");
   EXPECT_EQ(node0.token, node1.token);
-  EXPECT_EQ(node0.token, derive_token("10.0.0.1", 29500));
-  EXPECT_NE(derive_token("10.0.0.1", 29501), derive_token("10.0.0.1", 29500));
-  EXPECT_NE(derive_token("10.0.0.2", 29500), derive_token("10.0.0.1", 29500));
+  // Without SLURM or torchrun, the fixed name every by-hand rank uses.
+  EXPECT_EQ(resolve_job(o, Env()).token, resolve_job(two_nodes(), Env()).token);
 }
 
 TEST(ResolveJob, ExportedTokenWins) {
-  Env env(std::map<std::string, std::string>{{"GPUDIAG_TOKEN", "s3cret"}});
+  using Vars = std::map<std::string, std::string>;
+  Env env(Vars{{"GPUDIAG_TOKEN", "s3cret"}, {"SLURM_JOB_ID", "77"}});
   EXPECT_EQ(resolve_job(two_nodes(), env).token, "s3cret");
   LaunchOptions one;
   one.command = {"check"};
   EXPECT_EQ(resolve_job(one, env).token, "s3cret");
-  Env empty(std::map<std::string, std::string>{{"GPUDIAG_TOKEN", ""}});
-  EXPECT_EQ(resolve_job(two_nodes(), empty).token, derive_token("10.0.0.1", 29500));
+  // An empty one counts as unset; on one node the token is then random even under SLURM.
+  Env empty(Vars{{"GPUDIAG_TOKEN", ""}, {"SLURM_JOB_ID", "77"}});
+  EXPECT_EQ(resolve_job(two_nodes(), empty).token, "slurm-77");
+  EXPECT_EQ(resolve_job(one, empty).token.size(), 32u);
+}
+
+TEST(RankEnvironment, ExtraVariablesReachEveryRankButCannotOverrideRanks) {
+  auto job = resolve_job(two_nodes(), Env());
+  job.extra_env = {{"GPUDIAG_STORE", "launcher"}, {"RANK", "999"}};
+  auto env = as_map(rank_environment(Env(), job, 0));
+  EXPECT_EQ(env["GPUDIAG_STORE"], "launcher");
+  EXPECT_EQ(env["RANK"], "4");
 }
 
 TEST(ResolveJob, GivenPortIsKept) {
   auto o = two_nodes();
+  EXPECT_FALSE(resolve_job(o, Env()).port_given);
   o.master_port = 12345;
-  EXPECT_EQ(resolve_job(o, Env()).master_port, 12345);
+  auto job = resolve_job(o, Env());
+  EXPECT_EQ(job.master_port, 12345);
+  EXPECT_TRUE(job.port_given);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "launch/job.h"
 #include "launch/signal_pipe.h"
 #include "launch/supervisor.h"
+#include "util/error.h"
 
 namespace gpudiag::launch {
 
@@ -43,10 +44,13 @@ int run_launch(const LaunchOptions& options, const Env& env, LaunchObserver* obs
   }
 
   JobInfo job = resolve_job(options, env);
+  watcher.on_job_start(job);
   spdlog::info("launch: ranks {}-{} of {} on this node (node {} of {}), master {}:{}",
                job.rank_of(0), job.rank_of(job.nproc_per_node - 1), job.world_size(), job.node_rank,
                job.nnodes, job.master_addr, job.master_port);
-  watcher.on_job_start(job);
+  if (job.master_port < 1 || job.master_port > 65535)
+    throw Error(ExitCode::internal,
+                "launch: the job's master port became " + std::to_string(job.master_port));
 
   // Before the first fork, so no SIGINT or SIGCHLD from here on is lost.
   SignalPipe signals;

@@ -4,11 +4,13 @@
 // publish deaths in on_child_exit) without the launcher knowing stores exist.
 //
 // Both calls come from the launcher's supervising thread. on_job_start runs
-// before any child exists; if it throws, no child is started and the error
-// ends the launch. on_child_exit runs right after a child is reaped, before
-// the launcher acts on it (so a death is published before the other ranks
-// are stopped); an exception from it is logged and otherwise ignored, because
-// supervising the remaining children matters more.
+// before any child exists and may adjust the job: take another master_port
+// (when !port_given, e.g. the one a server bound on port 0) and add
+// extra_env for the children (e.g. GPUDIAG_STORE=launcher). If it throws, no
+// child is started and the error ends the launch. on_child_exit runs right after a child is reaped,
+// before the launcher acts on it (so a death is published before the other ranks are stopped); an
+// exception from it is logged and otherwise ignored, because supervising the remaining children
+// matters more.
 #pragma once
 
 #include <sys/types.h>
@@ -34,7 +36,7 @@ class LaunchObserver {
  public:
   virtual ~LaunchObserver() = default;
   /// The job is resolved (master address, port, token) and no child runs yet.
-  virtual void on_job_start(const JobInfo& job) { (void)job; }
+  virtual void on_job_start(JobInfo& job) { (void)job; }
   /// A child has ended and been reaped.
   virtual void on_child_exit(const ChildExit& exit) { (void)exit; }
 };

@@ -23,7 +23,7 @@ void Sink::write(std::string_view bytes) {
   }
 }
 
-Relay::Relay(UniqueFd pipe, std::string prefix, Sink& sink)
+Relay::Relay(net::Fd pipe, std::string prefix, Sink& sink)
     : pipe_(std::move(pipe)), splitter_(std::move(prefix)), sink_(&sink) {
   ::fcntl(pipe_.get(), F_SETFL, ::fcntl(pipe_.get(), F_GETFL) | O_NONBLOCK);
 }

@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "launch/line_splitter.h"
-#include "launch/unique_fd.h"
+#include "rendezvous/socket.h"
 
 namespace gpudiag::launch {
 
@@ -36,7 +36,7 @@ class Sink {
 class Relay {
  public:
   /// `pipe` is the read end of the child's stdout or stderr pipe.
-  Relay(UniqueFd pipe, std::string prefix, Sink& sink);
+  Relay(net::Fd pipe, std::string prefix, Sink& sink);
 
   int fd() const { return pipe_.get(); }
   bool open() const { return pipe_.valid(); }
@@ -50,7 +50,7 @@ class Relay {
   void close();
 
  private:
-  UniqueFd pipe_;
+  net::Fd pipe_;
   LineSplitter splitter_;
   Sink* sink_;
   std::string batch_;

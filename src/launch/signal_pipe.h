@@ -13,7 +13,7 @@
 #include <csignal>
 #include <vector>
 
-#include "launch/unique_fd.h"
+#include "rendezvous/socket.h"
 
 namespace gpudiag::launch {
 
@@ -30,8 +30,8 @@ class SignalPipe {
   std::vector<int> drain();
 
  private:
-  UniqueFd read_;
-  UniqueFd write_;
+  net::Fd read_;
+  net::Fd write_;
   using Action = struct sigaction;
   /// What SIGINT, SIGTERM, SIGHUP, SIGCHLD and SIGPIPE did before (kSignals order).
   std::array<Action, 5> previous_{};

@@ -145,6 +145,7 @@ class Environment(unittest.TestCase):
         args = ["--nproc-per-node", "4", "--nnodes", "2", "--node-rank", "1",
                 "--master-addr", "10.1.2.3", "--master-port", "29555"]
         env = {k: v for k, v in os.environ.items() if k != "GPUDIAG_TOKEN"}
+        env.update(SLURM_JOB_ID="55", SLURM_STEP_ID="2")
         ranks = self.show(*args, env=env)
         self.assertEqual(sorted(ranks), [4, 5, 6, 7])
         for rank, v in ranks.items():
@@ -153,7 +154,8 @@ class Environment(unittest.TestCase):
         # Node 0, launched separately, derives the same token without talking to node 1.
         node0 = self.show(*[a if a != "1" else "0" for a in args], env=env)
         self.assertEqual(sorted(node0), [0, 1, 2, 3])
-        self.assertEqual(node0[0][9], ranks[4][9])
+        self.assertEqual(node0[0][9], "slurm-55.2")
+        self.assertEqual(ranks[4][9], "slurm-55.2")
         # An exported token wins.
         exported = self.show(*args, env=dict(env, GPUDIAG_TOKEN="sesame"))
         self.assertEqual(exported[4][9], "sesame")
@@ -170,6 +172,20 @@ class Environment(unittest.TestCase):
         real = os.path.realpath(BIN)
         for rank in (0, 1):
             self.assertTrue(any(f"{real} scan" in l for l in lines[rank]), lines[rank])
+
+
+@unittest.skipUnless(BIN and os.path.exists(BIN), "GPUDIAG_BIN is not set to the built binary")
+class Check(unittest.TestCase):
+    def test_ranks_of_check_meet_and_each_prints_its_ok_line(self):
+        r = run("--nproc-per-node", "3", "--", "check", "--backend", "host", "--mem", "4096",
+                "--size", "4096", "--iters", "1", "--timeout", "30", timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        lines = rank_lines(r.stdout)
+        for rank in range(3):
+            self.assertTrue(
+                any(re.fullmatch(rf"\[.+-{rank}\] is OK \(global rank: {rank}/3\)", l)
+                    for l in lines[rank]), lines[rank])
+        self.assertEqual(launcher_lines(r.stderr)[-1], "gpudiag launch: 3/3 ranks OK")
 
 
 @unittest.skipUnless(BIN and os.path.exists(BIN), "GPUDIAG_BIN is not set to the built binary")
