@@ -1,13 +1,59 @@
-// gpudiag launch: not built yet.
+// gpudiag launch: start N ranks of a gpudiag subcommand (or, with
+// --no-gpudiag, any program) on this node, torchrun-style. Parses the
+// options into launch::LaunchOptions, checks them, and hands them to
+// launch::run_launch(); see docs/launch.md.
+#include <memory>
+#include <vector>
+
 #include "cli/commands.h"
-#include "util/error.h"
+#include "launch/launcher.h"
+#include "launch/options.h"
+#include "util/env.h"
 
 namespace gpudiag::cli {
 
 Runner setup_launch(CLI::App& app) {
-  auto* sub = app.add_subcommand("launch", "(not implemented yet)");
-  sub->allow_extras();
-  return [] () -> int { throw UsageError("'launch' is not implemented in this build yet"); };
+  auto options = std::make_shared<launch::LaunchOptions>();
+  auto* sub =
+      app.add_subcommand("launch",
+                         "Start N ranks of a gpudiag subcommand on this node (torchrun-style): "
+                         "gpudiag launch --nproc-per-node N [options] -- SUBCOMMAND [its options]");
+  sub->add_option("--nproc-per-node,--nproc_per_node", options->nproc_per_node,
+                  "Processes (usually one per GPU) on this node")
+      ->capture_default_str();
+  sub->add_option("--nnodes", options->nnodes, "Nodes in the job")->capture_default_str();
+  sub->add_option("--node-rank,--node_rank", options->node_rank, "This node's rank, 0..nnodes-1")
+      ->capture_default_str();
+  sub->add_option("--master-addr,--master_addr", options->master_addr,
+                  "Address of node rank 0 (default 127.0.0.1; required with --nnodes > 1)");
+  sub->add_option("--master-port,--master_port", options->master_port,
+                  "Rendezvous port (default: a free port on one node, 29500 on several)");
+  sub->add_option("--grace", options->grace_s,
+                  "Seconds the other ranks get after the first failure before SIGTERM")
+      ->capture_default_str();
+  sub->add_option("--kill-after", options->kill_after_s,
+                  "Seconds from SIGTERM (or a forwarded signal) to SIGKILL")
+      ->capture_default_str();
+  sub->add_option("--timeout", options->timeout_s,
+                  "Stop the whole job after this many seconds (0: no limit)")
+      ->capture_default_str();
+  auto no_prefix = std::make_shared<bool>(false);
+  sub->add_flag("--no-prefix", *no_prefix, "Do not prefix output lines with \"[rankN]: \"");
+  sub->add_flag("--no-gpudiag", options->no_gpudiag,
+                "Run the program after -- (searched in PATH) instead of a gpudiag subcommand");
+  sub->positionals_at_end();
+  sub->add_option("command", options->command,
+                  "After --: the gpudiag subcommand and its options (or, with --no-gpudiag, a "
+                  "program and its arguments)");
+
+  return [&app, options, no_prefix]() -> int {
+    options->prefix = !*no_prefix;
+    std::vector<std::string> subcommands;
+    for (const auto* s : app.get_subcommands([](CLI::App*) { return true; }))
+      subcommands.push_back(s->get_name());
+    launch::validate(*options, subcommands);
+    return launch::run_launch(*options, Env::from_process());
+  };
 }
 
 }  // namespace gpudiag::cli

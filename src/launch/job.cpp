@@ -1,0 +1,93 @@
+#include "launch/job.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <random>
+
+#include "rendezvous/job_token.h"
+#include "rendezvous/socket.h"
+
+namespace gpudiag::launch {
+
+namespace {
+
+std::string hex64(std::uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string random_hex(int words) {
+  std::random_device device;  // /dev/urandom (or the CPU's generator) on Linux
+  std::string out;
+  for (int i = 0; i < words; ++i) {
+    std::uint64_t v = (std::uint64_t{device()} << 32) | device();
+    out += hex64(v);
+  }
+  return out;
+}
+
+bool is_agent_variable(const std::string& name) {
+  return name.starts_with("TORCHELASTIC_") || name.starts_with("ROLE_");
+}
+
+}  // namespace
+
+int pick_free_port() { return net::bound_port(net::listen_on("", 0).get()); }
+
+JobInfo resolve_job(const LaunchOptions& o, const Env& env) {
+  JobInfo job;
+  job.nproc_per_node = o.nproc_per_node;
+  job.nnodes = o.nnodes;
+  job.node_rank = o.node_rank;
+  job.master_addr = o.master_addr.empty() ? "127.0.0.1" : o.master_addr;
+  if (o.master_port)
+    job.master_port = *o.master_port;
+  else
+    job.master_port = o.nnodes == 1 ? pick_free_port() : kDefaultMultiNodePort;
+  job.port_given = o.master_port.has_value();
+  // One node: nobody else needs to agree, so a fresh random token unless one
+  // is exported. Several nodes: the project's rule, which every node applies
+  // to the same inputs (GPUDIAG_TOKEN, the SLURM job, the torchrun run).
+  if (o.nnodes == 1 && env.get_or("GPUDIAG_TOKEN", "").empty())
+    job.token = random_hex(2);
+  else
+    job.token = job_token(env).value;
+  job.launch_id = random_hex(1);
+  return job;
+}
+
+std::vector<std::pair<std::string, std::string>> rank_variables(const JobInfo& job,
+                                                                int local_rank) {
+  return {
+      {"RANK", std::to_string(job.rank_of(local_rank))},
+      {"LOCAL_RANK", std::to_string(local_rank)},
+      {"WORLD_SIZE", std::to_string(job.world_size())},
+      {"LOCAL_WORLD_SIZE", std::to_string(job.nproc_per_node)},
+      {"GROUP_RANK", std::to_string(job.node_rank)},
+      {"GROUP_WORLD_SIZE", std::to_string(job.nnodes)},
+      {"MASTER_ADDR", job.master_addr},
+      {"MASTER_PORT", std::to_string(job.master_port)},
+      {"GPUDIAG_LAUNCH_ID", job.launch_id},
+      {"GPUDIAG_TOKEN", job.token},
+  };
+}
+
+Env rank_environment(const Env& parent, const JobInfo& job, int local_rank) {
+  Env env;
+  for (const auto& [name, value] : parent.all())
+    if (!is_agent_variable(name)) env.set(name, value);
+  for (const auto& [name, value] : job.extra_env) env.set(name, value);
+  for (auto& [name, value] : rank_variables(job, local_rank))
+    env.set(std::move(name), std::move(value));
+  return env;
+}
+
+std::vector<std::string> to_envp(const Env& env) {
+  std::vector<std::string> out;
+  out.reserve(env.all().size());
+  for (const auto& [name, value] : env.all()) out.push_back(name + "=" + value);
+  return out;
+}
+
+}  // namespace gpudiag::launch

@@ -1,0 +1,70 @@
+// The job a launcher runs, once every default is filled in, and the
+// environment each of its children gets.
+//
+// resolve_job() settles what the options left open: the master address
+// (127.0.0.1 on one node), the port (a free one on one node, 29500 on
+// several), the token ranks present to the rendezvous store (see
+// rendezvous/job_token.h), and a launch id.
+// rank_environment() then gives each child the torchrun-compatible variables
+// (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,
+// GROUP_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) plus GPUDIAG_LAUNCH_ID and
+// GPUDIAG_TOKEN. See docs/launch.md for the token rules and their limits.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "launch/options.h"
+#include "util/env.h"
+
+namespace gpudiag::launch {
+
+/// Port torchrun uses when several nodes meet and none is given.
+inline constexpr int kDefaultMultiNodePort = 29500;
+
+struct JobInfo {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr;
+  int master_port = 0;
+  /// --master-port was given; otherwise the launcher chose master_port, and a
+  /// LaunchObserver that binds a store server may replace it with its own.
+  bool port_given = false;
+  /// What every rank of the job presents to the store (not a secret).
+  std::string token;
+  /// Marks RANK etc. as set by this launcher (not left over in a shell).
+  std::string launch_id;
+  /// Further variables for every child (e.g. GPUDIAG_STORE=launcher from a
+  /// LaunchObserver that serves the store); rank_variables() still win.
+  std::vector<std::pair<std::string, std::string>> extra_env;
+
+  int world_size() const { return nnodes * nproc_per_node; }
+  /// Global rank of the child with local rank `local_rank` on this node.
+  int rank_of(int local_rank) const { return node_rank * nproc_per_node + local_rank; }
+};
+
+/// Fills in defaults for validated options. `env` is the launcher's
+/// environment. The token is GPUDIAG_TOKEN when set and non-empty; else, on
+/// one node, 128 random bits; else job_token(env) (SLURM job and step,
+/// torchrun run id, or a fixed name), which every node computes alike.
+/// Picking a free port binds a socket; throws gpudiag::Error if it cannot.
+JobInfo resolve_job(const LaunchOptions& options, const Env& env);
+
+/// A free TCP port on this host (bound to port 0, read back, released).
+/// Another process may take it before the store binds it; the window is short.
+int pick_free_port();
+
+/// The variables gpudiag launch sets for one child, in a fixed order.
+std::vector<std::pair<std::string, std::string>> rank_variables(const JobInfo& job, int local_rank);
+
+/// The whole environment of one child: `parent` without variables of an
+/// outer torchrun agent (TORCHELASTIC_*, ROLE_*), plus job.extra_env, plus
+/// rank_variables().
+Env rank_environment(const Env& parent, const JobInfo& job, int local_rank);
+
+/// "NAME=value" strings for execve().
+std::vector<std::string> to_envp(const Env& env);
+
+}  // namespace gpudiag::launch

@@ -1,0 +1,44 @@
+// The launcher's seam for what it does not know about: a LaunchObserver
+// hears when the job starts and when each child ends. A rendezvous store
+// hosted by the launcher plugs in here (start the server in on_job_start,
+// publish deaths in on_child_exit) without the launcher knowing stores exist.
+//
+// Both calls come from the launcher's supervising thread. on_job_start runs
+// before any child exists and may adjust the job: take another master_port
+// (when !port_given, e.g. the one a server bound on port 0) and add
+// extra_env for the children (e.g. GPUDIAG_STORE=launcher). If it throws, no
+// child is started and the error ends the launch. on_child_exit runs right after a child is reaped,
+// before the launcher acts on it (so a death is published before the other ranks are stopped); an
+// exception from it is logged and otherwise ignored, because supervising the remaining children
+// matters more.
+#pragma once
+
+#include <sys/types.h>
+
+#include "launch/exit_status.h"
+#include "launch/job.h"
+
+namespace gpudiag::launch {
+
+struct ChildExit {
+  int rank = 0;        ///< global rank
+  int local_rank = 0;  ///< rank on this node
+  pid_t pid = 0;
+  ExitStatus status;
+  /// The first child on this node that failed (non-zero exit or a signal)
+  /// while the job was running normally; the launcher's exit status is its.
+  bool first_failure = false;
+  /// The launcher had signalled it (after a failure, a signal or --timeout).
+  bool stopped_by_launcher = false;
+};
+
+class LaunchObserver {
+ public:
+  virtual ~LaunchObserver() = default;
+  /// The job is resolved (master address, port, token) and no child runs yet.
+  virtual void on_job_start(JobInfo& job) { (void)job; }
+  /// A child has ended and been reaped.
+  virtual void on_child_exit(const ChildExit& exit) { (void)exit; }
+};
+
+}  // namespace gpudiag::launch

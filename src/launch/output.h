@@ -1,0 +1,59 @@
+// Relaying the children's output: each child's stdout and stderr arrive on
+// pipes, are cut into whole prefixed lines (LineSplitter), and go out to the
+// launcher's own stdout and stderr.
+//
+// A Relay reads one pipe when poll() says it is ready; a Sink writes whole
+// batches of lines to one of the launcher's descriptors. Everything runs on
+// the launcher's one poll loop, so lines from different ranks never
+// interleave and no thread per child is needed.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "launch/line_splitter.h"
+#include "rendezvous/socket.h"
+
+namespace gpudiag::launch {
+
+/// One of the launcher's output descriptors (not owned).
+class Sink {
+ public:
+  explicit Sink(int fd) : fd_(fd) {}
+
+  /// Writes all of `bytes`, retrying short writes and interruptions. Once the
+  /// reader is gone (EPIPE, e.g. `| head`) or the descriptor fails, later
+  /// writes are dropped: the job still runs to its end and its exit status.
+  void write(std::string_view bytes);
+  bool broken() const { return broken_; }
+
+ private:
+  int fd_;
+  bool broken_ = false;
+};
+
+/// One child stream on its way to a Sink.
+class Relay {
+ public:
+  /// `pipe` is the read end of the child's stdout or stderr pipe.
+  Relay(net::Fd pipe, std::string prefix, Sink& sink);
+
+  int fd() const { return pipe_.get(); }
+  bool open() const { return pipe_.valid(); }
+  /// Reads once from the pipe (call it when poll() reports the fd) and writes
+  /// the lines that completes. At end of stream writes the unterminated tail
+  /// and closes the pipe. Returns true if it read bytes (more may be waiting).
+  bool pump();
+  /// Pumps until the pipe is empty or closed, at most `max_reads` times.
+  void drain(int max_reads);
+  /// Writes the unterminated tail and closes the pipe, even if writers remain.
+  void close();
+
+ private:
+  net::Fd pipe_;
+  LineSplitter splitter_;
+  Sink* sink_;
+  std::string batch_;
+};
+
+}  // namespace gpudiag::launch

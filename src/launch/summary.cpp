@@ -1,0 +1,59 @@
+#include "launch/summary.h"
+
+#include <algorithm>
+
+namespace gpudiag::launch {
+
+std::string format_ranks(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  std::string out;
+  for (std::size_t i = 0; i < ranks.size();) {
+    std::size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += std::to_string(ranks[i]);
+    if (j > i) out += (j == i + 1 ? ',' : '-') + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string job_summary(const std::vector<RankOutcome>& outcomes, const std::string& note) {
+  std::size_t ok = 0;
+  std::string first;
+  // Ranks that ended alike, in order of their lowest rank.
+  struct Group {
+    std::string what;
+    bool stopped;
+    std::vector<int> ranks;
+  };
+  std::vector<Group> groups;
+  for (const auto& o : outcomes) {
+    if (o.status && o.status->ok()) {
+      ++ok;
+    } else if (o.first_failure && o.status) {
+      first = "rank " + std::to_string(o.rank) + " " + o.status->describe() + " (first failure)";
+    } else {
+      auto what = o.status ? o.status->describe() : std::string("did not exit");
+      auto same = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
+        return g.what == what && g.stopped == o.stopped_by_launcher;
+      });
+      if (same == groups.end())
+        groups.push_back({what, o.stopped_by_launcher, {o.rank}});
+      else
+        same->ranks.push_back(o.rank);
+    }
+  }
+  std::string line = std::to_string(ok) + "/" + std::to_string(outcomes.size()) + " ranks OK";
+  if (!first.empty()) line += "; " + first;
+  for (const auto& g : groups) {
+    line += "; " + std::string(g.ranks.size() == 1 ? "rank " : "ranks ") + format_ranks(g.ranks) +
+            " " + g.what;
+    if (g.stopped) line += " (stopped by the launcher)";
+  }
+  if (!note.empty()) line += "; " + note;
+  return line;
+}
+
+}  // namespace gpudiag::launch

@@ -1,0 +1,33 @@
+// The launcher's last word: one line on stderr saying how many ranks were OK
+// and how the others ended, grouped so that 256 ranks killed alike take one
+// phrase ("ranks 0-254 killed by SIGTERM").
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launch/exit_status.h"
+
+namespace gpudiag::launch {
+
+struct RankOutcome {
+  int rank = 0;
+  /// nullopt: it never ended (still stuck after SIGKILL).
+  std::optional<ExitStatus> status;
+  bool first_failure = false;
+  bool stopped_by_launcher = false;
+};
+
+/// {0,1,2,5,7,8} -> "0-2,5,7,8": runs of three or more as a range (input in
+/// any order, duplicates ignored).
+std::string format_ranks(std::vector<int> ranks);
+
+/// "4/4 ranks OK", or e.g. "1/4 ranks OK; rank 3 exited with status 1 (first
+/// failure); ranks 0,2 killed by SIGTERM (stopped by the launcher)".
+/// `note` (e.g. "interrupted by SIGINT"), when not empty, is appended.
+std::string job_summary(const std::vector<RankOutcome>& outcomes, const std::string& note);
+
+}  // namespace gpudiag::launch

@@ -1,0 +1,255 @@
+#include "launch/supervisor.h"
+
+#include <poll.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+
+#include "launch/summary.h"
+#include "util/error.h"
+
+namespace gpudiag::launch {
+
+namespace {
+
+constexpr auto kGiveUpAfterKill = std::chrono::seconds(5);
+constexpr auto kDrainAfterLastExit = std::chrono::seconds(2);
+/// Even with nothing to wake it, the loop re-checks children this often, in
+/// case a SIGCHLD was coalesced with another.
+constexpr int kPollCapMs = 500;
+/// Reads (64 KiB each) taken from a dead child's pipes before reporting it.
+constexpr int kDrainReadsOnExit = 64;
+
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", s);
+  return buf;
+}
+
+std::string ranks_phrase(const std::vector<int>& ranks) {
+  return (ranks.size() == 1 ? "rank " : "ranks ") + format_ranks(ranks);
+}
+
+}  // namespace
+
+struct Supervisor::Slot {
+  int rank;
+  int local_rank;
+  ChildProcess child;
+  Relay out;
+  Relay err;
+  std::optional<ExitStatus> status;
+  bool first_failure = false;
+  bool stopped_by_launcher = false;
+};
+
+Supervisor::Supervisor(std::vector<RankProcess> ranks, bool prefix, StopPolicy policy,
+                       LaunchObserver& observer, SignalPipe& signals)
+    : policy_(policy), observer_(observer), signals_(signals) {
+  slots_.reserve(ranks.size());
+  for (auto& r : ranks) {
+    auto tag = prefix ? rank_prefix(r.rank) : std::string();
+    auto out = r.child.take_stdout();
+    auto err = r.child.take_stderr();
+    slots_.push_back(Slot{r.rank, r.local_rank, std::move(r.child),
+                          Relay(std::move(out), tag, out_), Relay(std::move(err), tag, err_),
+                          std::nullopt, false, false});
+  }
+  if (policy_.timeout_s > 0) job_deadline_ = Deadline::after_seconds(policy_.timeout_s);
+}
+
+Supervisor::~Supervisor() = default;
+
+int Supervisor::run() {
+  for (;;) {
+    reap();
+    if (all_ended()) {
+      if (!drain_until_) drain_until_ = Deadline::after(kDrainAfterLastExit);
+      if (!any_output_open() || drain_until_->expired()) break;
+    }
+    act_on_deadlines();
+    if (gave_up_) break;
+    poll_once();
+  }
+  for (auto& s : slots_) s.out.close(), s.err.close();
+
+  std::vector<RankOutcome> outcomes;
+  for (const auto& s : slots_)
+    outcomes.push_back({s.rank, s.status, s.first_failure, s.stopped_by_launcher});
+  say(job_summary(outcomes, summary_note()));
+  return exit_status();
+}
+
+void Supervisor::reap() {
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    auto& s = slots_[i];
+    if (s.status) continue;
+    if (auto status = s.child.try_reap()) {
+      s.status = *status;
+      on_exit(i);
+    }
+  }
+}
+
+void Supervisor::on_exit(std::size_t index) {
+  auto& s = slots_[index];
+  // Its last words first, then the launcher's account of its death.
+  s.out.drain(kDrainReadsOnExit);
+  s.err.drain(kDrainReadsOnExit);
+  bool first = phase_ == Phase::running && !s.status->ok();
+  s.first_failure = first;
+  try {
+    observer_.on_child_exit(
+        {s.rank, s.local_rank, s.child.pid(), *s.status, first, s.stopped_by_launcher});
+  } catch (const std::exception& e) {
+    spdlog::warn("launch: reporting the end of rank {} failed: {}", s.rank, e.what());
+  }
+  if (!first) return;
+  first_failure_ = index;
+  phase_ = Phase::stopping;
+  auto live = live_ranks();
+  std::string message = "rank " + std::to_string(s.rank) + " (pid " +
+                        std::to_string(s.child.pid()) + ") failed first: " + s.status->describe();
+  if (!live.empty())
+    message += "; " + ranks_phrase(live) + (live.size() == 1 ? " has " : " have ") +
+               seconds(policy_.grace_s) + " to finish, then SIGTERM";
+  say(message);
+  term_at_ = Deadline::after_seconds(policy_.grace_s);
+}
+
+void Supervisor::on_signal(int sig) {
+  if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP) return;  // SIGCHLD only wakes the loop
+  auto live = live_ranks();
+  if (live.empty()) return;  // the job is over; only its output is still draining
+  ++stop_signals_;
+  if (stop_signals_ == 1) {
+    interrupted_by_ = sig;
+    phase_ = Phase::stopping;
+    term_at_.reset();
+    say("got " + signal_name(sig) + "; forwarding it to " + ranks_phrase(live) + " (" +
+        signal_name(sig) + " again kills them at once)");
+    signal_live(sig);
+    last_request_ = signal_name(sig);
+    kill_at_ = Deadline::after_seconds(policy_.kill_after_s);
+    return;
+  }
+  say("got " + signal_name(sig) + " again; sending SIGKILL to " + ranks_phrase(live));
+  signal_live(SIGKILL);
+  kill_at_.reset();
+  give_up_at_ = Deadline::after(kGiveUpAfterKill);
+}
+
+void Supervisor::act_on_deadlines() {
+  if (job_deadline_ && job_deadline_->expired() && phase_ == Phase::running) {
+    timed_out_ = true;
+    phase_ = Phase::stopping;
+    say("job still running after --timeout " + seconds(policy_.timeout_s) +
+        "; sending SIGTERM to " + ranks_phrase(live_ranks()));
+    signal_live(SIGTERM);
+    last_request_ = "SIGTERM";
+    kill_at_ = Deadline::after_seconds(policy_.kill_after_s);
+  }
+  if (phase_ != Phase::running) job_deadline_.reset();
+  if (term_at_ && term_at_->expired()) {
+    term_at_.reset();
+    if (auto live = live_ranks(); !live.empty()) {
+      say(ranks_phrase(live) + " still running " + seconds(policy_.grace_s) + " after rank " +
+          std::to_string(slots_[*first_failure_].rank) + " failed; sending SIGTERM");
+      signal_live(SIGTERM);
+      last_request_ = "SIGTERM";
+      kill_at_ = Deadline::after_seconds(policy_.kill_after_s);
+    }
+  }
+  if (kill_at_ && kill_at_->expired()) {
+    kill_at_.reset();
+    if (auto live = live_ranks(); !live.empty()) {
+      say(ranks_phrase(live) + " still running " + seconds(policy_.kill_after_s) + " after " +
+          last_request_ + "; sending SIGKILL");
+      signal_live(SIGKILL);
+      give_up_at_ = Deadline::after(kGiveUpAfterKill);
+    }
+  }
+  if (give_up_at_ && give_up_at_->expired()) {
+    give_up_at_.reset();
+    if (auto live = live_ranks(); !live.empty()) {
+      say(ranks_phrase(live) + " did not exit 5 s after SIGKILL (stuck in the kernel?); " +
+          "leaving them to init");
+      gave_up_ = true;
+    }
+  }
+}
+
+void Supervisor::poll_once() {
+  std::vector<pollfd> fds{{signals_.fd(), POLLIN, 0}};
+  std::vector<Relay*> relays{nullptr};
+  for (auto& s : slots_)
+    for (Relay* r : {&s.out, &s.err})
+      if (r->open()) fds.push_back({r->fd(), POLLIN, 0}), relays.push_back(r);
+
+  auto next = Deadline::after(std::chrono::milliseconds(kPollCapMs));
+  for (const auto& d : {job_deadline_, term_at_, kill_at_, give_up_at_, drain_until_})
+    if (d) next = next.min(*d);
+
+  int ready = ::poll(fds.data(), fds.size(), next.poll_ms(kPollCapMs));
+  if (ready < 0 && errno != EINTR)
+    throw Error(ExitCode::internal, std::string("launch: poll(): ") + std::strerror(errno));
+  if (ready <= 0) return;
+  if (fds[0].revents) {
+    for (int sig : signals_.drain()) on_signal(sig);
+  }
+  for (std::size_t i = 1; i < fds.size(); ++i)
+    if (fds[i].revents) relays[i]->pump();
+}
+
+void Supervisor::signal_live(int sig) {
+  for (auto& s : slots_) {
+    if (s.status) continue;
+    s.child.signal(sig);
+    s.stopped_by_launcher = true;
+  }
+}
+
+std::vector<int> Supervisor::live_ranks() const {
+  std::vector<int> live;
+  for (const auto& s : slots_)
+    if (!s.status) live.push_back(s.rank);
+  return live;
+}
+
+bool Supervisor::all_ended() const {
+  return std::all_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.status; });
+}
+
+bool Supervisor::any_output_open() const {
+  return std::any_of(slots_.begin(), slots_.end(),
+                     [](const Slot& s) { return s.out.open() || s.err.open(); });
+}
+
+int Supervisor::exit_status() const {
+  if (first_failure_) return slots_[*first_failure_].status->shell_status();
+  if (interrupted_by_) return 128 + interrupted_by_;
+  if (timed_out_) return static_cast<int>(ExitCode::timeout);
+  if (gave_up_) return static_cast<int>(ExitCode::broken);
+  return 0;
+}
+
+std::string Supervisor::summary_note() const {
+  std::string note;
+  if (interrupted_by_) note = "interrupted by " + signal_name(interrupted_by_);
+  if (timed_out_) note = "stopped by --timeout " + seconds(policy_.timeout_s);
+  int status = exit_status();
+  if (status != 0)
+    note += (note.empty() ? "" : "; ") + std::string("exit status ") + std::to_string(status);
+  return note;
+}
+
+void Supervisor::say(const std::string& message) {
+  err_.write("gpudiag launch: " + message + "\n");
+}
+
+}  // namespace gpudiag::launch

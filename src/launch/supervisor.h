@@ -1,0 +1,93 @@
+// The launcher's one loop: relay output, reap children, react to signals
+// and deadlines, until every child of this node is gone.
+//
+// Each pass reaps whatever ended (never blocking), acts on any deadline that
+// passed, then poll()s the signal pipe and every open output pipe with a
+// timeout no later than the next deadline. What stops the job:
+//   - the first child that fails while the job runs: it is reported, the
+//     others get `grace` seconds to finish (e.g. to print their own view of
+//     the failure), then SIGTERM, then SIGKILL `kill_after` seconds later;
+//   - SIGINT, SIGTERM or SIGHUP to the launcher: forwarded at once to every
+//     child; SIGKILL `kill_after` seconds later, or at once at a second one;
+//   - `timeout` seconds of wall clock: SIGTERM, then SIGKILL as above.
+// A child that survives SIGKILL for 5 s is reported and left to init, so the
+// launcher itself always ends. After the last child, output still in the
+// pipes is drained for at most 2 s.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launch/child.h"
+#include "launch/observer.h"
+#include "launch/output.h"
+#include "launch/signal_pipe.h"
+#include "util/deadline.h"
+
+namespace gpudiag::launch {
+
+struct StopPolicy {
+  double grace_s = 5.0;
+  double kill_after_s = 3.0;
+  /// 0: no limit.
+  double timeout_s = 0.0;
+};
+
+/// A started child and the rank it runs.
+struct RankProcess {
+  int rank = 0;
+  int local_rank = 0;
+  ChildProcess child;
+};
+
+class Supervisor {
+ public:
+  /// `signals` must have existed before the children were spawned, so no
+  /// SIGINT or SIGCHLD in between is lost. `prefix`: "[rankN]: " on lines.
+  Supervisor(std::vector<RankProcess> ranks, bool prefix, StopPolicy policy,
+             LaunchObserver& observer, SignalPipe& signals);
+  ~Supervisor();
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  /// Supervises until every child has ended (or is given up on); prints the
+  /// one-line summary; returns the launcher's exit status (see launcher.h).
+  int run();
+
+ private:
+  struct Slot;
+  enum class Phase { running, stopping };
+
+  void reap();
+  void on_exit(std::size_t index);
+  void on_signal(int sig);
+  void act_on_deadlines();
+  void poll_once();
+  void signal_live(int sig);
+  std::vector<int> live_ranks() const;
+  bool all_ended() const;
+  bool any_output_open() const;
+  int exit_status() const;
+  std::string summary_note() const;
+  void say(const std::string& message);
+
+  Sink out_{1};
+  Sink err_{2};
+  std::vector<Slot> slots_;
+  StopPolicy policy_;
+  LaunchObserver& observer_;
+  SignalPipe& signals_;
+
+  Phase phase_ = Phase::running;
+  std::optional<std::size_t> first_failure_;
+  int interrupted_by_ = 0;
+  int stop_signals_ = 0;
+  bool timed_out_ = false;
+  bool gave_up_ = false;
+  /// The signal the next SIGKILL message says the ranks ignored.
+  std::string last_request_;
+  std::optional<Deadline> job_deadline_, term_at_, kill_at_, give_up_at_, drain_until_;
+};
+
+}  // namespace gpudiag::launch
