@@ -8,7 +8,9 @@
 #include "cli/commands.h"
 #include "launch/launcher.h"
 #include "launch/options.h"
+#include "launch/store_host.h"
 #include "util/env.h"
+#include "world/host.h"
 
 namespace gpudiag::cli {
 
@@ -52,7 +54,11 @@ Runner setup_launch(CLI::App& app) {
     for (const auto* s : app.get_subcommands([](CLI::App*) { return true; }))
       subcommands.push_back(s->get_name());
     launch::validate(*options, subcommands);
-    return launch::run_launch(*options, Env::from_process());
+    // gpudiag ranks meet in a store the launcher serves; a foreign program
+    // (--no-gpudiag) may want MASTER_PORT for its own, so it gets none.
+    launch::StoreHost store_host(short_hostname());
+    return launch::run_launch(*options, Env::from_process(),
+                              options->no_gpudiag ? nullptr : &store_host);
   };
 }
 

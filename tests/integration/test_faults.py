@@ -185,3 +185,86 @@ class ByHand(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def children_by_rank(launcher_pid):
+    """{rank: pid} of a launcher's children, read from their environment."""
+    out = {}
+    try:
+        with open(f"/proc/{launcher_pid}/task/{launcher_pid}/children") as f:
+            pids = [int(p) for p in f.read().split()]
+    except FileNotFoundError:
+        return out
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+            out[int(env[b"RANK"])] = pid
+        except (FileNotFoundError, KeyError, ValueError):
+            pass
+    return out
+
+
+class UnderLaunch(unittest.TestCase):
+    def launch(self, *check_args, n=4):
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("OMPI_", "PMIX", "SLURM_", "TORCHELASTIC_", "GPUDIAG_"))}
+        import subprocess
+        self.proc = subprocess.Popen([BIN, "launch", "--nproc-per-node", str(n), "--grace", "3",
+                                      "--", "check", *check_args], env=env, text=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        return self.proc
+
+    def tearDown(self):
+        if getattr(self, "proc", None) and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
+    def wait_children(self, n):
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            kids = children_by_rank(self.proc.pid)
+            if len(kids) == n:
+                return kids
+            time.sleep(0.1)
+        self.fail(f"launcher did not start {n} ranks")
+
+    def test_rank_killed_during_all_reduce_is_named_by_everyone(self):
+        self.launch("--size", "64MiB", "--iters", "500", "--mem", "1MiB", "--timeout", str(TIMEOUT))
+        kids = self.wait_children(4)
+        time.sleep(3.0)  # well into the timed all-reduce iterations
+        os.kill(kids[2], signal.SIGKILL)
+        start = time.monotonic()
+        out, err = self.proc.communicate(timeout=LIMIT)
+        self.assertLess(time.monotonic() - start, LIMIT)
+        self.assertEqual(self.proc.returncode, 137, err)  # the first failure: SIGKILL
+        broken = broken_lines("\n".join(l.split("]: ", 1)[-1] for l in out.splitlines()))
+        self.assertEqual(len(broken), 3, out + err)
+        for m in broken:
+            self.assertIn(f"rank 2 [", m["reason"])
+            self.assertIn(f"(pid {kids[2]})", m["reason"] + out)
+        self.assertIn("was killed by SIGKILL", out)
+        self.assertIn("rank 2", err)
+
+    def test_rank_stopped_is_named_with_its_phase(self):
+        self.launch("--size", "1MiB", "--iters", "1", "--mem", "256MiB", "--timeout", str(TIMEOUT))
+        kids = self.wait_children(4)
+        time.sleep(0.5)
+        os.kill(kids[3], signal.SIGSTOP)
+        start = time.monotonic()
+        try:
+            out, err = self.proc.communicate(timeout=LIMIT + 8)  # + grace and kill-after
+        finally:
+            try:
+                os.kill(kids[3], signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        self.assertLess(time.monotonic() - start, LIMIT + 8)
+        self.assertNotEqual(self.proc.returncode, 0)
+        lines = "\n".join(l.split("]: ", 1)[-1] for l in out.splitlines())
+        broken = broken_lines(lines)
+        self.assertGreaterEqual(len(broken), 3, out + err)
+        for m in broken:
+            self.assertRegex(m["reason"], r"rank 3 .*did not reach the \S+ checkpoint")
+            self.assertIn(f"pid {kids[3]}", m["reason"])
+            self.assertIn("last phase:", m["reason"])
