@@ -63,7 +63,9 @@ int main(int argc, char** argv) {
                    guess.empty() ? "" : (", did you mean '" + guess + "'?").c_str());
       return static_cast<int>(gpudiag::ExitCode::usage);
     }
-    app.exit(e);
+    // One line, like every other error: what was wrong and where to look.
+    std::string where = argc > 1 && is_subcommand(argv[1]) ? std::string(" ") + argv[1] : "";
+    std::fprintf(stderr, "gpudiag: %s; try: gpudiag%s --help\n", e.what(), where.c_str());
     return static_cast<int>(gpudiag::ExitCode::usage);
   }
 
