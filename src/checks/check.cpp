@@ -8,6 +8,7 @@
 
 #include "checks/verdict.h"
 #include "checks/verify.h"
+#include "checks/watchdog.h"
 #include "comm/communicator.h"
 #include "comm/nccl.h"
 #include "gpu/cuda.h"
@@ -29,7 +30,9 @@ constexpr std::uint64_t kDefaultHostMem = 16ull << 20;
 
 class CheckRun {
  public:
-  CheckRun(const CheckOptions& o, CheckSetup& s) : opt_(o), setup_(s), plane_(*s.plane) {
+  CheckRun(const CheckOptions& o, CheckSetup& s)
+      : opt_(o), setup_(s), plane_(*s.plane),
+        watchdog_(s.host + "-" + std::to_string(s.world.local_rank)) {
     const int n = plane_.size();
     for (int r = 0; r < n; ++r) result_.live.push_back(r);
     result_.table.resize(n);
@@ -77,6 +80,14 @@ class CheckRun {
     plane_.note_phase(phase);
     if (!me().ok) return;
     auto t0 = Deadline::Clock::now();
+    // Waits on peers have their own deadlines; this catches the calls that
+    // cannot have one. A phase may wait on peers once per iteration, hence
+    // the generous limit.
+    watchdog_.arm(phase, Deadline::after_seconds(opt_.timeout_s * (2 + opt_.iters) + 60));
+    struct Disarm {
+      Watchdog& w;
+      ~Disarm() { w.disarm(); }
+    } disarm{watchdog_};
     try {
       work();
     } catch (const Error& e) {
@@ -276,6 +287,7 @@ class CheckRun {
   const CheckOptions& opt_;
   CheckSetup& setup_;
   Plane& plane_;
+  Watchdog watchdog_;
   CheckResult result_;
   bool degraded_ = false;
   std::unique_ptr<Workspace> workspace_;

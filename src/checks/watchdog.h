@@ -1,0 +1,43 @@
+// The last line of defence against a wait without a deadline: a call that
+// cannot be given one (cudaMalloc on a hung GPU, a driver call stuck in the
+// kernel) is watched from a second thread. If the phase it runs in outlives
+// its limit, the watchdog writes the rank's status line itself ("is broken:
+// stuck in device for 90 s ...") and ends the process with the timeout exit
+// status, so the rank never hangs silently; its peers then see it gone.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "util/deadline.h"
+
+namespace gpudiag {
+
+class Watchdog {
+ public:
+  /// `label` is the status line's "[host-local]" part.
+  explicit Watchdog(std::string label);
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  /// Watches `phase` until disarm() or the next arm(); fires after `limit`.
+  void arm(const std::string& phase, Deadline limit);
+  void disarm();
+
+ private:
+  void loop();
+
+  std::string label_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string phase_;
+  Deadline::Clock::time_point started_{}, limit_{};
+  bool armed_ = false, stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace gpudiag
