@@ -1,9 +1,9 @@
 // Safetensors parsing and validation (see safetensors.h for the rules).
 //
-// The JSON header is parsed with nlohmann/json; a parser callback rejects
-// duplicate keys (nlohmann would silently keep the last) and nesting deeper
-// than any valid header needs, so a hostile header cannot make the parser
-// recurse or allocate beyond a small multiple of its own size.
+// The JSON header is parsed with nlohmann/json, after a streaming (SAX) pass
+// that rejects duplicate keys (nlohmann would silently keep the last) and
+// nesting deeper than any valid header needs, so a hostile header cannot make
+// the parser recurse or allocate beyond a small multiple of its own size.
 #include "numerics/safetensors.h"
 
 #include <algorithm>
@@ -49,25 +49,57 @@ std::string one_line_json_error(const std::string& msg) {
   return out;
 }
 
-json parse_header_json(std::string_view text) {
-  std::vector<std::set<std::string>> keys;  // one set per open object
-  auto callback = [&keys](int depth, json::parse_event_t event, json& parsed) {
-    if (depth > 6) throw HeaderProblem{"header JSON is nested deeper than a safetensors header can be"};
-    switch (event) {
-      case json::parse_event_t::object_start: keys.emplace_back(); break;
-      case json::parse_event_t::object_end:
-        if (!keys.empty()) keys.pop_back();
-        break;
-      case json::parse_event_t::key:
-        if (!keys.empty() && !keys.back().insert(parsed.get<std::string>()).second)
-          throw HeaderProblem{"header has the key " + quote(parsed.get<std::string>()) + " twice"};
-        break;
-      default: break;
-    }
+/// A first, streaming pass over the header: rejects duplicate keys (the DOM
+/// parser would silently keep the last) and nesting deeper than any valid
+/// header needs, before anything is built.
+class HeaderChecker : public nlohmann::json_sax<json> {
+ public:
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    enter();
+    keys_.emplace_back();
     return true;
-  };
+  }
+  bool key(string_t& k) override {
+    if (!keys_.back().insert(k).second) throw HeaderProblem{"header has the key " + quote(k) + " twice"};
+    return true;
+  }
+  bool end_object() override {
+    keys_.pop_back();
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    enter();
+    return true;
+  }
+  bool end_array() override {
+    --depth_;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    throw HeaderProblem{"header is not valid JSON: " + one_line_json_error(e.what())};
+  }
+
+ private:
+  void enter() {
+    if (++depth_ > 4) throw HeaderProblem{"header JSON is nested deeper than a safetensors header can be"};
+  }
+  int depth_ = 0;
+  std::vector<std::set<std::string>> keys_;  // one set per open object
+};
+
+json parse_header_json(std::string_view text) {
+  HeaderChecker checker;
+  json::sax_parse(text.begin(), text.end(), &checker);
   try {
-    return json::parse(text.begin(), text.end(), callback);
+    return json::parse(text.begin(), text.end());
   } catch (const json::exception& e) {
     throw HeaderProblem{"header is not valid JSON: " + one_line_json_error(e.what())};
   }

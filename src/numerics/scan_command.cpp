@@ -112,7 +112,7 @@ int run_scan(const ScanOptions& o, std::ostream& out) {
 
   auto scanner = make_scanner(o.device, o.threads);
   spdlog::info("scan: {} file(s), scanner {}", files.size(), scanner->describe());
-  ScanJson json(frames ? "frames" : "tensors", scanner->describe(), files);
+  ScanJson json(frames ? "frames" : "tensors", scanner->describe(), files, !o.json_path.empty());
   json.set_options(o.detector);
   const int code = frames ? scan_frames(o, inputs, *scanner, json, out) : scan_loose(inputs, *scanner, json, out);
   if (!o.json_path.empty()) json.write(o.json_path);

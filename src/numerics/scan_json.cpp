@@ -61,7 +61,9 @@ ojson stats_json(const TensorStats& s) {
   return j;
 }
 
-ScanJson::ScanJson(std::string mode, std::string scanner, const std::vector<std::string>& files) {
+ScanJson::ScanJson(std::string mode, std::string scanner, const std::vector<std::string>& files, bool enabled)
+    : enabled_(enabled) {
+  if (!enabled_) return;
   doc_["schema"] = "gpudiag-scan/1";
   doc_["mode"] = std::move(mode);
   doc_["scanner"] = std::move(scanner);
@@ -75,6 +77,7 @@ ScanJson::ScanJson(std::string mode, std::string scanner, const std::vector<std:
 }
 
 void ScanJson::set_options(const DetectorOptions& o) {
+  if (!enabled_) return;
   ojson j;
   j["max_frames"] = o.max_frames;
   j["trace_batches"] = o.trace_batches;
@@ -83,6 +86,7 @@ void ScanJson::set_options(const DetectorOptions& o) {
 }
 
 void ScanJson::add_batch(const Batch& batch, std::span<const TensorStats> stats) {
+  if (!enabled_) return;
   ojson b;
   b["batch_number"] = batch.number;
   ojson frames = ojson::array();
@@ -112,6 +116,7 @@ void ScanJson::add_batch(const Batch& batch, std::span<const TensorStats> stats)
 
 void ScanJson::add_loose_file(const std::string& path, std::span<const LooseTensor> tensors,
                               std::span<const TensorStats> stats) {
+  if (!enabled_) return;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     ojson t;
     t["file"] = path;
@@ -123,6 +128,7 @@ void ScanJson::add_loose_file(const std::string& path, std::span<const LooseTens
 }
 
 void ScanJson::set_result(bool found, const DetectorResult* r) {
+  if (!enabled_) return;
   ojson j;
   j["inf_nan_found"] = found;
   if (r) {
@@ -148,6 +154,7 @@ void ScanJson::set_result(bool found, const DetectorResult* r) {
 }
 
 void ScanJson::write(const std::string& path) const {
+  if (!enabled_) return;
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (!f) throw UsageError("--json " + path + ": cannot open for writing: " + std::strerror(errno));
   // Tensor names come from files and may hold invalid UTF-8: replace it

@@ -16,7 +16,8 @@ namespace gpudiag::numerics {
 class ScanJson {
  public:
   /// `mode` is "frames" or "tensors"; `scanner` the backend's description.
-  ScanJson(std::string mode, std::string scanner, const std::vector<std::string>& files);
+  /// A disabled document ignores every call (no --json: build nothing).
+  ScanJson(std::string mode, std::string scanner, const std::vector<std::string>& files, bool enabled = true);
 
   void set_options(const DetectorOptions& options);
   void add_batch(const Batch& batch, std::span<const TensorStats> stats);
@@ -31,6 +32,7 @@ class ScanJson {
   const nlohmann::ordered_json& document() const { return doc_; }
 
  private:
+  bool enabled_;
   nlohmann::ordered_json doc_;
 };
 
