@@ -68,7 +68,7 @@ void classify_safetensors(InputFile& in) {
 InputFile open_input(const std::string& path, std::optional<DType> npy_dtype) {
   InputFile in(MappedFile{path});
   const Bytes bytes = in.mapping.bytes();
-  if (looks_like_npy(bytes)) {
+  if (looks_like_npy(bytes) || std::filesystem::path(path).extension() == ".npy") {
     in.kind = InputKind::npy;
     in.npy = parse_npy(bytes, path, npy_dtype);
     if (npy_dtype && !in.npy.override_applied)

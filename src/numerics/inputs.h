@@ -35,8 +35,9 @@ struct InputFile {
 /// for a path that does not exist or a directory with no such file.
 std::vector<std::string> expand_paths(const std::vector<std::string>& paths);
 
-/// Maps and parses one file. Throws UsageError naming the file on any
-/// malformed content.
+/// Maps and parses one file: as .npy when it has the .npy magic or name,
+/// else as safetensors. Throws UsageError naming the file on any malformed
+/// content.
 InputFile open_input(const std::string& path, std::optional<DType> npy_dtype);
 
 }  // namespace gpudiag::numerics
