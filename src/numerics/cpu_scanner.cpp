@@ -13,7 +13,7 @@ namespace gpudiag::numerics {
 
 namespace {
 
-constexpr std::uint64_t kChunk = std::uint64_t{1} << 20;     // elements per range
+constexpr std::uint64_t kChunk = std::uint64_t{1} << 20;       // elements per range
 constexpr std::uint64_t kInlineWork = std::uint64_t{1} << 16;  // below this, no threads
 
 struct Range {

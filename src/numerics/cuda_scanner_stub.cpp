@@ -4,7 +4,8 @@
 namespace gpudiag::numerics {
 
 std::unique_ptr<Scanner> make_cuda_scanner(std::string* why_not) {
-  if (why_not) *why_not = "this gpudiag was built without CUDA (no toolkit found at configure time)";
+  if (why_not)
+    *why_not = "this gpudiag was built without CUDA (no toolkit found at configure time)";
   return nullptr;
 }
 

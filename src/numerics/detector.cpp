@@ -59,7 +59,8 @@ bool Detector::feed(const Batch& batch, std::span<const TensorStats> stats) {
   return true;
 }
 
-std::string Detector::analyse(const Batch& batch, const Frame& frame, std::span<const TensorStats> stats) {
+std::string Detector::analyse(const Batch& batch, const Frame& frame,
+                              std::span<const TensorStats> stats) {
   std::string text;
   text += kPrefix;
   text += ' ' + frame.module + ' ' + frame.class_name;

@@ -57,8 +57,8 @@ enum class StopReason { end_of_dump, detected, aborted };
 
 struct DetectorResult {
   StopReason stop = StopReason::end_of_dump;
-  std::uint64_t batch_number = 0;      ///< the reference's counter when it stopped
-  std::optional<Finding> first;        ///< set when any nan/inf was seen
+  std::uint64_t batch_number = 0;  ///< the reference's counter when it stopped
+  std::optional<Finding> first;    ///< set when any nan/inf was seen
   std::uint64_t batches_fed = 0;
   std::uint64_t frames_replayed = 0;
 };

@@ -50,12 +50,16 @@ struct B {
   }
 };
 
-const std::string kStart0 = "\n\n                  *** Starting batch number=0 ***\nabs min  abs max  metadata\n";
-const std::string kStart1 = "\n\n                  *** Starting batch number=1 ***\nabs min  abs max  metadata\n";
+const std::string kStart0 =
+    "\n\n                  *** Starting batch number=0 ***\nabs min  abs max  metadata\n";
+const std::string kStart1 =
+    "\n\n                  *** Starting batch number=1 ***\nabs min  abs max  metadata\n";
 
 B batch0() {
-  return std::move(B(0).frame("lin", "Linear", {{"weight", ok(1, 2)}, {"input[0]", ok(0.5, 3)}, {"output", ok(0, 6)}})
-                       .frame("", "Model", {{"input[0]", ok(0.5, 3)}, {"output", ok(0, 6)}}));
+  return std::move(
+      B(0).frame("lin", "Linear",
+                 {{"weight", ok(1, 2)}, {"input[0]", ok(0.5, 3)}, {"output", ok(0, 6)}})
+          .frame("", "Model", {{"input[0]", ok(0.5, 3)}, {"output", ok(0, 6)}}));
 }
 const std::string kB0F0 = kStart0 +
                           "                  lin Linear\n"
@@ -73,16 +77,18 @@ TEST(Detector, DetectionPrintsTheLastFramesAcrossBatches) {
   auto b0 = batch0();
   EXPECT_TRUE(d.feed(b0.batch, b0.stats));
   EXPECT_EQ(out.str(), "");  // detection mode prints nothing until it detects
-  auto b1 = B(1).frame("lin", "Linear", {{"weight", ok(1, 2)}, {"input[0]", ok(0.5, 3)}, {"output", with_inf()}});
+  auto b1 = B(1).frame("lin", "Linear",
+                       {{"weight", ok(1, 2)}, {"input[0]", ok(0.5, 3)}, {"output", with_inf()}});
   EXPECT_FALSE(d.feed(b1.batch, b1.stats));
   const std::string b1f0 = kStart1 +
                            "                  lin Linear\n"
                            "1.00e+00 2.00e+00 weight\n"
                            "5.00e-01 3.00e+00 input[0]\n"
                            "0.00e+00      inf output";
-  EXPECT_EQ(out.str(), "output has infs\n\nDetected inf/nan during batch_number=1\nLast 3 forward frames:\n"
-                       "abs min  abs max  metadata\n" +
-                           kB0F0 + "\n" + kB0F1 + "\n" + b1f0 + "\n\n\n\n");
+  EXPECT_EQ(out.str(),
+            "output has infs\n\nDetected inf/nan during batch_number=1\nLast 3 forward frames:\n"
+            "abs min  abs max  metadata\n" +
+                kB0F0 + "\n" + kB0F1 + "\n" + b1f0 + "\n\n\n\n");
   EXPECT_EQ(d.result().stop, StopReason::detected);
   ASSERT_TRUE(d.result().first);
   EXPECT_EQ(d.result().first->label, "output");
@@ -92,13 +98,15 @@ TEST(Detector, DetectionPrintsTheLastFramesAcrossBatches) {
 TEST(Detector, MaxFramesDropsTheOldestAndNoneIsRightAligned) {
   std::ostringstream out;
   Detector d({1, {}, {}}, out);
-  auto b = B(4).frame("a", "A", {{"input[0]", ok(1, 1)}}).frame("b", "B", {{"output[0]", with_nan()}, {"output[1]", {}}});
+  auto b = B(4).frame("a", "A", {{"input[0]", ok(1, 1)}})
+               .frame("b", "B", {{"output[0]", with_nan()}, {"output[1]", {}}});
   EXPECT_FALSE(d.feed(b.batch, b.stats));
-  EXPECT_EQ(out.str(), "output[0] has nans\n\nDetected inf/nan during batch_number=4\nLast 1 forward frames:\n"
-                       "abs min  abs max  metadata\n"
-                       "                  b B\n"
-                       "     nan      nan output[0]\n"
-                       "             None output[1]\n\n\n\n");
+  EXPECT_EQ(out.str(),
+            "output[0] has nans\n\nDetected inf/nan during batch_number=4\nLast 1 forward frames:\n"
+            "abs min  abs max  metadata\n"
+            "                  b B\n"
+            "     nan      nan output[0]\n"
+            "             None output[1]\n\n\n\n");
 }
 
 TEST(Detector, InfInTheRootFrameReportsTheNextBatchNumber) {

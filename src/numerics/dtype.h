@@ -16,21 +16,34 @@
 namespace gpudiag::numerics {
 
 enum class DType : std::uint8_t {
-  F64, F32, F16, BF16, F8_E4M3, F8_E5M2,
-  I64, I32, I16, I8, U64, U32, U16, U8, BOOL,
+  F64,
+  F32,
+  F16,
+  BF16,
+  F8_E4M3,
+  F8_E5M2,
+  I64,
+  I32,
+  I16,
+  I8,
+  U64,
+  U32,
+  U16,
+  U8,
+  BOOL,
 };
 
 enum class DKind : std::uint8_t { floating, signed_int, unsigned_int, boolean };
 
 /// Bit layout of a floating-point format.
 struct FloatFormat {
-  int bits;                     ///< 8, 16, 32 or 64
-  int mantissa_bits;            ///< stored fraction bits
+  int bits;           ///< 8, 16, 32 or 64
+  int mantissa_bits;  ///< stored fraction bits
   int exponent_bits;
-  bool has_inf;                 ///< F8_E4M3 (the "fn" variant) has no infinities
-  std::uint64_t max_finite;     ///< bit pattern of the largest finite value
-  std::uint64_t min_normal;     ///< bit pattern of the smallest normal value
-  std::uint64_t inf;            ///< bit pattern of +inf (0 when !has_inf)
+  bool has_inf;              ///< F8_E4M3 (the "fn" variant) has no infinities
+  std::uint64_t max_finite;  ///< bit pattern of the largest finite value
+  std::uint64_t min_normal;  ///< bit pattern of the smallest normal value
+  std::uint64_t inf;         ///< bit pattern of +inf (0 when !has_inf)
   std::uint64_t sign_mask;
   /// Largest abs bit pattern that is not NaN: +inf, or max_finite without inf.
   std::uint64_t nan_above() const { return has_inf ? inf : max_finite; }
@@ -38,9 +51,9 @@ struct FloatFormat {
 
 /// Every dtype, in the order of the enum.
 inline constexpr DType kAllDTypes[] = {
-    DType::F64, DType::F32, DType::F16, DType::BF16, DType::F8_E4M3,
-    DType::F8_E5M2, DType::I64, DType::I32, DType::I16, DType::I8,
-    DType::U64, DType::U32, DType::U16, DType::U8, DType::BOOL,
+    DType::F64,     DType::F32, DType::F16, DType::BF16, DType::F8_E4M3,
+    DType::F8_E5M2, DType::I64, DType::I32, DType::I16,  DType::I8,
+    DType::U64,     DType::U32, DType::U16, DType::U8,   DType::BOOL,
 };
 
 /// The safetensors name ("BF16", "F8_E4M3", ...).

@@ -29,8 +29,8 @@ TEST(DType, DecodesKnownPatternsExactly) {
 }
 
 TEST(DType, ThresholdIsTheFirstPatternAtOrAbove) {
-  EXPECT_EQ(float_threshold_bits(DType::BF16, 1e4), 0x461Du);  // 10048; 9984 is below
-  EXPECT_EQ(float_threshold_bits(DType::F16, 1e4), 0x70E2u);   // exactly 10000
+  EXPECT_EQ(float_threshold_bits(DType::BF16, 1e4), 0x461Du);   // 10048; 9984 is below
+  EXPECT_EQ(float_threshold_bits(DType::F16, 1e4), 0x70E2u);    // exactly 10000
   EXPECT_EQ(float_threshold_bits(DType::F8_E4M3, 1e2), 0x6Du);  // 104
   EXPECT_EQ(float_threshold_bits(DType::F8_E4M3, 1e3), 0x7Fu);  // past 448: the NaN pattern
   EXPECT_EQ(float_threshold_bits(DType::F8_E5M2, 1e4), 0x71u);  // 10240

@@ -13,9 +13,9 @@ namespace {
 TEST(FormatE82, MatchesPythonOnEdgeValues) {
   EXPECT_EQ(format_e82(0.0), "0.00e+00");
   EXPECT_EQ(format_e82(-0.0), "-0.00e+00");
-  EXPECT_EQ(format_e82(1.125), "1.12e+00");   // exact tie: to even
-  EXPECT_EQ(format_e82(1.135), "1.14e+00");   // the double is above the tie
-  EXPECT_EQ(format_e82(9.995), "9.99e+00");   // the double is below the tie
+  EXPECT_EQ(format_e82(1.125), "1.12e+00");  // exact tie: to even
+  EXPECT_EQ(format_e82(1.135), "1.14e+00");  // the double is above the tie
+  EXPECT_EQ(format_e82(9.995), "9.99e+00");  // the double is below the tie
   EXPECT_EQ(format_e82(9.9951), "1.00e+01");
   EXPECT_EQ(format_e82(65504.0), "6.55e+04");
   EXPECT_EQ(format_e82(1e100), "1.00e+100");

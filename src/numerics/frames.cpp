@@ -37,23 +37,25 @@ void collect(const InputFile& in, std::vector<Found>& out) {
   for (const auto& t : in.safetensors.tensors) {
     auto name = parse_entry_name(t.name);
     if (!name)
-      throw UsageError(in.path() + ": tensor " + quote(t.name) + " is not named " + kNameForm,
-                       "write dumps with scripts/dump_activations.py, or drop the \"format\" metadata to "
-                       "scan the file as loose tensors");
+      throw UsageError(
+          in.path() + ": tensor " + quote(t.name) + " is not named " + kNameForm,
+          "write dumps with scripts/dump_activations.py, or drop the \"format\" metadata to "
+          "scan the file as loose tensors");
     out.push_back({std::move(*name), EntryKind::tensor, &t, &in});
   }
   for (const auto& [key, value] : in.safetensors.metadata) {
     if (key.find('|') == std::string::npos) continue;  // user metadata, not an entry
     auto name = parse_entry_name(key);
-    if (!name) throw UsageError(in.path() + ": metadata key " + quote(key) + " is not named " + kNameForm);
+    if (!name)
+      throw UsageError(in.path() + ": metadata key " + quote(key) + " is not named " + kNameForm);
     EntryKind kind;
     if (value == "None")
       kind = EntryKind::none;
     else if (value == "not a tensor")
       kind = EntryKind::not_a_tensor;
     else
-      throw UsageError(in.path() + ": metadata entry " + quote(key) + " has the value " + quote(value) +
-                       "; a non-tensor entry is \"None\" or \"not a tensor\"");
+      throw UsageError(in.path() + ": metadata entry " + quote(key) + " has the value " +
+                       quote(value) + "; a non-tensor entry is \"None\" or \"not a tensor\"");
     out.push_back({std::move(*name), kind, nullptr, &in});
   }
 }
@@ -64,8 +66,8 @@ Batch build_batch(std::uint64_t number, std::vector<Found>& found) {
   for (const auto& f : found) {
     auto [it, fresh] = frames[f.name.frame].emplace(f.name.entry, &f);
     if (!fresh)
-      throw UsageError(where(f) + ": entry " + std::to_string(f.name.entry) + " appears twice (also in " +
-                           it->second->file->path() + ")",
+      throw UsageError(where(f) + ": entry " + std::to_string(f.name.entry) +
+                           " appears twice (also in " + it->second->file->path() + ")",
                        "pass each dump file once");
   }
   Batch b;
@@ -73,9 +75,9 @@ Batch build_batch(std::uint64_t number, std::vector<Found>& found) {
   std::uint64_t expected_frame = 0;
   for (const auto& [index, entries] : frames) {
     if (index != expected_frame)
-      throw UsageError(entries.begin()->second->file->path() + ": batch " + std::to_string(number) + ": frame " +
-                           std::to_string(expected_frame) + " is missing (the next one present is " +
-                           std::to_string(index) + ")",
+      throw UsageError(entries.begin()->second->file->path() + ": batch " + std::to_string(number) +
+                           ": frame " + std::to_string(expected_frame) +
+                           " is missing (the next one present is " + std::to_string(index) + ")",
                        "pass every file of the batch");
     ++expected_frame;
     const Found& first = *entries.begin()->second;
@@ -87,8 +89,8 @@ Batch build_batch(std::uint64_t number, std::vector<Found>& found) {
                          "pass every file of the batch");
       ++expected_entry;
       if (f->name.module != frame.module || f->name.class_name != frame.class_name)
-        throw UsageError(where(*f) + ": entries name different modules (" + quote(frame.module) + " " +
-                         quote(frame.class_name) + " and " + quote(f->name.module) + " " +
+        throw UsageError(where(*f) + ": entries name different modules (" + quote(frame.module) +
+                         " " + quote(frame.class_name) + " and " + quote(f->name.module) + " " +
                          quote(f->name.class_name) + ")");
       Entry entry{f->name.label, f->kind, 0, f->file};
       if (f->kind == EntryKind::tensor) {

@@ -37,7 +37,7 @@ enum class EntryKind { tensor, none, not_a_tensor };
 struct Entry {
   std::string label;
   EntryKind kind = EntryKind::tensor;
-  std::size_t slot = 0;      ///< kind tensor: index into Batch::tensors
+  std::size_t slot = 0;  ///< kind tensor: index into Batch::tensors
   const InputFile* file = nullptr;
 };
 

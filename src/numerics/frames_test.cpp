@@ -28,8 +28,9 @@ TEST(EntryName, ParsesTheFourFields) {
 }
 
 TEST(EntryName, RejectsOtherForms) {
-  for (const char* bad : {"weight", "0.0|Linear|weight", "0|m|C|l", "a.0|m|C|l", "0.b|m|C|l", "-1.0|m|C|l",
-                          "0.0|m||l", "0.0|m|C|", "99999999999999999999.0|m|C|l", "0.0.0|m|C|l"})
+  for (const char* bad :
+       {"weight", "0.0|Linear|weight", "0|m|C|l", "a.0|m|C|l", "0.b|m|C|l", "-1.0|m|C|l",
+        "0.0|m||l", "0.0|m|C|", "99999999999999999999.0|m|C|l", "0.0.0|m|C|l"})
     EXPECT_FALSE(parse_entry_name(bad)) << bad;
 }
 
@@ -38,18 +39,21 @@ TEST(EntryName, RejectsOtherForms) {
 class FramesFiles : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("gpudiag-frames-test-" + std::to_string(::getpid()));
+    dir_ = std::filesystem::temp_directory_path() /
+           ("gpudiag-frames-test-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  std::string write(const std::string& file, std::uint64_t batch, const std::vector<std::string>& tensors,
+  std::string write(const std::string& file, std::uint64_t batch,
+                    const std::vector<std::string>& tensors,
                     const std::vector<std::pair<std::string, std::string>>& meta = {}) {
     std::string h = "{";
     for (std::size_t i = 0; i < tensors.size(); ++i)
-      h += "\"" + tensors[i] + "\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[" + std::to_string(4 * i) +
-           "," + std::to_string(4 * i + 4) + "]},";
-    h += "\"__metadata__\":{\"format\":\"gpudiag-frames/1\",\"batch_number\":\"" + std::to_string(batch) + "\"";
+      h += "\"" + tensors[i] + "\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[" +
+           std::to_string(4 * i) + "," + std::to_string(4 * i + 4) + "]},";
+    h += "\"__metadata__\":{\"format\":\"gpudiag-frames/1\",\"batch_number\":\"" +
+         std::to_string(batch) + "\"";
     for (const auto& [k, v] : meta) h += ",\"" + k + "\":\"" + v + "\"";
     h += "}}";
     const auto path = (dir_ / file).string();
@@ -81,7 +85,8 @@ class FramesFiles : public ::testing::Test {
 
 TEST_F(FramesFiles, OrdersFramesAcrossFilesAndBatches) {
   const auto a = write("a.safetensors", 1, {"1.0||Model|input[0]", "0.1|m|Linear|input[0]"});
-  const auto b = write("b.safetensors", 1, {"0.0|m|Linear|weight"}, {{"1.1||Model|output", "not a tensor"}});
+  const auto b =
+      write("b.safetensors", 1, {"0.0|m|Linear|weight"}, {{"1.1||Model|output", "not a tensor"}});
   const auto c = write("c.safetensors", 0, {"0.0||Model|output"}, {{"user", "x"}});
   const auto batches = assemble({a, b, c});
   ASSERT_EQ(batches.size(), 2u);
@@ -94,7 +99,8 @@ TEST_F(FramesFiles, OrdersFramesAcrossFilesAndBatches) {
   EXPECT_EQ(batches[1].tensors[f0.entries[0].slot]->name, "0.0|m|Linear|weight");
   const Frame& f1 = batches[1].frames[1];
   EXPECT_EQ(f1.module, "");
-  EXPECT_EQ(f1.class_name, "Model");  // the module of frame 1 comes from its entries, not file order
+  EXPECT_EQ(f1.class_name,
+            "Model");  // the module of frame 1 comes from its entries, not file order
   EXPECT_EQ(f1.entries[1].kind, EntryKind::not_a_tensor);
 }
 

@@ -27,7 +27,8 @@ std::vector<std::string> expand_paths(const std::vector<std::string>& paths) {
     std::vector<std::string> found;
     for (const auto& e : fs::directory_iterator(p, ec)) {
       const auto ext = e.path().extension();
-      if ((ext == ".safetensors" || ext == ".npy") && !e.is_directory()) found.push_back(e.path().string());
+      if ((ext == ".safetensors" || ext == ".npy") && !e.is_directory())
+        found.push_back(e.path().string());
     }
     if (ec) throw UsageError(p + ": cannot list the directory: " + ec.message());
     if (found.empty())
@@ -46,8 +47,8 @@ void classify_safetensors(InputFile& in) {
   auto format = meta.find("format");
   if (format == meta.end() || format->second != kFramesFormat) {
     if (format != meta.end() && format->second.starts_with("gpudiag-frames/"))
-      throw UsageError(in.path() + ": unsupported dump format " + quote(format->second) + " (this gpudiag reads " +
-                           std::string(kFramesFormat) + ")",
+      throw UsageError(in.path() + ": unsupported dump format " + quote(format->second) +
+                           " (this gpudiag reads " + std::string(kFramesFormat) + ")",
                        "scan it with the gpudiag version that matches the dumper");
     in.kind = InputKind::loose_safetensors;
     return;
@@ -55,7 +56,8 @@ void classify_safetensors(InputFile& in) {
   in.kind = InputKind::frames;
   auto batch = meta.find("batch_number");
   if (batch == meta.end())
-    throw UsageError(in.path() + ": a " + std::string(kFramesFormat) + " file without \"batch_number\" metadata");
+    throw UsageError(in.path() + ": a " + std::string(kFramesFormat) +
+                     " file without \"batch_number\" metadata");
   auto n = parse_int(batch->second);
   if (!n || *n < 0)
     throw UsageError(in.path() + ": \"batch_number\" metadata " + quote(batch->second) +

@@ -23,8 +23,8 @@ struct InputFile {
 
   MappedFile mapping;
   InputKind kind = InputKind::loose_safetensors;
-  SafetensorsFile safetensors;  ///< kinds frames and loose_safetensors
-  NpyArray npy;                 ///< kind npy
+  SafetensorsFile safetensors;     ///< kinds frames and loose_safetensors
+  NpyArray npy;                    ///< kind npy
   std::uint64_t batch_number = 0;  ///< kind frames
 
   const std::string& path() const { return mapping.path(); }

@@ -18,8 +18,8 @@ std::vector<LooseTensor> loose_tensors(const InputFile& in) {
 
 void print_loose_header(std::ostream& out) { out << kColumnHeader << '\n'; }
 
-bool print_loose_file(std::ostream& out, const std::string& path, std::span<const LooseTensor> tensors,
-                      std::span<const TensorStats> stats) {
+bool print_loose_file(std::ostream& out, const std::string& path,
+                      std::span<const LooseTensor> tensors, std::span<const TensorStats> stats) {
   out << kPrefix << ' ' << path << '\n';
   bool found = false;
   for (std::size_t i = 0; i < tensors.size(); ++i) {

@@ -30,7 +30,7 @@ std::vector<LooseTensor> loose_tensors(const InputFile& in);
 void print_loose_header(std::ostream& out);
 
 /// Prints one file's lines; returns true when a tensor has nan or inf.
-bool print_loose_file(std::ostream& out, const std::string& path, std::span<const LooseTensor> tensors,
-                      std::span<const TensorStats> stats);
+bool print_loose_file(std::ostream& out, const std::string& path,
+                      std::span<const LooseTensor> tensors, std::span<const TensorStats> stats);
 
 }  // namespace gpudiag::numerics

@@ -19,7 +19,8 @@ MappedFile::MappedFile(std::string path) : path_(std::move(path)) {
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw UsageError(path_ + ": not a regular file", "pass .safetensors or .npy files or a directory");
+    throw UsageError(path_ + ": not a regular file",
+                     "pass .safetensors or .npy files or a directory");
   }
   size_ = static_cast<std::size_t>(st.st_size);
   if (size_ > 0) {

@@ -30,11 +30,14 @@ Descr split_descr(const std::string& d) {
   }
   if (i >= d.size()) throw NpyHeaderError("'descr' " + quote(d) + " is not a numpy type string");
   out.kind = d[i++];
-  if (out.kind == 'O') throw NpyHeaderError("object arrays are not supported (they hold Python objects, not numbers)");
+  if (out.kind == 'O')
+    throw NpyHeaderError("object arrays are not supported (they hold Python objects, not numbers)");
   std::size_t size = 0;
-  if (i == d.size() || d.size() - i > 6) throw NpyHeaderError("'descr' " + quote(d) + " is not a numpy type string");
+  if (i == d.size() || d.size() - i > 6)
+    throw NpyHeaderError("'descr' " + quote(d) + " is not a numpy type string");
   for (; i < d.size(); ++i) {
-    if (d[i] < '0' || d[i] > '9') throw NpyHeaderError("'descr' " + quote(d) + " is not a numpy type string");
+    if (d[i] < '0' || d[i] > '9')
+      throw NpyHeaderError("'descr' " + quote(d) + " is not a numpy type string");
     size = size * 10 + static_cast<std::size_t>(d[i] - '0');
   }
   out.itemsize = size;
@@ -63,7 +66,8 @@ std::optional<DType> numeric_dtype(const Descr& d) {
     case 'b':
       if (d.itemsize == 1) return DType::BOOL;
       break;
-    default: break;
+    default:
+      break;
   }
   return std::nullopt;
 }
@@ -76,19 +80,21 @@ DType choose_dtype(const std::string& descr, const Descr& d, std::optional<DType
   if (override_type && raw) {
     if (dtype_size(*override_type) != d.itemsize)
       throw NpyHeaderError("--dtype " + std::string(dtype_name(*override_type)) + " has " +
-                           std::to_string(dtype_size(*override_type)) + "-byte elements but the file stores " +
-                           std::to_string(d.itemsize) + "-byte elements (descr " + quote(descr) + ")",
+                               std::to_string(dtype_size(*override_type)) +
+                               "-byte elements but the file stores " + std::to_string(d.itemsize) +
+                               "-byte elements (descr " + quote(descr) + ")",
                            "pass a --dtype with the file's item size, or none");
     *applied = true;
     return *override_type;
   }
   if (d.kind == 'V')
-    throw NpyHeaderError("stores raw " + std::to_string(d.itemsize) + "-byte elements (descr " + quote(descr) +
-                             ") of unknown type",
+    throw NpyHeaderError("stores raw " + std::to_string(d.itemsize) + "-byte elements (descr " +
+                             quote(descr) + ") of unknown type",
                          "say what they are with --dtype (bf16, f16, f8_e4m3, f8_e5m2, ...)");
   if (auto t = numeric_dtype(d)) return *t;
-  throw NpyHeaderError("unsupported element type (descr " + quote(descr) +
-                       "); supported: float16/32/64, int8-64, uint8-64, bool, and raw void with --dtype");
+  throw NpyHeaderError(
+      "unsupported element type (descr " + quote(descr) +
+      "); supported: float16/32/64, int8-64, uint8-64, bool, and raw void with --dtype");
 }
 
 NpyArray parse(Bytes file, std::optional<DType> override_type) {
@@ -112,7 +118,8 @@ NpyArray parse(Bytes file, std::optional<DType> override_type) {
   const std::string_view text(reinterpret_cast<const char*>(file.data() + prefix), hlen);
   if (major == 3) {
     if (auto bad = first_invalid_utf8(text))
-      throw NpyHeaderError("header is not valid UTF-8 (byte " + std::to_string(prefix + *bad) + ")");
+      throw NpyHeaderError("header is not valid UTF-8 (byte " + std::to_string(prefix + *bad) +
+                           ")");
   }
   const NpyHeader h = parse_npy_header(text);
   const Descr d = split_descr(h.descr);
@@ -133,8 +140,9 @@ NpyArray parse(Bytes file, std::optional<DType> override_type) {
     throw NpyHeaderError("the byte size (count x item size) overflows 64 bits");
   const std::uint64_t available = file.size() - prefix - hlen;
   if (nbytes != available)
-    throw NpyHeaderError("the shape and dtype need " + std::to_string(nbytes) + " data bytes but the file has " +
-                         std::to_string(available) + (nbytes > available ? " (truncated?)" : " (trailing bytes)"));
+    throw NpyHeaderError("the shape and dtype need " + std::to_string(nbytes) +
+                         " data bytes but the file has " + std::to_string(available) +
+                         (nbytes > available ? " (truncated?)" : " (trailing bytes)"));
   t.count = count;
   t.data = Bytes(file.data() + prefix + hlen, nbytes);
   return out;
@@ -153,8 +161,9 @@ NpyArray parse_npy(Bytes file, const std::string& name, std::optional<DType> dty
     return a;
   } catch (const NpyHeaderError& e) {
     throw UsageError(name + ": " + e.what(),
-                     e.remedy.empty() ? "the file is not a valid .npy array; save it again with numpy.save"
-                                      : e.remedy);
+                     e.remedy.empty()
+                         ? "the file is not a valid .npy array; save it again with numpy.save"
+                         : e.remedy);
   }
 }
 

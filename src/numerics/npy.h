@@ -24,7 +24,7 @@ inline constexpr std::size_t kMaxNpyHeader = 1 << 20;
 
 struct NpyArray {
   TensorInfo tensor;
-  std::string descr;              ///< as stored, e.g. "<f4"
+  std::string descr;  ///< as stored, e.g. "<f4"
   bool fortran_order = false;
   bool override_applied = false;  ///< dtype_override was used for this file
 };

@@ -37,8 +37,10 @@ class Parser {
         fail("header has the unexpected key " + quote(key));
       }
       skip_ws();
-      if (peek() == ',') ++pos_;
-      else if (peek() != '}') fail("expected ',' or '}' after the value of '" + key + "'");
+      if (peek() == ',')
+        ++pos_;
+      else if (peek() != '}')
+        fail("expected ',' or '}' after the value of '" + key + "'");
     }
     ++pos_;  // '}'
     skip_ws();
@@ -52,12 +54,14 @@ class Parser {
   [[noreturn]] void fail(const std::string& what) { throw NpyHeaderError(what); }
   char peek() const { return pos_ < s_.size() ? s_[pos_] : '\0'; }
   void skip_ws() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r'))
+    while (pos_ < s_.size() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r'))
       ++pos_;
   }
   void expect(char c) {
     skip_ws();
-    if (peek() != c) fail(std::string("header dictionary: expected '") + c + "' at byte " + std::to_string(pos_));
+    if (peek() != c)
+      fail(std::string("header dictionary: expected '") + c + "' at byte " + std::to_string(pos_));
     ++pos_;
   }
   void once(bool& seen, const std::string& key) {
@@ -66,7 +70,8 @@ class Parser {
   }
   std::string string_literal() {
     const char q = peek();
-    if (q != '\'' && q != '"') fail("header dictionary: expected a quoted string at byte " + std::to_string(pos_));
+    if (q != '\'' && q != '"')
+      fail("header dictionary: expected a quoted string at byte " + std::to_string(pos_));
     const std::size_t start = ++pos_;
     while (pos_ < s_.size() && s_[pos_] != q) {
       if (s_[pos_] == '\\') fail("header dictionary: escapes in strings are not supported");
@@ -97,11 +102,14 @@ class Parser {
     while (true) {
       skip_ws();
       if (peek() == ')') break;
-      if (out.size() == kMaxNpyDims) fail("shape has more than " + std::to_string(kMaxNpyDims) + " dimensions");
+      if (out.size() == kMaxNpyDims)
+        fail("shape has more than " + std::to_string(kMaxNpyDims) + " dimensions");
       out.push_back(integer());
       skip_ws();
-      if (peek() == ',') ++pos_;
-      else if (peek() != ')') fail("'shape' is not a tuple of integers");
+      if (peek() == ',')
+        ++pos_;
+      else if (peek() != ')')
+        fail("'shape' is not a tuple of integers");
     }
     ++pos_;  // ')'
     return out;

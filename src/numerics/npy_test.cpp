@@ -8,7 +8,8 @@ namespace gpudiag::numerics {
 namespace {
 
 std::vector<std::uint8_t> npy(const std::string& dict, std::size_t data_bytes, int major = 1) {
-  std::vector<std::uint8_t> out = {0x93, 'N', 'U', 'M', 'P', 'Y', static_cast<std::uint8_t>(major), 0};
+  std::vector<std::uint8_t> out = {0x93, 'N', 'U', 'M', 'P', 'Y', static_cast<std::uint8_t>(major),
+                                   0};
   const std::size_t n = dict.size();
   const int len_bytes = major == 1 ? 2 : 4;
   for (int i = 0; i < len_bytes; ++i) out.push_back(static_cast<std::uint8_t>(n >> (8 * i)));
@@ -17,11 +18,14 @@ std::vector<std::uint8_t> npy(const std::string& dict, std::size_t data_bytes, i
   return out;
 }
 
-std::string dict(const std::string& descr, const std::string& shape, const std::string& order = "False") {
-  return "{'descr': '" + descr + "', 'fortran_order': " + order + ", 'shape': " + shape + ", }          \n";
+std::string dict(const std::string& descr, const std::string& shape,
+                 const std::string& order = "False") {
+  return "{'descr': '" + descr + "', 'fortran_order': " + order + ", 'shape': " + shape +
+         ", }          \n";
 }
 
-std::string error_of(const std::vector<std::uint8_t>& bytes, std::optional<DType> over = std::nullopt) {
+std::string error_of(const std::vector<std::uint8_t>& bytes,
+                     std::optional<DType> over = std::nullopt) {
   try {
     parse_npy(bytes, "a.npy", over);
   } catch (const UsageError& e) {
@@ -56,7 +60,8 @@ TEST(Npy, RawVoidElementsNeedTheirDType) {
   const auto a = parse_npy(bytes, "a.npy", DType::BF16);
   EXPECT_EQ(a.tensor.dtype, DType::BF16);
   EXPECT_TRUE(a.override_applied);
-  EXPECT_NE(error_of(bytes, DType::F8_E4M3).find("1-byte elements but the file stores 2-byte"), std::string::npos);
+  EXPECT_NE(error_of(bytes, DType::F8_E4M3).find("1-byte elements but the file stores 2-byte"),
+            std::string::npos);
   // An integer view of bf16 bits is reinterpreted too; real floats are not.
   EXPECT_EQ(parse_npy(npy(dict("<u2", "(4,)"), 8), "u", DType::BF16).tensor.dtype, DType::BF16);
   const auto f = parse_npy(npy(dict("<f2", "(4,)"), 8), "f", DType::BF16);
@@ -66,9 +71,12 @@ TEST(Npy, RawVoidElementsNeedTheirDType) {
 
 TEST(Npy, RejectsUnsupportedTypes) {
   EXPECT_NE(error_of(npy(dict("|O", "(2,)"), 16)).find("object arrays"), std::string::npos);
-  EXPECT_NE(error_of(npy(dict("<c8", "(2,)"), 16)).find("unsupported element type"), std::string::npos);
-  EXPECT_NE(error_of(npy(dict("<U4", "(2,)"), 32)).find("unsupported element type"), std::string::npos);
-  EXPECT_NE(error_of(npy(dict("<f16", "(2,)"), 32)).find("unsupported element type"), std::string::npos);
+  EXPECT_NE(error_of(npy(dict("<c8", "(2,)"), 16)).find("unsupported element type"),
+            std::string::npos);
+  EXPECT_NE(error_of(npy(dict("<U4", "(2,)"), 32)).find("unsupported element type"),
+            std::string::npos);
+  EXPECT_NE(error_of(npy(dict("<f16", "(2,)"), 32)).find("unsupported element type"),
+            std::string::npos);
   EXPECT_NE(error_of(npy("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }", 4))
                 .find("structured"),
             std::string::npos);
@@ -93,28 +101,38 @@ TEST(Npy, RejectsBadFraming) {
 TEST(Npy, RejectsBadDictionaries) {
   auto err = [](const std::string& d) { return error_of(npy(d, 4)); };
   EXPECT_NE(err("{'descr': '<f4', 'shape': (1,), }").find("lacks"), std::string::npos);
-  EXPECT_NE(err("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': 1}").find("unexpected key"),
-            std::string::npos);
-  EXPECT_NE(err("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (1,)}").find("twice"),
-            std::string::npos);
+  EXPECT_NE(
+      err("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': 1}").find("unexpected key"),
+      std::string::npos);
+  EXPECT_NE(
+      err("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (1,)}").find("twice"),
+      std::string::npos);
   EXPECT_NE(err("{descr: '<f4'}").find("quoted string"), std::string::npos);
-  EXPECT_NE(err("{'descr': '<f4', 'fortran_order': 0, 'shape': (1,)}").find("True nor False"), std::string::npos);
-  EXPECT_NE(err("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,)}").find("non-negative"), std::string::npos);
-  EXPECT_NE(err("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}").find("64 bits"),
+  EXPECT_NE(err("{'descr': '<f4', 'fortran_order': 0, 'shape': (1,)}").find("True nor False"),
             std::string::npos);
-  EXPECT_NE(err("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296)}").find("overflows"),
+  EXPECT_NE(err("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,)}").find("non-negative"),
             std::string::npos);
-  EXPECT_NE(err("{'descr': '<f4', 'fortran_order': False, 'shape': (1,)} extra").find("after the header"),
+  EXPECT_NE(err("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}")
+                .find("64 bits"),
             std::string::npos);
+  EXPECT_NE(err("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296)}")
+                .find("overflows"),
+            std::string::npos);
+  EXPECT_NE(
+      err("{'descr': '<f4', 'fortran_order': False, 'shape': (1,)} extra").find("after the header"),
+      std::string::npos);
   std::string many = "(";
   for (int i = 0; i < 70; ++i) many += "1,";
-  EXPECT_NE(err("{'descr': '<f4', 'fortran_order': False, 'shape': " + many + ")}").find("dimensions"),
+  EXPECT_NE(
+      err("{'descr': '<f4', 'fortran_order': False, 'shape': " + many + ")}").find("dimensions"),
+      std::string::npos);
+  EXPECT_NE(err("{'descr': '<f4', 'fortran_order': False, 'shape': (1,)").find("expected"),
             std::string::npos);
-  EXPECT_NE(err("{'descr': '<f4', 'fortran_order': False, 'shape': (1,)").find("expected"), std::string::npos);
 }
 
 TEST(Npy, Version3HeaderMustBeUtf8) {
-  EXPECT_NE(error_of(npy("{'descr': '<f4\xff', 'fortran_order': False, 'shape': (1,)}", 4, 3)).find("UTF-8"),
+  EXPECT_NE(error_of(npy("{'descr': '<f4\xff', 'fortran_order': False, 'shape': (1,)}", 4, 3))
+                .find("UTF-8"),
             std::string::npos);
 }
 

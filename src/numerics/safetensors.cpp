@@ -67,7 +67,8 @@ class HeaderChecker : public nlohmann::json_sax<json> {
     return true;
   }
   bool key(string_t& k) override {
-    if (!keys_.back().insert(k).second) throw HeaderProblem{"header has the key " + quote(k) + " twice"};
+    if (!keys_.back().insert(k).second)
+      throw HeaderProblem{"header has the key " + quote(k) + " twice"};
     return true;
   }
   bool end_object() override {
@@ -89,7 +90,8 @@ class HeaderChecker : public nlohmann::json_sax<json> {
 
  private:
   void enter() {
-    if (++depth_ > 4) throw HeaderProblem{"header JSON is nested deeper than a safetensors header can be"};
+    if (++depth_ > 4)
+      throw HeaderProblem{"header JSON is nested deeper than a safetensors header can be"};
   }
   int depth_ = 0;
   std::vector<std::set<std::string>> keys_;  // one set per open object
@@ -121,18 +123,21 @@ struct Entry {
 
 Entry parse_entry(const std::string& name, const json& v) {
   const std::string where = "tensor " + quote(name);
-  if (!v.is_object()) throw HeaderProblem{where + ": expected an object with dtype, shape, data_offsets"};
+  if (!v.is_object())
+    throw HeaderProblem{where + ": expected an object with dtype, shape, data_offsets"};
   Entry e;
   e.info.name = name;
   auto dt = v.find("dtype");
   if (dt == v.end() || !dt->is_string()) throw HeaderProblem{where + ": missing \"dtype\""};
   auto type = dtype_from_safetensors(dt->get_ref<const std::string&>());
   if (!type)
-    throw HeaderProblem{where + ": unknown dtype " + quote(dt->get<std::string>()) +
-                        " (known: F64 F32 F16 BF16 F8_E4M3 F8_E5M2 I64 I32 I16 I8 U64 U32 U16 U8 BOOL)"};
+    throw HeaderProblem{
+        where + ": unknown dtype " + quote(dt->get<std::string>()) +
+        " (known: F64 F32 F16 BF16 F8_E4M3 F8_E5M2 I64 I32 I16 I8 U64 U32 U16 U8 BOOL)"};
   e.info.dtype = *type;
   auto shape = v.find("shape");
-  if (shape == v.end() || !shape->is_array()) throw HeaderProblem{where + ": missing \"shape\" array"};
+  if (shape == v.end() || !shape->is_array())
+    throw HeaderProblem{where + ": missing \"shape\" array"};
   std::uint64_t count = 1;
   for (const auto& d : *shape) {
     const std::uint64_t dim = as_u64(d, where + ": a shape entry");
@@ -160,7 +165,8 @@ std::map<std::string, std::string> parse_metadata(const json& v) {
   if (!v.is_object()) throw HeaderProblem{"\"__metadata__\" is not an object"};
   std::map<std::string, std::string> out;
   for (const auto& [k, val] : v.items()) {
-    if (!val.is_string()) throw HeaderProblem{"\"__metadata__\" value of " + quote(k) + " is not a string"};
+    if (!val.is_string())
+      throw HeaderProblem{"\"__metadata__\" value of " + quote(k) + " is not a string"};
     out.emplace(k, val.get<std::string>());
   }
   return out;
@@ -204,7 +210,8 @@ SafetensorsFile parse(Bytes file) {
     if (e.begin != expected)
       throw HeaderProblem{"tensor " + quote(e.info.name) + " starts at data offset " +
                           std::to_string(e.begin) + " but the previous tensor ends at " +
-                          std::to_string(expected) + (e.begin < expected ? " (overlap)" : " (gap)")};
+                          std::to_string(expected) +
+                          (e.begin < expected ? " (overlap)" : " (gap)")};
     if (e.end > data_size)
       throw HeaderProblem{"tensor " + quote(e.info.name) + " ends at data offset " +
                           std::to_string(e.end) + ", past the end of the " +

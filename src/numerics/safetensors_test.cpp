@@ -59,7 +59,8 @@ TEST(Safetensors, AcceptsScalarsEmptyTensorsAndEveryDType) {
 
 TEST(Safetensors, RejectsBadLengths) {
   EXPECT_NE(error_of({1, 2, 3}).find("too short"), std::string::npos);
-  EXPECT_NE(error_of(file_with("{}", 0, 100'000'001)).find("larger than the 100000000-byte limit"), std::string::npos);
+  EXPECT_NE(error_of(file_with("{}", 0, 100'000'001)).find("larger than the 100000000-byte limit"),
+            std::string::npos);
   EXPECT_NE(error_of(file_with("{}", 0, 50)).find("runs past the end"), std::string::npos);
   EXPECT_NE(error_of(file_with("{}", 0, ~0ull)).find("limit"), std::string::npos);
 }
@@ -69,30 +70,41 @@ TEST(Safetensors, RejectsBadHeaderText) {
   EXPECT_NE(error_of(file_with(" {}", 0)).find("does not start with '{'"), std::string::npos);
   EXPECT_NE(error_of(file_with("{\"a\":", 0)).find("not valid JSON"), std::string::npos);
   EXPECT_NE(error_of(file_with("{} x", 0)).find("not valid JSON"), std::string::npos);
-  EXPECT_NE(error_of(file_with(R"({"a":[[[[[[[[[[1]]]]]]]]]]})", 0)).find("nested deeper"), std::string::npos);
+  EXPECT_NE(error_of(file_with(R"({"a":[[[[[[[[[[1]]]]]]]]]]})", 0)).find("nested deeper"),
+            std::string::npos);
   const std::string t = R"({"dtype":"U8","shape":[1],"data_offsets":[0,1]})";
-  EXPECT_NE(error_of(file_with("{\"x\":" + t + ",\"x\":" + t + "}", 1)).find("\"x\" twice"), std::string::npos);
+  EXPECT_NE(error_of(file_with("{\"x\":" + t + ",\"x\":" + t + "}", 1)).find("\"x\" twice"),
+            std::string::npos);
 }
 
 TEST(Safetensors, RejectsBadTensorEntries) {
   auto err = [](const std::string& entry, std::size_t data = 4) {
     return error_of(file_with("{\"t\":" + entry + "}", data));
   };
-  EXPECT_NE(err(R"({"dtype":"F7","shape":[1],"data_offsets":[0,4]})").find("unknown dtype \"F7\""), std::string::npos);
-  EXPECT_NE(err(R"({"dtype":"F32","shape":[-1],"data_offsets":[0,4]})").find("shape entry is not"), std::string::npos);
-  EXPECT_NE(err(R"({"dtype":"F32","shape":[1.0],"data_offsets":[0,4]})").find("shape entry is not"), std::string::npos);
-  EXPECT_NE(err(R"({"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]})").find("overflows"),
+  EXPECT_NE(err(R"({"dtype":"F7","shape":[1],"data_offsets":[0,4]})").find("unknown dtype \"F7\""),
             std::string::npos);
-  EXPECT_NE(err(R"({"dtype":"F64","shape":[4611686018427387904],"data_offsets":[0,4]})").find("byte size"),
+  EXPECT_NE(err(R"({"dtype":"F32","shape":[-1],"data_offsets":[0,4]})").find("shape entry is not"),
             std::string::npos);
-  EXPECT_NE(err(R"({"dtype":"F32","shape":[2],"data_offsets":[0,4]})").find("needs 8"), std::string::npos);
-  EXPECT_NE(err(R"({"dtype":"F32","shape":[1],"data_offsets":[4,0]})").find("before begin"), std::string::npos);
+  EXPECT_NE(err(R"({"dtype":"F32","shape":[1.0],"data_offsets":[0,4]})").find("shape entry is not"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]})")
+                .find("overflows"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"dtype":"F64","shape":[4611686018427387904],"data_offsets":[0,4]})")
+                .find("byte size"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"dtype":"F32","shape":[2],"data_offsets":[0,4]})").find("needs 8"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"dtype":"F32","shape":[1],"data_offsets":[4,0]})").find("before begin"),
+            std::string::npos);
   EXPECT_NE(err(R"({"dtype":"F32","shape":[1]})").find("data_offsets"), std::string::npos);
   EXPECT_NE(err(R"({"shape":[1],"data_offsets":[0,4]})").find("dtype"), std::string::npos);
   EXPECT_NE(err(R"([1])").find("expected an object"), std::string::npos);
-  EXPECT_NE(err(R"({"dtype":"F32","shape":[1],"data_offsets":[0,4]})", 3).find("past the end"), std::string::npos);
-  EXPECT_NE(err(R"({"dtype":"F32","shape":[1],"data_offsets":[0,4]})", 5).find("cover 4 bytes of the 5"),
+  EXPECT_NE(err(R"({"dtype":"F32","shape":[1],"data_offsets":[0,4]})", 3).find("past the end"),
             std::string::npos);
+  EXPECT_NE(
+      err(R"({"dtype":"F32","shape":[1],"data_offsets":[0,4]})", 5).find("cover 4 bytes of the 5"),
+      std::string::npos);
 }
 
 TEST(Safetensors, RejectsGapsAndOverlaps) {
@@ -107,12 +119,15 @@ TEST(Safetensors, RejectsGapsAndOverlaps) {
 }
 
 TEST(Safetensors, RejectsBadMetadata) {
-  EXPECT_NE(error_of(file_with(R"({"__metadata__":{"k":1}})", 0)).find("is not a string"), std::string::npos);
-  EXPECT_NE(error_of(file_with(R"({"__metadata__":[]})", 0)).find("not an object"), std::string::npos);
+  EXPECT_NE(error_of(file_with(R"({"__metadata__":{"k":1}})", 0)).find("is not a string"),
+            std::string::npos);
+  EXPECT_NE(error_of(file_with(R"({"__metadata__":[]})", 0)).find("not an object"),
+            std::string::npos);
 }
 
 TEST(Safetensors, QuotesHostileNamesOnOneLine) {
-  const auto msg = error_of(file_with(R"({"a\nb":{"dtype":"X","shape":[],"data_offsets":[0,0]}})", 0));
+  const auto msg =
+      error_of(file_with(R"({"a\nb":{"dtype":"X","shape":[],"data_offsets":[0,0]}})", 0));
   EXPECT_NE(msg.find(R"("a\x0ab")"), std::string::npos) << msg;
 }
 

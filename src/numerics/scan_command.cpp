@@ -35,8 +35,8 @@ bool frames_mode(const std::vector<InputFile>& inputs) {
   const InputFile* loose = nullptr;
   for (const auto& in : inputs) (in.kind == InputKind::frames ? frames : loose) = &in;
   if (frames && loose)
-    throw UsageError(frames->path() + " is a " + std::string(kFramesFormat) + " dump but " + loose->path() +
-                         " holds loose tensors",
+    throw UsageError(frames->path() + " is a " + std::string(kFramesFormat) + " dump but " +
+                         loose->path() + " holds loose tensors",
                      "scan dumps and loose tensor files in separate runs");
   return frames != nullptr;
 }
@@ -48,8 +48,8 @@ std::vector<TensorView> views_of(const std::vector<const TensorInfo*>& tensors) 
   return views;
 }
 
-int scan_frames(const ScanOptions& o, const std::vector<InputFile>& inputs, Scanner& scanner, ScanJson& json,
-                std::ostream& out) {
+int scan_frames(const ScanOptions& o, const std::vector<InputFile>& inputs, Scanner& scanner,
+                ScanJson& json, std::ostream& out) {
   const std::vector<Batch> batches = assemble_batches(inputs);
   for (auto n : o.detector.trace_batches) {
     bool present = false;
@@ -71,19 +71,22 @@ int scan_frames(const ScanOptions& o, const std::vector<InputFile>& inputs, Scan
   const DetectorResult& r = detector.result();
   json.set_result(r.first.has_value(), &r);
   if (r.stop == StopReason::detected)
-    spdlog::warn("inf/nan detected: stopped at batch_number={} like the live detector; the frames above "
-                 "show the values leading up to it",
-                 r.batch_number);
+    spdlog::warn(
+        "inf/nan detected: stopped at batch_number={} like the live detector; the frames above "
+        "show the values leading up to it",
+        r.batch_number);
   else if (r.stop == StopReason::aborted)
     spdlog::warn("aborting after {} batches due to --abort-after-batch={}", r.batch_number,
                  *o.detector.abort_after_batch);
   else if (r.first)
-    spdlog::warn("inf/nan found in traced batch {} (module {} {}, {}); see the 'has nans'/'has infs' lines",
-                 r.first->batch, r.first->module, r.first->class_name, r.first->label);
+    spdlog::warn(
+        "inf/nan found in traced batch {} (module {} {}, {}); see the 'has nans'/'has infs' lines",
+        r.first->batch, r.first->module, r.first->class_name, r.first->label);
   return static_cast<int>(r.first ? ExitCode::broken : ExitCode::ok);
 }
 
-int scan_loose(const std::vector<InputFile>& inputs, Scanner& scanner, ScanJson& json, std::ostream& out) {
+int scan_loose(const std::vector<InputFile>& inputs, Scanner& scanner, ScanJson& json,
+               std::ostream& out) {
   bool found = false;
   print_loose_header(out);
   for (const auto& in : inputs) {
@@ -114,7 +117,8 @@ int run_scan(const ScanOptions& o, std::ostream& out) {
   spdlog::info("scan: {} file(s), scanner {}", files.size(), scanner->describe());
   ScanJson json(frames ? "frames" : "tensors", scanner->describe(), files, !o.json_path.empty());
   json.set_options(o.detector);
-  const int code = frames ? scan_frames(o, inputs, *scanner, json, out) : scan_loose(inputs, *scanner, json, out);
+  const int code = frames ? scan_frames(o, inputs, *scanner, json, out)
+                          : scan_loose(inputs, *scanner, json, out);
   if (!o.json_path.empty()) json.write(o.json_path);
   return code;
 }

@@ -29,17 +29,23 @@ ojson tensor_json(const TensorInfo& t) {
 
 const char* kind_name(EntryKind k) {
   switch (k) {
-    case EntryKind::tensor: return "tensor";
-    case EntryKind::none: return "None";
-    default: return "not a tensor";
+    case EntryKind::tensor:
+      return "tensor";
+    case EntryKind::none:
+      return "None";
+    default:
+      return "not a tensor";
   }
 }
 
 const char* stop_name(StopReason r) {
   switch (r) {
-    case StopReason::detected: return "detected";
-    case StopReason::aborted: return "aborted";
-    default: return "end";
+    case StopReason::detected:
+      return "detected";
+    case StopReason::aborted:
+      return "aborted";
+    default:
+      return "end";
   }
 }
 
@@ -61,7 +67,8 @@ ojson stats_json(const TensorStats& s) {
   return j;
 }
 
-ScanJson::ScanJson(std::string mode, std::string scanner, const std::vector<std::string>& files, bool enabled)
+ScanJson::ScanJson(std::string mode, std::string scanner, const std::vector<std::string>& files,
+                   bool enabled)
     : enabled_(enabled) {
   if (!enabled_) return;
   doc_["schema"] = "gpudiag-scan/1";

@@ -17,7 +17,8 @@ class ScanJson {
  public:
   /// `mode` is "frames" or "tensors"; `scanner` the backend's description.
   /// A disabled document ignores every call (no --json: build nothing).
-  ScanJson(std::string mode, std::string scanner, const std::vector<std::string>& files, bool enabled = true);
+  ScanJson(std::string mode, std::string scanner, const std::vector<std::string>& files,
+           bool enabled = true);
 
   void set_options(const DetectorOptions& options);
   void add_batch(const Batch& batch, std::span<const TensorStats> stats);

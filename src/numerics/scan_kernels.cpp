@@ -25,7 +25,8 @@ struct FloatParams {
 };
 
 template <class U, bool kHasInf>
-void float_block(const U* __restrict x, std::size_t n, const FloatParams<U>& p, U& mn, U& mx, Counts& c) {
+void float_block(const U* __restrict x, std::size_t n, const FloatParams<U>& p, U& mn, U& mx,
+                 Counts& c) {
   std::uint32_t nan = 0, pinf = 0, ninf = 0, zero = 0, sub = 0, g0 = 0, g1 = 0, g2 = 0;
   U lo = mn, hi = mx;
   for (std::size_t i = 0; i < n; ++i) {
@@ -50,8 +51,8 @@ void float_block(const U* __restrict x, std::size_t n, const FloatParams<U>& p, 
 }
 
 template <class S>
-void int_block(const S* __restrict x, std::size_t n, const std::make_unsigned_t<S> (&above)[3], S& mn,
-               S& mx, Counts& c) {
+void int_block(const S* __restrict x, std::size_t n, const std::make_unsigned_t<S> (&above)[3],
+               S& mn, S& mx, Counts& c) {
   using U = std::make_unsigned_t<S>;
   std::uint32_t zero = 0, g0 = 0, g1 = 0, g2 = 0;
   S lo = mn, hi = mx;
@@ -87,9 +88,12 @@ void bool_block(const std::uint8_t* __restrict x, std::size_t n, std::uint8_t& m
 
 template <class T>
 T byteswap(T v) {
-  if constexpr (sizeof(T) == 2) return static_cast<T>(__builtin_bswap16(static_cast<std::uint16_t>(v)));
-  if constexpr (sizeof(T) == 4) return static_cast<T>(__builtin_bswap32(static_cast<std::uint32_t>(v)));
-  if constexpr (sizeof(T) == 8) return static_cast<T>(__builtin_bswap64(static_cast<std::uint64_t>(v)));
+  if constexpr (sizeof(T) == 2)
+    return static_cast<T>(__builtin_bswap16(static_cast<std::uint16_t>(v)));
+  if constexpr (sizeof(T) == 4)
+    return static_cast<T>(__builtin_bswap32(static_cast<std::uint32_t>(v)));
+  if constexpr (sizeof(T) == 8)
+    return static_cast<T>(__builtin_bswap64(static_cast<std::uint64_t>(v)));
   return v;
 }
 
@@ -129,7 +133,8 @@ TensorStats scan_float(const TensorView& v, std::uint64_t begin, std::uint64_t e
   p.inf = static_cast<U>(f.inf);
   p.neg_inf = static_cast<U>(f.inf | f.sign_mask);
   p.min_normal_minus_1 = static_cast<U>(f.min_normal - 1);
-  for (int k = 0; k < 3; ++k) p.threshold[k] = static_cast<U>(float_threshold_bits(v.dtype, kThresholds[k]));
+  for (int k = 0; k < 3; ++k)
+    p.threshold[k] = static_cast<U>(float_threshold_bits(v.dtype, kThresholds[k]));
   U mn = std::numeric_limits<U>::max(), mx = 0;
   Counts c;
   for_each_block<U>(v, begin, end, [&](const U* x, std::size_t n) {
@@ -158,12 +163,14 @@ TensorStats scan_int(const TensorView& v, std::uint64_t begin, std::uint64_t end
   U above[3];  // |x| >= t  <=>  |x| > t - 1, clamped so it never matches when t > max
   for (int k = 0; k < 3; ++k) {
     const double t1 = kThresholds[k] - 1;
-    above[k] = t1 >= static_cast<double>(std::numeric_limits<U>::max()) ? std::numeric_limits<U>::max()
-                                                                         : static_cast<U>(t1);
+    above[k] = t1 >= static_cast<double>(std::numeric_limits<U>::max())
+                   ? std::numeric_limits<U>::max()
+                   : static_cast<U>(t1);
   }
   S mn = std::numeric_limits<S>::max(), mx = std::numeric_limits<S>::min();
   Counts c;
-  for_each_block<S>(v, begin, end, [&](const S* x, std::size_t n) { int_block<S>(x, n, above, mn, mx, c); });
+  for_each_block<S>(v, begin, end,
+                    [&](const S* x, std::size_t n) { int_block<S>(x, n, above, mn, mx, c); });
   TensorStats s;
   s.count = end - begin;
   fill_counts(s, c);
@@ -175,8 +182,8 @@ TensorStats scan_int(const TensorView& v, std::uint64_t begin, std::uint64_t end
 TensorStats scan_bool(const TensorView& v, std::uint64_t begin, std::uint64_t end) {
   std::uint8_t mn = 1, mx = 0;
   Counts c;
-  for_each_block<std::uint8_t>(v, begin, end,
-                               [&](const std::uint8_t* x, std::size_t n) { bool_block(x, n, mn, mx, c); });
+  for_each_block<std::uint8_t>(
+      v, begin, end, [&](const std::uint8_t* x, std::size_t n) { bool_block(x, n, mn, mx, c); });
   TensorStats s;
   s.count = end - begin;
   fill_counts(s, c);
@@ -190,21 +197,34 @@ TensorStats scan_bool(const TensorView& v, std::uint64_t begin, std::uint64_t en
 TensorStats scan_range(const TensorView& v, std::uint64_t begin, std::uint64_t end) {
   if (begin >= end) return {};
   switch (v.dtype) {
-    case DType::F64: return scan_float<std::uint64_t>(v, begin, end);
-    case DType::F32: return scan_float<std::uint32_t>(v, begin, end);
+    case DType::F64:
+      return scan_float<std::uint64_t>(v, begin, end);
+    case DType::F32:
+      return scan_float<std::uint32_t>(v, begin, end);
     case DType::F16:
-    case DType::BF16: return scan_float<std::uint16_t>(v, begin, end);
+    case DType::BF16:
+      return scan_float<std::uint16_t>(v, begin, end);
     case DType::F8_E4M3:
-    case DType::F8_E5M2: return scan_float<std::uint8_t>(v, begin, end);
-    case DType::I64: return scan_int<std::int64_t>(v, begin, end);
-    case DType::I32: return scan_int<std::int32_t>(v, begin, end);
-    case DType::I16: return scan_int<std::int16_t>(v, begin, end);
-    case DType::I8: return scan_int<std::int8_t>(v, begin, end);
-    case DType::U64: return scan_int<std::uint64_t>(v, begin, end);
-    case DType::U32: return scan_int<std::uint32_t>(v, begin, end);
-    case DType::U16: return scan_int<std::uint16_t>(v, begin, end);
-    case DType::U8: return scan_int<std::uint8_t>(v, begin, end);
-    case DType::BOOL: return scan_bool(v, begin, end);
+    case DType::F8_E5M2:
+      return scan_float<std::uint8_t>(v, begin, end);
+    case DType::I64:
+      return scan_int<std::int64_t>(v, begin, end);
+    case DType::I32:
+      return scan_int<std::int32_t>(v, begin, end);
+    case DType::I16:
+      return scan_int<std::int16_t>(v, begin, end);
+    case DType::I8:
+      return scan_int<std::int8_t>(v, begin, end);
+    case DType::U64:
+      return scan_int<std::uint64_t>(v, begin, end);
+    case DType::U32:
+      return scan_int<std::uint32_t>(v, begin, end);
+    case DType::U16:
+      return scan_int<std::uint16_t>(v, begin, end);
+    case DType::U8:
+      return scan_int<std::uint8_t>(v, begin, end);
+    case DType::BOOL:
+      return scan_bool(v, begin, end);
   }
   return {};
 }

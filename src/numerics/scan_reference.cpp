@@ -30,7 +30,8 @@ double decode_small_float(std::uint64_t bits, int e_bits, int m_bits, bool fn_va
   const int bias = (1 << (e_bits - 1)) - 1;
   const int e_max = (1 << e_bits) - 1;
   double x;
-  if (fn_variant && e == e_max && m == (1 << m_bits) - 1) return std::numeric_limits<double>::quiet_NaN();
+  if (fn_variant && e == e_max && m == (1 << m_bits) - 1)
+    return std::numeric_limits<double>::quiet_NaN();
   if (!fn_variant && e == e_max) {
     if (m != 0) return std::numeric_limits<double>::quiet_NaN();
     x = std::numeric_limits<double>::infinity();
@@ -44,12 +45,18 @@ double decode_small_float(std::uint64_t bits, int e_bits, int m_bits, bool fn_va
 
 double min_normal(DType t) {
   switch (t) {
-    case DType::F64: return std::numeric_limits<double>::min();
-    case DType::F32: return std::numeric_limits<float>::min();
-    case DType::F16: return std::pow(2.0, -14);
-    case DType::BF16: return std::pow(2.0, -126);
-    case DType::F8_E4M3: return std::pow(2.0, -6);
-    default: return std::pow(2.0, -14);
+    case DType::F64:
+      return std::numeric_limits<double>::min();
+    case DType::F32:
+      return std::numeric_limits<float>::min();
+    case DType::F16:
+      return std::pow(2.0, -14);
+    case DType::BF16:
+      return std::pow(2.0, -126);
+    case DType::F8_E4M3:
+      return std::pow(2.0, -6);
+    default:
+      return std::pow(2.0, -14);
   }
 }
 
@@ -66,15 +73,24 @@ double own_abs(std::uint64_t bits) {
 
 double own_abs_int(DType t, std::uint64_t bits) {
   switch (t) {
-    case DType::I64: return own_abs<std::int64_t>(bits);
-    case DType::I32: return own_abs<std::int32_t>(bits);
-    case DType::I16: return own_abs<std::int16_t>(bits);
-    case DType::I8: return own_abs<std::int8_t>(bits);
-    case DType::U64: return own_abs<std::uint64_t>(bits);
-    case DType::U32: return own_abs<std::uint32_t>(bits);
-    case DType::U16: return own_abs<std::uint16_t>(bits);
-    case DType::U8: return own_abs<std::uint8_t>(bits);
-    default: return bits != 0 ? 1.0 : 0.0;
+    case DType::I64:
+      return own_abs<std::int64_t>(bits);
+    case DType::I32:
+      return own_abs<std::int32_t>(bits);
+    case DType::I16:
+      return own_abs<std::int16_t>(bits);
+    case DType::I8:
+      return own_abs<std::int8_t>(bits);
+    case DType::U64:
+      return own_abs<std::uint64_t>(bits);
+    case DType::U32:
+      return own_abs<std::uint32_t>(bits);
+    case DType::U16:
+      return own_abs<std::uint16_t>(bits);
+    case DType::U8:
+      return own_abs<std::uint8_t>(bits);
+    default:
+      return bits != 0 ? 1.0 : 0.0;
   }
 }
 
@@ -111,11 +127,16 @@ double reference_value(const TensorView& v, std::uint64_t i) {
       std::memcpy(&f, &b32, 4);
       return f;
     }
-    case DType::F16: return decode_small_float(bits, 5, 10, false);
-    case DType::F8_E4M3: return decode_small_float(bits, 4, 3, true);
-    case DType::F8_E5M2: return decode_small_float(bits, 5, 2, false);
-    case DType::BOOL: return bits != 0;
-    default: break;
+    case DType::F16:
+      return decode_small_float(bits, 5, 10, false);
+    case DType::F8_E4M3:
+      return decode_small_float(bits, 4, 3, true);
+    case DType::F8_E5M2:
+      return decode_small_float(bits, 5, 2, false);
+    case DType::BOOL:
+      return bits != 0;
+    default:
+      break;
   }
   const int width = static_cast<int>(dtype_size(v.dtype)) * 8;
   if (dtype_kind(v.dtype) == DKind::signed_int && ((bits >> (width - 1)) & 1))

@@ -2,6 +2,8 @@
 // random bit patterns, the special values (nan, +-inf, +-0, subnormals, max
 // finite, fp8 without inf), tensors large enough to be split across threads,
 // misaligned and big-endian data.
+#include "numerics/scanner.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +12,6 @@
 
 #include "numerics/scan_kernels.h"
 #include "numerics/scan_reference.h"
-#include "numerics/scanner.h"
 
 namespace gpudiag::numerics {
 namespace {
@@ -20,15 +21,18 @@ using testing::reference_scan;
 std::string describe(const TensorStats& s) {
   char buf[400];
   std::snprintf(buf, sizeof buf,
-                "count=%llu min=%.17g max=%.17g nan=%llu +inf=%llu -inf=%llu zero=%llu sub=%llu ge=%llu/%llu/%llu",
+                "count=%llu min=%.17g max=%.17g nan=%llu +inf=%llu -inf=%llu zero=%llu sub=%llu "
+                "ge=%llu/%llu/%llu",
                 (unsigned long long)s.count, s.abs_min, s.abs_max, (unsigned long long)s.nan,
-                (unsigned long long)s.pos_inf, (unsigned long long)s.neg_inf, (unsigned long long)s.zero,
-                (unsigned long long)s.subnormal, (unsigned long long)s.ge_1e2, (unsigned long long)s.ge_1e3,
+                (unsigned long long)s.pos_inf, (unsigned long long)s.neg_inf,
+                (unsigned long long)s.zero, (unsigned long long)s.subnormal,
+                (unsigned long long)s.ge_1e2, (unsigned long long)s.ge_1e3,
                 (unsigned long long)s.ge_1e4);
   return buf;
 }
 
-#define EXPECT_SAME_STATS(a, b) EXPECT_TRUE(same_stats(a, b)) << describe(a) << "\n vs reference\n" << describe(b)
+#define EXPECT_SAME_STATS(a, b) \
+  EXPECT_TRUE(same_stats(a, b)) << describe(a) << "\n vs reference\n" << describe(b)
 
 /// Little-endian bytes of `count` random elements with the `special`
 /// patterns spread evenly among them. Without `nan`, random NaN patterns are
@@ -45,10 +49,12 @@ std::vector<std::uint8_t> make_data(DType t, std::size_t count, std::mt19937_64&
       if (abs > f.nan_above()) b &= ~(f.sign_mask >> 2);  // clear the exponent's second bit
     }
   }
-  for (std::size_t j = 0; j < special.size() && j < count; ++j) bits[j * count / special.size()] = special[j];
+  for (std::size_t j = 0; j < special.size() && j < count; ++j)
+    bits[j * count / special.size()] = special[j];
   std::vector<std::uint8_t> data(count * es);
   for (std::size_t i = 0; i < count; ++i)
-    for (std::size_t k = 0; k < es; ++k) data[i * es + k] = static_cast<std::uint8_t>(bits[i] >> (8 * k));
+    for (std::size_t k = 0; k < es; ++k)
+      data[i * es + k] = static_cast<std::uint8_t>(bits[i] >> (8 * k));
   return data;
 }
 
@@ -59,13 +65,15 @@ std::vector<std::uint64_t> specials(DType t) {
     const int w = static_cast<int>(dtype_size(t)) * 8;
     const std::uint64_t all = w == 64 ? ~0ull : (1ull << w) - 1;
     const std::uint64_t top = 1ull << (w - 1);
-    std::vector<std::uint64_t> s = {0, 1, all, top, top - 1, top + 1, 99, 100, 999, 1000, 9999, 10000};
+    std::vector<std::uint64_t> s = {0,  1,   all, top,  top - 1, top + 1,
+                                    99, 100, 999, 1000, 9999,    10000};
     for (auto& v : s) v &= all;
     for (std::uint64_t x : {99ull, 100ull, 101ull, 1000ull, 10000ull}) s.push_back((0 - x) & all);
     return s;
   }
   const FloatFormat& f = float_format(t);
-  std::vector<std::uint64_t> s = {0, 1, f.min_normal - 1, f.min_normal, f.max_finite, f.nan_above() + 1};
+  std::vector<std::uint64_t> s = {
+      0, 1, f.min_normal - 1, f.min_normal, f.max_finite, f.nan_above() + 1};
   if (f.has_inf) s.push_back(f.inf);
   for (double th : {1e2, 1e3, 1e4}) {
     const auto b = float_threshold_bits(t, th);
@@ -78,7 +86,8 @@ std::vector<std::uint64_t> specials(DType t) {
 }
 
 TensorView view(DType t, const std::vector<std::uint8_t>& data, std::size_t offset_bytes = 0) {
-  return {t, ByteOrder::little, data.data() + offset_bytes, (data.size() - offset_bytes) / dtype_size(t)};
+  return {t, ByteOrder::little, data.data() + offset_bytes,
+          (data.size() - offset_bytes) / dtype_size(t)};
 }
 
 class EveryDType : public ::testing::TestWithParam<DType> {};
@@ -104,7 +113,8 @@ TEST_P(EveryDType, RandomNumbersWithoutNanGiveExactMinAndMax) {
   const DType t = GetParam();
   std::mt19937_64 rng(77 + static_cast<int>(t));
   for (std::size_t count : {1, 2, 3, 17, 4095, 4096, 4097, 50000}) {
-    const auto data = make_data(t, count, rng, count > 100 ? numbers(t) : std::vector<std::uint64_t>{}, false);
+    const auto data =
+        make_data(t, count, rng, count > 100 ? numbers(t) : std::vector<std::uint64_t>{}, false);
     const TensorView v = view(t, data);
     const TensorStats expected = reference_scan(v);
     ASSERT_EQ(expected.nan, 0u);
@@ -157,12 +167,15 @@ TEST(Scanner, ManySmallAndEmptyTensorsKeepTheirOrder) {
   std::vector<TensorView> views;
   for (int i = 0; i < 300; ++i) {
     const DType t = kAllDTypes[i % std::size(kAllDTypes)];
-    store.push_back(make_data(t, static_cast<std::size_t>(i % 7 == 0 ? 0 : 1 + i * 13), rng, specials(t)));
+    store.push_back(
+        make_data(t, static_cast<std::size_t>(i % 7 == 0 ? 0 : 1 + i * 13), rng, specials(t)));
   }
-  for (int i = 0; i < 300; ++i) views.push_back(view(kAllDTypes[i % std::size(kAllDTypes)], store[i]));
+  for (int i = 0; i < 300; ++i)
+    views.push_back(view(kAllDTypes[i % std::size(kAllDTypes)], store[i]));
   const auto stats = make_cpu_scanner(3)->scan(views);
   ASSERT_EQ(stats.size(), views.size());
-  for (std::size_t i = 0; i < views.size(); ++i) EXPECT_SAME_STATS(stats[i], reference_scan(views[i])) << i;
+  for (std::size_t i = 0; i < views.size(); ++i)
+    EXPECT_SAME_STATS(stats[i], reference_scan(views[i])) << i;
 }
 
 TEST(Scanner, NanMakesBothEndsNan) {

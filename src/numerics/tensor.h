@@ -35,6 +35,8 @@ struct TensorView {
   std::uint64_t count = 0;
 };
 
-inline TensorView view_of(const TensorInfo& t) { return {t.dtype, t.order, t.data.data(), t.count}; }
+inline TensorView view_of(const TensorInfo& t) {
+  return {t.dtype, t.order, t.data.data(), t.count};
+}
 
 }  // namespace gpudiag::numerics

@@ -14,8 +14,8 @@
 namespace gpudiag::numerics {
 
 struct TensorStats {
-  std::uint64_t count = 0;   ///< elements scanned
-  double abs_min = 0;        ///< NaN when nan > 0; meaningless when count == 0
+  std::uint64_t count = 0;  ///< elements scanned
+  double abs_min = 0;       ///< NaN when nan > 0; meaningless when count == 0
   double abs_max = 0;
   std::uint64_t nan = 0;
   std::uint64_t pos_inf = 0;
