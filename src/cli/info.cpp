@@ -1,13 +1,30 @@
-// gpudiag info: placeholder.
+// gpudiag info: what this rank would use and why; no MPI or NCCL initialised.
+#include <unistd.h>
+
 #include "cli/commands.h"
+#include "report/status_line.h"
 #include "util/error.h"
+#include "world/info.h"
 
 namespace gpudiag::cli {
 
 Runner setup_info(CLI::App& app) {
-  auto* sub = app.add_subcommand("info", "(not implemented yet)");
-  sub->allow_extras();
-  return [] () -> int { throw UsageError("'info' is not implemented in this build yet"); };
+  struct Options {
+    bool json = false;
+    int device = -1;
+  };
+  auto o = std::make_shared<Options>();
+  auto* sub = app.add_subcommand(
+      "info", "Show the launcher, rank, GPU, CUDA/NCCL/MPI versions and relevant environment");
+  sub->add_flag("--json", o->json, "print JSON instead of text");
+  sub->add_option("--device", o->device, "CUDA device ordinal (default: local rank)")
+      ->check(CLI::NonNegativeNumber);
+  return [o] {
+    auto info = collect_info(Env::from_process(), o->device);
+    // One write per rank so blocks of ranks sharing a terminal stay whole.
+    write_all(STDOUT_FILENO, o->json ? info.dump(2) + "\n" : render_info(info));
+    return static_cast<int>(info.contains("error") ? ExitCode::usage : ExitCode::ok);
+  };
 }
 
 }  // namespace gpudiag::cli

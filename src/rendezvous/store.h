@@ -6,8 +6,8 @@
 // passes; a lost connection throws gpudiag::Error naming the server address.
 //
 // Implementations:
-//   TcpStoreClient  (tcp_store.h)   gpudiag's own server, token-checked
-//   TorchStoreClient(torch_store.h) the c10d TCPStore a torchrun agent serves
+//   TcpStoreClient  (tcp_store_client.h) gpudiag's own server (tcp_store_server.h), token-checked
+//   TorchStoreClient(torch_store.h)      the c10d TCPStore a torchrun agent serves
 #pragma once
 
 #include <cstdint>

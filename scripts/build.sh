@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Configures and builds gpudiag into build/ (or $GPUDIAG_BUILD_DIR).
+# Extra arguments go to cmake's configure step, e.g. -DGPUDIAG_WITH_CUDA=OFF.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${GPUDIAG_BUILD_DIR:-build}
+jobs=${GPUDIAG_JOBS:-$(nproc)}
+cmake -S . -B "$build" "$@"
+cmake --build "$build" -j "$jobs"

@@ -1,0 +1,267 @@
+// The check's phases (see check.h), run as a fixed pipeline of named passes.
+#include "checks/check.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "checks/verdict.h"
+#include "checks/verify.h"
+#include "comm/communicator.h"
+#include "comm/nccl.h"
+#include "gpu/cuda.h"
+#include "util/error.h"
+#include "util/strings.h"
+#include "world/gpu_choice.h"
+
+namespace gpudiag {
+
+namespace {
+
+/// After a rank is known missing, later checkpoints only wait this long: the
+/// live ranks are all at the same point, and the missing one is not coming.
+constexpr double kDegradedWaitS = 3.0;
+/// --mem defaults: GPU memory is what is under test; on the host backend the
+/// memory phase only proves the rank can allocate, so it stays small.
+constexpr std::uint64_t kDefaultDeviceMem = 256ull << 20;
+constexpr std::uint64_t kDefaultHostMem = 16ull << 20;
+
+class CheckRun {
+ public:
+  CheckRun(const CheckOptions& o, CheckSetup& s) : opt_(o), setup_(s), plane_(*s.plane) {
+    const int n = plane_.size();
+    result_.table.resize(n);
+    result_.last_seen.resize(n);
+    auto& me = result_.me;
+    me.rank = s.world.rank;
+    me.world_size = s.world.size;
+    me.local_rank = s.world.local_rank;
+    me.host = s.host;
+    me.pid = static_cast<int>(getpid());
+    me.launcher = launcher_id(s.world.launcher);
+    me.mpi_version = s.mpi_version;
+    result_.warnings = s.world.warnings;
+  }
+
+  CheckResult run() {
+    choose_backend();
+    timed("device", [&] { device(); });
+    checkpoint("exchange", [&] { after_exchange(); });
+    timed("communicator", [&] { communicator(); });
+    checkpoint("communicator", [] {});
+    timed("all-reduce", [&] { all_reduce(); });
+    checkpoint("all-reduce", [] {});
+    timed("barrier", [&] { comm_->barrier(wait_deadline()); });
+    checkpoint("barrier", [] {});
+    comm_.reset();  // finalize/abort the communicator before reporting
+    return std::move(result_);
+  }
+
+ private:
+  RankRecord& me() { return result_.me; }
+  Deadline wait_deadline() const {
+    return Deadline::after_seconds(degraded_ ? std::min(kDegradedWaitS, opt_.timeout_s)
+                                             : opt_.timeout_s);
+  }
+
+  /// Runs `work` for `phase` unless this rank already stopped; records time and failure.
+  template <class F>
+  void timed(const char* phase, F work) {
+    me().phase = phase;
+    plane_.note_phase(phase);
+    if (!me().ok) return;
+    auto t0 = Deadline::Clock::now();
+    try {
+      work();
+    } catch (const Error& e) {
+      me().fail(phase, e.one_line(), e.code() == ExitCode::timeout);
+      plane_.announce_failure(rank_label(me()) + " failed in " + phase + ": " + e.one_line());
+    }
+    me().seconds[phase] = seconds_since(t0);
+  }
+
+  void choose_backend() {
+    auto cuda = probe_cuda();
+    auto nccl = nccl_versions();
+    me().cuda_runtime = cuda_version_string(cuda.runtime_version);
+    me().cuda_driver = cuda_version_string(cuda.driver_version);
+    me().nccl_version = nccl_version_string(nccl.loaded);
+    std::string host = setup_.host_transport ? setup_.host_transport->name() : "host";
+    if (opt_.backend == "nccl") {
+      me().backend = "nccl";
+      if (!cuda.usable) me().backend_why = cuda.error;
+    } else if (opt_.backend == "host") {
+      me().backend = host;
+    } else if (cuda.usable && nccl.built_with_nccl) {
+      me().backend = "nccl";
+    } else {
+      me().backend = host;
+      me().backend_why = cuda.usable ? "built without NCCL" : "no usable GPU";
+      if (me().rank == 0)
+        spdlog::warn("--backend auto: {}; using the {} backend on host memory",
+                     cuda.usable ? me().backend_why : cuda.error, host);
+    }
+  }
+
+  void device() {
+    if (me().backend == "nccl") {
+      auto cuda = probe_cuda();
+      if (!cuda.usable) throw Error(ExitCode::broken, cuda.error);
+      auto choice = choose_gpu(me().local_rank, cuda.device_count, setup_.env, opt_.device);
+      set_device(choice.ordinal);
+      auto info = gpu_info(choice.ordinal);
+      me().gpu_ordinal = info.ordinal;
+      me().gpu_name = info.name;
+      me().gpu_bus_id = info.pci_bus_id;
+      me().gpu_uuid = info.uuid;
+      check_device_memory();
+      workspace_ = make_device_workspace();
+      if (me().rank == 0) me().nccl_id = nccl_make_unique_id();
+    } else {
+      if (!setup_.host_transport)
+        throw Error(ExitCode::usage, "the host backend needs MPI or the rendezvous store here");
+      check_host_memory();
+      workspace_ = make_host_workspace();
+      me().endpoint = setup_.host_transport->prepare();
+    }
+  }
+
+  void check_device_memory() {
+    const std::size_t words = (opt_.mem_bytes ? opt_.mem_bytes : kDefaultDeviceMem) / 4;
+    DeviceBuffer mem(words * 4);
+    const auto seed = static_cast<std::uint32_t>(0x9e3779b9u * (me().rank + 1));
+    if (auto bad = fill_and_verify_pattern(mem.get(), words, seed))
+      throw Error(ExitCode::broken,
+                  std::to_string(bad) + " of " + std::to_string(words) +
+                      " words of GPU memory read back wrong",
+                  "check ECC errors with nvidia-smi -q -d ECC and dmesg for Xid errors");
+    // Read a slice back over PCIe and check it on the host as well.
+    std::vector<std::uint32_t> host(std::min<std::size_t>(words, 4u << 20));
+    copy_to_host(host.data(), mem.get(), host.size() * 4);
+    for (std::size_t i = 0; i < host.size(); ++i)
+      if (host[i] != pattern_word(i, seed))
+        throw Error(ExitCode::broken, "GPU memory copied to the host differs at word " +
+                                          std::to_string(i),
+                    "check the PCIe link (nvidia-smi -q -d PCIE) and dmesg");
+  }
+
+  void check_host_memory() {
+    const std::size_t words = (opt_.mem_bytes ? opt_.mem_bytes : kDefaultHostMem) / 4;
+    auto mem = std::make_unique<std::uint32_t[]>(words);
+    const auto seed = static_cast<std::uint32_t>(0x9e3779b9u * (me().rank + 1));
+    for (std::size_t i = 0; i < words; ++i) mem[i] = pattern_word(i, seed);
+    for (std::size_t i = 0; i < words; ++i)
+      if (mem[i] != pattern_word(i, seed))
+        throw Error(ExitCode::broken, "host memory read back wrong at word " + std::to_string(i));
+  }
+
+  /// Gathers every rank's record and decides whether this rank can go on.
+  template <class F>
+  void checkpoint(const char* name, F extra_review) {
+    auto t0 = Deadline::Clock::now();
+    auto deadline = wait_deadline();
+    auto gathered = plane_.gather_all(name, encode(me()), deadline);
+    const double waited = seconds_since(t0);
+    std::vector<std::string> problems;
+    bool peer_timeout = false;
+    for (int r = 0; r < plane_.size(); ++r) {
+      auto& slot = result_.table[r];
+      if (gathered.records[r]) {
+        slot = decode(*gathered.records[r]);
+        result_.last_seen[r] = name;
+        if (r != me().rank && !slot->ok)
+          problems.push_back(rank_label(*slot) + " failed in " + slot->failed_phase + ": " +
+                             slot->reason);
+      } else if (r != me().rank) {
+        degraded_ = true;
+        peer_timeout = peer_timeout || !gathered.aborted;
+        std::string note = r < static_cast<int>(gathered.notes.size()) ? gathered.notes[r] : "";
+        if (note.empty())
+          note = result_.last_seen[r].empty()
+                     ? "never heard from: not started, or cannot reach " + plane_.describe()
+                     : "last seen at the " + result_.last_seen[r] + " checkpoint";
+        problems.push_back(rank_label(r, slot) + " did not reach the " + name + " checkpoint" +
+                           (gathered.aborted ? "" : " within " + human_seconds(waited)) + " (" +
+                           note + ")");
+      }
+    }
+    // An announced failure (a peer's, or the launcher's report of a death)
+    // explains the missing ranks better than the silence does.
+    if (gathered.aborted && !gathered.complete())
+      problems.insert(problems.begin(), *gathered.aborted);
+    // The exchange is only a checkpoint; the others time their own work too.
+    me().seconds[std::string(name) == "exchange" ? "exchange" : std::string(name) + " wait"] =
+        waited;
+    if (me().ok && problems.empty()) extra_review();
+    if (me().ok && !problems.empty())
+      me().fail(name, "stopped at the " + std::string(name) + " checkpoint: " + one_line(problems),
+                peer_timeout);
+  }
+
+  void after_exchange() {
+    std::vector<std::optional<RankRecord>> view = result_.table;
+    auto conflicts = exchange_conflicts(view);
+    if (!conflicts.empty()) me().fail("exchange", one_line(conflicts));
+    for (auto& w : version_differences(view)) result_.warnings.push_back(w);
+  }
+
+  void communicator() {
+    auto abort_check = [this] { return plane_.peer_failure(); };
+    if (me().backend == "nccl") {
+      comm_ = make_nccl_communicator(result_.table[0]->nccl_id, me().rank, plane_.size(),
+                                     wait_deadline(), abort_check);
+    } else {
+      std::vector<RankRecord> peers;
+      for (auto& r : result_.table) peers.push_back(*r);
+      comm_ = setup_.host_transport->connect(peers, me().rank, wait_deadline());
+      comm_->set_abort_check(abort_check);
+    }
+  }
+
+  void all_reduce() {
+    const ExpectedSum expected(plane_.size());
+    for (std::uint64_t bytes : {opt_.small_bytes, opt_.large_bytes}) {
+      const std::size_t n = bytes / sizeof(float);
+      std::vector<float> host(n);
+      fill_contribution(host.data(), n, me().rank);
+      float* buf = workspace_->allocate(n);
+      workspace_->upload(buf, host.data(), n);
+      comm_->all_reduce_sum(buf, n, wait_deadline());
+      workspace_->download(host.data(), buf, n);
+      if (auto m = verify_sum(host.data(), n, expected))
+        throw Error(ExitCode::broken,
+                    "all-reduce of " + human_bytes(bytes) + " returned wrong values at " +
+                        std::to_string(m->count) + " of " + std::to_string(n) +
+                        " elements (first: element " + std::to_string(m->first_index) + " = " +
+                        std::to_string(m->got) + ", expected " + std::to_string(m->expected) +
+                        ")" + (m->explanation.empty() ? "" : ": " + m->explanation),
+                    "run again with --nccl-debug info; suspect the transport between the ranks");
+      if (bytes == opt_.large_bytes) time_large(buf, n);
+    }
+  }
+
+  void time_large(float* buf, std::size_t n) {
+    if (opt_.iters <= 0) return;
+    auto t0 = Deadline::Clock::now();
+    for (int i = 0; i < opt_.iters; ++i) comm_->all_reduce_sum(buf, n, wait_deadline());
+    me().allreduce_bytes = static_cast<double>(n * sizeof(float));
+    me().allreduce_seconds = seconds_since(t0) / opt_.iters;
+  }
+
+  const CheckOptions& opt_;
+  CheckSetup& setup_;
+  Plane& plane_;
+  CheckResult result_;
+  bool degraded_ = false;
+  std::unique_ptr<Workspace> workspace_;
+  std::unique_ptr<Communicator> comm_;
+};
+
+}  // namespace
+
+CheckResult run_check(const CheckOptions& options, CheckSetup& setup) {
+  return CheckRun(options, setup).run();
+}
+
+}  // namespace gpudiag

@@ -1,0 +1,61 @@
+// gpudiag check: the phases every rank runs, and what it concludes.
+//
+//   device        select the GPU, allocate --mem, write a pattern and read it back
+//   exchange      checkpoint: every rank's identity; conflicts (two ranks on one
+//                 GPU, world sizes or backends that disagree) stop the job here
+//   communicator  NCCL init (non-blocking, deadline, abort) or host transport
+//   all-reduce    a small and a large buffer of rank-dependent values, checked
+//                 exactly; then timed iterations of the large one
+//   barrier       the last collective; its checkpoint is the job's final table
+//
+// Every rank passes every checkpoint, in order, whatever happened to it: a
+// failed rank carries its reason to the others, and the others skip the
+// collective work that would now hang and say whom they are waiting on.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checks/host_transport.h"
+#include "checks/record.h"
+#include "rendezvous/plane.h"
+#include "util/env.h"
+#include "world/discovery.h"
+
+namespace gpudiag {
+
+struct CheckOptions {
+  std::string backend = "auto";  ///< auto | nccl | host
+  std::uint64_t mem_bytes = 0;   ///< 0: 256 MiB on a GPU, 16 MiB on the host backend
+  std::uint64_t small_bytes = 4096;
+  std::uint64_t large_bytes = 32ull << 20;
+  int iters = 5;                 ///< timed iterations of the large all-reduce
+  double timeout_s = 60;         ///< how long any wait for peers may take
+  int device = -1;               ///< force a CUDA ordinal
+};
+
+/// What the check needs from outside: who we are and how to reach the others.
+struct CheckSetup {
+  World world;
+  Env env;
+  std::string host;
+  Plane* plane = nullptr;
+  HostTransport* host_transport = nullptr;  ///< may be null if the host backend is impossible
+  std::string mpi_version;                  ///< empty when not under MPI
+};
+
+struct CheckResult {
+  RankRecord me;
+  /// The final table (records as last seen; nullopt for a rank never heard from).
+  std::vector<std::optional<RankRecord>> table;
+  /// Per rank: the checkpoint it was last seen at ("" never).
+  std::vector<std::string> last_seen;
+  std::vector<std::string> warnings;  ///< version differences, discovery warnings
+};
+
+CheckResult run_check(const CheckOptions& options, CheckSetup& setup);
+
+}  // namespace gpudiag

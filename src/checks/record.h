@@ -1,0 +1,59 @@
+// What one rank tells the others at each checkpoint: who it is, which GPU it
+// uses, how far it got, how long each phase took, and why it failed if it did.
+// Serialised as JSON; the same object forms the rows of the job report.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace gpudiag {
+
+/// The phases of a check, in order.
+inline constexpr const char* kPhases[] = {"device", "exchange", "communicator", "all-reduce",
+                                          "barrier"};
+
+struct RankRecord {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  std::string host;
+  int pid = 0;
+  std::string launcher;
+  std::string backend;  ///< "nccl", "host/mpi", "host/tcp"
+  std::string backend_why;
+
+  int gpu_ordinal = -1;
+  std::string gpu_name, gpu_bus_id, gpu_uuid;
+
+  std::string phase;  ///< last phase this rank entered
+  std::map<std::string, double> seconds;  ///< phase -> wall seconds
+  bool ok = true;
+  std::string failed_phase;
+  std::string reason;       ///< one line: what failed and what to try
+  bool timed_out = false;   ///< the failure was a wait that ran out
+
+  std::string nccl_id;      ///< rank 0's NCCL unique id (hex)
+  std::string endpoint;     ///< host:port this rank listens on (host/tcp ring)
+
+  std::string cuda_runtime, cuda_driver, nccl_version, mpi_version;
+  double allreduce_bytes = 0;
+  double allreduce_seconds = 0;  ///< mean of the timed iterations
+
+  void fail(const std::string& in_phase, const std::string& why, bool timeout = false) {
+    if (!ok) return;  // the first failure is the one that matters
+    ok = false;
+    failed_phase = in_phase;
+    reason = why;
+    timed_out = timeout;
+  }
+};
+
+void to_json(nlohmann::json& j, const RankRecord& r);
+void from_json(const nlohmann::json& j, RankRecord& r);
+
+std::string encode(const RankRecord& r);
+/// Throws gpudiag::Error if `s` is not a record (a foreign or corrupt peer).
+RankRecord decode(const std::string& s);
+
+}  // namespace gpudiag

@@ -1,0 +1,83 @@
+#include "checks/verdict.h"
+
+#include <map>
+
+#include "util/strings.h"
+
+namespace gpudiag {
+
+std::string rank_label(const RankRecord& r) {
+  return "rank " + std::to_string(r.rank) + " [" + r.host + "-" + std::to_string(r.local_rank) +
+         "]";
+}
+
+std::string rank_label(int rank, const std::optional<RankRecord>& known) {
+  return known ? rank_label(*known) : "rank " + std::to_string(rank);
+}
+
+namespace {
+
+std::string ranks_list(const std::vector<int>& ranks) {
+  std::vector<std::string> s;
+  for (int r : ranks) s.push_back(std::to_string(r));
+  return (ranks.size() == 1 ? "rank " : "ranks ") + join(s, ",");
+}
+
+/// Groups ranks by `key`; returns a description when there is more than one group.
+template <class Key>
+std::optional<std::string> disagreement(const std::vector<std::optional<RankRecord>>& table,
+                                        const char* what, Key key) {
+  std::map<std::string, std::vector<int>> groups;
+  for (const auto& r : table)
+    if (r) groups[key(*r)].push_back(r->rank);
+  if (groups.size() < 2) return std::nullopt;
+  std::vector<std::string> parts;
+  for (const auto& [value, ranks] : groups) parts.push_back(ranks_list(ranks) + " " + value);
+  return std::string(what) + " differ between ranks: " + join(parts, "; ");
+}
+
+}  // namespace
+
+std::vector<std::string> exchange_conflicts(const std::vector<std::optional<RankRecord>>& table) {
+  std::vector<std::string> out;
+  if (auto d = disagreement(table, "world sizes", [](const RankRecord& r) {
+        return "say " + std::to_string(r.world_size);
+      }))
+    out.push_back(*d + "; every rank must be started with the same WORLD_SIZE");
+  if (auto d = disagreement(table, "backends", [](const RankRecord& r) {
+        return "use " + r.backend + (r.backend_why.empty() ? "" : " (" + r.backend_why + ")");
+      }))
+    out.push_back(*d + "; pass the same --backend to all, or fix the GPU-less ranks");
+  std::map<std::string, std::vector<int>> by_gpu;
+  for (const auto& r : table)
+    if (r && !r->gpu_uuid.empty()) by_gpu[r->host + " " + r->gpu_uuid].push_back(r->rank);
+  for (const auto& [key, ranks] : by_gpu) {
+    if (ranks.size() < 2) continue;
+    const auto& first = *table[ranks[0]];
+    out.push_back(ranks_list(ranks) + " share GPU " + first.gpu_bus_id + " on " + first.host +
+                  "; give each rank its own GPU (check LOCAL_RANK and CUDA_VISIBLE_DEVICES)");
+  }
+  return out;
+}
+
+std::vector<std::string> version_differences(const std::vector<std::optional<RankRecord>>& table) {
+  std::vector<std::string> out;
+  auto add = [&](const char* what, auto key) {
+    if (auto d = disagreement(table, what, key)) out.push_back(*d);
+  };
+  add("NCCL versions", [](const RankRecord& r) { return r.nccl_version; });
+  add("CUDA driver versions", [](const RankRecord& r) { return r.cuda_driver; });
+  add("MPI libraries", [](const RankRecord& r) { return r.mpi_version; });
+  return out;
+}
+
+std::string one_line(const std::vector<std::string>& problems) {
+  if (problems.empty()) return {};
+  std::string s = problems.front();
+  if (problems.size() > 1) s += " (+" + std::to_string(problems.size() - 1) + " more)";
+  for (auto& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
+}  // namespace gpudiag

@@ -1,0 +1,66 @@
+#include "checks/verdict.h"
+
+#include <gtest/gtest.h>
+
+namespace gpudiag {
+namespace {
+
+RankRecord rec(int rank, const std::string& host, int local, const std::string& uuid = "") {
+  RankRecord r;
+  r.rank = rank;
+  r.world_size = 4;
+  r.host = host;
+  r.local_rank = local;
+  r.backend = "nccl";
+  r.gpu_uuid = uuid;
+  r.gpu_bus_id = uuid.empty() ? "" : "0000:1b:00.0";
+  r.nccl_version = "2.28.9";
+  return r;
+}
+
+TEST(Verdict, LabelNamesHostAndLocalRank) {
+  EXPECT_EQ(rank_label(rec(3, "node2", 1)), "rank 3 [node2-1]");
+  EXPECT_EQ(rank_label(5, std::nullopt), "rank 5");
+}
+
+TEST(Verdict, NoConflictsInAHealthyJob) {
+  std::vector<std::optional<RankRecord>> t = {rec(0, "a", 0, "GPU-0"), rec(1, "a", 1, "GPU-1"),
+                                              rec(2, "b", 0, "GPU-0"), rec(3, "b", 1, "GPU-1")};
+  EXPECT_TRUE(exchange_conflicts(t).empty());
+  EXPECT_TRUE(version_differences(t).empty());
+}
+
+TEST(Verdict, TwoRanksOnOneGpuAreNamed) {
+  std::vector<std::optional<RankRecord>> t = {rec(0, "a", 0, "GPU-0"), rec(1, "a", 1, "GPU-0")};
+  auto c = exchange_conflicts(t);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_NE(c[0].find("ranks 0,1 share GPU 0000:1b:00.0 on a"), std::string::npos) << c[0];
+}
+
+TEST(Verdict, WorldSizeAndBackendDisagreementsNameTheRanks) {
+  auto odd = rec(2, "b", 0);
+  odd.world_size = 8;
+  odd.backend = "host/tcp";
+  odd.backend_why = "no usable GPU";
+  std::vector<std::optional<RankRecord>> t = {rec(0, "a", 0), rec(1, "a", 1), odd, std::nullopt};
+  auto c = exchange_conflicts(t);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_NE(c[0].find("ranks 0,1 say 4; rank 2 say 8"), std::string::npos) << c[0];
+  EXPECT_NE(c[1].find("rank 2 use host/tcp (no usable GPU)"), std::string::npos) << c[1];
+}
+
+TEST(Verdict, NcclVersionDifference) {
+  auto old = rec(1, "b", 0);
+  old.nccl_version = "2.18.1";
+  auto d = version_differences({rec(0, "a", 0), old});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_NE(d[0].find("rank 1 2.18.1"), std::string::npos) << d[0];
+}
+
+TEST(Verdict, OneLineCountsTheRest) {
+  EXPECT_EQ(one_line({"a\nb", "c", "d"}), "a b (+2 more)");
+  EXPECT_EQ(one_line({}), "");
+}
+
+}  // namespace
+}  // namespace gpudiag

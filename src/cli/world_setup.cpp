@@ -1,0 +1,51 @@
+#include "cli/world_setup.h"
+
+#include <spdlog/spdlog.h>
+
+#include <unistd.h>
+
+#include "rendezvous/store_plane.h"
+#include "util/error.h"
+#include "world/host.h"
+
+namespace gpudiag::cli {
+
+Job join_job(const Env& env, double timeout_s) {
+  Job job;
+  job.setup.world = discover_world(env);
+  job.setup.env = env;
+  job.setup.host = short_hostname();
+  auto& w = job.setup.world;
+  if (w.mpi_launched()) {
+    job.mpi = std::make_unique<MpiSession>();
+    if (job.mpi->rank() != w.rank || job.mpi->size() != w.size)
+      throw UsageError("MPI says rank " + std::to_string(job.mpi->rank()) + "/" +
+                       std::to_string(job.mpi->size()) + " but " + w.source + " says " +
+                       std::to_string(w.rank) + "/" + std::to_string(w.size));
+    job.plane = make_mpi_plane(*job.mpi);
+    job.transport = make_mpi_transport(*job.mpi);
+    job.setup.mpi_version = mpi_library_version();
+  } else if (w.size == 1) {
+    job.plane = make_single_plane();
+    job.transport = make_self_transport();
+  } else {
+    auto deadline = Deadline::after_seconds(timeout_s);
+    job.store = join_store(w, env, deadline);
+    spdlog::info("{}", job.store.how);
+    StorePlaneIdentity id{w.rank, w.size, w.local_rank, job.setup.host, static_cast<int>(getpid())};
+    job.plane = make_store_plane(std::move(job.store.store), id, deadline);
+  }
+  job.setup.plane = job.plane.get();
+  job.setup.host_transport = job.transport.get();
+  return job;
+}
+
+void Job::finish(bool all_ok) {
+  if (!mpi) return;
+  if (!all_ok && !mpi->barrier_within(Deadline::after_seconds(3))) {
+    spdlog::info("not finalizing MPI: some ranks did not reach the end");
+    mpi->abandon();
+  }
+}
+
+}  // namespace gpudiag::cli

@@ -1,0 +1,29 @@
+// Joining a job from the command line: discover the world from the
+// environment, start MPI if an MPI launcher started us, and pick the control
+// plane and host transport the check uses.
+#pragma once
+
+#include <memory>
+
+#include "checks/check.h"
+#include "comm/mpi.h"
+#include "rendezvous/store_join.h"
+
+namespace gpudiag::cli {
+
+struct Job {
+  CheckSetup setup;
+  std::unique_ptr<MpiSession> mpi;
+  JoinedStore store;  ///< when ranks meet through a store (declared before plane: outlives it)
+  std::unique_ptr<Plane> plane;
+  std::unique_ptr<HostTransport> transport;
+
+  /// Ends the job: finalize MPI when every rank is known to be fine or can
+  /// meet within a few seconds, else leave without waiting for stuck peers.
+  void finish(bool all_ok);
+};
+
+/// Throws UsageError for an inconsistent environment.
+Job join_job(const Env& env, double timeout_s);
+
+}  // namespace gpudiag::cli

@@ -1,0 +1,54 @@
+// Where bytes move: the collectives the check runs, behind one interface.
+//
+// Backends:
+//   nccl      device memory, NCCL (nccl_comm.cpp)
+//   host/mpi  host memory, MPI non-blocking collectives (host_mpi.cpp)
+//   host/tcp  host memory, ring over TCP sockets (host_tcp.cpp)
+// Every call takes a Deadline; on expiry the backend aborts what it can and
+// throws TimeoutError. `abort_check`, when set, is polled while waiting and
+// may return a reason (a peer reported dead) to give up early.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/deadline.h"
+
+namespace gpudiag {
+
+using AbortCheck = std::function<std::optional<std::string>()>;
+
+/// Memory where a communicator's buffers live (device or host).
+class Workspace {
+ public:
+  virtual ~Workspace() = default;
+  /// `count` floats, owned by the workspace until it is destroyed.
+  virtual float* allocate(std::size_t count) = 0;
+  virtual void upload(float* dst, const float* src, std::size_t count) = 0;
+  virtual void download(float* dst, const float* src, std::size_t count) = 0;
+};
+
+/// Host memory (std::unique_ptr arrays).
+std::unique_ptr<Workspace> make_host_workspace();
+/// Device memory on the current CUDA device.
+std::unique_ptr<Workspace> make_device_workspace();
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  /// "nccl", "host/mpi", "host/tcp".
+  virtual std::string name() const = 0;
+  /// In-place sum over all ranks of `count` floats at `data` (workspace memory).
+  virtual void all_reduce_sum(float* data, std::size_t count, Deadline deadline) = 0;
+  virtual void barrier(Deadline deadline) = 0;
+  void set_abort_check(AbortCheck check) { abort_check_ = std::move(check); }
+
+ protected:
+  AbortCheck abort_check_;
+};
+
+}  // namespace gpudiag

@@ -1,0 +1,99 @@
+// comm/mpi.h over a real MPI library.
+#include <mpi.h>
+
+#include <sched.h>
+
+#include <chrono>
+
+#include "comm/mpi.h"
+#include "util/error.h"
+#include "util/strings.h"
+
+namespace gpudiag {
+
+namespace {
+
+/// Polls `req` until done, the deadline, or an abort_check reason.
+void wait_request(MPI_Request& req, const std::string& what, Deadline deadline,
+                  const AbortCheck& abort_check) {
+  int done = 0;
+  while (true) {
+    int rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      char msg[MPI_MAX_ERROR_STRING];
+      int len = 0;
+      MPI_Error_string(rc, msg, &len);
+      throw Error(ExitCode::broken, what + " failed: " + std::string(msg, len));
+    }
+    if (done) return;
+    if (abort_check)
+      if (auto why = abort_check()) throw Error(ExitCode::broken, what + " abandoned: " + *why);
+    if (deadline.expired())
+      throw TimeoutError(what + " did not complete in time", "a peer is stuck or gone");
+    // Non-blocking collectives progress only inside MPI calls, so test again at
+    // once; yield so oversubscribed ranks sharing a core still get to run.
+    sched_yield();
+  }
+}
+
+class MpiHostCommunicator : public Communicator {
+ public:
+  std::string name() const override { return "host/mpi"; }
+  void all_reduce_sum(float* data, std::size_t count, Deadline deadline) override {
+    MPI_Request req;
+    MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                   &req);
+    wait_request(req, "MPI_Iallreduce of " + human_bytes(count * sizeof(float)), deadline,
+                 abort_check_);
+  }
+  void barrier(Deadline deadline) override {
+    MPI_Request req;
+    MPI_Ibarrier(MPI_COMM_WORLD, &req);
+    wait_request(req, "MPI_Ibarrier", deadline, abort_check_);
+  }
+};
+
+}  // namespace
+
+bool built_with_mpi() { return true; }
+
+std::string mpi_library_version() {
+  char buf[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  MPI_Get_library_version(buf, &len);
+  std::string s(buf, len);
+  auto nl = s.find_first_of("\n,");
+  return std::string(trim(s.substr(0, nl)));
+}
+
+MpiSession::MpiSession() {
+  int provided = 0;
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+    throw Error(ExitCode::broken, "MPI_Init_thread failed",
+                "check that mpirun/srun --mpi=pmix started this process");
+  // Errors come back as codes so they can be reported instead of aborting the job.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+}
+
+MpiSession::~MpiSession() {
+  if (!abandoned_) MPI_Finalize();
+}
+
+bool MpiSession::barrier_within(Deadline deadline) {
+  MPI_Request req;
+  MPI_Ibarrier(MPI_COMM_WORLD, &req);
+  try {
+    wait_request(req, "MPI_Ibarrier", deadline, {});
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+std::unique_ptr<Communicator> make_mpi_host_communicator(MpiSession&) {
+  return std::make_unique<MpiHostCommunicator>();
+}
+
+}  // namespace gpudiag

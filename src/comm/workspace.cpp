@@ -1,0 +1,50 @@
+// Host and device Workspaces.
+#include <cstring>
+
+#include "comm/communicator.h"
+#include "gpu/cuda.h"
+
+namespace gpudiag {
+
+namespace {
+
+class HostWorkspace : public Workspace {
+ public:
+  float* allocate(std::size_t count) override {
+    blocks_.push_back(std::make_unique<float[]>(count));
+    return blocks_.back().get();
+  }
+  void upload(float* dst, const float* src, std::size_t count) override {
+    std::memcpy(dst, src, count * sizeof(float));
+  }
+  void download(float* dst, const float* src, std::size_t count) override {
+    std::memcpy(dst, src, count * sizeof(float));
+  }
+
+ private:
+  std::vector<std::unique_ptr<float[]>> blocks_;
+};
+
+class DeviceWorkspace : public Workspace {
+ public:
+  float* allocate(std::size_t count) override {
+    blocks_.push_back(std::make_unique<DeviceBuffer>(count * sizeof(float)));
+    return static_cast<float*>(blocks_.back()->get());
+  }
+  void upload(float* dst, const float* src, std::size_t count) override {
+    copy_to_device(dst, src, count * sizeof(float));
+  }
+  void download(float* dst, const float* src, std::size_t count) override {
+    copy_to_host(dst, src, count * sizeof(float));
+  }
+
+ private:
+  std::vector<std::unique_ptr<DeviceBuffer>> blocks_;
+};
+
+}  // namespace
+
+std::unique_ptr<Workspace> make_host_workspace() { return std::make_unique<HostWorkspace>(); }
+std::unique_ptr<Workspace> make_device_workspace() { return std::make_unique<DeviceWorkspace>(); }
+
+}  // namespace gpudiag

@@ -1,0 +1,104 @@
+#include "rendezvous/store_join.h"
+
+#include <cctype>
+
+#include "rendezvous/job_token.h"
+#include "rendezvous/tcp_store_client.h"
+#include "rendezvous/torch_store.h"
+#include "util/error.h"
+#include "util/strings.h"
+
+namespace gpudiag {
+
+namespace {
+
+int parse_port(const std::string& v, const char* name) {
+  auto p = parse_int(v);
+  if (!p || *p < 1 || *p > 65535)
+    throw UsageError(std::string(name) + "='" + v + "' is not a TCP port",
+                     std::string("set ") + name + " to a free port between 1024 and 65535");
+  return static_cast<int>(*p);
+}
+
+/// A port every task of a SLURM step computes alike, away from the usual ones.
+int slurm_port(const Env& env) {
+  auto job = parse_int(env.get_or("SLURM_JOB_ID", "0")).value_or(0);
+  auto step = parse_int(env.get_or("SLURM_STEP_ID", "0")).value_or(0);
+  return 20000 + static_cast<int>((job * 131 + step * 7) % 20000);
+}
+
+}  // namespace
+
+std::string slurm_first_host(const std::string& nodelist) {
+  // First entry: up to a ',' outside brackets.
+  std::string first;
+  int depth = 0;
+  for (char c : nodelist) {
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (c == ',' && depth == 0) break;
+    first += c;
+  }
+  auto open = first.find('[');
+  if (open == std::string::npos) return first;
+  auto close = first.find(']', open);
+  if (close == std::string::npos) return {};
+  std::string range = first.substr(open + 1, close - open - 1);
+  range = range.substr(0, range.find(','));
+  range = range.substr(0, range.find('-'));
+  if (range.empty() || !std::all_of(range.begin(), range.end(), ::isdigit)) return {};
+  return first.substr(0, open) + range + first.substr(close + 1);
+}
+
+StoreAddress store_address(const World& world, const Env& env) {
+  auto addr = env.get("MASTER_ADDR");
+  auto port = env.get("MASTER_PORT");
+  if (addr && port) return {*addr, parse_port(*port, "MASTER_PORT"), "MASTER_ADDR/MASTER_PORT"};
+  if (world.launcher == Launcher::slurm && !addr && !port) {
+    auto list = env.get_or("SLURM_STEP_NODELIST", env.get_or("SLURM_JOB_NODELIST", ""));
+    auto host = slurm_first_host(list);
+    if (host.empty())
+      throw UsageError("cannot find the first host of SLURM_STEP_NODELIST='" + list + "'",
+                       "set MASTER_ADDR and MASTER_PORT");
+    return {host, slurm_port(env), "the first host of the SLURM step and a port from its job id"};
+  }
+  throw UsageError(std::string(addr ? "MASTER_PORT" : "MASTER_ADDR") + " is not set, and " +
+                       std::to_string(world.size) + " ranks from " + world.source +
+                       " need it to meet",
+                   "export MASTER_ADDR=<rank 0's host> MASTER_PORT=<a free port> on every rank, "
+                   "or start them with gpudiag launch, torchrun or mpirun");
+}
+
+JoinedStore join_store(const World& world, const Env& env, Deadline deadline) {
+  auto where = store_address(world, env);
+  JoinedStore j;
+  if (env.get_or("TORCHELASTIC_USE_AGENT_STORE", "") == "True") {
+    std::string prefix = "gpudiag/" + env.get_or("TORCHELASTIC_RUN_ID", "run") + "/" +
+                         env.get_or("TORCHELASTIC_RESTART_COUNT", "0") + "/";
+    j.store = std::make_unique<TorchStoreClient>(where.host, where.port, prefix, deadline);
+    j.how = "the torchrun agent's store at " + j.store->address();
+    return j;
+  }
+  auto token = job_token(env);
+  const bool launcher_serves = env.get_or("GPUDIAG_STORE", "") == "launcher";
+  if (world.rank == 0 && !launcher_serves) {
+    TcpStoreServerOptions o;
+    o.port = where.port;
+    o.token = token.value;
+    j.server = std::make_unique<TcpStoreServer>(o);
+  }
+  try {
+    j.store = std::make_unique<TcpStoreClient>(where.host, where.port, token.value, deadline);
+  } catch (const Error& e) {
+    if (!j.server) throw;
+    throw UsageError("rank 0 serves the store on port " + std::to_string(where.port) +
+                         " but cannot reach it through MASTER_ADDR=" + where.host + ": " + e.what(),
+                     "set MASTER_ADDR to an address of rank 0's host");
+  }
+  j.how = std::string(launcher_serves ? "gpudiag launch" : "rank 0") + " serves the store at " +
+          j.store->address() + " (address from " + where.from + ", token from " + token.source +
+          ")";
+  return j;
+}
+
+}  // namespace gpudiag

@@ -1,0 +1,44 @@
+// Finding and joining the job's rendezvous store when MPI did not start us.
+//
+// Where it is: MASTER_ADDR:MASTER_PORT; under a SLURM step without them, the
+// first host of SLURM_STEP_NODELIST and a port derived from the job and step
+// ids (every task computes the same). Who serves it:
+//   - torchrun with TORCHELASTIC_USE_AGENT_STORE=True: the agent (c10d
+//     TCPStore); ranks join as clients under a key prefix of the run;
+//   - gpudiag launch (GPUDIAG_STORE=launcher): the launcher of node 0;
+//   - otherwise rank 0 serves it on MASTER_PORT, every interface.
+// Rank 0 connects to its own server through MASTER_ADDR, which proves that
+// MASTER_ADDR names this host before anyone else waits on it.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "rendezvous/store.h"
+#include "rendezvous/tcp_store_server.h"
+#include "util/env.h"
+#include "world/discovery.h"
+
+namespace gpudiag {
+
+struct StoreAddress {
+  std::string host;
+  int port = 0;
+  std::string from;  ///< "MASTER_ADDR/MASTER_PORT" or how it was derived
+};
+
+/// Throws UsageError naming the variable to set.
+StoreAddress store_address(const World& world, const Env& env);
+
+/// "node[03-05,7],gpu1" -> "node03"; empty on a malformed list.
+std::string slurm_first_host(const std::string& nodelist);
+
+struct JoinedStore {
+  std::unique_ptr<TcpStoreServer> server;  ///< set when this process serves it
+  std::unique_ptr<Store> store;
+  std::string how;  ///< "rank 0 serves tcp://vm:29500", ...
+};
+
+JoinedStore join_store(const World& world, const Env& env, Deadline deadline);
+
+}  // namespace gpudiag

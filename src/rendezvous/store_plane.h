@@ -1,0 +1,41 @@
+// StorePlane: the control plane over a rendezvous Store (gpudiag's TCP store
+// or torchrun's agent store), for jobs that MPI did not start.
+//
+// Keys (the store is private to one job; see job_token.h):
+//   claim/<r>     counter: a second process claiming rank r gets 2 -> duplicate RANK
+//   hello/<r>     "pid <p> on <host> (local rank <l>)": who holds rank r
+//   phase/<r>     the phase rank r last entered
+//   cp/<n>/<r>    rank r's record at checkpoint n
+//   failures      counter of announced failures
+//   failed/<r>    why rank r failed (set by the rank, or by the launcher when
+//                 the rank's process died)
+// A checkpoint sets its own key, then waits for everyone's in short slices,
+// looking at `failures` between slices so a dead or failed peer ends the wait
+// at once instead of at the deadline.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "rendezvous/plane.h"
+#include "rendezvous/store.h"
+
+namespace gpudiag {
+
+struct StorePlaneIdentity {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  std::string host;
+  int pid = 0;
+};
+
+/// Claims the rank in `store`. Throws UsageError when another process holds it
+/// (duplicate RANK), after telling the others.
+std::unique_ptr<Plane> make_store_plane(std::unique_ptr<Store> store, const StorePlaneIdentity& me,
+                                        Deadline deadline);
+
+/// The key a launcher sets when the process of `rank` dies (see failed/<r>).
+void publish_failure(Store& store, int rank, const std::string& why, Deadline deadline);
+
+}  // namespace gpudiag

@@ -1,0 +1,123 @@
+// The wire format of gpudiag's own key-value store (version 1).
+//
+// A connection starts with the 8 bytes "GPDSTORE" from the client, then both
+// sides exchange frames. Every integer is little-endian, whatever the host.
+//
+//   frame   := u32 body_len | body            body_len <= kMaxFrame (64 MiB)
+//   body    := u8 type | u32 request_id | payload
+//   string  := u32 len | len bytes            (keys and values are bytes)
+//   strings := u32 count | count x string
+//
+// The first client frame is HELLO {u16 version, string token}; the server
+// answers HELLO_OK {u16 version} or ERROR {u8 code, string message} and then
+// closes. After that, requests (client -> server) and their replies:
+//
+//   SET       {key, value}          -> OK
+//   GET       {key}                 -> VALUE {value}      parked until key exists
+//   TRY_GET   {key}                 -> VALUE {value} | NOT_FOUND
+//   ADD       {key, i64 delta}      -> INTEGER {i64}      value kept as decimal text
+//   WAIT      {strings keys}        -> OK                 parked until all exist
+//   MULTI_GET {strings keys}        -> VALUES {u32 n, n x (u8 present, string)}
+//   CANCEL    {u32 id}              -> (none)             drops parked request `id`
+//   any       (bad request)         -> ERROR {u8 code, string message}
+//
+// A reply carries its request's id, so a client that gave up on a parked
+// request (its deadline passed) recognises and skips a late answer.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpudiag::storewire {
+
+inline constexpr std::string_view kMagic = "GPDSTORE";
+inline constexpr std::uint16_t kVersion = 1;
+inline constexpr std::uint32_t kMaxFrame = 64u << 20;
+/// Bytes before a frame's body: u32 body_len.
+inline constexpr std::size_t kLenBytes = 4;
+
+enum class Type : std::uint8_t {
+  // client -> server
+  hello = 1,
+  set = 2,
+  get = 3,
+  try_get = 4,
+  add = 5,
+  wait = 6,
+  multi_get = 7,
+  cancel = 8,
+  // server -> client
+  hello_ok = 0x81,
+  ok = 0x82,
+  value = 0x83,
+  not_found = 0x84,
+  integer = 0x85,
+  values = 0x86,
+  error = 0x87,
+};
+
+enum class ErrorCode : std::uint8_t {
+  token_mismatch = 1,
+  version_mismatch = 2,
+  bad_request = 3,
+  not_an_integer = 4,
+};
+
+/// A frame or payload that does not parse.
+class ProtocolError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Builds one frame: Writer(type, id).str("k").i64(1).finish().
+class Writer {
+ public:
+  Writer(Type type, std::uint32_t id);
+  Writer& u8(std::uint8_t v);
+  Writer& u16(std::uint16_t v);
+  Writer& u32(std::uint32_t v);
+  Writer& i64(std::int64_t v);
+  Writer& str(std::string_view s);
+  Writer& strs(const std::vector<std::string>& v);
+  /// The frame with its length prefix filled in; the Writer is left empty.
+  std::string finish();
+
+ private:
+  std::string buf_;
+};
+
+/// Reads a frame body; every accessor throws ProtocolError past the end.
+class Reader {
+ public:
+  explicit Reader(std::string_view body) : rest_(body) {}
+  std::uint8_t u8();
+  std::uint16_t u16();
+  std::uint32_t u32();
+  std::int64_t i64();
+  std::string str();
+  std::vector<std::string> strs();
+  bool done() const { return rest_.empty(); }
+  /// Throws unless the whole body was consumed.
+  void expect_done() const;
+
+ private:
+  std::string_view take(std::size_t n);
+  std::string_view rest_;
+};
+
+/// A complete frame at the front of `buf`: its body and total size.
+struct Frame {
+  Type type;
+  std::uint32_t id;
+  std::string_view payload;
+  std::size_t total;  ///< bytes to drop from `buf` once handled
+};
+
+/// The first complete frame in `buf`, or false when more bytes are needed.
+/// Throws ProtocolError for a length above `max_frame` or below a header.
+bool next_frame(std::string_view buf, Frame& out, std::uint32_t max_frame = kMaxFrame);
+
+}  // namespace gpudiag::storewire

@@ -1,0 +1,216 @@
+#include "rendezvous/tcp_store_client.h"
+
+#include <thread>
+
+#include "util/error.h"
+#include "util/strings.h"
+
+namespace gpudiag {
+
+namespace sw = storewire;
+
+namespace {
+
+/// "'a', 'b'" (at most 8 named, then "and N more").
+std::string key_list(const std::vector<std::string>& keys) {
+  std::string out;
+  for (std::size_t i = 0; i < keys.size() && i < 8; ++i) out += (i ? ", '" : "'") + keys[i] + "'";
+  if (keys.size() > 8) out += " and " + std::to_string(keys.size() - 8) + " more";
+  return out;
+}
+
+const char* const kStuckRemedy =
+    "the rank expected to set it is late, stuck or dead; raise --timeout if it is only slow";
+const char* const kServerRemedy =
+    "the process serving the store (rank 0 or `gpudiag launch`) may be overloaded or hung";
+
+}  // namespace
+
+TcpStoreClient::TcpStoreClient(std::string host, int port, std::string token, Deadline deadline)
+    : host_(std::move(host)),
+      port_(port),
+      token_(std::move(token)),
+      address_(net::host_port(host_, port_)) {
+  connect(deadline);
+}
+
+void TcpStoreClient::connect(Deadline deadline) {
+  const auto start = Deadline::Clock::now();
+  while (true) {
+    fd_ = net::connect_with_retry(host_, port_, deadline);
+    in_.clear();
+    std::string hello(sw::kMagic);
+    hello += sw::Writer(sw::Type::hello, 0).u16(sw::kVersion).str(token_).finish();
+    auto io = net::send_all(fd_.get(), hello.data(), hello.size(), deadline);
+    sw::Frame f{};
+    try {
+      while (io == net::Io::ok && !sw::next_frame(in_, f))
+        io = net::recv_some(fd_.get(), in_, deadline);
+    } catch (const sw::ProtocolError&) {
+      throw UsageError("the server at " + address_ + " does not speak gpudiag's store protocol",
+                       "check MASTER_PORT: under torchrun it is the agent's torch store");
+    }
+    if (io == net::Io::timeout)
+      throw TimeoutError("the server at " + address_ +
+                             " accepted the connection but did not answer gpudiag's handshake "
+                             "within " +
+                             human_seconds(seconds_since(start)),
+                         "check that MASTER_PORT is the port of gpudiag's store (under torchrun "
+                         "it is the agent's torch store) and that its process is not hung");
+    if (io == net::Io::closed) {
+      // The server closed on us while starting or stopping: try again until the deadline.
+      fd_.reset();
+      if (deadline.expired())
+        throw TimeoutError("the server at " + address_ + " closed every connection during the " +
+                               "handshake for " + human_seconds(seconds_since(start)),
+                           "check that MASTER_PORT is the port of gpudiag's store (under torchrun "
+                           "it is the agent's torch store) and that its process is healthy");
+      std::this_thread::sleep_for(std::min(std::chrono::milliseconds(100), deadline.remaining()));
+      continue;
+    }
+    if (f.type == sw::Type::hello_ok) {
+      in_.erase(0, f.total);
+      return;
+    }
+    if (f.type == sw::Type::error) server_error(std::string(f.payload));
+    throw UsageError("the server at " + address_ + " does not speak gpudiag's store protocol");
+  }
+}
+
+void TcpStoreClient::lost() {
+  fd_.reset();
+  in_.clear();
+  throw Error(ExitCode::broken,
+              "lost the store at " + address_ +
+                  ": the process serving it (rank 0 or the launcher) exited or hung",
+              "look at the output of rank 0 or `gpudiag launch` for why it stopped");
+}
+
+void TcpStoreClient::server_error(const std::string& payload) {
+  sw::Reader r(payload);
+  auto code = static_cast<sw::ErrorCode>(r.u8());
+  auto message = r.str();
+  switch (code) {
+    case sw::ErrorCode::token_mismatch:
+      throw UsageError("the store at " + address_ + " belongs to another job (token mismatch)",
+                       "check GPUDIAG_TOKEN / that MASTER_PORT is not shared between jobs");
+    case sw::ErrorCode::version_mismatch:
+      throw UsageError("the store at " + address_ + ": " + message,
+                       "run the same gpudiag version on every node");
+    default:
+      throw Error(ExitCode::usage, "the store at " + address_ + " refused a request: " + message);
+  }
+}
+
+std::optional<TcpStoreClient::Reply> TcpStoreClient::call(sw::Writer request, std::uint32_t id,
+                                                          Deadline deadline) {
+  if (!fd_) connect(deadline);  // an earlier send timed out midway and closed it
+  auto frame = std::move(request).finish();
+  auto io = net::send_all(fd_.get(), frame.data(), frame.size(), deadline);
+  if (io == net::Io::closed) lost();
+  if (io == net::Io::timeout) {
+    fd_.reset();  // a partial frame went out: this connection cannot be reused
+    return std::nullopt;
+  }
+  while (true) {
+    sw::Frame f{};
+    bool complete = false;
+    try {
+      complete = sw::next_frame(in_, f);
+    } catch (const sw::ProtocolError& e) {
+      fd_.reset();
+      throw Error(ExitCode::internal, "bad reply from the store at " + address_ + ": " + e.what());
+    }
+    if (complete) {
+      Reply reply{f.type, std::string(f.payload)};
+      bool mine = f.id == id;
+      in_.erase(0, f.total);
+      if (mine) return reply;
+      continue;  // a late answer to a request this client gave up on
+    }
+    io = net::recv_some(fd_.get(), in_, deadline);
+    if (io == net::Io::closed) lost();
+    if (io == net::Io::timeout) {
+      auto cancel = sw::Writer(sw::Type::cancel, 0).u32(id).finish();
+      net::send_all(fd_.get(), cancel.data(), cancel.size(),
+                    Deadline::after(std::chrono::milliseconds(200)));
+      return std::nullopt;
+    }
+  }
+}
+
+TcpStoreClient::Reply TcpStoreClient::call_or_throw(sw::Writer request, std::uint32_t id,
+                                                    Deadline deadline, const std::string& what) {
+  const auto start = Deadline::Clock::now();
+  auto reply = call(std::move(request), id, deadline);
+  if (!reply)
+    throw TimeoutError("the store at " + address_ + " did not answer " + what + " within " +
+                           human_seconds(seconds_since(start)),
+                       kServerRemedy);
+  if (reply->type == sw::Type::error) server_error(reply->payload);
+  return std::move(*reply);
+}
+
+void TcpStoreClient::set(const std::string& key, const std::string& value, Deadline deadline) {
+  std::lock_guard lock(mu_);
+  auto id = next_id_++;
+  call_or_throw(std::move(sw::Writer(sw::Type::set, id).str(key).str(value)), id, deadline,
+                "SET '" + key + "'");
+}
+
+std::string TcpStoreClient::get(const std::string& key, Deadline deadline) {
+  std::lock_guard lock(mu_);
+  const auto start = Deadline::Clock::now();
+  auto id = next_id_++;
+  auto reply = call(std::move(sw::Writer(sw::Type::get, id).str(key)), id, deadline);
+  if (!reply)
+    throw TimeoutError("timed out after " + human_seconds(seconds_since(start)) +
+                           " waiting for store key '" + key + "' at " + address_,
+                       kStuckRemedy);
+  if (reply->type == sw::Type::error) server_error(reply->payload);
+  return sw::Reader(reply->payload).str();
+}
+
+std::optional<std::string> TcpStoreClient::try_get(const std::string& key, Deadline deadline) {
+  std::lock_guard lock(mu_);
+  auto id = next_id_++;
+  auto reply = call_or_throw(std::move(sw::Writer(sw::Type::try_get, id).str(key)), id, deadline,
+                             "TRY_GET '" + key + "'");
+  if (reply.type == sw::Type::not_found) return std::nullopt;
+  return sw::Reader(reply.payload).str();
+}
+
+std::int64_t TcpStoreClient::add(const std::string& key, std::int64_t delta, Deadline deadline) {
+  std::lock_guard lock(mu_);
+  auto id = next_id_++;
+  auto reply = call_or_throw(std::move(sw::Writer(sw::Type::add, id).str(key).i64(delta)), id,
+                             deadline, "ADD '" + key + "'");
+  return sw::Reader(reply.payload).i64();
+}
+
+bool TcpStoreClient::wait(const std::vector<std::string>& keys, Deadline deadline) {
+  std::lock_guard lock(mu_);
+  auto id = next_id_++;
+  auto reply = call(std::move(sw::Writer(sw::Type::wait, id).strs(keys)), id, deadline);
+  if (!reply) return false;
+  if (reply->type == sw::Type::error) server_error(reply->payload);
+  return true;
+}
+
+std::vector<std::optional<std::string>> TcpStoreClient::multi_get(
+    const std::vector<std::string>& keys, Deadline deadline) {
+  std::lock_guard lock(mu_);
+  auto id = next_id_++;
+  auto reply = call_or_throw(std::move(sw::Writer(sw::Type::multi_get, id).strs(keys)), id,
+                             deadline, "MULTI_GET " + key_list(keys));
+  sw::Reader r(reply.payload);
+  std::vector<std::optional<std::string>> out(r.u32());
+  for (auto& v : out) {
+    bool present = r.u8() != 0;
+    auto s = r.str();
+    if (present) v = std::move(s);
+  }
+  return out;
+}
+
+}  // namespace gpudiag

@@ -1,0 +1,68 @@
+// A Store backed by gpudiag's own store server (TcpStoreServer), which
+// `gpudiag launch` or rank 0 runs. Wire format: rendezvous/store_wire.h.
+//
+// The constructor connects, retrying until its deadline because ranks start at
+// different times and the server may come up after this client, then shakes
+// hands with the job token. Every call after that is one request and its reply
+// under the call's own deadline (poll-based I/O, never a blocking read). GET
+// and WAIT are parked in the server, so waiting costs no traffic; when a
+// deadline passes the client cancels the parked request and skips its late
+// reply if one comes. Calls are serialised by a mutex, so threads may share one.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rendezvous/socket.h"
+#include "rendezvous/store.h"
+#include "rendezvous/store_wire.h"
+
+namespace gpudiag {
+
+class TcpStoreClient : public Store {
+ public:
+  /// Connects to host:port and presents `token`, retrying until `deadline`.
+  /// Throws UsageError when the host does not resolve or the token is refused
+  /// ("this store belongs to another job"), TimeoutError when nothing answers
+  /// by the deadline (naming host:port and the local route).
+  TcpStoreClient(std::string host, int port, std::string token, Deadline deadline);
+
+  void set(const std::string& key, const std::string& value, Deadline deadline) override;
+  std::string get(const std::string& key, Deadline deadline) override;
+  std::optional<std::string> try_get(const std::string& key, Deadline deadline) override;
+  std::int64_t add(const std::string& key, std::int64_t delta, Deadline deadline) override;
+  bool wait(const std::vector<std::string>& keys, Deadline deadline) override;
+  std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>& keys,
+                                                    Deadline deadline) override;
+  std::string address() const override { return address_; }
+
+ private:
+  struct Reply {
+    storewire::Type type;
+    std::string payload;
+  };
+  void connect(Deadline deadline);
+  /// Sends one request and returns its reply, or nullopt when `deadline`
+  /// passes first (a parked request is then cancelled).
+  std::optional<Reply> call(storewire::Writer request, std::uint32_t id, Deadline deadline);
+  /// call() that throws TimeoutError naming `what` when the deadline passes.
+  Reply call_or_throw(storewire::Writer request, std::uint32_t id, Deadline deadline,
+                      const std::string& what);
+  [[noreturn]] void lost();
+  /// Throws the server's ERROR reply as a gpudiag::Error.
+  [[noreturn]] void server_error(const std::string& payload);
+
+  std::string host_;
+  int port_;
+  std::string token_;
+  std::string address_;
+  net::Fd fd_;
+  std::string in_;  ///< received bytes not yet consumed
+  std::uint32_t next_id_ = 1;
+  std::mutex mu_;
+};
+
+}  // namespace gpudiag

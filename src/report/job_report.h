@@ -1,0 +1,23 @@
+// Rank 0's view of the whole job after a check: the versions line, the summary
+// table, and the JSON report (--json FILE).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "checks/check.h"
+
+namespace gpudiag {
+
+/// "versions: backend=nccl, CUDA runtime 13.0, driver 13.0, NCCL 2.28.9, gpudiag 0.1.0"
+std::string versions_line(const CheckResult& result);
+
+/// A header line, one row per rank (phase times, status) and the warnings.
+std::string summary_table(const CheckResult& result);
+
+nlohmann::json job_json(const CheckResult& result);
+
+/// True when every rank of the final table is present and OK.
+bool job_ok(const CheckResult& result);
+
+}  // namespace gpudiag

@@ -1,0 +1,35 @@
+#include "report/status_line.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace gpudiag {
+
+std::string status_line(const RankRecord& r) {
+  std::string line = "[" + r.host + "-" + std::to_string(r.local_rank) + "] ";
+  if (r.ok) {
+    line += "is OK (global rank: " + std::to_string(r.rank) + "/" + std::to_string(r.world_size) +
+            ")";
+  } else {
+    std::string reason = r.reason.empty() ? "failed in " + r.failed_phase : r.reason;
+    for (auto& c : reason)
+      if (c == '\n' || c == '\r') c = ' ';
+    line += "is broken: " + reason;
+  }
+  return line + "\n";
+}
+
+void write_all(int fd, const std::string& text) {
+  std::size_t off = 0;
+  while (off < text.size()) {
+    ssize_t n = ::write(fd, text.data() + off, text.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;  // stdout closed: nothing useful left to do
+    }
+    off += static_cast<std::size_t>(n);
+  }
+}
+
+}  // namespace gpudiag

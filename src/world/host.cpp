@@ -1,0 +1,15 @@
+#include "world/host.h"
+
+#include <unistd.h>
+
+namespace gpudiag {
+
+std::string short_hostname() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
+  std::string h(buf);
+  auto dot = h.find('.');
+  return dot == std::string::npos ? h : h.substr(0, dot);
+}
+
+}  // namespace gpudiag

@@ -1,0 +1,84 @@
+"""gpudiag under real SLURM daemons (one node, started by scripts/slurm-up.sh):
+srun discovery, srun --mpi=pmix, and the sbatch examples in slurm/."""
+import json
+import os
+import re
+import subprocess
+import tempfile
+import time
+import unittest
+
+from harness import BIN, SOURCE_DIR, mpirun_env, ok_lines, require, run
+
+
+def slurm_env():
+    env = mpirun_env()
+    env["SLURM_CONF"] = SlurmTests.conf
+    env["GPUDIAG"] = BIN
+    return env
+
+
+class SlurmTests(unittest.TestCase):
+    conf = None
+
+    @classmethod
+    def setUpClass(cls):
+        for p in ("srun", "sbatch", "slurmctld", "slurmd", "munged"):
+            require(p)
+        if os.geteuid() != 0:
+            raise unittest.SkipTest("starting slurmd needs root")
+        p = run([os.path.join(SOURCE_DIR, "scripts", "slurm-up.sh")], timeout=120)
+        if p.returncode != 0:
+            raise AssertionError("slurm-up.sh failed: " + p.stderr)
+        cls.conf = re.search(r"SLURM_CONF=(\S+)", p.stdout).group(1)
+
+    def srun(self, *args, timeout=180):
+        return run(["srun", *args], timeout=timeout, env=slurm_env())
+
+    def test_srun_tasks_are_discovered_from_slurm(self):
+        p = self.srun("-n", "2", BIN, "info", "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        infos = [json.loads(b) for b in re.split(r"(?<=\})\s*(?=\{)", p.stdout.strip())]
+        self.assertEqual(sorted(i["rank"] for i in infos), [0, 1])
+        for i in infos:
+            self.assertEqual(i["launcher"], "slurm")
+            self.assertEqual(i["world_size"], 2)
+            self.assertEqual(i["local_size"], 2)
+            self.assertFalse(i["mpi_launched"])
+
+    def test_srun_with_pmix_runs_the_check_over_mpi(self):
+        p = self.srun("--mpi=pmix", "-n", "4", BIN, "check", "--size", "16MiB", "--iters", "1")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertEqual(sorted(int(m["rank"]) for m in ok_lines(p.stdout)), [0, 1, 2, 3])
+        self.assertIn("backend=host/mpi", p.stdout)
+
+    def sbatch(self, example, ntasks):
+        """Submits slurm/<example> resized to one node and `ntasks` tasks; returns its output."""
+        with open(os.path.join(SOURCE_DIR, "slurm", example)) as f:
+            script = f.read()
+        # This test cluster has no GPUs configured as GRES.
+        script = "\n".join(l for l in script.splitlines() if "--gpus" not in l) + "\n"
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, example)
+            with open(path, "w") as f:
+                f.write(script)
+            out = os.path.join(d, "out.txt")
+            p = run(["sbatch", "--wait", "--nodes=1", f"--ntasks-per-node={ntasks}", "-o", out,
+                     path, "--size", "16MiB", "--iters", "1"], timeout=300, env=slurm_env())
+            with open(out) as f:
+                return p, f.read()
+
+    def test_sbatch_srun_example(self):
+        p, out = self.sbatch("check-srun.sbatch", 2)
+        self.assertEqual(p.returncode, 0, p.stderr + out)
+        self.assertEqual(sorted(int(m["rank"]) for m in ok_lines(out)), [0, 1], out)
+
+    def test_sbatch_mpirun_example_uses_open_mpi_inside_the_allocation(self):
+        p, out = self.sbatch("check-mpirun.sbatch", 2)
+        self.assertEqual(p.returncode, 0, p.stderr + out)
+        self.assertEqual(sorted(int(m["rank"]) for m in ok_lines(out)), [0, 1], out)
+        self.assertIn("MPI Open MPI", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
