@@ -17,7 +17,7 @@ struct ScanCli {
   std::vector<std::uint64_t> trace_batches;
   long long abort_after = -1;
   std::string dtype;
-  std::string device = "auto";
+  std::string device = "cpu";
 };
 
 }  // namespace
