@@ -121,7 +121,10 @@ class ActivationDumper:
         self._part = 0
         self._files = []  # [(batch_number, [paths])], oldest first
         self._warned = set()
-        self._handles = [m.register_forward_hook(self._hook) for m in model.modules()]
+        # Like the detector: model.apply() reaches a module shared by several
+        # parents once per parent, so its calls are recorded once per hook.
+        self._handles = []
+        model.apply(lambda m: self._handles.append(m.register_forward_hook(self._hook)))
 
     def __enter__(self):
         return self

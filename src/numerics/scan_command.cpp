@@ -2,7 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 
 #include "numerics/frames.h"
 #include "numerics/inputs.h"
@@ -105,6 +108,9 @@ int scan_loose(const std::vector<InputFile>& inputs, Scanner& scanner, ScanJson&
 }  // namespace
 
 int run_scan(const ScanOptions& o, std::ostream& out) {
+  if (!o.json_path.empty() && !std::ofstream(o.json_path, std::ios::app))
+    throw UsageError("--json " + o.json_path + ": cannot open for writing: " + std::strerror(errno),
+                     "check that the directory exists and is writable");
   const auto files = expand_paths(o.paths);
   std::vector<InputFile> inputs;
   inputs.reserve(files.size());

@@ -59,7 +59,7 @@ class LiveDetector:
         self.handles = []
         if model is not None:
             self.names = {m: n for n, m in model.named_modules()}
-            self.handles = [m.register_forward_hook(self.hook) for m in model.modules()]
+            model.apply(lambda m: self.handles.append(m.register_forward_hook(self.hook)))
 
     def close(self):
         for h in self.handles:

@@ -72,6 +72,7 @@ class TinyLM(nn.Module):
         self.embed = nn.Embedding(vocab, d)
         self.blocks = nn.ModuleList(Block(d, ff) for _ in range(layers))
         self.norm = RMSNorm(d)
+        self.blocks[1].norm_2 = self.norm  # one module under two parents: hooked (and reported) twice
         self.lm_head = nn.Linear(d, vocab, bias=False)
 
     def forward(self, ids):
@@ -152,6 +153,77 @@ class RealModel(unittest.TestCase):
         r = scan(out, "--trace-batches", "1", "--abort-after-batch", "1")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout, detector.text())
+
+
+def read_safetensors(path):
+    """{name: (dtype, shape, raw bytes)} and the metadata, read back by hand."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    n = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    data = blob[8 + n:]
+    return {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]])
+            for k, v in header.items()}, meta
+
+
+class Dumper(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_bf16_is_written_bit_exact_and_close_removes_the_hooks(self):
+        bits = torch.tensor([0x7FC1, 0xFF80, 0x8000, 0x0001, 0x7F7F, 0x3F80], dtype=torch.int32)
+        x = bits.to(torch.int16).view(torch.bfloat16)  # a NaN payload, -inf, -0, a subnormal, max, 1
+        model = nn.Sequential(nn.Identity())
+        dumper = dump_activations.ActivationDumper(model, self.dir)
+        model(x)
+        dumper.close()
+        model(x)  # no hooks left: no second file
+        self.assertEqual(os.listdir(self.dir), ["batch-000000.safetensors"])
+        tensors, meta = read_safetensors(os.path.join(self.dir, "batch-000000.safetensors"))
+        self.assertEqual(meta, {"format": "gpudiag-frames/1", "batch_number": "0"})
+        self.assertEqual(sorted(tensors), ["0.0|0|Identity|input[0]", "0.1|0|Identity|output",
+                                           "1.0||Sequential|input[0]", "1.1||Sequential|output"])
+        dtype, shape, raw = tensors["0.1|0|Identity|output"]
+        self.assertEqual((dtype, shape), ("BF16", [6]))
+        self.assertEqual(raw, x.view(torch.int16).numpy().astype("<i2").tobytes())
+
+    def test_records_a_copy_at_hook_time(self):
+        linear = nn.Linear(4, 4)
+        with torch.no_grad():
+            linear.weight.copy_(torch.eye(4))
+            linear.bias.zero_()
+        model = nn.Sequential(linear, nn.ReLU(inplace=True))
+        with dump_activations.ActivationDumper(model, self.dir):
+            model(torch.full((1, 4), -1.0))
+        tensors, _ = read_safetensors(os.path.join(self.dir, "batch-000000.safetensors"))
+        # ReLU zeroed the Linear's output in place after the Linear frame was recorded.
+        self.assertEqual(tensors["0.3|0|Linear|output"][2], torch.full((4,), -1.0).numpy().tobytes())
+        self.assertEqual(tensors["1.1|1|ReLU|output"][2], bytes(16))
+
+    def test_parts_keep_last_and_an_unfinished_batch(self):
+        model = TinyLM().to(torch.bfloat16)
+        dumper = dump_activations.ActivationDumper(model, self.dir, keep_last=2, max_file_bytes=4096)
+        detector = LiveDetector(model, trace_batches=[0, 1, 2, 3])
+        for _ in range(3):
+            model(torch.randint(0, 50, (2, 6)))
+        model.blocks[1].ff.wo.weight.data.fill_(float("inf"))
+        model.blocks[0](model.embed(torch.randint(0, 50, (2, 6))))  # batch 3 stops mid-forward
+        detector.close()
+        dumper.close()
+        files = sorted(os.listdir(self.dir))
+        self.assertFalse(any(f.startswith(("batch-000000", "batch-000001")) for f in files), files)
+        self.assertTrue(any(f.startswith("batch-000002-part-001") for f in files), files)
+        self.assertTrue(any(f.startswith("batch-000003") for f in files), files)
+        r = scan(self.dir, "--trace-batches", "2,3")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        live = detector.text()
+        batch2 = live[live.index("\n\n                  *** Starting batch number=2 ***"):]
+        self.assertEqual(r.stdout, batch2)
 
 
 if __name__ == "__main__":
