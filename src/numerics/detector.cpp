@@ -78,7 +78,7 @@ std::string Detector::analyse(const Batch& batch, const Frame& frame,
     text += stats_line(s, e.label);
     if (s.has_nan()) out_ << e.label << " has nans\n";
     if (s.has_inf()) out_ << e.label << " has infs\n";
-    if ((s.has_nan() || s.has_inf())) {
+    if (s.has_nan() || s.has_inf()) {
       detected_ = true;
       if (!result_.first)
         result_.first = Finding{batch.number, frame.index, frame.module, frame.class_name,
