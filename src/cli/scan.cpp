@@ -1,13 +1,79 @@
-// gpudiag scan: not built yet.
+// gpudiag scan PATH...: find inf/nan in dumped activations and print the
+// reference detector's report (docs/scan.md). Parses options only; the work
+// is numerics::run_scan.
+#include <iostream>
+#include <memory>
+
 #include "cli/commands.h"
-#include "util/error.h"
+#include "numerics/scan_command.h"
 
 namespace gpudiag::cli {
 
+namespace {
+
+struct ScanCli {
+  numerics::ScanOptions options;
+  std::size_t max_frames = 21;
+  std::vector<std::uint64_t> trace_batches;
+  long long abort_after = -1;
+  std::string dtype;
+  std::string device = "cpu";
+};
+
+}  // namespace
+
 Runner setup_scan(CLI::App& app) {
-  auto* sub = app.add_subcommand("scan", "(not implemented yet)");
-  sub->allow_extras();
-  return [] () -> int { throw UsageError("'scan' is not implemented in this build yet"); };
+  auto cli = std::make_shared<ScanCli>();
+  auto* sub = app.add_subcommand(
+      "scan",
+      "Find inf/nan in dumped activations (gpudiag-frames/1 dumps from "
+      "scripts/dump_activations.py, "
+      "or plain .safetensors / .npy files) and print the overflow detector's report. "
+      "Exit status: 0 clean, 1 inf/nan found, 2 bad input.");
+  sub->add_option("paths", cli->options.paths,
+                  "dump files or directories (every *.safetensors and *.npy)")
+      ->required()
+      ->check(CLI::ExistingPath);
+  sub->add_option("--max-frames", cli->max_frames,
+                  "frames to show before the first inf/nan (max_frames_to_save)")
+      ->default_val(21)
+      ->check(CLI::Range(0, 1000000));
+  sub->add_option("--trace-batches", cli->trace_batches,
+                  "batches to trace in full instead of detecting, e.g. 1,3 (trace_batch_nums)")
+      ->delimiter(',');
+  sub->add_option("--abort-after-batch", cli->abort_after,
+                  "stop after this batch has finished (abort_after_batch_num)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--json", cli->options.json_path,
+                  "also write every statistic as JSON to this file");
+  sub->add_option(
+         "--dtype", cli->dtype,
+         "element type of .npy files that store raw elements (bf16, f8_e4m3, f8_e5m2, ...)")
+      ->check([](const std::string& s) {
+        return numerics::dtype_from_user(s)
+                   ? std::string()
+                   : "unknown dtype '" + s + "' (try bf16, f16, f8_e4m3, f8_e5m2)";
+      });
+  sub->add_option("--threads", cli->options.threads,
+                  "CPU scanner threads (default: one per hardware thread)")
+      ->check(CLI::Range(0, 4096));
+  sub->add_option("--device", cli->device,
+                  "scanner: cpu, cuda, or auto (cuda when a GPU is usable)")
+      ->default_val("auto")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+
+  return [cli]() -> int {
+    auto& o = cli->options;
+    o.detector.max_frames = cli->max_frames;
+    o.detector.trace_batches = {cli->trace_batches.begin(), cli->trace_batches.end()};
+    if (cli->abort_after >= 0)
+      o.detector.abort_after_batch = static_cast<std::uint64_t>(cli->abort_after);
+    if (!cli->dtype.empty()) o.npy_dtype = numerics::dtype_from_user(cli->dtype);
+    o.device = cli->device == "cpu"    ? numerics::ScanDevice::cpu
+               : cli->device == "cuda" ? numerics::ScanDevice::cuda
+                                       : numerics::ScanDevice::automatic;
+    return numerics::run_scan(o, std::cout);
+  };
 }
 
 }  // namespace gpudiag::cli

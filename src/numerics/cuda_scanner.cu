@@ -1,0 +1,322 @@
+// The CUDA scanner: the same statistics as the CPU scanner, computed on the
+// GPU. A tensor is copied to the device a chunk at a time; one kernel folds
+// each element into a small DevStats with a grid-stride loop and
+// cub::BlockReduce, and cub::DeviceReduce::Reduce merges the per-block
+// results. Only the final DevStats comes back, and the host decodes it with
+// the same dtype tables as the CPU path (so the two agree bit for bit; the
+// unit test cuda_scanner_test.cpp checks that on a GPU).
+//
+// Order keys: min/max are taken over unsigned 64-bit keys that order like
+// the value being compared: a float's sign-cleared bit pattern, an unsigned
+// integer itself, a signed integer with its sign bit flipped.
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cub/block/block_reduce.cuh>
+#include <cub/device/device_reduce.cuh>
+#include <limits>
+#include <thread>
+#include <type_traits>
+
+#include "gpu/cuda.h"
+#include "numerics/scanner.h"
+#include "util/deadline.h"
+#include "util/error.h"
+
+namespace gpudiag::numerics {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxBlocks = 1024;
+constexpr std::size_t kChunkBytes = std::size_t{64} << 20;
+constexpr double kChunkTimeoutSeconds = 120;
+constexpr double kThresholds[3] = {1e2, 1e3, 1e4};
+
+struct DevStats {
+  std::uint64_t lo, hi, nan, pos_inf, neg_inf, zero, subnormal, ge[3];
+};
+
+__host__ __device__ DevStats identity() { return {~std::uint64_t{0}, 0, 0, 0, 0, 0, 0, {0, 0, 0}}; }
+
+struct MergeStats {
+  __host__ __device__ DevStats operator()(const DevStats& a, const DevStats& b) const {
+    DevStats m;
+    m.lo = a.lo < b.lo ? a.lo : b.lo;
+    m.hi = a.hi > b.hi ? a.hi : b.hi;
+    m.nan = a.nan + b.nan;
+    m.pos_inf = a.pos_inf + b.pos_inf;
+    m.neg_inf = a.neg_inf + b.neg_inf;
+    m.zero = a.zero + b.zero;
+    m.subnormal = a.subnormal + b.subnormal;
+    for (int k = 0; k < 3; ++k) m.ge[k] = a.ge[k] + b.ge[k];
+    return m;
+  }
+};
+
+/// Per-dtype constants, as bit patterns of the element type (floats) or as
+/// "magnitude above" limits (integers: |x| >= t  <=>  |x| > t - 1).
+struct Params {
+  std::uint64_t abs_mask, nan_above, inf, neg_inf, min_normal_minus_1, threshold[3];
+  bool has_inf;
+};
+
+template <class U>
+__device__ U swap_bytes(U v) {
+  if constexpr (sizeof(U) == 2) return static_cast<U>((v >> 8) | (v << 8));
+  if constexpr (sizeof(U) == 4) return static_cast<U>(__byte_perm(v, 0, 0x0123));
+  if constexpr (sizeof(U) == 8) {
+    const auto lo = static_cast<std::uint32_t>(v), hi = static_cast<std::uint32_t>(v >> 32);
+    return (static_cast<std::uint64_t>(__byte_perm(lo, 0, 0x0123)) << 32) |
+           __byte_perm(hi, 0, 0x0123);
+  }
+  return v;
+}
+
+template <class U, DKind K>
+__device__ void fold(DevStats& s, U v, const Params& p) {
+  if constexpr (K == DKind::floating) {
+    const U a = static_cast<U>(v & static_cast<U>(p.abs_mask));
+    s.lo = a < s.lo ? a : s.lo;
+    s.hi = a > s.hi ? a : s.hi;
+    s.nan += a > p.nan_above;
+    if (p.has_inf) {
+      s.pos_inf += v == static_cast<U>(p.inf);
+      s.neg_inf += v == static_cast<U>(p.neg_inf);
+    }
+    s.zero += a == 0;
+    s.subnormal += static_cast<U>(a - 1) < static_cast<U>(p.min_normal_minus_1);
+    for (int k = 0; k < 3; ++k) s.ge[k] += a >= p.threshold[k];
+  } else if constexpr (K == DKind::boolean) {
+    const std::uint64_t b = v != 0;
+    s.lo = b < s.lo ? b : s.lo;
+    s.hi = b > s.hi ? b : s.hi;
+    s.zero += b == 0;
+  } else {
+    U mag = v;
+    std::uint64_t key = v;
+    if constexpr (K == DKind::signed_int) {
+      using S = std::make_signed_t<U>;
+      const S sv = static_cast<S>(v);
+      if (sv < 0) mag = static_cast<U>(U{0} - v);
+      const S a = static_cast<S>(mag);  // the framework's abs: wraps the most negative value
+      key = static_cast<std::uint64_t>(static_cast<long long>(a)) ^ (std::uint64_t{1} << 63);
+    }
+    s.lo = key < s.lo ? key : s.lo;
+    s.hi = key > s.hi ? key : s.hi;
+    s.zero += v == 0;
+    for (int k = 0; k < 3; ++k) s.ge[k] += mag > p.threshold[k];
+  }
+}
+
+template <class U, DKind K>
+__global__ void __launch_bounds__(kThreads)
+    scan_kernel(const U* x, std::size_t n, Params p, bool swap, DevStats* partial) {
+  DevStats s = identity();
+  for (std::size_t i = blockIdx.x * std::size_t{kThreads} + threadIdx.x; i < n;
+       i += std::size_t{gridDim.x} * kThreads) {
+    U v = x[i];
+    if (swap) v = swap_bytes(v);
+    fold<U, K>(s, v, p);
+  }
+  using BlockReduce = cub::BlockReduce<DevStats, kThreads>;
+  __shared__ typename BlockReduce::TempStorage temp;
+  const DevStats r = BlockReduce(temp).Reduce(s, MergeStats());
+  if (threadIdx.x == 0) partial[blockIdx.x] = r;
+}
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw Error(ExitCode::usage,
+                std::string("CUDA scanner: ") + what + " failed: " + cudaGetErrorName(e) + " (" +
+                    cudaGetErrorString(e) + ")",
+                "scan on the CPU with --device cpu");
+}
+
+Params params_for(DType t) {
+  Params p{};
+  if (is_float(t)) {
+    const FloatFormat& f = float_format(t);
+    p.abs_mask = f.sign_mask - 1;
+    p.nan_above = f.nan_above();
+    p.inf = f.inf;
+    p.neg_inf = f.inf | f.sign_mask;
+    p.min_normal_minus_1 = f.min_normal - 1;
+    p.has_inf = f.has_inf;
+    for (int k = 0; k < 3; ++k) p.threshold[k] = float_threshold_bits(t, kThresholds[k]);
+    return p;
+  }
+  const int bits = static_cast<int>(dtype_size(t)) * 8;
+  const double max =
+      bits == 64 ? 18446744073709551615.0 : static_cast<double>((std::uint64_t{1} << bits) - 1);
+  for (int k = 0; k < 3; ++k)
+    p.threshold[k] = kThresholds[k] - 1 >= max ? static_cast<std::uint64_t>(max)
+                                               : static_cast<std::uint64_t>(kThresholds[k] - 1);
+  return p;
+}
+
+TensorStats decode(const DevStats& d, DType t, std::uint64_t count) {
+  TensorStats s;
+  s.count = count;
+  s.nan = d.nan, s.pos_inf = d.pos_inf, s.neg_inf = d.neg_inf, s.zero = d.zero;
+  s.subnormal = d.subnormal, s.ge_1e2 = d.ge[0], s.ge_1e3 = d.ge[1], s.ge_1e4 = d.ge[2];
+  switch (dtype_kind(t)) {
+    case DKind::floating:
+      // NaN patterns are above every threshold pattern: take them back out.
+      s.ge_1e2 -= s.nan, s.ge_1e3 -= s.nan, s.ge_1e4 -= s.nan;
+      if (s.nan > 0) {
+        s.abs_min = s.abs_max = std::numeric_limits<double>::quiet_NaN();
+      } else {
+        s.abs_min = float_bits_to_double(t, d.lo);
+        s.abs_max = float_bits_to_double(t, d.hi);
+      }
+      break;
+    case DKind::signed_int:
+      s.abs_min = static_cast<double>(static_cast<long long>(d.lo ^ (std::uint64_t{1} << 63)));
+      s.abs_max = static_cast<double>(static_cast<long long>(d.hi ^ (std::uint64_t{1} << 63)));
+      break;
+    default:
+      s.abs_min = static_cast<double>(d.lo);
+      s.abs_max = static_cast<double>(d.hi);
+  }
+  return s;
+}
+
+class CudaScanner final : public Scanner {
+ public:
+  explicit CudaScanner(int device)
+      : device_(device),
+        info_((set_device(device), gpu_info(device))),
+        chunk_(kChunkBytes),
+        partial_(kMaxBlocks * sizeof(DevStats)),
+        result_(sizeof(DevStats)) {
+    std::size_t temp = 0;
+    check(cub::DeviceReduce::Reduce(nullptr, temp, static_cast<DevStats*>(partial_.get()),
+                                    static_cast<DevStats*>(result_.get()), kMaxBlocks, MergeStats(),
+                                    identity(), stream()),
+          "cub::DeviceReduce::Reduce (temp size)");
+    temp_ = std::make_unique<DeviceBuffer>(temp);
+  }
+
+  std::vector<TensorStats> scan(std::span<const TensorView> tensors) override {
+    set_device(device_);
+    std::vector<TensorStats> out(tensors.size());
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const TensorView& v = tensors[i];
+      const std::size_t es = dtype_size(v.dtype);
+      const std::uint64_t per_chunk = kChunkBytes / es;
+      for (std::uint64_t b = 0; b < v.count; b += per_chunk) {
+        const std::uint64_t n = std::min(per_chunk, v.count - b);
+        out[i] = merge(out[i], decode(scan_chunk(v, b, n), v.dtype, n));
+      }
+    }
+    return out;
+  }
+
+  std::string describe() const override {
+    return "cuda (" + info_.name + ", device " + std::to_string(device_) + ")";
+  }
+
+ private:
+  cudaStream_t stream() const { return static_cast<cudaStream_t>(stream_.handle()); }
+
+  DevStats scan_chunk(const TensorView& v, std::uint64_t begin, std::uint64_t n) {
+    const std::size_t es = dtype_size(v.dtype);
+    check(cudaMemcpyAsync(chunk_.get(), v.data + begin * es, n * es, cudaMemcpyHostToDevice,
+                          stream()),
+          "cudaMemcpyAsync(tensor chunk)");
+    const int blocks =
+        static_cast<int>(std::min<std::uint64_t>(kMaxBlocks, (n + kThreads - 1) / kThreads));
+    launch(v.dtype, n, v.order == ByteOrder::big, blocks);
+    check(cudaGetLastError(), "scan kernel launch");
+    std::size_t temp = temp_->bytes();
+    check(cub::DeviceReduce::Reduce(temp_->get(), temp, static_cast<DevStats*>(partial_.get()),
+                                    static_cast<DevStats*>(result_.get()), blocks, MergeStats(),
+                                    identity(), stream()),
+          "cub::DeviceReduce::Reduce");
+    DevStats r;
+    check(cudaMemcpyAsync(&r, result_.get(), sizeof r, cudaMemcpyDeviceToHost, stream()),
+          "cudaMemcpyAsync(result)");
+    wait();
+    return r;
+  }
+
+  void launch(DType t, std::uint64_t n, bool swap, int blocks) {
+    const Params p = params_for(t);
+    auto* partial = static_cast<DevStats*>(partial_.get());
+    const void* x = chunk_.get();
+    auto go = [&]<class U, DKind K>() {
+      scan_kernel<U, K>
+          <<<blocks, kThreads, 0, stream()>>>(static_cast<const U*>(x), n, p, swap, partial);
+    };
+    switch (t) {
+      case DType::F64:
+        return go.template operator()<std::uint64_t, DKind::floating>();
+      case DType::F32:
+        return go.template operator()<std::uint32_t, DKind::floating>();
+      case DType::F16:
+      case DType::BF16:
+        return go.template operator()<std::uint16_t, DKind::floating>();
+      case DType::F8_E4M3:
+      case DType::F8_E5M2:
+        return go.template operator()<std::uint8_t, DKind::floating>();
+      case DType::I64:
+        return go.template operator()<std::uint64_t, DKind::signed_int>();
+      case DType::I32:
+        return go.template operator()<std::uint32_t, DKind::signed_int>();
+      case DType::I16:
+        return go.template operator()<std::uint16_t, DKind::signed_int>();
+      case DType::I8:
+        return go.template operator()<std::uint8_t, DKind::signed_int>();
+      case DType::U64:
+        return go.template operator()<std::uint64_t, DKind::unsigned_int>();
+      case DType::U32:
+        return go.template operator()<std::uint32_t, DKind::unsigned_int>();
+      case DType::U16:
+        return go.template operator()<std::uint16_t, DKind::unsigned_int>();
+      case DType::U8:
+        return go.template operator()<std::uint8_t, DKind::unsigned_int>();
+      case DType::BOOL:
+        return go.template operator()<std::uint8_t, DKind::boolean>();
+    }
+  }
+
+  /// Waits for the stream with a deadline instead of an unbounded sync.
+  void wait() {
+    const auto deadline = Deadline::after_seconds(kChunkTimeoutSeconds);
+    while (!stream_.done()) {
+      if (deadline.expired())
+        throw TimeoutError("CUDA scanner: a 64 MiB chunk did not finish within " +
+                               std::to_string(static_cast<int>(kChunkTimeoutSeconds)) + " s on " +
+                               info_.name,
+                           "check the GPU with nvidia-smi, or scan with --device cpu");
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  int device_;
+  GpuInfo info_;
+  Stream stream_;
+  DeviceBuffer chunk_;
+  DeviceBuffer partial_;
+  DeviceBuffer result_;
+  std::unique_ptr<DeviceBuffer> temp_;
+};
+
+}  // namespace
+
+std::unique_ptr<Scanner> make_cuda_scanner(std::string* why_not) {
+  const CudaStatus status = probe_cuda();
+  if (!status.usable) {
+    if (why_not) *why_not = status.error.empty() ? "no usable CUDA device" : status.error;
+    return nullptr;
+  }
+  try {
+    return std::make_unique<CudaScanner>(0);
+  } catch (const Error& e) {
+    if (why_not) *why_not = e.one_line();
+    return nullptr;
+  }
+}
+
+}  // namespace gpudiag::numerics

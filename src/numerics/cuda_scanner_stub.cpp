@@ -1,0 +1,12 @@
+// make_cuda_scanner for builds without the CUDA toolkit.
+#include "numerics/scanner.h"
+
+namespace gpudiag::numerics {
+
+std::unique_ptr<Scanner> make_cuda_scanner(std::string* why_not) {
+  if (why_not)
+    *why_not = "this gpudiag was built without CUDA (no toolkit found at configure time)";
+  return nullptr;
+}
+
+}  // namespace gpudiag::numerics

@@ -1,0 +1,40 @@
+// The scanner seam: turns tensor views into TensorStats. The CPU backend
+// (threads + vectorised loops) is always built; the CUDA backend (CUB
+// reductions in cuda_scanner.cu) only when the toolkit is found, and this
+// header stays plain C++ either way.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "numerics/tensor.h"
+#include "numerics/tensor_stats.h"
+
+namespace gpudiag::numerics {
+
+class Scanner {
+ public:
+  virtual ~Scanner() = default;
+  /// Statistics of each view, in the same order. Views may point anywhere in
+  /// host memory (memory-mapped files); a backend copies what it needs.
+  virtual std::vector<TensorStats> scan(std::span<const TensorView> tensors) = 0;
+  /// One line for logs and JSON: "cpu (8 threads)", "cuda (NVIDIA H100 ...)".
+  virtual std::string describe() const = 0;
+};
+
+enum class ScanDevice { cpu, cuda, automatic };
+
+/// `threads` == 0: one per hardware thread.
+std::unique_ptr<Scanner> make_cpu_scanner(unsigned threads);
+
+/// The CUDA scanner, or nullptr with `*why_not` set when this build has no
+/// CUDA or no usable device is visible.
+std::unique_ptr<Scanner> make_cuda_scanner(std::string* why_not);
+
+/// cpu, cuda (UsageError when unavailable), or automatic (cuda when a device
+/// is usable, else cpu).
+std::unique_ptr<Scanner> make_scanner(ScanDevice device, unsigned threads);
+
+}  // namespace gpudiag::numerics
