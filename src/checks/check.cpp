@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <thread>
 
 #include "checks/verdict.h"
 #include "checks/verify.h"
@@ -91,8 +92,18 @@ class CheckRun {
     try {
       work();
     } catch (const Error& e) {
-      me().fail(phase, e.one_line(), e.code() == ExitCode::timeout);
-      plane_.announce_failure(rank_label(me()) + " failed in " + phase + ": " + e.one_line());
+      std::string why = e.one_line();
+      // A lost connection is often a peer's death that its launcher is about
+      // to announce: give that a moment, since it says who and how.
+      if (e.code() != ExitCode::timeout && comm_) {
+        auto until = Deadline::after(std::chrono::seconds(1));
+        std::optional<std::string> death;
+        while (!(death = plane_.peer_death()) && !until.expired())
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        if (death) why = *death + "; here: " + why;
+      }
+      me().fail(phase, why, e.code() == ExitCode::timeout);
+      plane_.announce_failure(rank_label(me()) + " failed in " + phase + ": " + why);
     }
     me().seconds[phase] = seconds_since(t0);
   }

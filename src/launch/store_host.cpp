@@ -40,7 +40,8 @@ void StoreHost::on_child_exit(const ChildExit& exit) {
   // Ranks the launcher stopped itself are not news; only an unexpected end is.
   if (exit.status.ok() || exit.stopped_by_launcher) return;
   if (auto* store = client())
-    publish_failure(*store, death_notice(exit, host_), Deadline::after(std::chrono::seconds(3)));
+    publish_failure(*store, death_notice(exit, host_), Deadline::after(std::chrono::seconds(3)),
+                    FailureKind::died);
 }
 
 std::string death_notice(const ChildExit& exit, const std::string& host) {

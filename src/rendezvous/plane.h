@@ -55,6 +55,9 @@ class Plane {
   /// A failure a peer or a launcher announced ("rank 3 [n2-1] failed in
   /// communicator: ..."), so waits can end early; nullopt if none known.
   virtual std::optional<std::string> peer_failure() { return std::nullopt; }
+  /// A peer's death a launcher reported ("rank 2 [n1-2] (pid 42) was killed
+  /// by SIGKILL ..."), which explains a lost connection best; nullopt if none.
+  virtual std::optional<std::string> peer_death() { return std::nullopt; }
   /// Short name for the report: "single", "mpi", "store tcp://host:port".
   virtual std::string describe() const = 0;
 };

@@ -50,32 +50,23 @@ class StorePlane : public Plane {
   void announce_failure(const std::string& why) override {
     if (lost_) return;
     try {
-      own_.push_back(publish_failure(*store_, why, Deadline::after(std::chrono::seconds(5))));
+      own_.push_back(publish_failure(*store_, why, Deadline::after(std::chrono::seconds(5)),
+                                     FailureKind::failed));
     } catch (const Error& e) {
       note_lost(e);
     }
   }
 
   std::optional<std::string> peer_failure() override {
-    if (failure_ || lost_) return failure_ ? failure_ : lost_;
-    if (Deadline::Clock::now() < next_failure_poll_) return std::nullopt;
-    next_failure_poll_ = Deadline::Clock::now() + kFailurePollEvery;
-    try {
-      auto d = Deadline::after(std::chrono::seconds(5));
-      auto count = store_->try_get("failures", d);
-      if (!count) return std::nullopt;
-      std::vector<std::string> keys;
-      for (std::int64_t n = 1; n <= std::stoll(*count); ++n)
-        if (std::find(own_.begin(), own_.end(), n) == own_.end())
-          keys.push_back("failure/" + std::to_string(n));
-      if (keys.empty()) return std::nullopt;
-      for (const auto& v : store_->multi_get(keys, d))
-        if (v) return failure_ = *v;
-    } catch (const Error& e) {
-      note_lost(e);
-      return lost_;
-    }
-    return std::nullopt;
+    poll_failures();
+    if (death_) return death_;
+    if (failure_) return failure_;
+    return lost_;
+  }
+
+  std::optional<std::string> peer_death() override {
+    poll_failures();
+    return death_;
   }
 
   Gathered gather_all(const std::string&, const std::string& mine, Deadline deadline,
@@ -144,6 +135,33 @@ class StorePlane : public Plane {
     }
   }
 
+  /// Reads the announcements made since the last look (at most every 100 ms).
+  void poll_failures() {
+    if (death_ || lost_ || Deadline::Clock::now() < next_failure_poll_) return;
+    next_failure_poll_ = Deadline::Clock::now() + kFailurePollEvery;
+    try {
+      auto d = Deadline::after(std::chrono::seconds(5));
+      auto count = store_->try_get("failures", d);
+      if (!count) return;
+      std::vector<std::string> keys;
+      for (std::int64_t n = seen_ + 1; n <= std::stoll(*count); ++n)
+        keys.push_back("failure/" + std::to_string(n));
+      auto values = store_->multi_get(keys, d);
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        if (!values[i]) break;  // announced but not written yet: read it next time
+        ++seen_;
+        if (std::find(own_.begin(), own_.end(), seen_) != own_.end()) continue;
+        auto tab = values[i]->find('\t');
+        std::string kind = tab == std::string::npos ? "failed" : values[i]->substr(0, tab);
+        std::string text = tab == std::string::npos ? *values[i] : values[i]->substr(tab + 1);
+        if (kind == "died" && !death_) death_ = text;
+        if (!failure_) failure_ = text;
+      }
+    } catch (const Error& e) {
+      note_lost(e);
+    }
+  }
+
   /// A store error that is not a timeout means the store is gone for good.
   void note_lost(const Error& e) {
     if (e.code() != ExitCode::timeout && !lost_) lost_ = e.one_line();
@@ -152,16 +170,19 @@ class StorePlane : public Plane {
   std::unique_ptr<Store> store_;
   StorePlaneIdentity me_;
   int seq_ = 0;
-  std::optional<std::string> failure_, lost_;
+  std::optional<std::string> failure_, death_, lost_;
   std::vector<std::int64_t> own_;  ///< numbers of this rank's own announcements
+  std::int64_t seen_ = 0;          ///< announcements read so far
   Deadline::Clock::time_point next_failure_poll_{};
 };
 
 }  // namespace
 
-std::int64_t publish_failure(Store& store, const std::string& why, Deadline deadline) {
+std::int64_t publish_failure(Store& store, const std::string& why, Deadline deadline,
+                             FailureKind kind) {
   auto n = store.add("failures", 1, deadline);
-  store.set("failure/" + std::to_string(n), why, deadline);
+  store.set("failure/" + std::to_string(n),
+            std::string(kind == FailureKind::died ? "died" : "failed") + "\t" + why, deadline);
   return n;
 }
 

@@ -7,9 +7,10 @@
 //   phase/<r>     the phase rank r last entered
 //   cp/<n>/<r>    rank r's record at checkpoint n
 //   failures      counter of announced failures
-//   failure/<n>   the n-th announcement (1-based): why a rank failed, set by
-//                 the rank itself, a process that lost a rank claim, or the
-//                 launcher when a rank's process died
+//   failure/<n>   the n-th announcement (1-based), "<kind>\t<text>": kind
+//                 "failed" when a rank (or a process that lost a rank claim)
+//                 reports its own failure, "died" when a launcher saw a rank's
+//                 process end
 // A checkpoint sets its own key, then waits for everyone's in short slices,
 // looking at `failures` between slices so a dead or failed peer ends the wait
 // at once instead of at the deadline.
@@ -37,8 +38,11 @@ struct StorePlaneIdentity {
 std::unique_ptr<Plane> make_store_plane(std::unique_ptr<Store> store, const StorePlaneIdentity& me,
                                         Deadline deadline);
 
-/// Announces a failure to every rank of the job (a launcher uses it when a
-/// rank's process dies); returns its number.
-std::int64_t publish_failure(Store& store, const std::string& why, Deadline deadline);
+enum class FailureKind { failed, died };
+
+/// Announces a failure to every rank of the job (a launcher uses it with
+/// `died` when a rank's process ends); returns its number.
+std::int64_t publish_failure(Store& store, const std::string& why, Deadline deadline,
+                             FailureKind kind);
 
 }  // namespace gpudiag

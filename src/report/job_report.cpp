@@ -87,7 +87,8 @@ std::string summary_table(const CheckResult& result) {
     out += pad(std::to_string(rank), w[0]) + pad(r->host, w[1]) +
            pad(std::to_string(r->local_rank), w[2]) + pad(gpu, w[3]);
     for (std::size_t i = 4; i < std::size(head); ++i) out += pad(cell_seconds(*r, head[i]), w[i]);
-    std::string status = status_cell(*r);
+    // A rank whose last record was fine but that vanished is not OK.
+    std::string status = r->ok && result.last_seen[rank] != "barrier" ? "GONE" : status_cell(*r);
     if (result.last_seen[rank] != "barrier")
       status += " (last seen at " + (result.last_seen[rank].empty() ? std::string("start")
                                                                     : result.last_seen[rank]) + ")";
