@@ -268,6 +268,42 @@ class CheckRun {
                     "run again with --nccl-debug info; suspect the transport between the ranks");
       if (bytes == opt_.large_bytes) time_large(buf, n);
     }
+    all_gather_and_broadcast();
+  }
+
+  /// An all-gather (each rank's slot holds its own pattern) and a broadcast
+  /// from the last rank, so a non-zero root is exercised; both checked exactly.
+  void all_gather_and_broadcast() {
+    const int n = plane_.size();
+    const std::size_t per = opt_.small_bytes / sizeof(float);
+    std::vector<float> host(per * n, -1.0f);
+    fill_contribution(host.data() + me().rank * per, per, me().rank);
+    float* buf = workspace_->allocate(per * n);
+    workspace_->upload(buf, host.data(), per * n);
+    comm_->all_gather(buf, per, wait_deadline());
+    workspace_->download(host.data(), buf, per * n);
+    for (int r = 0; r < n; ++r)
+      for (std::size_t i = 0; i < per; ++i)
+        if (host[r * per + i] != contribution(r, i))
+          throw Error(ExitCode::broken, "all-gather returned wrong values in the slot of rank " +
+                                            std::to_string(r) + " (element " + std::to_string(i) +
+                                            ")",
+                      "suspect the transport between this rank and rank " + std::to_string(r));
+    const int root = n - 1;
+    const std::size_t count = opt_.small_bytes * 4 / sizeof(float);
+    std::vector<float> b(count, 0.0f);
+    if (me().rank == root) fill_contribution(b.data(), count, root);
+    float* bbuf = workspace_->allocate(count);
+    workspace_->upload(bbuf, b.data(), count);
+    comm_->broadcast(bbuf, count, root, wait_deadline());
+    workspace_->download(b.data(), bbuf, count);
+    for (std::size_t i = 0; i < count; ++i)
+      if (b[i] != contribution(root, i))
+        throw Error(ExitCode::broken, "broadcast from rank " + std::to_string(root) +
+                                          " returned wrong values at element " + std::to_string(i),
+                    "suspect the transport between this rank and rank " + std::to_string(root));
+    workspace_->release(buf);
+    workspace_->release(bbuf);
   }
 
   void time_large(float* buf, std::size_t n) {

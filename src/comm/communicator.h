@@ -46,6 +46,11 @@ class Communicator {
   virtual std::string name() const = 0;
   /// In-place sum over all ranks of `count` floats at `data` (workspace memory).
   virtual void all_reduce_sum(float* data, std::size_t count, Deadline deadline) = 0;
+  /// In place: rank r's `count` floats sit at data + r * count; afterwards
+  /// every rank holds all size * count.
+  virtual void all_gather(float* data, std::size_t count, Deadline deadline) = 0;
+  /// `count` floats at `data` on `root` to every rank.
+  virtual void broadcast(float* data, std::size_t count, int root, Deadline deadline) = 0;
   virtual void barrier(Deadline deadline) = 0;
   void set_abort_check(AbortCheck check) { abort_check_ = std::move(check); }
 

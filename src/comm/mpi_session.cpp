@@ -46,6 +46,17 @@ class MpiHostCommunicator : public Communicator {
     wait_request(req, "MPI_Iallreduce of " + human_bytes(count * sizeof(float)), deadline,
                  abort_check_);
   }
+  void all_gather(float* data, std::size_t count, Deadline deadline) override {
+    MPI_Request req;
+    MPI_Iallgather(MPI_IN_PLACE, 0, MPI_FLOAT, data, static_cast<int>(count), MPI_FLOAT,
+                   MPI_COMM_WORLD, &req);
+    wait_request(req, "MPI_Iallgather", deadline, abort_check_);
+  }
+  void broadcast(float* data, std::size_t count, int root, Deadline deadline) override {
+    MPI_Request req;
+    MPI_Ibcast(data, static_cast<int>(count), MPI_FLOAT, root, MPI_COMM_WORLD, &req);
+    wait_request(req, "MPI_Ibcast", deadline, abort_check_);
+  }
   void barrier(Deadline deadline) override {
     MPI_Request req;
     MPI_Ibarrier(MPI_COMM_WORLD, &req);

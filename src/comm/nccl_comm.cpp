@@ -67,6 +67,22 @@ class NcclCommunicator : public Communicator {
     wait("ncclAllReduce of " + human_bytes(count * sizeof(float)), deadline);
   }
 
+  void all_gather(float* data, std::size_t count, Deadline deadline) override {
+    int rank = 0;
+    ncclCommUserRank(comm_, &rank);
+    ncclResult_t r = ncclAllGather(data + rank * count, data, count, ncclFloat, comm_,
+                                   static_cast<cudaStream_t>(stream_.handle()));
+    if (r != ncclSuccess && r != ncclInProgress) fail("ncclAllGather", r);
+    wait("ncclAllGather of " + human_bytes(count * sizeof(float)) + " per rank", deadline);
+  }
+
+  void broadcast(float* data, std::size_t count, int root, Deadline deadline) override {
+    ncclResult_t r = ncclBroadcast(data, data, count, ncclFloat, root, comm_,
+                                   static_cast<cudaStream_t>(stream_.handle()));
+    if (r != ncclSuccess && r != ncclInProgress) fail("ncclBroadcast", r);
+    wait("ncclBroadcast of " + human_bytes(count * sizeof(float)), deadline);
+  }
+
   void barrier(Deadline deadline) override {
     // What torch.distributed.barrier() does on NCCL: a one-element all-reduce.
     if (!one_) one_ = std::make_unique<DeviceBuffer>(sizeof(float));

@@ -94,6 +94,31 @@ class TcpRing : public Communicator {
     }
   }
 
+  void all_gather(float* data, std::size_t count, Deadline deadline) override {
+    const int n = size_;
+    for (int s = 0; s < n - 1; ++s) {
+      int out = ((rank_ - s) % n + n) % n, in = ((rank_ - s - 1) % n + n) % n;
+      exchange(data + out * count, count, data + in * count, count, deadline, [](std::size_t) {});
+    }
+  }
+
+  /// A pipelined chain from root along the ring: each rank forwards chunk k-1
+  /// to the next while chunk k arrives from the previous one.
+  void broadcast(float* data, std::size_t count, int root, Deadline deadline) override {
+    const int n = size_;
+    const bool is_root = rank_ == root, is_last = rank_ == (root + n - 1) % n;
+    const std::size_t chunk = 64 * 1024, chunks = (count + chunk - 1) / chunk;
+    auto at = [&](std::size_t k) { return data + k * chunk; };
+    auto len = [&](std::size_t k) { return std::min(chunk, count - k * chunk); };
+    for (std::size_t k = 0; k <= chunks; ++k) {
+      bool send = !is_last && (is_root ? k < chunks : k > 0);
+      std::size_t send_k = is_root ? k : k - 1;
+      bool recv = !is_root && k < chunks;
+      exchange(send ? at(send_k) : data, send ? len(send_k) : 0, recv ? at(k) : data,
+               recv ? len(k) : 0, deadline, [](std::size_t) {});
+    }
+  }
+
   void barrier(Deadline deadline) override {
     float one = 1.0f;
     all_reduce_sum(&one, 1, deadline);
@@ -159,6 +184,8 @@ class SelfRing : public Communicator {
  public:
   std::string name() const override { return "host/tcp"; }
   void all_reduce_sum(float*, std::size_t, Deadline) override {}
+  void all_gather(float*, std::size_t, Deadline) override {}
+  void broadcast(float*, std::size_t, int, Deadline) override {}
   void barrier(Deadline) override {}
 };
 

@@ -59,6 +59,57 @@ INSTANTIATE_TEST_SUITE_P(Ring, RingSizes,
                                            std::pair{4, std::size_t{1} << 20},
                                            std::pair{8, std::size_t{100003}}));
 
+/// Runs `body(ring, rank)` on n ring members in threads, over loopback.
+template <class F>
+void on_ring(int n, F body) {
+  std::vector<std::unique_ptr<RingListener>> listeners;
+  RingPeers base;
+  base.token = "t";
+  for (int r = 0; r < n; ++r) {
+    listeners.push_back(std::make_unique<RingListener>());
+    base.endpoints.push_back("127.0.0.1:" + std::to_string(listeners.back()->port()));
+    base.labels.push_back("rank " + std::to_string(r));
+  }
+  std::vector<std::future<void>> done;
+  for (int r = 0; r < n; ++r)
+    done.push_back(std::async(std::launch::async, [&, r] {
+      RingPeers p = base;
+      p.rank = r;
+      auto ring = make_tcp_ring(*listeners[r], p, Deadline::after(std::chrono::seconds(30)));
+      body(*ring, r);
+    }));
+  for (auto& f : done) f.get();
+}
+
+TEST(Ring, AllGatherPutsEveryRanksSlotEverywhere) {
+  const int n = 5;
+  const std::size_t per = 3001;
+  std::vector<std::vector<float>> data(n, std::vector<float>(per * n, -1.0f));
+  on_ring(n, [&](Communicator& ring, int r) {
+    fill_contribution(data[r].data() + r * per, per, r);
+    ring.all_gather(data[r].data(), per, Deadline::after(std::chrono::seconds(30)));
+  });
+  for (int r = 0; r < n; ++r)
+    for (int slot = 0; slot < n; ++slot)
+      for (std::size_t i = 0; i < per; ++i)
+        ASSERT_EQ(data[r][slot * per + i], contribution(slot, i)) << r << " " << slot << " " << i;
+}
+
+TEST(Ring, BroadcastFromEveryRoot) {
+  const int n = 4;
+  const std::size_t count = 300001;  // several pipeline chunks, the last one partial
+  for (int root = 0; root < n; ++root) {
+    std::vector<std::vector<float>> data(n, std::vector<float>(count, 0.0f));
+    fill_contribution(data[root].data(), count, root);
+    on_ring(n, [&](Communicator& ring, int r) {
+      ring.broadcast(data[r].data(), count, root, Deadline::after(std::chrono::seconds(30)));
+    });
+    for (int r = 0; r < n; ++r)
+      for (std::size_t i = 0; i < count; i += 97)
+        ASSERT_EQ(data[r][i], contribution(root, i)) << "root " << root << " rank " << r;
+  }
+}
+
 TEST(Ring, WrongTokenNeverConnectsAndTimesOutNamingTheNeighbour) {
   RingListener a, b;
   RingPeers pa{0, {"127.0.0.1:" + std::to_string(a.port()), "127.0.0.1:" + std::to_string(b.port())},
