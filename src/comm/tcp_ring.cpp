@@ -39,6 +39,14 @@ std::pair<std::string, int> split_endpoint(const std::string& ep) {
   return {host, static_cast<int>(*port)};
 }
 
+/// Ring sockets move megabytes per step: large kernel buffers let one
+/// send() hand over a whole segment and cut the poll round trips.
+void set_ring_buffers(int fd) {
+  int bytes = 4 << 20;
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+}
+
 /// Accepts connections until one says hello as `want` from this job.
 net::Fd accept_neighbour(net::Fd& listener, int want, std::uint32_t token, const std::string& label,
                          Deadline deadline) {
@@ -53,6 +61,7 @@ net::Fd accept_neighbour(net::Fd& listener, int want, std::uint32_t token, const
           std::memcmp(h.magic, kMagic, sizeof kMagic) == 0 && h.token == token &&
           static_cast<int>(h.rank) == want) {
         net::set_stream_options(c.get());
+        set_ring_buffers(c.get());
         return c;
       }
       // Anything else (a port scanner, a stale job) is dropped.
@@ -67,30 +76,91 @@ net::Fd accept_neighbour(net::Fd& listener, int want, std::uint32_t token, const
 class TcpRing : public Communicator {
  public:
   TcpRing(net::Fd next, net::Fd prev, const RingPeers& peers)
-      : next_(std::move(next)), prev_(std::move(prev)), rank_(peers.rank),
+      : next_(std::move(next)),
+        prev_(std::move(prev)),
+        rank_(peers.rank),
         size_(static_cast<int>(peers.endpoints.size())),
         next_label_(peers.labels[(rank_ + 1) % size_]),
         prev_label_(peers.labels[(rank_ + size_ - 1) % size_]) {}
 
   std::string name() const override { return "host/tcp"; }
 
+  /// The ring all-reduce as one stream. Step i (reduce-scatter for i < n-1,
+  /// then all-gather) sends one segment and receives another, and the
+  /// segment step i+1 sends is the one step i received. So a send need not
+  /// wait for its step to start: it may go as far as the previous step's
+  /// received (and, while reducing, summed) floats, and the sends of all
+  /// 2(n-1) steps flow back to back with the receives, never waiting for a
+  /// whole segment to round-trip.
   void all_reduce_sum(float* data, std::size_t count, Deadline deadline) override {
-    const int n = size_;
+    const int n = size_, steps = 2 * (n - 1);
     auto off = [&](int i) { return count * static_cast<std::size_t>(i) / n; };
-    auto len = [&](int i) { return off(i + 1) - off(i); };
+    auto seg_len = [&](int i) { return off(i + 1) - off(i); };
+    auto mod = [&](int x) { return ((x % n) + n) % n; };
+    // Reduce-scatter step s sends (r - s) and receives (r - s - 1); all-gather
+    // step t sends (r + 1 - t) and receives (r - t).
+    auto out_seg = [&](int i) { return i < n - 1 ? mod(rank_ - i) : mod(rank_ + 1 - (i - n + 1)); };
+    auto in_seg = [&](int i) { return i < n - 1 ? mod(rank_ - i - 1) : mod(rank_ - (i - n + 1)); };
     tmp_.resize(count / n + 1);
-    for (int s = 0; s < n - 1; ++s) {  // reduce-scatter
-      int out = ((rank_ - s) % n + n) % n, in = ((rank_ - s - 1) % n + n) % n;
-      float* dst = data + off(in);
-      std::size_t done = 0;
-      exchange(data + off(out), len(out), tmp_.data(), len(in), deadline,
-               [&](std::size_t floats) {
-                 for (; done < floats; ++done) dst[done] += tmp_[done];
-               });
-    }
-    for (int s = 0; s < n - 1; ++s) {  // all-gather
-      int out = ((rank_ + 1 - s) % n + n) % n, in = ((rank_ - s) % n + n) % n;
-      exchange(data + off(out), len(out), data + off(in), len(in), deadline, [](std::size_t) {});
+    std::vector<std::size_t> done(steps, 0);  // floats received and stored per step
+    int ss = 0, rs = 0;                       // current send and receive steps
+    std::size_t sent = 0, got = 0;            // bytes of the current steps
+    auto send_ready = [&]() -> std::size_t {  // bytes step ss may have sent by now
+      std::size_t whole = seg_len(out_seg(ss)) * 4;
+      return ss == 0 ? whole : std::min(whole, done[ss - 1] * 4);
+    };
+    while (ss < steps || rs < steps) {
+      // A send step is over once its segment is out (at once when empty, as
+      // when count < n); a receive step with an empty segment likewise.
+      if (ss < steps && sent == seg_len(out_seg(ss)) * 4 &&
+          (ss == 0 || done[ss - 1] == seg_len(out_seg(ss)))) {
+        ++ss, sent = 0;
+        continue;
+      }
+      if (rs < steps && seg_len(in_seg(rs)) == 0) {
+        ++rs, got = 0;
+        continue;
+      }
+      const bool want_send = ss < steps && sent < send_ready();
+      const bool want_recv = rs < steps;
+      pollfd p[2] = {{next_.get(), static_cast<short>(want_send ? POLLOUT : 0), 0},
+                     {prev_.get(), static_cast<short>(want_recv ? POLLIN : 0), 0}};
+      int rc = ::poll(p, 2, deadline.poll_ms(100));
+      if (rc < 0 && errno != EINTR) throw Error(ExitCode::broken, "poll failed on the ring");
+      if (p[0].revents & (POLLERR | POLLHUP)) lost(next_label_);
+      if (want_send && (p[0].revents & POLLOUT)) {
+        const char* src = reinterpret_cast<const char*>(data + off(out_seg(ss)));
+        ssize_t k = ::send(next_.get(), src + sent, send_ready() - sent, MSG_NOSIGNAL);
+        if (k < 0 && errno != EAGAIN && errno != EINTR) lost(next_label_);
+        if (k > 0) sent += static_cast<std::size_t>(k);
+      }
+      if (want_recv && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+        const bool reduce = rs < n - 1;
+        float* dst = data + off(in_seg(rs));
+        char* into = reinterpret_cast<char*>(reduce ? tmp_.data() : dst);
+        ssize_t k = ::recv(prev_.get(), into + got, seg_len(in_seg(rs)) * 4 - got, 0);
+        if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) lost(prev_label_);
+        if (k > 0) {
+          got += static_cast<std::size_t>(k);
+          std::size_t& d = done[rs];
+          if (reduce)
+            for (; d < got / 4; ++d) dst[d] += tmp_[d];
+          else
+            d = got / 4;
+          if (got == seg_len(in_seg(rs)) * 4) ++rs, got = 0;
+        }
+      }
+      if (rc == 0) {
+        if (abort_check_)
+          if (auto why = abort_check_())
+            throw Error(ExitCode::broken, "all-reduce abandoned: " + *why);
+        if (deadline.expired())
+          throw TimeoutError("all-reduce over TCP stalled at step " +
+                                 std::to_string(std::min(ss, rs) + 1) + " of " +
+                                 std::to_string(steps) + " (sending to " + next_label_ +
+                                 ", receiving from " + prev_label_ + ")",
+                             "one of them is stuck or its link is down");
+      }
     }
   }
 
@@ -128,8 +198,8 @@ class TcpRing : public Communicator {
   /// Sends `out_n` floats to the next rank while receiving `in_n` from the
   /// previous one; `arrived(k)` runs whenever the first k floats are in.
   template <class F>
-  void exchange(const float* out, std::size_t out_n, float* in, std::size_t in_n,
-                Deadline deadline, F arrived) {
+  void exchange(const float* out, std::size_t out_n, float* in, std::size_t in_n, Deadline deadline,
+                F arrived) {
     const char* o = reinterpret_cast<const char*>(out);
     char* i = reinterpret_cast<char*>(in);
     std::size_t sent = 0, got = 0;
@@ -141,7 +211,7 @@ class TcpRing : public Communicator {
       if (rc < 0 && errno != EINTR) throw Error(ExitCode::broken, "poll failed on the ring");
       if (p[0].revents & (POLLERR | POLLHUP)) lost(next_label_);
       if (p[0].revents & POLLOUT) {
-        ssize_t k = ::send(next_.get(), o + sent, std::min<std::size_t>(out_b - sent, 1 << 20),
+        ssize_t k = ::send(next_.get(), o + sent, std::min<std::size_t>(out_b - sent, 4 << 20),
                            MSG_NOSIGNAL);
         if (k < 0 && errno != EAGAIN && errno != EINTR) lost(next_label_);
         if (k > 0) sent += static_cast<std::size_t>(k);
@@ -157,7 +227,8 @@ class TcpRing : public Communicator {
       if (rc == 0 || !(sent < out_b || got < in_b)) {
         if (sent >= out_b && got >= in_b) break;
         if (abort_check_)
-          if (auto why = abort_check_()) throw Error(ExitCode::broken, "all-reduce abandoned: " + *why);
+          if (auto why = abort_check_())
+            throw Error(ExitCode::broken, "all-reduce abandoned: " + *why);
         if (deadline.expired())
           throw TimeoutError("all-reduce over TCP stalled: " + human_bytes(sent) + " of " +
                                  human_bytes(out_b) + " sent to " + next_label_ + ", " +
@@ -213,6 +284,7 @@ std::unique_ptr<Communicator> make_tcp_ring(RingListener& listener, const RingPe
   std::memcpy(h.magic, kMagic, sizeof kMagic);
   h.rank = static_cast<std::uint32_t>(peers.rank);
   h.token = token;
+  set_ring_buffers(out.get());
   if (net::send_all(out.get(), &h, sizeof h, deadline) != net::Io::ok)
     throw Error(ExitCode::broken, peers.labels[next] + " closed the ring connection at once");
   net::Fd in = accept_neighbour(listener.fd(), prev, token, peers.labels[prev], deadline);
