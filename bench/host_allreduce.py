@@ -6,10 +6,12 @@ self,vader), same ranks, sizes and iteration counts.
 
     bench/host_allreduce.py [--ranks 2] [--min 1MiB] [--max 256MiB] [--iters 10]
 
-Prints a Markdown table of busbw (GB/s, nccl-tests' definition) per size."""
+Prints a Markdown table of busbw (GB/s, nccl-tests' definition) per size,
+from the median time of --repeat interleaved runs of each side."""
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,10 +36,10 @@ def gpudiag_ring(a):
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "bench.json")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX", "SLURM_"))}
-        subprocess.run([BIN, "launch", "--nproc-per-node", str(a.ranks), "--", "bench",
+        subprocess.run([BIN, "launch", "--nproc-per-node", str(a.ranks), "--no-prefix", "--", "bench",
                         "--backend", "host", "--min", str(a.min), "--max", str(a.max),
                         "--iters", str(a.iters), "--json", out], check=True, env=env,
-                       stdout=subprocess.DEVNULL)
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         with open(out) as f:
             return {int(r["bytes"]): r["seconds"] for r in json.load(f)["sizes"]}
 
@@ -56,13 +58,18 @@ def main():
     ap.add_argument("--min", type=size, default=1 << 20)
     ap.add_argument("--max", type=size, default=256 << 20)
     ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each side; medians are printed")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         exe = os.path.join(d, "mpi_allreduce")
         subprocess.run(["mpicc", "-O2", "-o", exe, os.path.join(ROOT, "bench", "mpi_allreduce.c")], check=True)
-        ring = gpudiag_ring(a)
-        tcp = open_mpi(a, "self,tcp", exe)
-        shm = open_mpi(a, "self,vader", exe)
+        runs = {"ring": [], "tcp": [], "shm": []}
+        for _ in range(a.repeat):  # interleaved, so drift in the machine hits all alike
+            runs["ring"].append(gpudiag_ring(a))
+            runs["tcp"].append(open_mpi(a, "self,tcp", exe))
+            runs["shm"].append(open_mpi(a, "self,vader", exe))
+        med = {k: {b: statistics.median(r[b] for r in v) for b in v[0]} for k, v in runs.items()}
+        ring, tcp, shm = med["ring"], med["tcp"], med["shm"]
     n = a.ranks
     print(f"| size | gpudiag host/tcp busbw | Open MPI tcp busbw | Open MPI vader (shm) busbw | ring / MPI tcp |")
     print("|---:|---:|---:|---:|---:|")

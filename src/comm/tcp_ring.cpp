@@ -3,6 +3,7 @@
 #include "comm/tcp_ring.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -15,6 +16,7 @@ namespace gpudiag {
 
 namespace {
 
+constexpr int kYieldsBeforePoll = 64;
 constexpr char kMagic[8] = {'G', 'D', 'R', 'I', 'N', 'G', '0', '1'};
 
 std::uint32_t token_hash(const std::string& token) {
@@ -109,6 +111,7 @@ class TcpRing : public Communicator {
       std::size_t whole = seg_len(out_seg(ss)) * 4;
       return ss == 0 ? whole : std::min(whole, done[ss - 1] * 4);
     };
+    int idle = 0;
     while (ss < steps || rs < steps) {
       // A send step is over once its segment is out (at once when empty, as
       // when count < n); a receive step with an empty segment likewise.
@@ -123,24 +126,24 @@ class TcpRing : public Communicator {
       }
       const bool want_send = ss < steps && sent < send_ready();
       const bool want_recv = rs < steps;
-      pollfd p[2] = {{next_.get(), static_cast<short>(want_send ? POLLOUT : 0), 0},
-                     {prev_.get(), static_cast<short>(want_recv ? POLLIN : 0), 0}};
-      int rc = ::poll(p, 2, deadline.poll_ms(100));
-      if (rc < 0 && errno != EINTR) throw Error(ExitCode::broken, "poll failed on the ring");
-      if (p[0].revents & (POLLERR | POLLHUP)) lost(next_label_);
-      if (want_send && (p[0].revents & POLLOUT)) {
+      // Try both directions first; poll only when neither can move, which
+      // saves a system call per round while data flows.
+      bool moved = false;
+      if (want_send) {
         const char* src = reinterpret_cast<const char*>(data + off(out_seg(ss)));
-        ssize_t k = ::send(next_.get(), src + sent, send_ready() - sent, MSG_NOSIGNAL);
+        ssize_t k =
+            ::send(next_.get(), src + sent, send_ready() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (k < 0 && errno != EAGAIN && errno != EINTR) lost(next_label_);
-        if (k > 0) sent += static_cast<std::size_t>(k);
+        if (k > 0) sent += static_cast<std::size_t>(k), moved = true;
       }
-      if (want_recv && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+      if (want_recv) {
         const bool reduce = rs < n - 1;
         float* dst = data + off(in_seg(rs));
         char* into = reinterpret_cast<char*>(reduce ? tmp_.data() : dst);
-        ssize_t k = ::recv(prev_.get(), into + got, seg_len(in_seg(rs)) * 4 - got, 0);
+        ssize_t k = ::recv(prev_.get(), into + got, seg_len(in_seg(rs)) * 4 - got, MSG_DONTWAIT);
         if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) lost(prev_label_);
         if (k > 0) {
+          moved = true;
           got += static_cast<std::size_t>(k);
           std::size_t& d = done[rs];
           if (reduce)
@@ -150,6 +153,22 @@ class TcpRing : public Communicator {
           if (got == seg_len(in_seg(rs)) * 4) ++rs, got = 0;
         }
       }
+      if (moved) {
+        idle = 0;
+        continue;
+      }
+      // Briefly yield instead of sleeping: on a busy host the peer that owes
+      // us data may be waiting for this very core.
+      if (++idle < kYieldsBeforePoll) {
+        sched_yield();
+        continue;
+      }
+      idle = 0;
+      pollfd p[2] = {{next_.get(), static_cast<short>(want_send ? POLLOUT : 0), 0},
+                     {prev_.get(), static_cast<short>(want_recv ? POLLIN : 0), 0}};
+      int rc = ::poll(p, 2, deadline.poll_ms(100));
+      if (rc < 0 && errno != EINTR) throw Error(ExitCode::broken, "poll failed on the ring");
+      if (p[0].revents & (POLLERR | POLLHUP)) lost(next_label_);
       if (rc == 0) {
         if (abort_check_)
           if (auto why = abort_check_())
