@@ -8,7 +8,9 @@ Each run uses the host backend with tiny buffers (--mem 4KiB --size 4KiB
 --iters 0), so what is measured is process start, rendezvous, the checkpoints
 and the collectives' set-up, not bandwidth. "all OK" is the moment the last
 "is OK" line arrives on the launcher's stdout; "exit" is when the launcher
-exits. Prints a Markdown table of medians."""
+exits. Prints a Markdown table of medians. A run where every rank printed OK
+but the launcher exited non-zero (Open MPI's runtime does so now and then with
+hundreds of ranks on two cores) is still timed, and counted in a note."""
 import argparse
 import os
 import statistics
@@ -32,9 +34,9 @@ def timed(cmd, n, env):
             if oks == n:
                 all_ok = time.monotonic() - start
     p.wait()
-    if p.returncode != 0 or all_ok is None:
+    if all_ok is None:
         raise SystemExit(f"{cmd[0]} with {n} ranks failed (exit {p.returncode}, {oks} OK lines)")
-    return all_ok, time.monotonic() - start
+    return all_ok, time.monotonic() - start, p.returncode
 
 
 def main():
@@ -52,11 +54,13 @@ def main():
         for _ in range(a.repeat):  # alternate so drift hits both alike
             launch.append(timed([BIN, "launch", "--nproc-per-node", str(n), "--", *CHECK], n, base))
             mpirun.append(timed(["mpirun", "-np", str(n), "--oversubscribe", BIN, *CHECK], n, mpi_env))
+        bad = sum(1 for x in mpirun if x[2] != 0) + sum(1 for x in launch if x[2] != 0)
         l_ok = statistics.median(x[0] for x in launch)
         l_exit = statistics.median(x[1] for x in launch)
         m_ok = statistics.median(x[0] for x in mpirun)
         m_exit = statistics.median(x[1] for x in mpirun)
-        print(f"| {n} | {l_ok:.2f} s | {l_exit:.2f} s | {m_ok:.2f} s | {m_exit:.2f} s | {l_ok / m_ok:.2f}x |")
+        note = f" ({bad} of {2 * a.repeat} runs all OK but exit non-zero)" if bad else ""
+        print(f"| {n} | {l_ok:.2f} s | {l_exit:.2f} s | {m_ok:.2f} s | {m_exit:.2f} s | {l_ok / m_ok:.2f}x{note} |")
         sys.stdout.flush()
 
 
