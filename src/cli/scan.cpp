@@ -59,7 +59,7 @@ Runner setup_scan(CLI::App& app) {
       ->check(CLI::Range(0, 4096));
   sub->add_option("--device", cli->device,
                   "scanner: cpu, cuda, or auto (cuda when a GPU is usable)")
-      ->default_val("auto")
+      ->default_val("cpu")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
 
   return [cli]() -> int {
