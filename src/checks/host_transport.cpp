@@ -22,22 +22,12 @@ class MpiTransport : public HostTransport {
   MpiSession& session_;
 };
 
-/// World size 1: every collective is the identity.
-class SelfCommunicator : public Communicator {
- public:
-  std::string name() const override { return "host/self"; }
-  void all_reduce_sum(float*, std::size_t, Deadline) override {}
-  void all_gather(float*, std::size_t, Deadline) override {}
-  void broadcast(float*, std::size_t, int, Deadline) override {}
-  void barrier(Deadline) override {}
-};
-
 class SelfTransport : public HostTransport {
  public:
   std::string name() const override { return "host/self"; }
   std::string prepare() override { return {}; }
   std::unique_ptr<Communicator> connect(const std::vector<RankRecord>&, int, Deadline) override {
-    return std::make_unique<SelfCommunicator>();
+    return make_self_communicator("host/self");
   }
 };
 

@@ -34,7 +34,7 @@ int run(BenchCli o) {
   CheckResult result = run_check(o.check, job.setup);
   // A benchmark prints results, not OK lines; a broken rank still says why.
   if (!result.me.ok) write_all(STDOUT_FILENO, status_line(result.me));
-  job.plane->gather_all("report", "", Deadline::after_seconds(o.check.timeout_s), result.live);
+  job.meet_after_printing(result, o.check.timeout_s);
   if (result.me.rank == 0) {
     write_all(STDOUT_FILENO, versions_line(result));
     if (job_ok(result)) write_all(STDOUT_FILENO, bench_table(result));
@@ -44,9 +44,7 @@ int run(BenchCli o) {
       if (!f) spdlog::error("could not write {}", o.json_path);
     }
   }
-  job.finish(result.me.ok && job_ok(result));
-  if (result.me.ok) return 0;
-  return static_cast<int>(result.me.timed_out ? ExitCode::timeout : ExitCode::broken);
+  return job.finish(result);
 }
 
 }  // namespace

@@ -74,10 +74,6 @@ void summarize_nccl_capture(const nccl_log::CapturePlan& plan, const CheckResult
   }
 }
 
-int exit_code_for(const RankRecord& me) {
-  if (me.ok) return static_cast<int>(ExitCode::ok);
-  return static_cast<int>(me.timed_out ? ExitCode::timeout : ExitCode::broken);
-}
 
 int run(const CheckCli& o) {
   auto job = join_job(Env::from_process(), o.check.timeout_s);
@@ -88,7 +84,7 @@ int run(const CheckCli& o) {
   CheckResult result = run_check(o.check, job.setup);
   write_all(STDOUT_FILENO, status_line(result.me));
   // Everyone has printed before rank 0 adds the summary below the lines.
-  job.plane->gather_all("report", "", Deadline::after_seconds(o.check.timeout_s), result.live);
+  job.meet_after_printing(result, o.check.timeout_s);
   if (result.me.rank == 0) {
     write_all(STDOUT_FILENO, versions_line(result) + summary_table(result));
     if (capture) summarize_nccl_capture(*capture, result);
@@ -98,8 +94,7 @@ int run(const CheckCli& o) {
       if (!f) spdlog::error("could not write the JSON report to {}", o.json_path);
     }
   }
-  job.finish(result.me.ok && job_ok(result));
-  return exit_code_for(result.me);
+  return job.finish(result);
 }
 
 }  // namespace

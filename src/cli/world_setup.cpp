@@ -6,6 +6,7 @@
 
 #include "rendezvous/job_token.h"
 #include "rendezvous/socket.h"
+#include "report/job_report.h"
 #include "rendezvous/store_plane.h"
 #include "util/error.h"
 #include "world/host.h"
@@ -59,12 +60,18 @@ Job join_job(const Env& env, double timeout_s) {
   return job;
 }
 
-void Job::finish(bool all_ok) {
-  if (!mpi) return;
-  if (!all_ok && !mpi->barrier_within(Deadline::after_seconds(3))) {
+void Job::meet_after_printing(const CheckResult& result, double timeout_s) {
+  plane->gather_all("report", "", Deadline::after_seconds(timeout_s), result.live);
+}
+
+int Job::finish(const CheckResult& result) {
+  const bool all_ok = result.me.ok && job_ok(result);
+  if (mpi && !all_ok && !mpi->barrier_within(Deadline::after_seconds(3))) {
     spdlog::info("not finalizing MPI: some ranks did not reach the end");
     mpi->abandon();
   }
+  if (result.me.ok) return static_cast<int>(ExitCode::ok);
+  return static_cast<int>(result.me.timed_out ? ExitCode::timeout : ExitCode::broken);
 }
 
 }  // namespace gpudiag::cli

@@ -18,9 +18,14 @@ struct Job {
   std::unique_ptr<Plane> plane;
   std::unique_ptr<HostTransport> transport;
 
+  /// After this rank printed its results: meets the ranks still alive, so
+  /// rank 0's summary comes below every rank's lines.
+  void meet_after_printing(const CheckResult& result, double timeout_s);
+
   /// Ends the job: finalize MPI when every rank is known to be fine or can
   /// meet within a few seconds, else leave without waiting for stuck peers.
-  void finish(bool all_ok);
+  /// Returns this rank's exit status (0 OK, 1 broken, 3 a peer timed out).
+  int finish(const CheckResult& result);
 };
 
 /// Throws UsageError for an inconsistent environment.

@@ -269,16 +269,6 @@ class TcpRing : public Communicator {
   std::vector<float> tmp_;
 };
 
-/// World size 1: nothing to exchange.
-class SelfRing : public Communicator {
- public:
-  std::string name() const override { return "host/tcp"; }
-  void all_reduce_sum(float*, std::size_t, Deadline) override {}
-  void all_gather(float*, std::size_t, Deadline) override {}
-  void broadcast(float*, std::size_t, int, Deadline) override {}
-  void barrier(Deadline) override {}
-};
-
 }  // namespace
 
 RingListener::RingListener() : fd_(net::listen_on("", 0)), port_(net::bound_port(fd_.get())) {}
@@ -286,7 +276,7 @@ RingListener::RingListener() : fd_(net::listen_on("", 0)), port_(net::bound_port
 std::unique_ptr<Communicator> make_tcp_ring(RingListener& listener, const RingPeers& peers,
                                             Deadline deadline) {
   const int n = static_cast<int>(peers.endpoints.size());
-  if (n == 1) return std::make_unique<SelfRing>();
+  if (n == 1) return make_self_communicator("host/tcp");
   const int next = (peers.rank + 1) % n, prev = (peers.rank + n - 1) % n;
   const auto token = token_hash(peers.token);
   // Connect first: the neighbour's listener is open since before the exchange,

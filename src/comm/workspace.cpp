@@ -1,4 +1,4 @@
-// Host and device Workspaces.
+// Host and device Workspaces, and the communicator of a world of one rank.
 #include <cstring>
 
 #include "comm/communicator.h"
@@ -48,7 +48,24 @@ class DeviceWorkspace : public Workspace {
   std::vector<std::unique_ptr<DeviceBuffer>> blocks_;
 };
 
+class SelfCommunicator : public Communicator {
+ public:
+  explicit SelfCommunicator(std::string name) : name_(std::move(name)) {}
+  std::string name() const override { return name_; }
+  void all_reduce_sum(float*, std::size_t, Deadline) override {}
+  void all_gather(float*, std::size_t, Deadline) override {}
+  void broadcast(float*, std::size_t, int, Deadline) override {}
+  void barrier(Deadline) override {}
+
+ private:
+  std::string name_;
+};
+
 }  // namespace
+
+std::unique_ptr<Communicator> make_self_communicator(std::string name) {
+  return std::make_unique<SelfCommunicator>(std::move(name));
+}
 
 std::unique_ptr<Workspace> make_host_workspace() { return std::make_unique<HostWorkspace>(); }
 std::unique_ptr<Workspace> make_device_workspace() { return std::make_unique<DeviceWorkspace>(); }
