@@ -15,7 +15,7 @@ namespace gpudiag::cli {
 
 namespace {
 
-/// The address peers use to reach this rank's ring port: GPUDIAG_HOST_ADDR,
+/// The address peers use to reach this rank's host/tcp port: GPUDIAG_HOST_ADDR,
 /// else the local address the kernel routes through towards MASTER_ADDR (so
 /// the ring uses the same network as the rendezvous), else the host name.
 std::string ring_address(const Env& env) {

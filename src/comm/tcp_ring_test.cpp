@@ -57,7 +57,8 @@ INSTANTIATE_TEST_SUITE_P(Ring, RingSizes,
                                            std::pair{2, std::size_t{1000}},
                                            std::pair{5, std::size_t{12345}},
                                            std::pair{4, std::size_t{1} << 20},
-                                           std::pair{8, std::size_t{100003}}));
+                                           std::pair{8, std::size_t{100003}},
+                                           std::pair{4, std::size_t{5} << 20}));  // ring, not halving
 
 /// Runs `body(ring, rank)` on n ring members in threads, over loopback.
 template <class F>

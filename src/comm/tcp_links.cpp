@@ -1,0 +1,131 @@
+#include "comm/tcp_links.h"
+
+#include <cstring>
+#include <map>
+
+namespace gpudiag {
+
+namespace {
+
+constexpr char kMagic[8] = {'G', 'D', 'R', 'I', 'N', 'G', '0', '2'};
+
+struct Hello {
+  char magic[8];
+  std::uint32_t rank;
+  std::uint32_t token;
+  std::uint32_t channel;
+};
+
+std::uint32_t token_hash(const std::string& token) {
+  std::uint32_t h = 2166136261u;  // FNV-1a
+  for (unsigned char c : token) h = (h ^ c) * 16777619u;
+  return h;
+}
+
+std::pair<std::string, int> split_endpoint(const std::string& ep) {
+  auto colon = ep.rfind(':');
+  auto port = colon == std::string::npos ? std::nullopt : parse_int(ep.substr(colon + 1));
+  std::string host = ep.substr(0, colon);
+  if (host.size() > 1 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  if (!port) throw Error(ExitCode::broken, "malformed ring endpoint '" + ep + "' from a peer");
+  return {host, static_cast<int>(*port)};
+}
+
+/// Large kernel buffers let one send() hand over megabytes and cut round trips.
+void set_buffers(int fd) {
+  int bytes = 4 << 20;
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+}
+
+net::Fd open_to(const RingPeers& peers, int to, std::uint32_t channel, Deadline deadline) {
+  auto [host, port] = split_endpoint(peers.endpoints[to]);
+  net::Fd fd;
+  try {
+    fd = net::connect_with_retry(host, port, deadline);
+  } catch (const Error& e) {
+    throw Error(e.code(), "cannot connect to " + peers.labels[to] + " for host/tcp: " + e.what(),
+                e.remedy());
+  }
+  set_buffers(fd.get());
+  Hello h{};
+  std::memcpy(h.magic, kMagic, sizeof kMagic);
+  h.rank = static_cast<std::uint32_t>(peers.rank);
+  h.token = token_hash(peers.token);
+  h.channel = channel;
+  if (net::send_all(fd.get(), &h, sizeof h, deadline) != net::Io::ok)
+    throw Error(ExitCode::broken, peers.labels[to] + " closed the host/tcp connection at once");
+  return fd;
+}
+
+/// Accepts until every (rank, channel) in `want` has called.
+std::map<std::pair<int, int>, net::Fd> accept_all(net::Fd& listener,
+                                                  std::map<std::pair<int, int>, net::Fd> want,
+                                                  const RingPeers& peers, Deadline deadline) {
+  const auto token = token_hash(peers.token);
+  auto missing = [&] {
+    for (auto& [key, fd] : want)
+      if (!fd) return key;
+    return std::pair{-1, -1};
+  };
+  while (missing().first >= 0) {
+    pollfd p{listener.get(), POLLIN, 0};
+    if (::poll(&p, 1, deadline.poll_ms(200)) > 0) {
+      net::Fd c(::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      if (!c) continue;
+      Hello h{};
+      if (net::recv_exact(c.get(), &h, sizeof h, Deadline::after(std::chrono::seconds(5))) !=
+              net::Io::ok ||
+          std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.token != token)
+        continue;  // not one of ours
+      auto it = want.find({static_cast<int>(h.rank), static_cast<int>(h.channel)});
+      if (it == want.end() || it->second) continue;
+      net::set_stream_options(c.get());
+      set_buffers(c.get());
+      it->second = std::move(c);
+      continue;
+    }
+    if (deadline.expired())
+      throw TimeoutError(
+          peers.labels[missing().first] + " never connected to this rank's host/tcp port",
+          "a firewall may block the ports between hosts; check that every "
+          "host can reach the others' addresses (GPUDIAG_HOST_ADDR to choose one)");
+  }
+  return want;
+}
+
+}  // namespace
+
+void lost_link(const std::string& who) {
+  throw Error(ExitCode::broken, "lost the host/tcp connection to " + who +
+                                    ": its process exited or was killed, or the link dropped");
+}
+
+Links connect_links(RingListener& listener, const RingPeers& peers, Deadline deadline) {
+  const int n = static_cast<int>(peers.endpoints.size()), r = peers.rank;
+  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  int levels = 0;
+  if (n >= 4 && (n & (n - 1)) == 0)
+    while ((1 << levels) < n) ++levels;
+  // Open every outgoing connection first: the peers' listeners are open since
+  // before the exchange, so this completes without waiting for them to accept.
+  Links links;
+  links.ring.out = open_to(peers, next, 0, deadline);
+  links.ring.out_label = peers.labels[next];
+  links.partners.resize(levels);
+  for (int k = 0; k < levels; ++k) {
+    const int p = r ^ (1 << k);
+    links.partners[k].out = open_to(peers, p, k + 1, deadline);
+    links.partners[k].out_label = links.partners[k].in_label = peers.labels[p];
+  }
+  std::map<std::pair<int, int>, net::Fd> want;
+  want[{prev, 0}];
+  for (int k = 0; k < levels; ++k) want[{r ^ (1 << k), k + 1}];
+  auto got = accept_all(listener.fd(), std::move(want), peers, deadline);
+  links.ring.in = std::move(got[{prev, 0}]);
+  links.ring.in_label = peers.labels[prev];
+  for (int k = 0; k < levels; ++k) links.partners[k].in = std::move(got[{r ^ (1 << k), k + 1}]);
+  return links;
+}
+
+}  // namespace gpudiag

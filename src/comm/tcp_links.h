@@ -1,0 +1,99 @@
+// The TCP connections behind host/tcp, and the loop that moves bytes on them.
+//
+// Every connection is one-way in use: a rank sends on the ones it opened and
+// receives on the ones it accepted, so a Link to a peer is two sockets. Each
+// opens with a 20-byte hello (magic, rank, job token hash, channel) so the
+// accepting side knows who is calling and why, and drops anything else (a
+// port scanner, a rank of another job). Channels: 0 is the ring (to the next
+// rank, from the previous one); k+1 is the partner at XOR distance 2^k, which
+// recursive halving and doubling use in worlds of a power of two >= 4.
+#pragma once
+
+#include <poll.h>
+#include <sched.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/tcp_ring.h"
+#include "util/error.h"
+#include "util/strings.h"
+
+namespace gpudiag {
+
+struct Link {
+  net::Fd out, in;  ///< out: our bytes to the peer; in: its bytes to us
+  std::string out_label, in_label;
+};
+
+struct Links {
+  Link ring;                   ///< out to the next rank, in from the previous one
+  std::vector<Link> partners;  ///< [k]: to and from rank ^ (1 << k); empty unless n = 2^m >= 4
+};
+
+/// Opens and accepts every connection `peers.rank` needs by `deadline`.
+Links connect_links(RingListener& listener, const RingPeers& peers, Deadline deadline);
+
+[[noreturn]] void lost_link(const std::string& who);
+
+/// Polls are skipped while data flows; when neither direction can move, a
+/// few yields come before sleeping in poll, because on a busy host the peer
+/// that owes us data may be waiting for this very core.
+inline constexpr int kYieldsBeforePoll = 64;
+
+/// Sends `out_n` floats on link.out while `in_n` floats arrive on link.in;
+/// `arrived(k)` runs whenever the first k floats are in. Ends at `deadline`
+/// (TimeoutError) or when `abort_check` gives a reason (Error).
+template <class F>
+void exchange(Link& link, const float* out, std::size_t out_n, float* in, std::size_t in_n,
+              Deadline deadline, const AbortCheck& abort_check, F arrived) {
+  const char* o = reinterpret_cast<const char*>(out);
+  char* i = reinterpret_cast<char*>(in);
+  std::size_t sent = 0, got = 0;
+  const std::size_t out_b = out_n * 4, in_b = in_n * 4;
+  int idle = 0;
+  while (sent < out_b || got < in_b) {
+    bool moved = false;
+    if (sent < out_b) {
+      ssize_t k = ::send(link.out.get(), o + sent, out_b - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (k < 0 && errno != EAGAIN && errno != EINTR) lost_link(link.out_label);
+      if (k > 0) sent += static_cast<std::size_t>(k), moved = true;
+    }
+    if (got < in_b) {
+      ssize_t k = ::recv(link.in.get(), i + got, in_b - got, MSG_DONTWAIT);
+      if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) lost_link(link.in_label);
+      if (k > 0) {
+        got += static_cast<std::size_t>(k), moved = true;
+        arrived(got / 4);
+      }
+    }
+    if (moved) {
+      idle = 0;
+      continue;
+    }
+    if (++idle < kYieldsBeforePoll) {
+      sched_yield();
+      continue;
+    }
+    idle = 0;
+    pollfd p[2] = {{link.out.get(), static_cast<short>(sent < out_b ? POLLOUT : 0), 0},
+                   {link.in.get(), static_cast<short>(got < in_b ? POLLIN : 0), 0}};
+    int rc = ::poll(p, 2, deadline.poll_ms(100));
+    if (rc < 0 && errno != EINTR) throw Error(ExitCode::broken, "poll failed on a host/tcp link");
+    if (p[0].revents & (POLLERR | POLLHUP)) lost_link(link.out_label);
+    if (rc != 0) continue;
+    if (abort_check)
+      if (auto why = abort_check()) throw Error(ExitCode::broken, "collective abandoned: " + *why);
+    if (deadline.expired())
+      throw TimeoutError("collective over TCP stalled: " + human_bytes(sent) + " of " +
+                             human_bytes(out_b) + " sent to " + link.out_label + ", " +
+                             human_bytes(got) + " of " + human_bytes(in_b) + " received from " +
+                             link.in_label,
+                         "one of them is stuck or its link is down");
+  }
+}
+
+}  // namespace gpudiag
