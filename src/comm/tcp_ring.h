@@ -1,13 +1,14 @@
 // host/tcp: collectives over a ring of TCP connections, for jobs without MPI.
 //
 // Each rank listens on an ephemeral port (published in its exchange record),
-// connects to the next rank and accepts the previous one; a 16-byte hello
-// (magic, rank, job token hash) makes sure the connection is the expected
-// neighbour of the same job. The all-reduce is the bandwidth-optimal ring:
-// a reduce-scatter then an all-gather, n-1 steps each, every step sending one
-// segment to the next rank while receiving another from the previous, so
-// each rank moves 2(n-1)/n of the buffer in each direction. Written by hand
-// because no library here does TCP collectives without an MPI launcher.
+// connects to the next rank and accepts the previous one (and, in worlds of a
+// power of two, to and from its partners at XOR distances 1, 2, 4, ...); a
+// hello names the caller's rank, job token and purpose (tcp_links.h). The
+// all-reduce is bandwidth-optimal either way: a streamed ring (reduce-scatter
+// then all-gather, each rank moving 2(n-1)/n of the buffer each way), or for
+// buffers up to 16 MiB recursive halving then doubling, the same bytes in
+// fewer, pairwise steps (tcp_ring.cpp). Written by hand because no library
+// here does TCP collectives without an MPI launcher.
 #pragma once
 
 #include <memory>
