@@ -5,7 +5,7 @@
 #   2. gpudiag info, and gpudiag check --backend nccl with world size 1
 #   3. gpudiag check --backend nccl on every GPU (gpudiag launch), with
 #      --nccl-debug info, then gpudiag nccl-log on what it captured
-#   4. gpudiag bench --backend nccl on every GPU
+#   4. gpudiag bench --backend nccl on every GPU, and its link test
 # Logs go to $GPUDIAG_GPU_LOGS (default $OUT if set, else ./gpu-logs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -49,4 +49,13 @@ step "gpudiag bench --backend nccl on $ngpu GPUs"
   >"$logs/bench.txt" 2>&1
 record $?
 cat "$logs/bench.txt"
+
+step "gpudiag bench --links --backend nccl on $ngpu GPUs"
+"$build/gpudiag" launch --nproc-per-node "$ngpu" -- bench --links --backend nccl \
+  --link-size 256MiB --json "$logs/links.json" >"$logs/links.txt" 2>&1
+rc=$?
+# 1 means a slow link was found: a finding about the machine, not a failure of the tool.
+[[ $rc -eq 1 ]] && grep -q 'slow link' "$logs/links.txt" && rc=0
+record $rc
+cat "$logs/links.txt"
 exit $status

@@ -4,9 +4,11 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
+#include "checks/links.h"
 #include "checks/verdict.h"
 #include "checks/verify.h"
 #include "checks/watchdog.h"
@@ -44,6 +46,7 @@ class CheckRun {
     me.local_rank = s.world.local_rank;
     me.host = s.host;
     me.pid = static_cast<int>(getpid());
+    me.host_cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
     me.launcher = launcher_id(s.world.launcher);
     me.mpi_version = s.mpi_version;
     result_.warnings = s.world.warnings;
@@ -60,6 +63,10 @@ class CheckRun {
     if (!opt_.sweep_bytes.empty()) {
       timed("sweep", [&] { sweep(); });
       checkpoint("sweep", [] {});
+    }
+    if (opt_.link_bytes > 0) {
+      timed("links", [&] { links(); });
+      checkpoint("links", [] {});
     }
     timed("barrier", [&] { comm_->barrier(wait_deadline()); });
     checkpoint("barrier", [] {});
@@ -84,7 +91,8 @@ class CheckRun {
     // Waits on peers have their own deadlines; this catches the calls that
     // cannot have one. A phase may wait on peers once per iteration, hence
     // the generous limit.
-    watchdog_.arm(phase, Deadline::after_seconds(opt_.timeout_s * (2 + opt_.iters) + 60));
+    const int rounds = std::string(phase) == "links" ? link_rounds(plane_.size()) : 1;
+    watchdog_.arm(phase, Deadline::after_seconds(opt_.timeout_s * (2 + opt_.iters) * rounds + 60));
     struct Disarm {
       Watchdog& w;
       ~Disarm() { w.disarm(); }
@@ -329,6 +337,68 @@ class CheckRun {
                             seconds_since(t0) / std::max(1, opt_.iters)});
       workspace_->release(buf);
     }
+  }
+
+  /// The link test (links.h): round by round, each rank measures the link to
+  /// its partner (a resting rank goes straight on). In serial mode the pairs
+  /// of a round take turns, each turn opened by a barrier, so on a host with
+  /// fewer CPUs than ranks the pair measured is not starved by the others.
+  void links() {
+    const int n = plane_.size();
+    const bool serial = opt_.link_schedule == "serial" ||
+                        (opt_.link_schedule == "auto" && !oversubscribed_hosts(result_.table).empty());
+    me().link_schedule = serial ? "serial" : "rounds";
+    const std::size_t count = std::max<std::size_t>(1, opt_.link_bytes / sizeof(float));
+    std::vector<float> host(count);
+    fill_contribution(host.data(), count, me().rank);
+    float* out = workspace_->allocate(count);
+    float* in = workspace_->allocate(count);
+    workspace_->upload(out, host.data(), count);
+    comm_->open_links(wait_deadline());
+    me().links.assign(n, 0.0);
+    me().link_bytes = static_cast<double>(count * sizeof(float));
+    for (int round = 0; round < link_rounds(n); ++round) {
+      const int peer = link_partner(me().rank, round, n);
+      if (serial) {
+        // Each pair's turn starts at a barrier; the others wait in the next one.
+        for (int r = 0; r < n; ++r) {
+          const int p = link_partner(r, round, n);
+          if (p < r) continue;
+          comm_->barrier(wait_deadline());
+          if (r == std::min(me().rank, peer) && peer >= 0) measure_link(peer, host, out, in, count);
+        }
+      } else if (peer >= 0) {
+        measure_link(peer, host, out, in, count);
+      }
+    }
+    workspace_->release(out);
+    workspace_->release(in);
+  }
+
+  /// One pair's measurement from this rank's end: a first exchange (it
+  /// waits for the partner to arrive, and its data is checked), the other
+  /// warm-up ones, then the timed ones, one at a time.
+  void measure_link(int peer, std::vector<float>& host, float* out, float* in,
+                    std::size_t count) {
+    comm_->send_recv(peer, out, in, count, wait_deadline());
+    workspace_->download(host.data(), in, count);
+    for (std::size_t i = 0; i < count; ++i)
+      if (host[i] != contribution(peer, i))
+        throw Error(ExitCode::broken,
+                    "data from rank " + std::to_string(peer) + " arrived wrong at element " +
+                        std::to_string(i),
+                    "suspect the link between this rank and rank " + std::to_string(peer));
+    for (int i = 1; i < opt_.warmup; ++i) comm_->send_recv(peer, out, in, count, wait_deadline());
+    std::vector<double> times;
+    for (int i = 0; i < opt_.iters; ++i) {
+      auto t0 = Deadline::Clock::now();
+      comm_->send_recv(peer, out, in, count, wait_deadline());
+      times.push_back(seconds_since(t0));
+    }
+    // The median: one exchange delayed by the scheduler (or a partner still
+    // finishing its previous round) does not make a link look slow.
+    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+    me().links[peer] = times.empty() ? 0 : times[times.size() / 2];
   }
 
   const CheckOptions& opt_;

@@ -6,6 +6,7 @@
 //   communicator  NCCL init (non-blocking, deadline, abort) or host transport
 //   all-reduce    a small and a large buffer of rank-dependent values, checked
 //                 exactly; then timed iterations of the large one
+//   links         (bench --links) every pair exchanges a buffer, timed (links.h)
 //   barrier       the last collective; its checkpoint is the job's final table
 //
 // Every rank passes every checkpoint, in order, whatever happened to it: a
@@ -38,6 +39,11 @@ struct CheckOptions {
   /// gpudiag bench: all-reduce sizes to time after the check's own all-reduce.
   std::vector<std::uint64_t> sweep_bytes;
   int warmup = 2;                ///< untimed iterations per sweep size
+  /// gpudiag bench --links: bytes each pair exchanges (0: no link test).
+  std::uint64_t link_bytes = 0;
+  /// rounds: the pairs of a round at once; serial: one pair at a time;
+  /// auto: serial when a host has more ranks than CPUs, else rounds.
+  std::string link_schedule = "auto";
 };
 
 /// What the check needs from outside: who we are and how to reach the others.

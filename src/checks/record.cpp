@@ -4,12 +4,13 @@
 
 namespace gpudiag {
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RankRecord, rank, world_size, local_rank, host, pid,
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RankRecord, rank, world_size, local_rank, host, host_cpus, pid,
                                                 launcher, backend, backend_why, gpu_ordinal,
                                                 gpu_name, gpu_bus_id, gpu_uuid, phase, seconds, ok,
                                                 failed_phase, reason, timed_out, nccl_id, endpoint,
                                                 cuda_runtime, cuda_driver, nccl_version,
-                                                mpi_version, allreduce_bytes, allreduce_seconds, sweep)
+                                                mpi_version, allreduce_bytes, allreduce_seconds, sweep,
+                                                links, link_bytes, link_schedule)
 
 std::string encode(const RankRecord& r) { return nlohmann::json(r).dump(); }
 

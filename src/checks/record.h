@@ -20,6 +20,7 @@ struct RankRecord {
   int world_size = 1;
   int local_rank = 0;
   std::string host;
+  int host_cpus = 0;  ///< online CPUs of the host (to see oversubscription)
   int pid = 0;
   std::string launcher;
   std::string backend;  ///< "nccl", "host/mpi", "host/tcp"
@@ -43,6 +44,11 @@ struct RankRecord {
   double allreduce_seconds = 0;  ///< mean of the timed iterations
   /// gpudiag bench: {bytes, mean seconds} per swept size.
   std::vector<std::array<double, 2>> sweep;
+  /// gpudiag bench --links: median seconds per exchange of link_bytes with
+  /// each rank (0 for itself and for ranks not measured).
+  std::vector<double> links;
+  double link_bytes = 0;
+  std::string link_schedule;  ///< "rounds" or "serial"
 
   void fail(const std::string& in_phase, const std::string& why, bool timeout = false) {
     if (!ok) return;  // the first failure is the one that matters

@@ -1,5 +1,6 @@
 #include "checks/verdict.h"
 
+#include <algorithm>
 #include <map>
 
 #include "util/strings.h"
@@ -78,6 +79,23 @@ std::string one_line(const std::vector<std::string>& problems) {
   for (auto& c : s)
     if (c == '\n' || c == '\r') c = ' ';
   return s;
+}
+
+std::vector<std::string> oversubscribed_hosts(
+    const std::vector<std::optional<RankRecord>>& table) {
+  std::map<std::string, std::pair<int, int>> hosts;  // host -> ranks, CPUs
+  for (const auto& r : table) {
+    if (!r) continue;
+    auto& [ranks, cpus] = hosts[r->host];
+    ++ranks;
+    cpus = std::max(cpus, r->host_cpus);
+  }
+  std::vector<std::string> out;
+  for (const auto& [host, rc] : hosts)
+    if (rc.second > 0 && rc.first > rc.second)
+      out.push_back(host + ": " + std::to_string(rc.first) + " ranks on " +
+                    std::to_string(rc.second) + " CPUs");
+  return out;
 }
 
 }  // namespace gpudiag

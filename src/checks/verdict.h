@@ -22,6 +22,10 @@ std::vector<std::string> exchange_conflicts(const std::vector<std::optional<Rank
 /// Version differences between ranks (warnings, not failures).
 std::vector<std::string> version_differences(const std::vector<std::optional<RankRecord>>& table);
 
+/// Hosts running more ranks than they have CPUs: "vm: 6 ranks on 2 CPUs".
+std::vector<std::string> oversubscribed_hosts(
+    const std::vector<std::optional<RankRecord>>& table);
+
 /// Joins problems into one line: the first, then "(+N more)".
 std::string one_line(const std::vector<std::string>& problems);
 

@@ -1,5 +1,6 @@
 // gpudiag bench: the check's setup (GPU, exchange, communicator, a verified
-// all-reduce), then an all-reduce bandwidth sweep; rank 0 prints the table.
+// all-reduce), then an all-reduce bandwidth sweep, or with --links the link
+// test (every pair of ranks); rank 0 prints the table.
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include "cli/world_setup.h"
 #include "report/bench_report.h"
 #include "report/job_report.h"
+#include "report/link_report.h"
 #include "report/status_line.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -22,11 +24,16 @@ struct BenchCli {
   CheckOptions check;
   std::uint64_t min_bytes = 1ull << 20, max_bytes = 256ull << 20;
   std::string json_path;
+  bool links = false;
+  std::uint64_t link_bytes = 32ull << 20;
 };
 
 int run(BenchCli o) {
   if (o.min_bytes > o.max_bytes) throw UsageError("--min is larger than --max");
-  for (std::uint64_t b = o.min_bytes; b <= o.max_bytes; b *= 2) o.check.sweep_bytes.push_back(b);
+  if (o.links)
+    o.check.link_bytes = o.link_bytes;
+  else
+    for (std::uint64_t b = o.min_bytes; b <= o.max_bytes; b *= 2) o.check.sweep_bytes.push_back(b);
   o.check.mem_bytes = o.check.mem_bytes ? o.check.mem_bytes : 4096;
   o.check.large_bytes = std::min<std::uint64_t>(o.max_bytes, 16ull << 20);
   auto job = join_job(Env::from_process(), o.check.timeout_s);
@@ -35,16 +42,28 @@ int run(BenchCli o) {
   // A benchmark prints results, not OK lines; a broken rank still says why.
   if (!result.me.ok) write_all(STDOUT_FILENO, status_line(result.me));
   job.meet_after_printing(result, o.check.timeout_s);
+  bool slow_links = false;
   if (result.me.rank == 0) {
     write_all(STDOUT_FILENO, versions_line(result));
-    if (job_ok(result)) write_all(STDOUT_FILENO, bench_table(result));
+    nlohmann::json json;
+    if (job_ok(result) && o.links) {
+      auto verdict = link_verdict(result);
+      slow_links = verdict.slow_links > 0;
+      write_all(STDOUT_FILENO, link_table(result, verdict));
+      json = link_json(result, verdict);
+    } else if (job_ok(result)) {
+      write_all(STDOUT_FILENO, bench_table(result));
+      json = bench_json(result);
+    }
     if (!o.json_path.empty()) {
       std::ofstream f(o.json_path);
-      f << bench_json(result).dump(2) << "\n";
+      f << json.dump(2) << "\n";
       if (!f) spdlog::error("could not write {}", o.json_path);
     }
   }
-  return job.finish(result);
+  int status = job.finish(result);
+  // A slow link is a finding, like nccl-log's problems: rank 0 says so in its status.
+  return status == 0 && slow_links ? static_cast<int>(ExitCode::broken) : status;
 }
 
 }  // namespace
@@ -76,6 +95,19 @@ Runner setup_bench(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--device", o->check.device, "CUDA device ordinal (default: local rank)")
       ->check(CLI::NonNegativeNumber);
+  sub->add_flag("--links", o->links,
+                "instead of the sweep: every pair of ranks exchanges --link-size both ways at once; "
+                "a matrix of link bandwidths and the slow links, with the rank or host they share "
+                "(exit 1 if any)");
+  sub->add_option("--link-size", o->link_bytes, "bytes each pair exchanges per iteration")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(std::uint64_t{4}, std::uint64_t{4} << 30))
+      ->default_str("32MiB");
+  sub->add_option("--link-schedule", o->check.link_schedule,
+                  "rounds: the disjoint pairs of a round at once; serial: one pair at a time; "
+                  "auto: serial when a host has more ranks than CPUs")
+      ->check(CLI::IsMember({"auto", "rounds", "serial"}))
+      ->capture_default_str();
   sub->add_option("--json", o->json_path, "write the results as JSON (rank 0)");
   return [o] { return run(*o); };
 }

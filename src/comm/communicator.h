@@ -57,6 +57,12 @@ class Communicator {
   /// `count` floats at `data` on `root` to every rank.
   virtual void broadcast(float* data, std::size_t count, int root, Deadline deadline) = 0;
   virtual void barrier(Deadline deadline) = 0;
+  /// Opens whatever send_recv needs to reach every peer (all ranks call it).
+  virtual void open_links(Deadline) {}
+  /// Sends `count` floats at `out` to `peer` while `count` floats from it
+  /// arrive at `in`; both ranks call it naming each other (the link test).
+  virtual void send_recv(int peer, const float* out, float* in, std::size_t count,
+                         Deadline deadline) = 0;
   void set_abort_check(AbortCheck check) { abort_check_ = std::move(check); }
 
  protected:

@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <chrono>
+#include <thread>
 
 #include "comm/mpi.h"
 #include "util/error.h"
@@ -16,7 +17,8 @@ namespace {
 /// Polls `req` until done, the deadline, or an abort_check reason.
 void wait_request(MPI_Request& req, const std::string& what, Deadline deadline,
                   const AbortCheck& abort_check) {
-  int done = 0;
+  constexpr int kSpinPolls = 2000;
+  int done = 0, polls = 0;
   while (true) {
     int rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) {
@@ -31,9 +33,21 @@ void wait_request(MPI_Request& req, const std::string& what, Deadline deadline,
     if (deadline.expired())
       throw TimeoutError(what + " did not complete in time", "a peer is stuck or gone");
     // Non-blocking collectives progress only inside MPI calls, so test again at
-    // once; yield so oversubscribed ranks sharing a core still get to run.
-    sched_yield();
+    // once, yielding so oversubscribed ranks sharing a core still get to run;
+    // a wait that goes on (a peer still busy, or stuck) backs off to short
+    // sleeps instead of taking a whole core from the ranks doing the work.
+    if (++polls < kSpinPolls)
+      sched_yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
+}
+
+/// Both requests of a send/receive pair; testing either progresses both.
+void wait_pair(MPI_Request (&reqs)[2], const std::string& what, Deadline deadline,
+               const AbortCheck& abort_check) {
+  wait_request(reqs[0], what, deadline, abort_check);
+  wait_request(reqs[1], what, deadline, abort_check);
 }
 
 class MpiHostCommunicator : public Communicator {
@@ -61,6 +75,16 @@ class MpiHostCommunicator : public Communicator {
     MPI_Request req;
     MPI_Ibarrier(MPI_COMM_WORLD, &req);
     wait_request(req, "MPI_Ibarrier", deadline, abort_check_);
+  }
+  void send_recv(int peer, const float* out, float* in, std::size_t count,
+                 Deadline deadline) override {
+    constexpr int kLinkTag = 7301;
+    MPI_Request reqs[2];
+    MPI_Irecv(in, static_cast<int>(count), MPI_FLOAT, peer, kLinkTag, MPI_COMM_WORLD, &reqs[0]);
+    MPI_Isend(out, static_cast<int>(count), MPI_FLOAT, peer, kLinkTag, MPI_COMM_WORLD, &reqs[1]);
+    wait_pair(reqs, "MPI_Isend/MPI_Irecv of " + human_bytes(count * sizeof(float)) +
+                        " with rank " + std::to_string(peer),
+              deadline, abort_check_);
   }
 };
 

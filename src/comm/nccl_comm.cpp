@@ -83,6 +83,20 @@ class NcclCommunicator : public Communicator {
     wait("ncclBroadcast of " + human_bytes(count * sizeof(float)), deadline);
   }
 
+  void send_recv(int peer, const float* out, float* in, std::size_t count,
+                 Deadline deadline) override {
+    auto stream = static_cast<cudaStream_t>(stream_.handle());
+    ncclResult_t r = ncclGroupStart();
+    if (r == ncclSuccess) r = ncclSend(out, count, ncclFloat, peer, comm_, stream);
+    if (r == ncclSuccess) r = ncclRecv(in, count, ncclFloat, peer, comm_, stream);
+    ncclResult_t end = ncclGroupEnd();
+    if (r == ncclSuccess) r = end;
+    if (r != ncclSuccess && r != ncclInProgress) fail("ncclSend/ncclRecv with rank " + std::to_string(peer), r);
+    wait("ncclSend/ncclRecv of " + human_bytes(count * sizeof(float)) + " with rank " +
+             std::to_string(peer),
+         deadline);
+  }
+
   void barrier(Deadline deadline) override {
     // What torch.distributed.barrier() does on NCCL: a one-element all-reduce.
     if (!one_) one_ = std::make_unique<DeviceBuffer>(sizeof(float));

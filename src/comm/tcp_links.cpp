@@ -7,6 +7,7 @@ namespace gpudiag {
 
 namespace {
 
+constexpr std::uint32_t kMeshChannel = 64;  // above every partner channel (k + 1 <= 32)
 constexpr char kMagic[8] = {'G', 'D', 'R', 'I', 'N', 'G', '0', '2'};
 
 struct Hello {
@@ -59,30 +60,41 @@ net::Fd open_to(const RingPeers& peers, int to, std::uint32_t channel, Deadline 
 }
 
 /// Accepts until every (rank, channel) in `want` has called.
-std::map<std::pair<int, int>, net::Fd> accept_all(net::Fd& listener,
+std::map<std::pair<int, int>, net::Fd> accept_all(RingListener& listener,
                                                   std::map<std::pair<int, int>, net::Fd> want,
                                                   const RingPeers& peers, Deadline deadline) {
   const auto token = token_hash(peers.token);
+  for (auto& [key, fd] : want) {
+    auto it = listener.early().find(key);
+    if (it == listener.early().end()) continue;
+    fd = std::move(it->second);
+    listener.early().erase(it);
+  }
   auto missing = [&] {
     for (auto& [key, fd] : want)
       if (!fd) return key;
     return std::pair{-1, -1};
   };
   while (missing().first >= 0) {
-    pollfd p{listener.get(), POLLIN, 0};
+    pollfd p{listener.fd().get(), POLLIN, 0};
     if (::poll(&p, 1, deadline.poll_ms(200)) > 0) {
-      net::Fd c(::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      net::Fd c(::accept4(listener.fd().get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
       if (!c) continue;
       Hello h{};
       if (net::recv_exact(c.get(), &h, sizeof h, Deadline::after(std::chrono::seconds(5))) !=
               net::Io::ok ||
           std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.token != token)
         continue;  // not one of ours
-      auto it = want.find({static_cast<int>(h.rank), static_cast<int>(h.channel)});
-      if (it == want.end() || it->second) continue;
+      const std::pair<int, int> key{static_cast<int>(h.rank), static_cast<int>(h.channel)};
+      const int n = static_cast<int>(peers.endpoints.size());
+      if (key.first >= n) continue;
       net::set_stream_options(c.get());
       set_buffers(c.get());
-      it->second = std::move(c);
+      auto it = want.find(key);
+      if (it == want.end())
+        listener.early()[key] = std::move(c);  // for a later accept_all
+      else if (!it->second)
+        it->second = std::move(c);
       continue;
     }
     if (deadline.expired())
@@ -121,11 +133,26 @@ Links connect_links(RingListener& listener, const RingPeers& peers, Deadline dea
   std::map<std::pair<int, int>, net::Fd> want;
   want[{prev, 0}];
   for (int k = 0; k < levels; ++k) want[{r ^ (1 << k), k + 1}];
-  auto got = accept_all(listener.fd(), std::move(want), peers, deadline);
+  auto got = accept_all(listener, std::move(want), peers, deadline);
   links.ring.in = std::move(got[{prev, 0}]);
   links.ring.in_label = peers.labels[prev];
   for (int k = 0; k < levels; ++k) links.partners[k].in = std::move(got[{r ^ (1 << k), k + 1}]);
   return links;
+}
+
+std::vector<Link> connect_mesh(RingListener& listener, const RingPeers& peers, Deadline deadline) {
+  const int n = static_cast<int>(peers.endpoints.size()), r = peers.rank;
+  std::vector<Link> mesh(n);
+  std::map<std::pair<int, int>, net::Fd> want;
+  for (int p = 0; p < n; ++p) {
+    if (p == r) continue;
+    mesh[p].out = open_to(peers, p, kMeshChannel, deadline);
+    mesh[p].out_label = mesh[p].in_label = peers.labels[p];
+    want[{p, static_cast<int>(kMeshChannel)}];
+  }
+  auto got = accept_all(listener, std::move(want), peers, deadline);
+  for (auto& [key, fd] : got) mesh[key.first].in = std::move(fd);
+  return mesh;
 }
 
 }  // namespace gpudiag

@@ -6,7 +6,8 @@
 // accepting side knows who is calling and why, and drops anything else (a
 // port scanner, a rank of another job). Channels: 0 is the ring (to the next
 // rank, from the previous one); k+1 is the partner at XOR distance 2^k, which
-// recursive halving and doubling use in worlds of a power of two >= 4.
+// recursive halving and doubling use in worlds of a power of two >= 4;
+// kMeshChannel is every other rank, for the link test, opened on request.
 #pragma once
 
 #include <poll.h>
@@ -36,6 +37,9 @@ struct Links {
 
 /// Opens and accepts every connection `peers.rank` needs by `deadline`.
 Links connect_links(RingListener& listener, const RingPeers& peers, Deadline deadline);
+
+/// Links to and from every other rank ([peers.rank] stays empty), by `deadline`.
+std::vector<Link> connect_mesh(RingListener& listener, const RingPeers& peers, Deadline deadline);
 
 [[noreturn]] void lost_link(const std::string& who);
 

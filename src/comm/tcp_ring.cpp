@@ -18,8 +18,10 @@ constexpr std::size_t kHalvingMaxBytes = 16u << 20;
 
 class TcpCollectives : public Communicator {
  public:
-  TcpCollectives(Links links, const RingPeers& peers)
-      : ring_(std::move(links.ring)),
+  TcpCollectives(Links links, RingListener& listener, const RingPeers& peers)
+      : listener_(listener),
+        peers_(peers),
+        ring_(std::move(links.ring)),
         partners_(std::move(links.partners)),
         rank_(peers.rank),
         size_(static_cast<int>(peers.endpoints.size())) {}
@@ -62,6 +64,16 @@ class TcpCollectives : public Communicator {
   void barrier(Deadline deadline) override {
     float one = 1.0f;
     all_reduce_sum(&one, 1, deadline);
+  }
+
+  void open_links(Deadline deadline) override {
+    if (mesh_.empty()) mesh_ = connect_mesh(listener_, peers_, deadline);
+  }
+
+  void send_recv(int peer, const float* out, float* in, std::size_t count,
+                 Deadline deadline) override {
+    open_links(deadline);
+    exchange(mesh_.at(peer), out, count, in, count, deadline, abort_check_, [](std::size_t) {});
   }
 
  private:
@@ -198,8 +210,11 @@ class TcpCollectives : public Communicator {
     }
   }
 
+  RingListener& listener_;
+  RingPeers peers_;
   Link ring_;
   std::vector<Link> partners_;
+  std::vector<Link> mesh_;  ///< to every rank, once open_links ran
   int rank_, size_;
   std::vector<float> tmp_;
 };
@@ -211,7 +226,8 @@ RingListener::RingListener() : fd_(net::listen_on("", 0)), port_(net::bound_port
 std::unique_ptr<Communicator> make_tcp_ring(RingListener& listener, const RingPeers& peers,
                                             Deadline deadline) {
   if (peers.endpoints.size() == 1) return make_self_communicator("host/tcp");
-  return std::make_unique<TcpCollectives>(connect_links(listener, peers, deadline), peers);
+  return std::make_unique<TcpCollectives>(connect_links(listener, peers, deadline), listener,
+                                          peers);
 }
 
 }  // namespace gpudiag

@@ -11,6 +11,7 @@
 // here does TCP collectives without an MPI launcher.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,10 +27,15 @@ class RingListener {
   RingListener();  ///< every interface, an ephemeral port
   int port() const { return port_; }
   net::Fd& fd() { return fd_; }
+  /// Connections of this job that arrived before anyone waited for them,
+  /// by (rank, channel): a fast peer may open the next channel while this
+  /// rank still accepts the previous one.
+  std::map<std::pair<int, int>, net::Fd>& early() { return early_; }
 
  private:
   net::Fd fd_;
   int port_ = 0;
+  std::map<std::pair<int, int>, net::Fd> early_;
 };
 
 struct RingPeers {
@@ -40,7 +46,8 @@ struct RingPeers {
 };
 
 /// Connects to the next rank and accepts the previous one by `deadline`.
-/// Throws TimeoutError / Error naming the neighbour.
+/// Throws TimeoutError / Error naming the neighbour. `listener` must outlive
+/// the communicator: open_links() accepts the link test's connections on it.
 std::unique_ptr<Communicator> make_tcp_ring(RingListener& listener, const RingPeers& peers,
                                             Deadline deadline);
 

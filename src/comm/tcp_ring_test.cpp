@@ -111,6 +111,33 @@ TEST(Ring, BroadcastFromEveryRoot) {
   }
 }
 
+TEST(Ring, SendRecvReachesEveryPeerOverTheMesh) {
+  const int n = 5;
+  const std::size_t count = 70001;
+  // got[r][p]: what rank r received from rank p.
+  std::vector<std::vector<std::vector<float>>> got(n, std::vector<std::vector<float>>(n));
+  on_ring(n, [&](Communicator& ring, int r) {
+    auto deadline = Deadline::after(std::chrono::seconds(30));
+    ring.open_links(deadline);
+    std::vector<float> mine(count);
+    fill_contribution(mine.data(), count, r);
+    // Every rank walks its peers in an order that pairs up: (r + p) % n fixed per step.
+    for (int step = 0; step < n; ++step) {
+      int p = ((step - r) % n + n) % n;
+      if (p == r) continue;
+      got[r][p].resize(count);
+      ring.send_recv(p, mine.data(), got[r][p].data(), count, deadline);
+    }
+  });
+  for (int r = 0; r < n; ++r)
+    for (int p = 0; p < n; ++p) {
+      if (p == r) continue;
+      ASSERT_EQ(got[r][p].size(), count);
+      for (std::size_t i = 0; i < count; i += 101)
+        ASSERT_EQ(got[r][p][i], contribution(p, i)) << "rank " << r << " from " << p;
+    }
+}
+
 TEST(Ring, WrongTokenNeverConnectsAndTimesOutNamingTheNeighbour) {
   RingListener a, b;
   RingPeers pa{0, {"127.0.0.1:" + std::to_string(a.port()), "127.0.0.1:" + std::to_string(b.port())},

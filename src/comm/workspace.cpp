@@ -3,6 +3,7 @@
 
 #include "comm/communicator.h"
 #include "gpu/cuda.h"
+#include "util/error.h"
 
 namespace gpudiag {
 
@@ -56,6 +57,10 @@ class SelfCommunicator : public Communicator {
   void all_gather(float*, std::size_t, Deadline) override {}
   void broadcast(float*, std::size_t, int, Deadline) override {}
   void barrier(Deadline) override {}
+  void send_recv(int peer, const float*, float*, std::size_t, Deadline) override {
+    throw Error(ExitCode::internal, "send_recv to rank " + std::to_string(peer) +
+                                        " in a world of one rank");
+  }
 
  private:
   std::string name_;

@@ -1,0 +1,126 @@
+"""The link test, `gpudiag bench --links`: every pair of ranks exchanges a
+buffer, rank 0 prints the matrix and names slow links. Over real sockets
+(gpudiag launch), real MPI (mpirun), and hosts made of network namespaces on a
+bridge, one of them behind a real rate limit (tc tbf) as a slow NIC would be."""
+import json
+import os
+import re
+import subprocess
+import tempfile
+import unittest
+
+from harness import BIN, SOURCE_DIR, mpirun, run
+from test_two_hosts import clean_env, strip_prefix
+
+NETNS = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
+
+
+def matrix_rows(stdout):
+    """{rank: [cells]} from the matrix rows ("   2 vm   0.91  -  ...")."""
+    rows = {}
+    for line in strip_prefix(stdout).splitlines():
+        m = re.match(r"^\s*(\d+) (\S+)\s+((?:\s+(?:-|[\d.]+))+)$", line)
+        if m:
+            rows[int(m.group(1))] = m.group(3).split()
+    return rows
+
+
+class LinksOnOneHost(unittest.TestCase):
+    def links(self, *cmd, n):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "links.json")
+            p = cmd[0](*cmd[1:], "--json", path)
+            report = None
+            if os.path.exists(path):
+                with open(path) as f:
+                    report = json.load(f)
+        self.assertIsNotNone(report, p.stdout + p.stderr)
+        # Every pair measured once, with a positive bandwidth, on both ends of the matrix.
+        pairs = sorted((l["a"], l["b"]) for l in report["links"])
+        self.assertEqual(pairs, [(a, b) for a in range(n) for b in range(a + 1, n)])
+        self.assertTrue(all(l["gbps"] > 0 for l in report["links"]), report["links"])
+        rows = matrix_rows(p.stdout)
+        self.assertEqual(sorted(rows), list(range(n)), p.stdout)
+        for a in range(n):
+            self.assertEqual(rows[a][a], "-")
+            for b in range(n):
+                self.assertEqual(rows[a][b], rows[b][a])
+        # The status says whether a slow link was found, and the findings say which.
+        self.assertEqual(p.returncode, 1 if report["slow_links"] else 0, p.stdout + p.stderr)
+        self.assertEqual(bool(report["findings"]), bool(report["slow_links"]))
+        self.assertIn("same-host links: %d" % (n * (n - 1) // 2), p.stdout)
+        return p, report
+
+    def test_launch_over_tcp_measures_every_pair(self):
+        def launch(*args):
+            return run([BIN, "launch", "--nproc-per-node", "4", "--", "bench", "--links",
+                        "--link-size", "1MiB", "--iters", "5", *args], env=clean_env(), timeout=120)
+        p, report = self.links(launch, n=4)
+        self.assertEqual(report["backend"], "host/tcp")
+        # 4 ranks on fewer than 4 CPUs: auto measures one pair at a time, and says why.
+        cpus = os.cpu_count()
+        self.assertEqual(report["schedule"], "serial" if cpus < 4 else "rounds")
+        if cpus < 4:
+            self.assertIn("ranks on %d CPUs" % cpus, p.stdout)
+
+    def test_mpirun_odd_world_rests_one_rank_per_round(self):
+        def mpi(*args):
+            return mpirun(3, "bench", "--links", "--link-size", "256KiB", "--iters", "5",
+                          "--link-schedule", "rounds", *args)
+        p, report = self.links(mpi, n=3)
+        self.assertEqual(report["backend"], "host/mpi")
+        self.assertEqual(report["schedule"], "rounds")
+        self.assertIn("the pairs of a round at once", p.stdout)
+
+    def test_bad_schedule_is_a_usage_error(self):
+        p = run([BIN, "bench", "--links", "--link-schedule", "sometimes"], env=clean_env())
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--link-schedule", p.stderr)
+
+
+@unittest.skipUnless(os.geteuid() == 0, "network namespaces need root")
+class SlowHostOnASwitch(unittest.TestCase):
+    """Three hosts of two ranks on one bridge; host 3's link limited to 200 Mbit/s."""
+    PREFIX = "gls"
+
+    def setUp(self):
+        p = run([NETNS, "star", self.PREFIX, "3"], timeout=30)
+        if p.returncode != 0:
+            self.skipTest("cannot create network namespaces here: " + p.stderr.strip())
+        self.addCleanup(run, [NETNS, "star-down", self.PREFIX, "3"], timeout=30)
+        p = run([NETNS, "throttle", self.PREFIX, "3", "200mbit"], timeout=30)
+        if p.returncode != 0:
+            self.skipTest("tc tbf (sch_tbf) is not available here: " + p.stderr.strip())
+
+    def test_the_throttled_host_is_named(self):
+        procs = []
+        for i in (1, 2, 3):
+            inner = (f"hostname node{i}; exec {BIN} launch --nnodes 3 --node-rank {i - 1} "
+                     "--nproc-per-node 2 --master-addr 10.78.0.1 --master-port 29720 -- bench "
+                     "--links --link-size 1MiB --iters 3 --timeout 30 --link-schedule serial")
+            procs.append(subprocess.Popen(
+                ["ip", "netns", "exec", f"{self.PREFIX}-{i}", "unshare", "--uts", "sh", "-c", inner],
+                env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        outs = []
+        for p in procs:
+            try:
+                outs.append(p.communicate(timeout=120))
+            finally:
+                p.kill()
+        out = strip_prefix(outs[0][0])
+        self.assertEqual(procs[0].returncode, 1, out + outs[0][1])
+        self.assertIn("6 ranks on 3 hosts", out)
+        self.assertIn("host node3: all 8 links to other hosts are slow", out)
+        # The measured rate is the configured one: 200 Mbit/s = 0.025 GB/s each way.
+        rows = matrix_rows(outs[0][0])
+        for r in (4, 5):
+            for peer in (0, 1, 2, 3):
+                self.assertLess(float(rows[r][peer]), 0.05, out)
+                self.assertGreater(float(rows[r][peer]), 0.01, out)
+        # No other host is blamed.
+        self.assertNotIn("host node1:", out)
+        self.assertNotIn("host node2:", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
