@@ -30,6 +30,10 @@ constexpr double kDegradedWaitS = 3.0;
 /// memory phase only proves the rank can allocate, so it stays small.
 constexpr std::uint64_t kDefaultDeviceMem = 256ull << 20;
 constexpr std::uint64_t kDefaultHostMem = 16ull << 20;
+/// The link test's turns wait up to this many --timeout for the turn before:
+/// a pair takes at most its first exchange (< --timeout) plus the greater
+/// of that and --timeout / 4.
+constexpr double kLinkWaitFactor = 3.0;
 
 class CheckRun {
  public:
@@ -91,8 +95,7 @@ class CheckRun {
     // Waits on peers have their own deadlines; this catches the calls that
     // cannot have one. A phase may wait on peers once per iteration, hence
     // the generous limit.
-    const int rounds = std::string(phase) == "links" ? link_rounds(plane_.size()) : 1;
-    watchdog_.arm(phase, Deadline::after_seconds(opt_.timeout_s * (2 + opt_.iters) * rounds + 60));
+    watchdog_.arm(phase, Deadline::after_seconds(watchdog_limit_s(phase)));
     struct Disarm {
       Watchdog& w;
       ~Disarm() { w.disarm(); }
@@ -108,12 +111,20 @@ class CheckRun {
         std::optional<std::string> death;
         while (!(death = plane_.peer_death()) && !until.expired())
           std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        if (death) why = *death + "; here: " + why;
+        if (death) why = why.find(*death) != std::string::npos ? *death : *death + "; here: " + why;
       }
       me().fail(phase, why, e.code() == ExitCode::timeout);
       plane_.announce_failure(rank_label(me()) + " failed in " + phase + ": " + why);
     }
     me().seconds[phase] = seconds_since(t0);
+  }
+
+  double watchdog_limit_s(const std::string& phase) const {
+    const double per_wait = opt_.timeout_s;
+    if (phase != "links") return per_wait * (2 + opt_.warmup + opt_.iters) + 60;
+    const double n = plane_.size();
+    const double turns = n * (n - 1) / 2 + n;  // serial: one per pair, plus the rounds
+    return per_wait * (kLinkWaitFactor + 3) * turns + 60;
   }
 
   void choose_backend() {
@@ -339,66 +350,93 @@ class CheckRun {
     }
   }
 
-  /// The link test (links.h): round by round, each rank measures the link to
-  /// its partner (a resting rank goes straight on). In serial mode the pairs
-  /// of a round take turns, each turn opened by a barrier, so on a host with
-  /// fewer CPUs than ranks the pair measured is not starved by the others.
+  /// The link test (links.h). Each turn opens with a barrier: every round in
+  /// `rounds` mode, every pair of a round in `serial` mode (so on a host with
+  /// fewer CPUs than ranks the pair measured is not starved by the others).
+  /// A pair's measurement is bounded (measure_link), so the barrier waits at
+  /// most kLinkWaitFactor x --timeout for the slowest pair of the turn before.
   void links() {
     const int n = plane_.size();
     const bool serial = opt_.link_schedule == "serial" ||
                         (opt_.link_schedule == "auto" && !oversubscribed_hosts(result_.table).empty());
     me().link_schedule = serial ? "serial" : "rounds";
     const std::size_t count = std::max<std::size_t>(1, opt_.link_bytes / sizeof(float));
-    std::vector<float> host(count);
-    fill_contribution(host.data(), count, me().rank);
-    float* out = workspace_->allocate(count);
-    float* in = workspace_->allocate(count);
-    workspace_->upload(out, host.data(), count);
+    LinkBuffers b;
+    b.host.resize(count);
+    fill_contribution(b.host.data(), count, me().rank);
+    b.out = workspace_->allocate(count);
+    b.in = workspace_->allocate(count);
+    b.flag_out = workspace_->allocate(1);
+    b.flag_in = workspace_->allocate(1);
+    b.count = count;
+    workspace_->upload(b.out, b.host.data(), count);
     comm_->open_links(wait_deadline());
     me().links.assign(n, 0.0);
     me().link_bytes = static_cast<double>(count * sizeof(float));
+    const auto turn_deadline = [&] {
+      return Deadline::after_seconds(kLinkWaitFactor * opt_.timeout_s);
+    };
     for (int round = 0; round < link_rounds(n); ++round) {
       const int peer = link_partner(me().rank, round, n);
-      if (serial) {
-        // Each pair's turn starts at a barrier; the others wait in the next one.
-        for (int r = 0; r < n; ++r) {
-          const int p = link_partner(r, round, n);
-          if (p < r) continue;
-          comm_->barrier(wait_deadline());
-          if (r == std::min(me().rank, peer) && peer >= 0) measure_link(peer, host, out, in, count);
-        }
-      } else if (peer >= 0) {
-        measure_link(peer, host, out, in, count);
+      if (!serial) {
+        comm_->barrier(turn_deadline());
+        if (peer >= 0) measure_link(peer, b);
+        continue;
+      }
+      for (int r = 0; r < n; ++r) {
+        const int p = link_partner(r, round, n);
+        if (p < r) continue;  // resting, or the pair was met from its lower rank
+        comm_->barrier(turn_deadline());
+        if (peer >= 0 && r == std::min(me().rank, peer)) measure_link(peer, b);
       }
     }
-    workspace_->release(out);
-    workspace_->release(in);
+    for (float* f : {b.out, b.in, b.flag_out, b.flag_in}) workspace_->release(f);
   }
 
-  /// One pair's measurement from this rank's end: a first exchange (it
-  /// waits for the partner to arrive, and its data is checked), the other
-  /// warm-up ones, then the timed ones, one at a time.
-  void measure_link(int peer, std::vector<float>& host, float* out, float* in,
-                    std::size_t count) {
-    comm_->send_recv(peer, out, in, count, wait_deadline());
-    workspace_->download(host.data(), in, count);
-    for (std::size_t i = 0; i < count; ++i)
-      if (host[i] != contribution(peer, i))
+  struct LinkBuffers {
+    std::vector<float> host;  ///< this rank's pattern, then what arrived
+    float *out = nullptr, *in = nullptr, *flag_out = nullptr, *flag_in = nullptr;
+    std::size_t count = 0;
+  };
+
+  /// One pair's measurement from this rank's end. The first exchange is
+  /// checked element by element and timed; from its time the lower rank
+  /// picks how many more exchanges fit in a quarter of --timeout (at least
+  /// one, at most --warmup - 1 + --iters) and tells the other, so a slow link
+  /// is measured, not timed out, and both ends do the same number.
+  void measure_link(int peer, LinkBuffers& b) {
+    auto t_first = Deadline::Clock::now();
+    comm_->send_recv(peer, b.out, b.in, b.count, wait_deadline());
+    const double first = seconds_since(t_first);
+    workspace_->download(b.host.data(), b.in, b.count);
+    for (std::size_t i = 0; i < b.count; ++i)
+      if (b.host[i] != contribution(peer, i))
         throw Error(ExitCode::broken,
                     "data from rank " + std::to_string(peer) + " arrived wrong at element " +
                         std::to_string(i),
                     "suspect the link between this rank and rank " + std::to_string(peer));
-    for (int i = 1; i < opt_.warmup; ++i) comm_->send_recv(peer, out, in, count, wait_deadline());
+    const int wanted = std::max(0, opt_.warmup - 1) + std::max(1, opt_.iters);
+    const double budget = opt_.timeout_s / 4;
+    float fit = static_cast<float>(
+        std::clamp(static_cast<int>(budget / std::max(first, 1e-9)), 1, wanted));
+    workspace_->upload(b.flag_out, &fit, 1);
+    comm_->send_recv(peer, b.flag_out, b.flag_in, 1, wait_deadline());
+    float theirs = 0;
+    workspace_->download(&theirs, b.flag_in, 1);
+    const int more = static_cast<int>(me().rank < peer ? fit : theirs);
+    // Timed exchanges first claim what fits; warm-ups get the rest.
+    const int timed = std::min(more, std::max(1, opt_.iters));
+    for (int i = 0; i < more - timed; ++i)
+      comm_->send_recv(peer, b.out, b.in, b.count, wait_deadline());
     std::vector<double> times;
-    for (int i = 0; i < opt_.iters; ++i) {
+    for (int i = 0; i < timed; ++i) {
       auto t0 = Deadline::Clock::now();
-      comm_->send_recv(peer, out, in, count, wait_deadline());
+      comm_->send_recv(peer, b.out, b.in, b.count, wait_deadline());
       times.push_back(seconds_since(t0));
     }
-    // The median: one exchange delayed by the scheduler (or a partner still
-    // finishing its previous round) does not make a link look slow.
+    // The median: one exchange delayed by the scheduler does not make a link look slow.
     std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-    me().links[peer] = times.empty() ? 0 : times[times.size() / 2];
+    me().links[peer] = times[times.size() / 2];
   }
 
   const CheckOptions& opt_;

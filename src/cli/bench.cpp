@@ -45,7 +45,8 @@ int run(BenchCli o) {
   bool slow_links = false;
   if (result.me.rank == 0) {
     write_all(STDOUT_FILENO, versions_line(result));
-    nlohmann::json json;
+    // A failed job gets the check's job report: who failed, where, and why.
+    nlohmann::json json = job_json(result);
     if (job_ok(result) && o.links) {
       auto verdict = link_verdict(result);
       slow_links = verdict.slow_links > 0;

@@ -43,11 +43,22 @@ void wait_request(MPI_Request& req, const std::string& what, Deadline deadline,
   }
 }
 
-/// Both requests of a send/receive pair; testing either progresses both.
+/// Both requests of a send/receive pair; testing either progresses both. On
+/// the way out by an error the pending ones are cancelled and freed, so MPI
+/// does not write into a buffer the caller is about to free.
 void wait_pair(MPI_Request (&reqs)[2], const std::string& what, Deadline deadline,
                const AbortCheck& abort_check) {
-  wait_request(reqs[0], what, deadline, abort_check);
-  wait_request(reqs[1], what, deadline, abort_check);
+  try {
+    wait_request(reqs[0], what, deadline, abort_check);
+    wait_request(reqs[1], what, deadline, abort_check);
+  } catch (...) {
+    for (auto& req : reqs)
+      if (req != MPI_REQUEST_NULL) {
+        MPI_Cancel(&req);
+        MPI_Request_free(&req);
+      }
+    throw;
+  }
 }
 
 class MpiHostCommunicator : public Communicator {

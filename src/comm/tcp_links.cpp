@@ -1,5 +1,7 @@
 #include "comm/tcp_links.h"
 
+#include <sys/resource.h>
+
 #include <cstring>
 #include <map>
 
@@ -7,7 +9,8 @@ namespace gpudiag {
 
 namespace {
 
-constexpr std::uint32_t kMeshChannel = 64;  // above every partner channel (k + 1 <= 32)
+constexpr std::uint32_t kMaxPartnerChannel = 32;  // k + 1 for distances 2^k, k < 32
+constexpr std::uint32_t kMeshChannel = 64;
 constexpr char kMagic[8] = {'G', 'D', 'R', 'I', 'N', 'G', '0', '2'};
 
 struct Hello {
@@ -39,14 +42,29 @@ void set_buffers(int fd) {
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
 }
 
-net::Fd open_to(const RingPeers& peers, int to, std::uint32_t channel, Deadline deadline) {
+/// Gives up early when `abort_check` reports a reason (a peer announced dead).
+void check_abort(const AbortCheck& abort_check, const std::string& what) {
+  if (abort_check)
+    if (auto why = abort_check()) throw Error(ExitCode::broken, what + " abandoned: " + *why);
+}
+
+net::Fd open_to(const RingPeers& peers, int to, std::uint32_t channel, Deadline deadline,
+                const AbortCheck& abort_check = {}) {
   auto [host, port] = split_endpoint(peers.endpoints[to]);
   net::Fd fd;
-  try {
-    fd = net::connect_with_retry(host, port, deadline);
-  } catch (const Error& e) {
-    throw Error(e.code(), "cannot connect to " + peers.labels[to] + " for host/tcp: " + e.what(),
-                e.remedy());
+  while (!fd) {
+    try {
+      // In slices, so a peer's announced death ends the wait.
+      fd = net::connect_with_retry(
+          host, port, abort_check ? deadline.min(Deadline::after(std::chrono::seconds(1))) : deadline);
+    } catch (const UsageError&) {
+      throw;
+    } catch (const Error& e) {
+      check_abort(abort_check, "connecting to " + peers.labels[to]);
+      if (!abort_check || deadline.expired())
+        throw Error(e.code(), "cannot connect to " + peers.labels[to] + " for host/tcp: " + e.what(),
+                    e.remedy());
+    }
   }
   set_buffers(fd.get());
   Hello h{};
@@ -62,8 +80,10 @@ net::Fd open_to(const RingPeers& peers, int to, std::uint32_t channel, Deadline 
 /// Accepts until every (rank, channel) in `want` has called.
 std::map<std::pair<int, int>, net::Fd> accept_all(RingListener& listener,
                                                   std::map<std::pair<int, int>, net::Fd> want,
-                                                  const RingPeers& peers, Deadline deadline) {
+                                                  const RingPeers& peers, Deadline deadline,
+                                                  const AbortCheck& abort_check = {}) {
   const auto token = token_hash(peers.token);
+  const int n = static_cast<int>(peers.endpoints.size());
   for (auto& [key, fd] : want) {
     auto it = listener.early().find(key);
     if (it == listener.early().end()) continue;
@@ -79,24 +99,31 @@ std::map<std::pair<int, int>, net::Fd> accept_all(RingListener& listener,
     pollfd p{listener.fd().get(), POLLIN, 0};
     if (::poll(&p, 1, deadline.poll_ms(200)) > 0) {
       net::Fd c(::accept4(listener.fd().get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      if (!c && (errno == EMFILE || errno == ENFILE))
+        throw Error(ExitCode::broken,
+                    "out of file descriptors accepting host/tcp connections (" +
+                        std::to_string(n - 1) + " peers)",
+                    "raise the open-files limit (ulimit -n) for the job");
       if (!c) continue;
       Hello h{};
       if (net::recv_exact(c.get(), &h, sizeof h, Deadline::after(std::chrono::seconds(5))) !=
               net::Io::ok ||
           std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.token != token)
         continue;  // not one of ours
+      if (h.rank >= static_cast<std::uint32_t>(n) || static_cast<int>(h.rank) == peers.rank ||
+          (h.channel > kMaxPartnerChannel && h.channel != kMeshChannel))
+        continue;  // a peer of this job would never say this
       const std::pair<int, int> key{static_cast<int>(h.rank), static_cast<int>(h.channel)};
-      const int n = static_cast<int>(peers.endpoints.size());
-      if (key.first >= n) continue;
       net::set_stream_options(c.get());
       set_buffers(c.get());
       auto it = want.find(key);
       if (it == want.end())
-        listener.early()[key] = std::move(c);  // for a later accept_all
+        listener.early().emplace(key, std::move(c));  // for a later accept_all; first one wins
       else if (!it->second)
         it->second = std::move(c);
       continue;
     }
+    check_abort(abort_check, "accepting host/tcp connections");
     if (deadline.expired())
       throw TimeoutError(
           peers.labels[missing().first] + " never connected to this rank's host/tcp port",
@@ -140,17 +167,25 @@ Links connect_links(RingListener& listener, const RingPeers& peers, Deadline dea
   return links;
 }
 
-std::vector<Link> connect_mesh(RingListener& listener, const RingPeers& peers, Deadline deadline) {
+std::vector<Link> connect_mesh(RingListener& listener, const RingPeers& peers, Deadline deadline,
+                               const AbortCheck& abort_check) {
   const int n = static_cast<int>(peers.endpoints.size()), r = peers.rank;
+  // Two sockets per peer: a large world needs more than the usual soft
+  // limit of 1024, and the hard limit is usually far above it.
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
   std::vector<Link> mesh(n);
   std::map<std::pair<int, int>, net::Fd> want;
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
-    mesh[p].out = open_to(peers, p, kMeshChannel, deadline);
+    mesh[p].out = open_to(peers, p, kMeshChannel, deadline, abort_check);
     mesh[p].out_label = mesh[p].in_label = peers.labels[p];
     want[{p, static_cast<int>(kMeshChannel)}];
   }
-  auto got = accept_all(listener, std::move(want), peers, deadline);
+  auto got = accept_all(listener, std::move(want), peers, deadline, abort_check);
   for (auto& [key, fd] : got) mesh[key.first].in = std::move(fd);
   return mesh;
 }

@@ -39,7 +39,9 @@ struct Links {
 Links connect_links(RingListener& listener, const RingPeers& peers, Deadline deadline);
 
 /// Links to and from every other rank ([peers.rank] stays empty), by `deadline`.
-std::vector<Link> connect_mesh(RingListener& listener, const RingPeers& peers, Deadline deadline);
+/// Gives up early when `abort_check` has a reason (a peer announced dead).
+std::vector<Link> connect_mesh(RingListener& listener, const RingPeers& peers, Deadline deadline,
+                               const AbortCheck& abort_check);
 
 [[noreturn]] void lost_link(const std::string& who);
 

@@ -67,7 +67,7 @@ class TcpCollectives : public Communicator {
   }
 
   void open_links(Deadline deadline) override {
-    if (mesh_.empty()) mesh_ = connect_mesh(listener_, peers_, deadline);
+    if (mesh_.empty()) mesh_ = connect_mesh(listener_, peers_, deadline, abort_check_);
   }
 
   void send_recv(int peer, const float* out, float* in, std::size_t count,

@@ -110,6 +110,7 @@ std::string link_table(const CheckResult& result, const LinkVerdict& v) {
   const int n = static_cast<int>(ranks.size());
   std::set<std::string> hosts;
   for (const auto& r : ranks) hosts.insert(r.host);
+  if (n < 2) return "link test: a job of one rank has no links to measure\n";
   std::string out = "link test: " + std::to_string(n) + " ranks on " +
                     std::to_string(hosts.size()) + (hosts.size() == 1 ? " host" : " hosts") +
                     ", backend " + result.me.backend + ", every pair exchanging " +
@@ -128,6 +129,12 @@ std::string link_table(const CheckResult& result, const LinkVerdict& v) {
   }
   char frac[16];
   std::snprintf(frac, sizeof frac, "%.2g", kSlowFraction);
+  bool compared = false;
+  for (const auto& c : v.classes) compared = compared || c.links >= 2;
+  if (!compared) {
+    out += "no verdict: a class needs two links or more to compare them\n";
+    return out;
+  }
   if (v.slow_links == 0) {
     out += "no slow link: every link reaches " + std::string(frac) +
            "x of its class's upper quartile\n";
