@@ -209,7 +209,7 @@ class CheckRun {
     auto deadline = wait_deadline();
     auto gathered = plane_.gather_all(name, encode(me()), deadline, result_.live);
     const double waited = seconds_since(t0);
-    std::vector<std::string> problems;
+    std::vector<std::string> problems, missing;
     bool peer_timeout = false;
     result_.live.clear();
     for (int r = 0; r < plane_.size(); ++r) {
@@ -232,6 +232,8 @@ class CheckRun {
         problems.push_back(rank_label(r, slot) + " did not reach the " + name + " checkpoint" +
                            (gathered.aborted ? "" : " within " + human_seconds(waited)) + " (" +
                            note + ")");
+        if (me().reason.find(rank_label(r, slot) + " ") == std::string::npos)
+          missing.push_back(problems.back());
       }
     }
     // An announced failure (a peer's, or the launcher's report of a death)
@@ -245,6 +247,17 @@ class CheckRun {
     if (me().ok && !problems.empty())
       me().fail(name, "stopped at the " + std::string(name) + " checkpoint: " + one_line(problems),
                 peer_timeout);
+    else if (!me().ok && !missing.empty() && me().failed_phase == name && is_collective(name))
+      // A collective that timed out names the peer this rank waited on, who
+      // may be waiting too; the rank that never reaches the checkpoint is the
+      // one to look at.
+      me().reason = one_line(missing) + "; here: " + me().reason;
+  }
+
+  static bool is_collective(const std::string& phase) {
+    for (const char* p : {"communicator", "all-reduce", "sweep", "links", "barrier"})
+      if (phase == p) return true;
+    return false;
   }
 
   void after_exchange() {

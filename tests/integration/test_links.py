@@ -5,11 +5,14 @@ bridge, one of them behind a real rate limit (tc tbf) as a slow NIC would be."""
 import json
 import os
 import re
+import signal
 import subprocess
 import tempfile
+import time
 import unittest
 
-from harness import BIN, SOURCE_DIR, mpirun, run
+from harness import BIN, SOURCE_DIR, broken_lines, mpirun, run
+from test_faults import children_by_rank
 from test_two_hosts import clean_env, strip_prefix
 
 NETNS = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
@@ -76,6 +79,61 @@ class LinksOnOneHost(unittest.TestCase):
         p = run([BIN, "bench", "--links", "--link-schedule", "sometimes"], env=clean_env())
         self.assertEqual(p.returncode, 2)
         self.assertIn("--link-schedule", p.stderr)
+
+
+class FaultsDuringTheLinkTest(unittest.TestCase):
+    """A rank lost while pairs are being measured is named by every other rank."""
+    TIMEOUT = 4  # a pair measures for about a second (--timeout / 4)
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [BIN, "launch", "--nproc-per-node", "4", "--grace", "3", "--", "bench", "--links",
+             "--link-size", "64MiB", "--iters", "100", "--timeout", str(self.TIMEOUT)],
+            env=clean_env(), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(lambda: self.proc.poll() is None and (self.proc.kill(), self.proc.communicate()))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            kids = children_by_rank(self.proc.pid)
+            if len(kids) == 4:
+                time.sleep(2.5)  # past the check, into the pairs
+                return kids
+            time.sleep(0.1)
+        self.fail("launcher did not start 4 ranks")
+
+    def broken(self, out):
+        return broken_lines(strip_prefix(out))
+
+    def test_rank_killed_is_named_at_once(self):
+        kids = self.start()
+        os.kill(kids[3], signal.SIGKILL)
+        t0 = time.monotonic()
+        out, err = self.proc.communicate(timeout=60)
+        self.assertLess(time.monotonic() - t0, 10, out + err)
+        self.assertEqual(self.proc.returncode, 137, err)
+        broken = self.broken(out)
+        self.assertEqual(len(broken), 3, out + err)
+        for m in broken:
+            self.assertIn("rank 3 [", m["reason"])
+            self.assertIn("killed by SIGKILL", m["reason"])
+
+    def test_rank_stopped_is_named_within_three_timeouts(self):
+        kids = self.start()
+        os.kill(kids[3], signal.SIGSTOP)
+        t0 = time.monotonic()
+        try:
+            out, err = self.proc.communicate(timeout=60)
+        finally:
+            try:
+                os.kill(kids[3], signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        # 3x --timeout for a turn, then the launcher's grace (3 s) and its SIGTERM.
+        self.assertLess(time.monotonic() - t0, 3 * self.TIMEOUT + 3 + 8, out + err)
+        self.assertNotEqual(self.proc.returncode, 0)
+        broken = self.broken(out)
+        self.assertGreaterEqual(len(broken), 3, out + err)
+        for m in broken:
+            self.assertIn("rank 3 [", m["reason"])
 
 
 @unittest.skipUnless(os.geteuid() == 0, "network namespaces need root")
