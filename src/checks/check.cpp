@@ -38,7 +38,9 @@ constexpr double kLinkWaitFactor = 3.0;
 class CheckRun {
  public:
   CheckRun(const CheckOptions& o, CheckSetup& s)
-      : opt_(o), setup_(s), plane_(*s.plane),
+      : opt_(o),
+        setup_(s),
+        plane_(*s.plane),
         watchdog_(s.host + "-" + std::to_string(s.world.local_rank)) {
     const int n = plane_.size();
     for (int r = 0; r < n; ++r) result_.live.push_back(r);
@@ -187,8 +189,8 @@ class CheckRun {
     copy_to_host(host.data(), mem.get(), host.size() * 4);
     for (std::size_t i = 0; i < host.size(); ++i)
       if (host[i] != pattern_word(i, seed))
-        throw Error(ExitCode::broken, "GPU memory copied to the host differs at word " +
-                                          std::to_string(i),
+        throw Error(ExitCode::broken,
+                    "GPU memory copied to the host differs at word " + std::to_string(i),
                     "check the PCIe link (nvidia-smi -q -d PCIE) and dmesg");
   }
 
@@ -295,8 +297,8 @@ class CheckRun {
                     "all-reduce of " + human_bytes(bytes) + " returned wrong values at " +
                         std::to_string(m->count) + " of " + std::to_string(n) +
                         " elements (first: element " + std::to_string(m->first_index) + " = " +
-                        std::to_string(m->got) + ", expected " + std::to_string(m->expected) +
-                        ")" + (m->explanation.empty() ? "" : ": " + m->explanation),
+                        std::to_string(m->got) + ", expected " + std::to_string(m->expected) + ")" +
+                        (m->explanation.empty() ? "" : ": " + m->explanation),
                     "run again with --nccl-debug info; suspect the transport between the ranks");
       if (bytes == opt_.large_bytes) time_large(buf, n);
     }
@@ -317,9 +319,9 @@ class CheckRun {
     for (int r = 0; r < n; ++r)
       for (std::size_t i = 0; i < per; ++i)
         if (host[r * per + i] != contribution(r, i))
-          throw Error(ExitCode::broken, "all-gather returned wrong values in the slot of rank " +
-                                            std::to_string(r) + " (element " + std::to_string(i) +
-                                            ")",
+          throw Error(ExitCode::broken,
+                      "all-gather returned wrong values in the slot of rank " + std::to_string(r) +
+                          " (element " + std::to_string(i) + ")",
                       "suspect the transport between this rank and rank " + std::to_string(r));
     const int root = n - 1;
     const std::size_t count = opt_.small_bytes * 4 / sizeof(float);
@@ -331,8 +333,9 @@ class CheckRun {
     workspace_->download(b.data(), bbuf, count);
     for (std::size_t i = 0; i < count; ++i)
       if (b[i] != contribution(root, i))
-        throw Error(ExitCode::broken, "broadcast from rank " + std::to_string(root) +
-                                          " returned wrong values at element " + std::to_string(i),
+        throw Error(ExitCode::broken,
+                    "broadcast from rank " + std::to_string(root) +
+                        " returned wrong values at element " + std::to_string(i),
                     "suspect the transport between this rank and rank " + std::to_string(root));
     workspace_->release(buf);
     workspace_->release(bbuf);
@@ -357,8 +360,8 @@ class CheckRun {
       comm_->barrier(wait_deadline());
       auto t0 = Deadline::Clock::now();
       for (int i = 0; i < opt_.iters; ++i) comm_->all_reduce_sum(buf, n, wait_deadline());
-      me().sweep.push_back({static_cast<double>(n * sizeof(float)),
-                            seconds_since(t0) / std::max(1, opt_.iters)});
+      me().sweep.push_back(
+          {static_cast<double>(n * sizeof(float)), seconds_since(t0) / std::max(1, opt_.iters)});
       workspace_->release(buf);
     }
   }
@@ -370,8 +373,9 @@ class CheckRun {
   /// most kLinkWaitFactor x --timeout for the slowest pair of the turn before.
   void links() {
     const int n = plane_.size();
-    const bool serial = opt_.link_schedule == "serial" ||
-                        (opt_.link_schedule == "auto" && !oversubscribed_hosts(result_.table).empty());
+    const bool serial =
+        opt_.link_schedule == "serial" ||
+        (opt_.link_schedule == "auto" && !oversubscribed_hosts(result_.table).empty());
     me().link_schedule = serial ? "serial" : "rounds";
     const std::size_t count = std::max<std::size_t>(1, opt_.link_bytes / sizeof(float));
     LinkBuffers b;
@@ -430,8 +434,8 @@ class CheckRun {
                     "suspect the link between this rank and rank " + std::to_string(peer));
     const int wanted = std::max(0, opt_.warmup - 1) + std::max(1, opt_.iters);
     const double budget = opt_.timeout_s / 4;
-    float fit = static_cast<float>(
-        std::clamp(static_cast<int>(budget / std::max(first, 1e-9)), 1, wanted));
+    float fit =
+        static_cast<float>(std::clamp(static_cast<int>(budget / std::max(first, 1e-9)), 1, wanted));
     workspace_->upload(b.flag_out, &fit, 1);
     comm_->send_recv(peer, b.flag_out, b.flag_in, 1, wait_deadline());
     float theirs = 0;

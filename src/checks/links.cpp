@@ -100,9 +100,8 @@ struct Judge {
     for (const auto& r : ranks) hosts.insert(r.host);
     if (hosts.size() < 3) return;  // with two hosts, every cross link touches both
     for (const auto& h : hosts) {
-      auto touching = links_where(false, [&](const LinkSpeed& l) {
-        return ranks[l.a].host == h || ranks[l.b].host == h;
-      });
+      auto touching = links_where(
+          false, [&](const LinkSpeed& l) { return ranks[l.a].host == h || ranks[l.b].host == h; });
       if (!all_slow(touching, *cross)) continue;
       for (auto* l : touching) explained.insert({l->a, l->b});
       v.findings.push_back("host " + h + ": all " + std::to_string(touching.size()) +

@@ -53,9 +53,10 @@ struct LinkClass {
 };
 
 struct LinkVerdict {
-  std::vector<LinkSpeed> links;     ///< every pair, in (a, b) order
-  std::vector<LinkClass> classes;   ///< only classes with links
-  std::vector<std::string> findings;  ///< one line each: slow hosts, ranks, then the other slow links
+  std::vector<LinkSpeed> links;    ///< every pair, in (a, b) order
+  std::vector<LinkClass> classes;  ///< only classes with links
+  std::vector<std::string>
+      findings;  ///< one line each: slow hosts, ranks, then the other slow links
   int slow_links = 0;
 };
 

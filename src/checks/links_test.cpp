@@ -92,9 +92,8 @@ TEST(LinkVerdict, AHostWhoseEveryLinkOutIsSlowIsBlamedOnce) {
   auto v = job.judge();
   EXPECT_EQ(v.slow_links, 8);
   ASSERT_EQ(v.findings.size(), 1u) << v.findings[1];
-  EXPECT_EQ(v.findings[0].rfind("host c: all 8 links to other hosts are slow (median 0.500 GB/s",
-                                0),
-            0u)
+  EXPECT_EQ(
+      v.findings[0].rfind("host c: all 8 links to other hosts are slow (median 0.500 GB/s", 0), 0u)
       << v.findings[0];
 }
 

@@ -81,8 +81,7 @@ std::string one_line(const std::vector<std::string>& problems) {
   return s;
 }
 
-std::vector<std::string> oversubscribed_hosts(
-    const std::vector<std::optional<RankRecord>>& table) {
+std::vector<std::string> oversubscribed_hosts(const std::vector<std::optional<RankRecord>>& table) {
   std::map<std::string, std::pair<int, int>> hosts;  // host -> ranks, CPUs
   for (const auto& r : table) {
     if (!r) continue;

@@ -98,10 +98,11 @@ Runner setup_bench(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--device", o->check.device, "CUDA device ordinal (default: local rank)")
       ->check(CLI::NonNegativeNumber);
-  sub->add_flag("--links", o->links,
-                "instead of the sweep: every pair of ranks exchanges --link-size both ways at once; "
-                "a matrix of link bandwidths and the slow links, with the rank or host they share "
-                "(exit 1 if any)");
+  sub->add_flag(
+      "--links", o->links,
+      "instead of the sweep: every pair of ranks exchanges --link-size both ways at once; "
+      "a matrix of link bandwidths and the slow links, with the rank or host they share "
+      "(exit 1 if any)");
   sub->add_option("--link-size", o->link_bytes, "bytes each pair exchanges per iteration")
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(std::uint64_t{4}, std::uint64_t{4} << 30))

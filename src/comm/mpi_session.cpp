@@ -1,6 +1,5 @@
 // comm/mpi.h over a real MPI library.
 #include <mpi.h>
-
 #include <sched.h>
 
 #include <chrono>
@@ -93,8 +92,9 @@ class MpiHostCommunicator : public Communicator {
     MPI_Request reqs[2];
     MPI_Irecv(in, static_cast<int>(count), MPI_FLOAT, peer, kLinkTag, MPI_COMM_WORLD, &reqs[0]);
     MPI_Isend(out, static_cast<int>(count), MPI_FLOAT, peer, kLinkTag, MPI_COMM_WORLD, &reqs[1]);
-    wait_pair(reqs, "MPI_Isend/MPI_Irecv of " + human_bytes(count * sizeof(float)) +
-                        " with rank " + std::to_string(peer),
+    wait_pair(reqs,
+              "MPI_Isend/MPI_Irecv of " + human_bytes(count * sizeof(float)) + " with rank " +
+                  std::to_string(peer),
               deadline, abort_check_);
   }
 };

@@ -28,10 +28,14 @@ std::string remedy_for(ncclResult_t r) {
   switch (r) {
     case ncclSystemError:
     case ncclRemoteError:
-      return "run again with --nccl-debug info; check NCCL_SOCKET_IFNAME and firewalls between hosts";
-    case ncclUnhandledCudaError: return "check the GPU with nvidia-smi and dmesg (Xid errors)";
-    case ncclInvalidUsage: return "two ranks on one GPU, or mismatched world sizes";
-    default: return "run again with --nccl-debug info to see NCCL's own explanation";
+      return "run again with --nccl-debug info; check NCCL_SOCKET_IFNAME and firewalls between "
+             "hosts";
+    case ncclUnhandledCudaError:
+      return "check the GPU with nvidia-smi and dmesg (Xid errors)";
+    case ncclInvalidUsage:
+      return "two ranks on one GPU, or mismatched world sizes";
+    default:
+      return "run again with --nccl-debug info to see NCCL's own explanation";
   }
 }
 
@@ -91,7 +95,8 @@ class NcclCommunicator : public Communicator {
     if (r == ncclSuccess) r = ncclRecv(in, count, ncclFloat, peer, comm_, stream);
     ncclResult_t end = ncclGroupEnd();
     if (r == ncclSuccess) r = end;
-    if (r != ncclSuccess && r != ncclInProgress) fail("ncclSend/ncclRecv with rank " + std::to_string(peer), r);
+    if (r != ncclSuccess && r != ncclInProgress)
+      fail("ncclSend/ncclRecv with rank " + std::to_string(peer), r);
     wait("ncclSend/ncclRecv of " + human_bytes(count * sizeof(float)) + " with rank " +
              std::to_string(peer),
          deadline);
@@ -143,8 +148,8 @@ class NcclCommunicator : public Communicator {
 ncclUniqueId parse_id(const std::string& hex) {
   ncclUniqueId id{};
   if (hex.size() != 2 * sizeof id.internal)
-    throw Error(ExitCode::internal, "malformed NCCL unique id of " + std::to_string(hex.size()) +
-                                        " hex digits");
+    throw Error(ExitCode::internal,
+                "malformed NCCL unique id of " + std::to_string(hex.size()) + " hex digits");
   for (std::size_t i = 0; i < sizeof id.internal; ++i)
     id.internal[i] = static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
   return id;
@@ -199,8 +204,8 @@ std::unique_ptr<Communicator> make_nccl_communicator(const std::string& unique_i
       abort_with("NCCL communicator init failed: " + nccl_error(st, comm), ExitCode::broken,
                  remedy_for(st));
     if (abort_check)
-      if (auto why = abort_check()) abort_with("NCCL communicator init abandoned: " + *why,
-                                               ExitCode::broken, "");
+      if (auto why = abort_check())
+        abort_with("NCCL communicator init abandoned: " + *why, ExitCode::broken, "");
     if (deadline.expired())
       abort_with("NCCL communicator init did not complete in time (aborted)", ExitCode::timeout,
                  "NCCL bootstrap could not reach all peers: check NCCL_SOCKET_IFNAME and "

@@ -56,13 +56,15 @@ net::Fd open_to(const RingPeers& peers, int to, std::uint32_t channel, Deadline 
     try {
       // In slices, so a peer's announced death ends the wait.
       fd = net::connect_with_retry(
-          host, port, abort_check ? deadline.min(Deadline::after(std::chrono::seconds(1))) : deadline);
+          host, port,
+          abort_check ? deadline.min(Deadline::after(std::chrono::seconds(1))) : deadline);
     } catch (const UsageError&) {
       throw;
     } catch (const Error& e) {
       check_abort(abort_check, "connecting to " + peers.labels[to]);
       if (!abort_check || deadline.expired())
-        throw Error(e.code(), "cannot connect to " + peers.labels[to] + " for host/tcp: " + e.what(),
+        throw Error(e.code(),
+                    "cannot connect to " + peers.labels[to] + " for host/tcp: " + e.what(),
                     e.remedy());
     }
   }

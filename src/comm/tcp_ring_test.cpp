@@ -52,13 +52,12 @@ TEST_P(RingSizes, SumIsExactOnEveryRank) {
 }
 
 // Sizes that do and do not divide by n, smaller than n, and a few MiB.
-INSTANTIATE_TEST_SUITE_P(Ring, RingSizes,
-                         ::testing::Values(std::pair{2, std::size_t{1}}, std::pair{3, std::size_t{2}},
-                                           std::pair{2, std::size_t{1000}},
-                                           std::pair{5, std::size_t{12345}},
-                                           std::pair{4, std::size_t{1} << 20},
-                                           std::pair{8, std::size_t{100003}},
-                                           std::pair{4, std::size_t{5} << 20}));  // ring, not halving
+INSTANTIATE_TEST_SUITE_P(
+    Ring, RingSizes,
+    ::testing::Values(std::pair{2, std::size_t{1}}, std::pair{3, std::size_t{2}},
+                      std::pair{2, std::size_t{1000}}, std::pair{5, std::size_t{12345}},
+                      std::pair{4, std::size_t{1} << 20}, std::pair{8, std::size_t{100003}},
+                      std::pair{4, std::size_t{5} << 20}));  // ring, not halving
 
 /// Runs `body(ring, rank)` on n ring members in threads, over loopback.
 template <class F>
@@ -140,8 +139,10 @@ TEST(Ring, SendRecvReachesEveryPeerOverTheMesh) {
 
 TEST(Ring, WrongTokenNeverConnectsAndTimesOutNamingTheNeighbour) {
   RingListener a, b;
-  RingPeers pa{0, {"127.0.0.1:" + std::to_string(a.port()), "127.0.0.1:" + std::to_string(b.port())},
-               {"rank 0 [x-0]", "rank 1 [x-1]"}, "job-a"};
+  RingPeers pa{0,
+               {"127.0.0.1:" + std::to_string(a.port()), "127.0.0.1:" + std::to_string(b.port())},
+               {"rank 0 [x-0]", "rank 1 [x-1]"},
+               "job-a"};
   RingPeers pb = pa;
   pb.rank = 1;
   pb.token = "job-b";
@@ -160,8 +161,10 @@ TEST(Ring, WrongTokenNeverConnectsAndTimesOutNamingTheNeighbour) {
 
 TEST(Ring, DeadNeighbourIsNamed) {
   RingListener a, b;
-  RingPeers pa{0, {"127.0.0.1:" + std::to_string(a.port()), "127.0.0.1:" + std::to_string(b.port())},
-               {"rank 0 [x-0]", "rank 1 [x-1]"}, "t"};
+  RingPeers pa{0,
+               {"127.0.0.1:" + std::to_string(a.port()), "127.0.0.1:" + std::to_string(b.port())},
+               {"rank 0 [x-0]", "rank 1 [x-1]"},
+               "t"};
   RingPeers pb = pa;
   pb.rank = 1;
   auto deadline = Deadline::after(std::chrono::seconds(10));

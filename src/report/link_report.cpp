@@ -36,7 +36,11 @@ std::string link_schedule(const CheckResult& result) {
 /// Three significant digits at most, in 8 columns: 312, 41.7, 2.41, 0.052.
 std::string cell(double gbps) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, gbps >= 100 ? "%8.0f" : gbps >= 10 ? "%8.1f" : gbps >= 1 ? "%8.2f" : "%8.3f",
+  std::snprintf(buf, sizeof buf,
+                gbps >= 100  ? "%8.0f"
+                : gbps >= 10 ? "%8.1f"
+                : gbps >= 1  ? "%8.2f"
+                             : "%8.3f",
                 gbps);
   return buf;
 }
@@ -63,7 +67,8 @@ std::string matrix(const LinkVerdict& v, const std::vector<LinkRank>& ranks) {
     std::snprintf(buf, sizeof buf, "%4d ", a);
     std::string head = buf + ranks[a].host;
     out += head + std::string(w > head.size() ? w - head.size() : 1, ' ');
-    for (int b = 0; b < n; ++b) out += a == b ? "       -" : g[a][b] < 0 ? "       ?" : cell(g[a][b]);
+    for (int b = 0; b < n; ++b)
+      out += a == b ? "       -" : g[a][b] < 0 ? "       ?" : cell(g[a][b]);
     out += "\n";
   }
   return out;
@@ -85,11 +90,10 @@ std::string per_rank(const LinkVerdict& v, const std::vector<LinkRank>& ranks) {
     }
     std::sort(mine.begin(), mine.end());
     double med = mine.empty() ? 0 : mine[mine.size() / 2];
-    std::string slowest =
-        worst ? gbps_text(worst->gbps) + " with rank " +
-                    std::to_string(worst->a == r.rank ? worst->b : worst->a) +
-                    (worst->slow ? " (slow)" : "")
-              : "-";
+    std::string slowest = worst ? gbps_text(worst->gbps) + " with rank " +
+                                      std::to_string(worst->a == r.rank ? worst->b : worst->a) +
+                                      (worst->slow ? " (slow)" : "")
+                                : "-";
     std::snprintf(buf, sizeof buf, "%6d  %-24s %12s  %s\n", r.rank, r.host.c_str(),
                   gbps_text(med).c_str(), slowest.c_str());
     out += buf;
@@ -120,8 +124,8 @@ std::string link_table(const CheckResult& result, const LinkVerdict& v) {
     out += "note: " + h + "; timings there depend on the scheduler as much as on the links\n";
   out += n <= kMatrixMaxRanks ? matrix(v, ranks) : per_rank(v, ranks);
   for (const auto& c : v.classes) {
-    out += c.name + " links: " + std::to_string(c.links) + ", median " +
-           gbps_text(c.median_gbps) + ", upper quartile " + gbps_text(c.reference_gbps);
+    out += c.name + " links: " + std::to_string(c.links) + ", median " + gbps_text(c.median_gbps) +
+           ", upper quartile " + gbps_text(c.reference_gbps);
     if (c.slowest)
       out += ", slowest " + gbps_text(c.slowest->gbps) + " (rank " + std::to_string(c.slowest->a) +
              " <-> rank " + std::to_string(c.slowest->b) + ")";
@@ -140,14 +144,13 @@ std::string link_table(const CheckResult& result, const LinkVerdict& v) {
            "x of its class's upper quartile\n";
     return out;
   }
-  out += std::to_string(v.slow_links) + " slow link" + (v.slow_links == 1 ? "" : "s") +
-         " (below " + frac + "x of the class's upper quartile):\n";
+  out += std::to_string(v.slow_links) + " slow link" + (v.slow_links == 1 ? "" : "s") + " (below " +
+         frac + "x of the class's upper quartile):\n";
   constexpr std::size_t kMaxFindings = 20;
   for (std::size_t i = 0; i < v.findings.size() && i < kMaxFindings; ++i)
     out += "  " + v.findings[i] + "\n";
   if (v.findings.size() > kMaxFindings)
-    out += "  ... and " + std::to_string(v.findings.size() - kMaxFindings) +
-           " more (see --json)\n";
+    out += "  ... and " + std::to_string(v.findings.size() - kMaxFindings) + " more (see --json)\n";
   return out;
 }
 
@@ -166,8 +169,8 @@ nlohmann::json link_json(const CheckResult& result, const LinkVerdict& v) {
     ranks.push_back({{"rank", r.rank}, {"host", r.host}, {"label", r.label}});
   auto& links = j["links"] = nlohmann::json::array();
   for (const auto& l : v.links)
-    links.push_back({{"a", l.a}, {"b", l.b}, {"gbps", l.gbps}, {"same_host", l.same_host},
-                     {"slow", l.slow}});
+    links.push_back(
+        {{"a", l.a}, {"b", l.b}, {"gbps", l.gbps}, {"same_host", l.same_host}, {"slow", l.slow}});
   auto& classes = j["classes"] = nlohmann::json::array();
   for (const auto& c : v.classes)
     classes.push_back({{"name", c.name},
