@@ -268,3 +268,26 @@ class UnderLaunch(unittest.TestCase):
             self.assertRegex(m["reason"], r"rank 3 .*did not reach the \S+ checkpoint")
             self.assertIn(f"pid {kids[3]}", m["reason"])
             self.assertIn("last phase:", m["reason"])
+
+    def test_rank_stopped_inside_the_all_reduce_is_named_not_its_neighbour(self):
+        # The others time out inside the collective, waiting on whichever peer
+        # they exchange with; each must still name the stopped rank first.
+        self.launch("--size", "64MiB", "--iters", "500", "--mem", "1MiB", "--timeout", str(TIMEOUT))
+        kids = self.wait_children(4)
+        time.sleep(3.0)  # well into the timed all-reduce iterations
+        os.kill(kids[1], signal.SIGSTOP)
+        start = time.monotonic()
+        try:
+            out, err = self.proc.communicate(timeout=LIMIT + 8)
+        finally:
+            try:
+                os.kill(kids[1], signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        self.assertLess(time.monotonic() - start, LIMIT + 8)
+        self.assertNotEqual(self.proc.returncode, 0)
+        broken = broken_lines("\n".join(l.split("]: ", 1)[-1] for l in out.splitlines()))
+        self.assertGreaterEqual(len(broken), 3, out + err)
+        for m in broken:
+            self.assertRegex(m["reason"], r"^rank 1 \[\S+-1\] did not reach the all-reduce checkpoint")
+            self.assertIn(f"pid {kids[1]}", m["reason"])
