@@ -59,7 +59,7 @@ class SlurmTests(unittest.TestCase):
         self.assertIn("backend=host/tcp", p.stdout)
         self.assertIn("first host of the SLURM step", p.stderr)
 
-    def sbatch(self, example, ntasks, env=None):
+    def sbatch(self, example, ntasks, env=None, args=("--size", "16MiB", "--iters", "1")):
         """Submits slurm/<example> resized to one node and `ntasks` tasks; returns its output."""
         with open(os.path.join(SOURCE_DIR, "slurm", example)) as f:
             script = f.read()
@@ -71,7 +71,7 @@ class SlurmTests(unittest.TestCase):
                 f.write(script)
             out = os.path.join(d, "out.txt")
             p = run(["sbatch", "--wait", "--nodes=1", f"--ntasks-per-node={ntasks}", "-o", out,
-                     path, "--size", "16MiB", "--iters", "1"], timeout=300,
+                     path, *args], timeout=300,
                     env=dict(slurm_env(), **(env or {})))
             with open(out) as f:
                 return p, f.read()
@@ -97,6 +97,15 @@ class SlurmTests(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr + out)
         self.assertEqual(sorted(int(m["rank"]) for m in ok_lines(out)), [0, 1], out)
         self.assertIn("MPI Open MPI", out)
+
+    def test_sbatch_link_test_example_measures_every_pair(self):
+        p, out = self.sbatch("links-srun.sbatch", 3, args=("--link-size", "1MiB", "--iters", "3"))
+        slow = "slow link" in out and "no slow link" not in out
+        self.assertEqual(p.returncode, 1 if slow else 0, p.stderr + out)
+        self.assertIn("link test: 3 ranks on 1 host, backend host/tcp", out)
+        rows = [l for l in out.splitlines() if re.match(r"^\s+\d+ \S+\s+(-|[\d.]+)\s", l)]
+        self.assertEqual(len(rows), 3, out)
+        self.assertIn("same-host links: 3", out)
 
 
 if __name__ == "__main__":
