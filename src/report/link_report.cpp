@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <set>
 
 #include "checks/verdict.h"
@@ -50,12 +51,13 @@ std::string gbps_text(double gbps) {
   return s.substr(s.find_first_not_of(' ')) + " GB/s";
 }
 
-std::string matrix(const LinkVerdict& v, const std::vector<LinkRank>& ranks) {
-  const int n = static_cast<int>(ranks.size());
-  std::vector<std::vector<double>> g(n, std::vector<double>(n, -1));
-  for (const auto& l : v.links) g[l.a][l.b] = g[l.b][l.a] = l.gbps;
+/// Rows labelled "  i label", columns by index; a negative value prints as
+/// "-" on the diagonal and "?" elsewhere (not measured).
+std::string grid(const std::vector<std::string>& labels,
+                 const std::vector<std::vector<double>>& g) {
+  const int n = static_cast<int>(labels.size());
   std::size_t w = 4;
-  for (const auto& r : ranks) w = std::max(w, r.host.size() + 8);
+  for (const auto& l : labels) w = std::max(w, l.size() + 8);
   std::string out = std::string(w, ' ');
   char buf[32];
   for (int b = 0; b < n; ++b) {
@@ -65,13 +67,55 @@ std::string matrix(const LinkVerdict& v, const std::vector<LinkRank>& ranks) {
   out += "\n";
   for (int a = 0; a < n; ++a) {
     std::snprintf(buf, sizeof buf, "%4d ", a);
-    std::string head = buf + ranks[a].host;
+    std::string head = buf + labels[a];
     out += head + std::string(w > head.size() ? w - head.size() : 1, ' ');
     for (int b = 0; b < n; ++b)
-      out += a == b ? "       -" : g[a][b] < 0 ? "       ?" : cell(g[a][b]);
+      out += g[a][b] >= 0 ? cell(g[a][b]) : a == b ? "       -" : "       ?";
     out += "\n";
   }
   return out;
+}
+
+std::string matrix(const LinkVerdict& v, const std::vector<LinkRank>& ranks) {
+  const int n = static_cast<int>(ranks.size());
+  std::vector<std::vector<double>> g(n, std::vector<double>(n, -1));
+  for (const auto& l : v.links) g[l.a][l.b] = g[l.b][l.a] = l.gbps;
+  std::vector<std::string> labels;
+  for (const auto& r : ranks) labels.push_back(r.host);
+  return grid(labels, g);
+}
+
+/// Hosts in order of their first rank, and the median of the links between
+/// each two (the diagonal: within the host).
+struct HostGrid {
+  std::vector<std::string> hosts;
+  std::vector<std::vector<double>> median;
+  std::vector<std::vector<int>> links;
+};
+
+HostGrid host_grid(const LinkVerdict& v, const std::vector<LinkRank>& ranks) {
+  HostGrid h;
+  std::map<std::string, int> index;
+  for (const auto& r : ranks)
+    if (index.emplace(r.host, static_cast<int>(h.hosts.size())).second) h.hosts.push_back(r.host);
+  const std::size_t k = h.hosts.size();
+  std::vector<std::vector<std::vector<double>>> seen(k, std::vector<std::vector<double>>(k));
+  for (const auto& l : v.links) {
+    int a = index[ranks[l.a].host], b = index[ranks[l.b].host];
+    seen[a][b].push_back(l.gbps);
+    if (a != b) seen[b][a].push_back(l.gbps);
+  }
+  h.median.assign(k, std::vector<double>(k, -1));
+  h.links.assign(k, std::vector<int>(k, 0));
+  for (std::size_t a = 0; a < k; ++a)
+    for (std::size_t b = 0; b < k; ++b) {
+      auto& g = seen[a][b];
+      h.links[a][b] = static_cast<int>(g.size());
+      if (g.empty()) continue;
+      std::sort(g.begin(), g.end());
+      h.median[a][b] = g.size() % 2 ? g[g.size() / 2] : (g[g.size() / 2 - 1] + g[g.size() / 2]) / 2;
+    }
+  return h;
 }
 
 /// Beyond kMatrixMaxRanks: per rank, its slowest link and its median.
@@ -123,6 +167,10 @@ std::string link_table(const CheckResult& result, const LinkVerdict& v) {
   for (const auto& h : oversubscribed_hosts(result.table))
     out += "note: " + h + "; timings there depend on the scheduler as much as on the links\n";
   out += n <= kMatrixMaxRanks ? matrix(v, ranks) : per_rank(v, ranks);
+  const auto hg = host_grid(v, ranks);
+  if (hg.hosts.size() >= 2 && hg.hosts.size() <= kMatrixMaxRanks)
+    out += "by host, median GB/s of the rank pairs between two hosts (diagonal: within one):\n" +
+           grid(hg.hosts, hg.median);
   for (const auto& c : v.classes) {
     out += c.name + " links: " + std::to_string(c.links) + ", median " + gbps_text(c.median_gbps) +
            ", upper quartile " + gbps_text(c.reference_gbps);
@@ -177,6 +225,15 @@ nlohmann::json link_json(const CheckResult& result, const LinkVerdict& v) {
                        {"links", c.links},
                        {"median_gbps", c.median_gbps},
                        {"upper_quartile_gbps", c.reference_gbps}});
+  auto& hosts = j["host_pairs"] = nlohmann::json::array();
+  const auto hg = host_grid(v, link_ranks(result));
+  for (std::size_t a = 0; a < hg.hosts.size(); ++a)
+    for (std::size_t b = a; b < hg.hosts.size(); ++b)
+      if (hg.links[a][b] > 0)
+        hosts.push_back({{"a", hg.hosts[a]},
+                         {"b", hg.hosts[b]},
+                         {"links", hg.links[a][b]},
+                         {"median_gbps", hg.median[a][b]}});
   j["slow_links"] = v.slow_links;
   j["findings"] = v.findings;
   return j;

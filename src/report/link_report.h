@@ -1,6 +1,7 @@
 // Rank 0's report of the link test (gpudiag bench --links): the bandwidth of
 // every pair (a matrix up to kMatrixMaxRanks ranks, a line per rank beyond),
-// each class of links, and the findings of checks/links.h; the same as JSON.
+// a matrix of hosts when there are several, each class of links, and the
+// findings of checks/links.h; the same as JSON.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -18,10 +18,13 @@ from test_two_hosts import clean_env, strip_prefix
 NETNS = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
 
 
-def matrix_rows(stdout):
-    """{rank: [cells]} from the matrix rows ("   2 vm   0.91  -  ...")."""
+def matrix_rows(stdout, by_host=False):
+    """{index: [cells]} from the rank matrix's rows ("   2 vm   0.91  -  ..."), or with
+    by_host from the host matrix's."""
+    text = strip_prefix(stdout)
+    before, _, after = text.partition("by host,")
     rows = {}
-    for line in strip_prefix(stdout).splitlines():
+    for line in (after if by_host else before).splitlines():
         m = re.match(r"^\s*(\d+) (\S+)\s+((?:\s+(?:-|[\d.]+))+)$", line)
         if m:
             rows[int(m.group(1))] = m.group(3).split()
@@ -175,6 +178,12 @@ class SlowHostOnASwitch(unittest.TestCase):
             for peer in (0, 1, 2, 3):
                 self.assertLess(float(rows[r][peer]), 0.05, out)
                 self.assertGreater(float(rows[r][peer]), 0.01, out)
+        # The host matrix: node3's row is slow to both others, node1-node2 is not.
+        hosts = matrix_rows(outs[0][0], by_host=True)
+        self.assertEqual(sorted(hosts), [0, 1, 2], out)
+        self.assertLess(float(hosts[2][0]), 0.05, out)
+        self.assertLess(float(hosts[2][1]), 0.05, out)
+        self.assertGreater(float(hosts[0][1]), 0.1, out)
         # No other host is blamed.
         self.assertNotIn("host node1:", out)
         self.assertNotIn("host node2:", out)
