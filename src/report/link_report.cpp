@@ -133,7 +133,8 @@ std::string per_rank(const LinkVerdict& v, const std::vector<LinkRank>& ranks) {
       if (!worst || l.gbps < worst->gbps) worst = &l;
     }
     std::sort(mine.begin(), mine.end());
-    double med = mine.empty() ? 0 : mine[mine.size() / 2];
+    const std::size_t k = mine.size();
+    const double med = k == 0 ? 0 : k % 2 ? mine[k / 2] : (mine[k / 2 - 1] + mine[k / 2]) / 2;
     std::string slowest = worst ? gbps_text(worst->gbps) + " with rank " +
                                       std::to_string(worst->a == r.rank ? worst->b : worst->a) +
                                       (worst->slow ? " (slow)" : "")
