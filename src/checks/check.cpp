@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <thread>
 
@@ -76,6 +77,12 @@ class CheckRun {
     }
     timed("barrier", [&] { comm_->barrier(wait_deadline()); });
     checkpoint("barrier", [] {});
+    if (comm_ && comm_->buffers_in_flight()) {
+      // The library may still write into the workspace: keep it for good,
+      // and do not let MPI_Finalize wait for a transfer that will not end.
+      (void)workspace_.release();
+      result_.abandon_transport = true;
+    }
     comm_.reset();  // finalize/abort the communicator before reporting
     return std::move(result_);
   }
@@ -124,9 +131,16 @@ class CheckRun {
   double watchdog_limit_s(const std::string& phase) const {
     const double per_wait = opt_.timeout_s;
     if (phase != "links") return per_wait * (2 + opt_.warmup + opt_.iters) + 60;
+    // Each turn: up to kLinkWaitFactor x --timeout at its barrier, and the
+    // pair's own exchanges (a first one, the count, and a quarter of --timeout).
     const double n = plane_.size();
-    const double turns = n * (n - 1) / 2 + n;  // serial: one per pair, plus the rounds
+    const double turns = links_serial() ? n * (n - 1) / 2 : link_rounds(plane_.size());
     return per_wait * (kLinkWaitFactor + 3) * turns + 60;
+  }
+
+  bool links_serial() const {
+    return opt_.link_schedule == "serial" ||
+           (opt_.link_schedule == "auto" && !oversubscribed_hosts(result_.table).empty());
   }
 
   void choose_backend() {
@@ -234,7 +248,7 @@ class CheckRun {
         problems.push_back(rank_label(r, slot) + " did not reach the " + name + " checkpoint" +
                            (gathered.aborted ? "" : " within " + human_seconds(waited)) + " (" +
                            note + ")");
-        if (me().reason.find(rank_label(r, slot) + " ") == std::string::npos)
+        if (me().reason.rfind(rank_label(r, slot), 0) != 0)  // unless the reason leads with it
           missing.push_back(problems.back());
       }
     }
@@ -249,11 +263,21 @@ class CheckRun {
     if (me().ok && !problems.empty())
       me().fail(name, "stopped at the " + std::string(name) + " checkpoint: " + one_line(problems),
                 peer_timeout);
-    else if (!me().ok && !missing.empty() && me().failed_phase == name && is_collective(name))
+    else if (!me().ok && !missing.empty() && me().failed_phase == name && is_collective(name) &&
+             waited_on_peers() && result_.live.size() > 1) {
       // A collective that timed out names the peer this rank waited on, who
       // may be waiting too; the rank that never reaches the checkpoint is the
-      // one to look at.
+      // one to look at. (Not when this rank failed on its own, nor when the
+      // plane heard from nobody else: then everyone looks missing.)
       me().reason = one_line(missing) + "; here: " + me().reason;
+      if (auto& mine = result_.table[me().rank]) mine->reason = me().reason;
+    }
+  }
+
+  /// This rank's failure was a wait on peers: a timeout, or a wait given up
+  /// because a peer reported failing (every backend says "abandoned: ").
+  bool waited_on_peers() const {
+    return result_.me.timed_out || result_.me.reason.find("abandoned: ") != std::string::npos;
   }
 
   static bool is_collective(const std::string& phase) {
@@ -342,11 +366,13 @@ class CheckRun {
   }
 
   void time_large(float* buf, std::size_t n) {
-    if (opt_.iters <= 0) return;
+    // With the link test, --iters is the pairs' count; one timed all-reduce will do here.
+    const int iters = opt_.link_bytes > 0 ? std::min(opt_.iters, 1) : opt_.iters;
+    if (iters <= 0) return;
     auto t0 = Deadline::Clock::now();
-    for (int i = 0; i < opt_.iters; ++i) comm_->all_reduce_sum(buf, n, wait_deadline());
+    for (int i = 0; i < iters; ++i) comm_->all_reduce_sum(buf, n, wait_deadline());
     me().allreduce_bytes = static_cast<double>(n * sizeof(float));
-    me().allreduce_seconds = seconds_since(t0) / opt_.iters;
+    me().allreduce_seconds = seconds_since(t0) / iters;
   }
 
   /// Bandwidth sweep (gpudiag bench): for each size, warm-up iterations, then
@@ -373,9 +399,7 @@ class CheckRun {
   /// most kLinkWaitFactor x --timeout for the slowest pair of the turn before.
   void links() {
     const int n = plane_.size();
-    const bool serial =
-        opt_.link_schedule == "serial" ||
-        (opt_.link_schedule == "auto" && !oversubscribed_hosts(result_.table).empty());
+    const bool serial = links_serial();
     me().link_schedule = serial ? "serial" : "rounds";
     const std::size_t count = std::max<std::size_t>(1, opt_.link_bytes / sizeof(float));
     LinkBuffers b;
@@ -434,13 +458,23 @@ class CheckRun {
                     "suspect the link between this rank and rank " + std::to_string(peer));
     const int wanted = std::max(0, opt_.warmup - 1) + std::max(1, opt_.iters);
     const double budget = opt_.timeout_s / 4;
-    float fit =
-        static_cast<float>(std::clamp(static_cast<int>(budget / std::max(first, 1e-9)), 1, wanted));
+    // Clamped as a double: budget / first can exceed any int. A count below
+    // 2^24 is exact in a float.
+    const auto fit = static_cast<float>(
+        std::clamp(std::floor(budget / std::max(first, 1e-9)), 1.0, static_cast<double>(wanted)));
     workspace_->upload(b.flag_out, &fit, 1);
     comm_->send_recv(peer, b.flag_out, b.flag_in, 1, wait_deadline());
     float theirs = 0;
     workspace_->download(&theirs, b.flag_in, 1);
-    const int more = static_cast<int>(me().rank < peer ? fit : theirs);
+    const float agreed = me().rank < peer ? fit : theirs;
+    if (!(agreed >= 1 && agreed <= static_cast<float>(wanted) && agreed == std::floor(agreed)))
+      throw Error(ExitCode::broken,
+                  "the exchange count from rank " + std::to_string(peer) + " arrived as " +
+                      std::to_string(agreed) + ", not a whole number from 1 to " +
+                      std::to_string(wanted),
+                  "suspect the link between this rank and rank " + std::to_string(peer) +
+                      ", or ranks running different gpudiag options");
+    const int more = static_cast<int>(agreed);
     // Timed exchanges first claim what fits; warm-ups get the rest.
     const int timed = std::min(more, std::max(1, opt_.iters));
     for (int i = 0; i < more - timed; ++i)

@@ -64,6 +64,7 @@ struct CheckResult {
   std::vector<std::string> last_seen;
   std::vector<std::string> warnings;  ///< version differences, discovery warnings
   std::vector<int> live;              ///< ranks present at the last checkpoint
+  bool abandon_transport = false;     ///< a failed transfer may still be in flight: skip MPI_Finalize
 };
 
 CheckResult run_check(const CheckOptions& options, CheckSetup& setup);

@@ -1,13 +1,12 @@
 #include "cli/world_setup.h"
 
 #include <spdlog/spdlog.h>
-
 #include <unistd.h>
 
 #include "rendezvous/job_token.h"
 #include "rendezvous/socket.h"
-#include "report/job_report.h"
 #include "rendezvous/store_plane.h"
+#include "report/job_report.h"
 #include "util/error.h"
 #include "world/host.h"
 
@@ -66,7 +65,10 @@ void Job::meet_after_printing(const CheckResult& result, double timeout_s) {
 
 int Job::finish(const CheckResult& result) {
   const bool all_ok = result.me.ok && job_ok(result);
-  if (mpi && !all_ok && !mpi->barrier_within(Deadline::after_seconds(3))) {
+  if (mpi && result.abandon_transport) {
+    spdlog::info("not finalizing MPI: a failed transfer may still be in flight");
+    mpi->abandon();
+  } else if (mpi && !all_ok && !mpi->barrier_within(Deadline::after_seconds(3))) {
     spdlog::info("not finalizing MPI: some ranks did not reach the end");
     mpi->abandon();
   }

@@ -63,6 +63,10 @@ class Communicator {
   /// arrive at `in`; both ranks call it naming each other (the link test).
   virtual void send_recv(int peer, const float* out, float* in, std::size_t count,
                          Deadline deadline) = 0;
+  /// After a call failed, true when the library may still read or write the
+  /// buffers it was given (an MPI request it could not cancel): the caller
+  /// must then keep them, and must not finalize the library.
+  virtual bool buffers_in_flight() const { return false; }
   void set_abort_check(AbortCheck check) { abort_check_ = std::move(check); }
 
  protected:

@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <chrono>
+#include <exception>
 #include <thread>
 
 #include "comm/mpi.h"
@@ -42,9 +43,16 @@ void wait_request(MPI_Request& req, const std::string& what, Deadline deadline,
   }
 }
 
+/// Carries the original error out of wait_pair when requests stay pending.
+struct PendingRequests {
+  std::exception_ptr error;
+};
+
 /// Both requests of a send/receive pair; testing either progresses both. On
-/// the way out by an error the pending ones are cancelled and freed, so MPI
-/// does not write into a buffer the caller is about to free.
+/// the way out by an error, pending requests are cancelled and given a moment
+/// to finish; if one is still pending (a receive that already matched, or a
+/// send, which Open MPI does not cancel) MPI may still use its buffer, and
+/// PendingRequests carries the error out instead.
 void wait_pair(MPI_Request (&reqs)[2], const std::string& what, Deadline deadline,
                const AbortCheck& abort_check) {
   try {
@@ -52,10 +60,14 @@ void wait_pair(MPI_Request (&reqs)[2], const std::string& what, Deadline deadlin
     wait_request(reqs[1], what, deadline, abort_check);
   } catch (...) {
     for (auto& req : reqs)
-      if (req != MPI_REQUEST_NULL) {
-        MPI_Cancel(&req);
-        MPI_Request_free(&req);
-      }
+      if (req != MPI_REQUEST_NULL) MPI_Cancel(&req);
+    auto until = Deadline::after(std::chrono::seconds(1));
+    int done = 0;
+    while (!done && !until.expired()) {
+      MPI_Testall(2, reqs, &done, MPI_STATUSES_IGNORE);
+      if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (!done) throw PendingRequests{std::current_exception()};
     throw;
   }
 }
@@ -63,6 +75,7 @@ void wait_pair(MPI_Request (&reqs)[2], const std::string& what, Deadline deadlin
 class MpiHostCommunicator : public Communicator {
  public:
   std::string name() const override { return "host/mpi"; }
+  bool buffers_in_flight() const override { return in_flight_; }
   void all_reduce_sum(float* data, std::size_t count, Deadline deadline) override {
     MPI_Request req;
     MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
@@ -92,11 +105,19 @@ class MpiHostCommunicator : public Communicator {
     MPI_Request reqs[2];
     MPI_Irecv(in, static_cast<int>(count), MPI_FLOAT, peer, kLinkTag, MPI_COMM_WORLD, &reqs[0]);
     MPI_Isend(out, static_cast<int>(count), MPI_FLOAT, peer, kLinkTag, MPI_COMM_WORLD, &reqs[1]);
-    wait_pair(reqs,
-              "MPI_Isend/MPI_Irecv of " + human_bytes(count * sizeof(float)) + " with rank " +
-                  std::to_string(peer),
-              deadline, abort_check_);
+    try {
+      wait_pair(reqs,
+                "MPI_Isend/MPI_Irecv of " + human_bytes(count * sizeof(float)) + " with rank " +
+                    std::to_string(peer),
+                deadline, abort_check_);
+    } catch (const PendingRequests& p) {
+      in_flight_ = true;
+      std::rethrow_exception(p.error);
+    }
   }
+
+ private:
+  bool in_flight_ = false;
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -173,10 +174,11 @@ std::vector<Link> connect_mesh(RingListener& listener, const RingPeers& peers, D
                                const AbortCheck& abort_check) {
   const int n = static_cast<int>(peers.endpoints.size()), r = peers.rank;
   // Two sockets per peer: a large world needs more than the usual soft
-  // limit of 1024, and the hard limit is usually far above it.
+  // limit of 1024; raise it as far as needed, within the hard limit.
   rlimit lim{};
-  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
-    lim.rlim_cur = lim.rlim_max;
+  const rlim_t need = 2 * static_cast<rlim_t>(n) + 256;
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < need) {
+    lim.rlim_cur = std::min(need, lim.rlim_max);
     setrlimit(RLIMIT_NOFILE, &lim);
   }
   std::vector<Link> mesh(n);
