@@ -104,3 +104,33 @@ class Ranks:
 
     def stdout(self, skip=()):
         return "".join(o or "" for i, o in enumerate(self.out) if i not in skip)
+
+
+def clean_env():
+    """This environment without any launcher's or rendezvous variables."""
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("OMPI_", "PMIX", "SLURM_", "TORCHELASTIC_", "GPUDIAG_"))
+            and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+
+
+def strip_prefix(out):
+    """Output relayed by gpudiag launch without its "[rankN]: " prefixes."""
+    return "\n".join(l.split("]: ", 1)[-1] for l in out.splitlines())
+
+
+def children_by_rank(launcher_pid):
+    """{rank: pid} of a launcher's children, read from their environment."""
+    out = {}
+    try:
+        with open(f"/proc/{launcher_pid}/task/{launcher_pid}/children") as f:
+            pids = [int(p) for p in f.read().split()]
+    except FileNotFoundError:
+        return out
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+            out[int(env[b"RANK"])] = pid
+        except (FileNotFoundError, KeyError, ValueError):
+            pass
+    return out

@@ -8,7 +8,7 @@ import threading
 import time
 import unittest
 
-from harness import BIN, Ranks, broken_lines, free_port, ok_lines, rank_env, run
+from harness import BIN, Ranks, broken_lines, children_by_rank, free_port, ok_lines, rank_env, run
 
 TIMEOUT = 6  # --timeout for the faulty runs, seconds
 LIMIT = TIMEOUT + 10
@@ -187,30 +187,12 @@ if __name__ == "__main__":
     unittest.main()
 
 
-def children_by_rank(launcher_pid):
-    """{rank: pid} of a launcher's children, read from their environment."""
-    out = {}
-    try:
-        with open(f"/proc/{launcher_pid}/task/{launcher_pid}/children") as f:
-            pids = [int(p) for p in f.read().split()]
-    except FileNotFoundError:
-        return out
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
-            out[int(env[b"RANK"])] = pid
-        except (FileNotFoundError, KeyError, ValueError):
-            pass
-    return out
-
-
 class UnderLaunch(unittest.TestCase):
-    def launch(self, *check_args, n=4):
+    def launch(self, *check_args, n=4, grace=3):
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("OMPI_", "PMIX", "SLURM_", "TORCHELASTIC_", "GPUDIAG_"))}
         import subprocess
-        self.proc = subprocess.Popen([BIN, "launch", "--nproc-per-node", str(n), "--grace", "3",
+        self.proc = subprocess.Popen([BIN, "launch", "--nproc-per-node", str(n), "--grace", str(grace),
                                       "--", "check", *check_args], env=env, text=True,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         return self.proc
@@ -230,7 +212,10 @@ class UnderLaunch(unittest.TestCase):
         self.fail(f"launcher did not start {n} ranks")
 
     def test_rank_killed_during_all_reduce_is_named_by_everyone(self):
-        self.launch("--size", "64MiB", "--iters", "500", "--mem", "1MiB", "--timeout", str(TIMEOUT))
+        # The survivors need about 2.5 s to meet and report after a death (longer on a
+        # loaded machine); the launcher's grace must cover that.
+        self.launch("--size", "64MiB", "--iters", "500", "--mem", "1MiB", "--timeout", str(TIMEOUT),
+                    grace=8)
         kids = self.wait_children(4)
         time.sleep(3.0)  # well into the timed all-reduce iterations
         os.kill(kids[2], signal.SIGKILL)

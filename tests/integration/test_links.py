@@ -11,9 +11,8 @@ import tempfile
 import time
 import unittest
 
-from harness import BIN, SOURCE_DIR, broken_lines, mpirun, run
-from test_faults import children_by_rank
-from test_two_hosts import clean_env, strip_prefix
+from harness import (BIN, SOURCE_DIR, broken_lines, children_by_rank, clean_env, mpirun, run,
+                     strip_prefix)
 
 NETNS = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
 
@@ -88,9 +87,9 @@ class FaultsDuringTheLinkTest(unittest.TestCase):
     """A rank lost while pairs are being measured is named by every other rank."""
     TIMEOUT = 4  # a pair measures for about a second (--timeout / 4)
 
-    def start(self):
+    def start(self, grace=3):
         self.proc = subprocess.Popen(
-            [BIN, "launch", "--nproc-per-node", "4", "--grace", "3", "--", "bench", "--links",
+            [BIN, "launch", "--nproc-per-node", "4", "--grace", str(grace), "--", "bench", "--links",
              "--link-size", "64MiB", "--iters", "100", "--timeout", str(self.TIMEOUT)],
             env=clean_env(), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.addCleanup(lambda: self.proc.poll() is None and (self.proc.kill(), self.proc.communicate()))
@@ -107,11 +106,11 @@ class FaultsDuringTheLinkTest(unittest.TestCase):
         return broken_lines(strip_prefix(out))
 
     def test_rank_killed_is_named_at_once(self):
-        kids = self.start()
+        kids = self.start(grace=8)  # time for the survivors to meet and report, on a busy machine
         os.kill(kids[3], signal.SIGKILL)
         t0 = time.monotonic()
         out, err = self.proc.communicate(timeout=60)
-        self.assertLess(time.monotonic() - t0, 10, out + err)
+        self.assertLess(time.monotonic() - t0, 12, out + err)
         self.assertEqual(self.proc.returncode, 137, err)
         broken = self.broken(out)
         self.assertEqual(len(broken), 3, out + err)

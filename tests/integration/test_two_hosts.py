@@ -6,7 +6,7 @@ import subprocess
 import time
 import unittest
 
-from harness import BIN, SOURCE_DIR, ok_lines, broken_lines, run
+from harness import BIN, SOURCE_DIR, broken_lines, clean_env, ok_lines, run, strip_prefix
 
 NETNS = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
 PREFIX = "gdt"
@@ -18,16 +18,6 @@ def node_cmd(ns, hostname, node_rank, port, *check_args, timeout=8):
              f"--nproc-per-node 2 --master-addr {MASTER} --master-port {port} --grace 3 -- check "
              + " ".join(check_args) + f" --timeout {timeout}")
     return ["ip", "netns", "exec", f"{PREFIX}-{ns}", "unshare", "--uts", "sh", "-c", inner]
-
-
-def clean_env():
-    return {k: v for k, v in os.environ.items()
-            if not k.startswith(("OMPI_", "PMIX", "SLURM_", "TORCHELASTIC_", "GPUDIAG_"))
-            and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
-
-
-def strip_prefix(out):
-    return "\n".join(l.split("]: ", 1)[-1] for l in out.splitlines())
 
 
 @unittest.skipUnless(os.geteuid() == 0, "network namespaces need root")
