@@ -41,7 +41,7 @@ void StoreHost::on_child_exit(const ChildExit& exit) {
   if (exit.status.ok() || exit.stopped_by_launcher) return;
   if (auto* store = client())
     publish_failure(*store, death_notice(exit, host_), Deadline::after(std::chrono::seconds(3)),
-                    FailureKind::died);
+                    FailureKind::died, exit.rank);
 }
 
 std::string death_notice(const ChildExit& exit, const std::string& host) {

@@ -12,6 +12,8 @@ constexpr auto kSlice = std::chrono::milliseconds(200);
 constexpr auto kFailurePollEvery = std::chrono::milliseconds(100);
 constexpr auto kFailureGrace = std::chrono::seconds(2);
 
+std::string dead_key(int rank) { return "dead/" + std::to_string(rank); }
+
 std::string key(const char* what, int r) { return std::string(what) + "/" + std::to_string(r); }
 
 class StorePlane : public Plane {
@@ -21,12 +23,12 @@ class StorePlane : public Plane {
 
   /// Claims the rank and says who holds it.
   void claim(Deadline deadline) {
-    const std::string who = "pid " + std::to_string(me_.pid) + " on " + me_.host +
-                            " (local rank " + std::to_string(me_.local_rank) + ")";
+    const std::string who = "pid " + std::to_string(me_.pid) + " on " + me_.host + " (local rank " +
+                            std::to_string(me_.local_rank) + ")";
     if (store_->add(key("claim", me_.rank), 1, deadline) > 1) {
       auto holder = store_->try_get(key("hello", me_.rank), deadline);
-      std::string why = "duplicate RANK=" + std::to_string(me_.rank) + ": " + who +
-                        " and " + holder.value_or("another process") + " both claim it";
+      std::string why = "duplicate RANK=" + std::to_string(me_.rank) + ": " + who + " and " +
+                        holder.value_or("another process") + " both claim it";
       announce_failure(why);
       throw UsageError(why, "give every process its own RANK (0.." + std::to_string(me_.size - 1) +
                                 ") and check LOCAL_RANK/GROUP_RANK arithmetic");
@@ -99,6 +101,8 @@ class StorePlane : public Plane {
             g.aborted = *f;
             until = until.min(Deadline::after(kFailureGrace));
           }
+        if (!death_) poll_failures();  // a death may follow the first failure announced
+        if (death_ && only_the_dead_are_missing(needed)) break;
       }
       if (all) g.aborted.reset();
       auto values = store_->multi_get(keys, Deadline::after(std::chrono::seconds(10)));
@@ -128,8 +132,8 @@ class StorePlane : public Plane {
       const auto& hello = v[2 * i];
       const auto& phase = v[2 * i + 1];
       if (!hello)
-        g.notes[missing[i]] = "never joined the store: not started, or cannot reach " +
-                              store_->address();
+        g.notes[missing[i]] =
+            "never joined the store: not started, or cannot reach " + store_->address();
       else
         g.notes[missing[i]] = *hello + ", last phase: " + phase.value_or("start");
     }
@@ -162,6 +166,19 @@ class StorePlane : public Plane {
     }
   }
 
+  /// Every key in `needed` ("cp/<seq>/<rank>") is set, or its rank is marked
+  /// dead by a launcher: nobody else is coming.
+  bool only_the_dead_are_missing(const std::vector<std::string>& needed) {
+    auto d = Deadline::after(std::chrono::seconds(5));
+    auto have = store_->multi_get(needed, d);
+    std::vector<std::string> dead;
+    for (std::size_t i = 0; i < needed.size(); ++i)
+      if (!have[i]) dead.push_back(dead_key(std::stoi(needed[i].substr(needed[i].rfind('/') + 1))));
+    if (dead.empty()) return true;
+    auto marked = store_->multi_get(dead, d);
+    return std::all_of(marked.begin(), marked.end(), [](const auto& v) { return v.has_value(); });
+  }
+
   /// A store error that is not a timeout means the store is gone for good.
   void note_lost(const Error& e) {
     if (e.code() != ExitCode::timeout && !lost_) lost_ = e.one_line();
@@ -179,7 +196,9 @@ class StorePlane : public Plane {
 }  // namespace
 
 std::int64_t publish_failure(Store& store, const std::string& why, Deadline deadline,
-                             FailureKind kind) {
+                             FailureKind kind, int rank) {
+  // Before the announcement, so whoever reads it finds the rank marked.
+  if (kind == FailureKind::died && rank >= 0) store.set(dead_key(rank), "1", deadline);
   auto n = store.add("failures", 1, deadline);
   store.set("failure/" + std::to_string(n),
             std::string(kind == FailureKind::died ? "died" : "failed") + "\t" + why, deadline);

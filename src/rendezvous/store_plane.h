@@ -41,8 +41,9 @@ std::unique_ptr<Plane> make_store_plane(std::unique_ptr<Store> store, const Stor
 enum class FailureKind { failed, died };
 
 /// Announces a failure to every rank of the job (a launcher uses it with
-/// `died` when a rank's process ends); returns its number.
+/// `died` when a rank's process ends); returns its number. A death names the
+/// `rank` that died, so checkpoints stop waiting for it at once.
 std::int64_t publish_failure(Store& store, const std::string& why, Deadline deadline,
-                             FailureKind kind);
+                             FailureKind kind, int rank = -1);
 
 }  // namespace gpudiag
