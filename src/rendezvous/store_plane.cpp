@@ -76,10 +76,10 @@ class StorePlane : public Plane {
     const std::string prefix = "cp/" + std::to_string(seq_++) + "/";
     std::vector<std::string> keys, needed;
     for (int r = 0; r < me_.size; ++r) keys.push_back(prefix + std::to_string(r));
-    if (wait_for.empty())
-      needed = keys;
-    else
-      for (int r : wait_for) needed.push_back(keys[r]);
+    std::vector<int> needed_ranks = wait_for;
+    if (needed_ranks.empty())
+      for (int r = 0; r < me_.size; ++r) needed_ranks.push_back(r);
+    for (int r : needed_ranks) needed.push_back(keys[r]);
     Gathered g;
     g.records.resize(me_.size);
     g.notes.resize(me_.size);
@@ -102,7 +102,7 @@ class StorePlane : public Plane {
             until = until.min(Deadline::after(kFailureGrace));
           }
         if (!death_) poll_failures();  // a death may follow the first failure announced
-        if (death_ && only_the_dead_are_missing(needed)) break;
+        if (death_ && only_the_dead_are_missing(needed, needed_ranks)) break;
       }
       if (all) g.aborted.reset();
       auto values = store_->multi_get(keys, Deadline::after(std::chrono::seconds(10)));
@@ -166,14 +166,15 @@ class StorePlane : public Plane {
     }
   }
 
-  /// Every key in `needed` ("cp/<seq>/<rank>") is set, or its rank is marked
-  /// dead by a launcher: nobody else is coming.
-  bool only_the_dead_are_missing(const std::vector<std::string>& needed) {
+  /// Every key in `needed` (the records of `ranks`, in order) is set, or its
+  /// rank is marked dead by a launcher: nobody else is coming.
+  bool only_the_dead_are_missing(const std::vector<std::string>& needed,
+                                 const std::vector<int>& ranks) {
     auto d = Deadline::after(std::chrono::seconds(5));
     auto have = store_->multi_get(needed, d);
     std::vector<std::string> dead;
     for (std::size_t i = 0; i < needed.size(); ++i)
-      if (!have[i]) dead.push_back(dead_key(std::stoi(needed[i].substr(needed[i].rfind('/') + 1))));
+      if (!have[i]) dead.push_back(dead_key(ranks[i]));
     if (dead.empty()) return true;
     auto marked = store_->multi_get(dead, d);
     return std::all_of(marked.begin(), marked.end(), [](const auto& v) { return v.has_value(); });

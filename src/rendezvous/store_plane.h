@@ -11,6 +11,8 @@
 //                 "failed" when a rank (or a process that lost a rank claim)
 //                 reports its own failure, "died" when a launcher saw a rank's
 //                 process end
+//   dead/<r>      set by a launcher before it announces rank r's death, so a
+//                 checkpoint stops waiting for r at once
 // A checkpoint sets its own key, then waits for everyone's in short slices,
 // looking at `failures` between slices so a dead or failed peer ends the wait
 // at once instead of at the deadline.
