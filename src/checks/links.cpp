@@ -25,14 +25,14 @@ int link_partner(int rank, int round, int n) {
   return p < n ? p : -1;  // m-1 == n is the resting seat of an odd world
 }
 
-namespace {
-
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   const std::size_t k = v.size();
   return k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
 }
+
+namespace {
 
 /// Nearest-rank upper quartile.
 double upper_quartile(std::vector<double> v) {
@@ -79,10 +79,7 @@ struct Judge {
     if (touching.empty()) return false;
     int slow = 0;
     for (auto* l : touching) slow += l->slow;
-    int slow_in_class = 0;
-    for (const auto& l : v.links)
-      if (class_of(l) == &c) slow_in_class += l.slow;
-    return slow == static_cast<int>(touching.size()) && slow_in_class < c.links;
+    return slow == static_cast<int>(touching.size()) && c.slow < c.links;
   }
 
   static double median_of(const std::vector<const LinkSpeed*>& ls) {
@@ -166,11 +163,16 @@ LinkVerdict judge_links(const std::vector<LinkRank>& ranks,
     for (const auto& l : j.v.links)
       if (l.same_host == same) g.push_back(l.gbps);
     if (g.empty()) continue;
-    LinkClass c{same ? "same-host" : "cross-host", static_cast<int>(g.size()), median(g),
-                upper_quartile(g), std::nullopt};
+    LinkClass c{same ? "same-host" : "cross-host",
+                static_cast<int>(g.size()),
+                0,
+                median(g),
+                upper_quartile(g),
+                std::nullopt};
     for (auto& l : j.v.links) {
       if (l.same_host != same) continue;
       l.slow = l.gbps < kSlowFraction * c.reference_gbps;
+      c.slow += l.slow;
       j.v.slow_links += l.slow;
       if (!c.slowest || l.gbps < c.slowest->gbps) c.slowest = l;
     }

@@ -28,6 +28,9 @@ int link_rounds(int n);
 /// `rank`'s partner in `round` (0-based), or -1 if it rests in that round.
 int link_partner(int rank, int round, int n);
 
+/// The median (the mean of the middle two for an even count); 0 when empty.
+double median(std::vector<double> v);
+
 /// A link is slow below this fraction of its class's upper quartile.
 inline constexpr double kSlowFraction = 0.5;
 
@@ -48,6 +51,7 @@ struct LinkSpeed {
 struct LinkClass {
   std::string name;  ///< "same-host", "cross-host"
   int links = 0;
+  int slow = 0;                                ///< of those links
   double median_gbps = 0, reference_gbps = 0;  ///< reference: upper quartile
   std::optional<LinkSpeed> slowest;
 };

@@ -50,6 +50,31 @@ std::vector<Link> connect_mesh(RingListener& listener, const RingPeers& peers, D
 /// that owes us data may be waiting for this very core.
 inline constexpr int kYieldsBeforePoll = 64;
 
+/// Called when neither direction of `link` could move (`idle` counts such
+/// calls): yields, or every kYieldsBeforePoll-th time sleeps in poll until
+/// the wanted directions can move. Throws when the link breaks or
+/// `abort_check` gives a reason ("<what> abandoned: ..."); returns true when
+/// a poll found nothing and `deadline` has passed, for the caller to say
+/// where it stalled.
+inline bool wait_for_link(Link& link, bool want_send, bool want_recv, int& idle, Deadline deadline,
+                          const AbortCheck& abort_check, const char* what) {
+  if (++idle < kYieldsBeforePoll) {
+    sched_yield();
+    return false;
+  }
+  idle = 0;
+  pollfd p[2] = {{link.out.get(), static_cast<short>(want_send ? POLLOUT : 0), 0},
+                 {link.in.get(), static_cast<short>(want_recv ? POLLIN : 0), 0}};
+  int rc = ::poll(p, 2, deadline.poll_ms(100));
+  if (rc < 0 && errno != EINTR) throw Error(ExitCode::broken, "poll failed on a host/tcp link");
+  if (p[0].revents & (POLLERR | POLLHUP)) lost_link(link.out_label);
+  if (rc != 0) return false;
+  if (abort_check)
+    if (auto why = abort_check())
+      throw Error(ExitCode::broken, std::string(what) + " abandoned: " + *why);
+  return deadline.expired();
+}
+
 /// Sends `out_n` floats on link.out while `in_n` floats arrive on link.in;
 /// `arrived(k)` runs whenever the first k floats are in. Ends at `deadline`
 /// (TimeoutError) or when `abort_check` gives a reason (Error).
@@ -80,20 +105,7 @@ void exchange(Link& link, const float* out, std::size_t out_n, float* in, std::s
       idle = 0;
       continue;
     }
-    if (++idle < kYieldsBeforePoll) {
-      sched_yield();
-      continue;
-    }
-    idle = 0;
-    pollfd p[2] = {{link.out.get(), static_cast<short>(sent < out_b ? POLLOUT : 0), 0},
-                   {link.in.get(), static_cast<short>(got < in_b ? POLLIN : 0), 0}};
-    int rc = ::poll(p, 2, deadline.poll_ms(100));
-    if (rc < 0 && errno != EINTR) throw Error(ExitCode::broken, "poll failed on a host/tcp link");
-    if (p[0].revents & (POLLERR | POLLHUP)) lost_link(link.out_label);
-    if (rc != 0) continue;
-    if (abort_check)
-      if (auto why = abort_check()) throw Error(ExitCode::broken, "collective abandoned: " + *why);
-    if (deadline.expired())
+    if (wait_for_link(link, sent < out_b, got < in_b, idle, deadline, abort_check, "collective"))
       throw TimeoutError("collective over TCP stalled: " + human_bytes(sent) + " of " +
                              human_bytes(out_b) + " sent to " + link.out_label + ", " +
                              human_bytes(got) + " of " + human_bytes(in_b) + " received from " +

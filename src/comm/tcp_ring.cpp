@@ -184,29 +184,12 @@ class TcpCollectives : public Communicator {
         idle = 0;
         continue;
       }
-      // Briefly yield instead of sleeping: on a busy host the peer that owes
-      // us data may be waiting for this very core.
-      if (++idle < kYieldsBeforePoll) {
-        sched_yield();
-        continue;
-      }
-      idle = 0;
-      pollfd p[2] = {{ring_.out.get(), static_cast<short>(want_send ? POLLOUT : 0), 0},
-                     {ring_.in.get(), static_cast<short>(want_recv ? POLLIN : 0), 0}};
-      int rc = ::poll(p, 2, deadline.poll_ms(100));
-      if (rc < 0 && errno != EINTR) throw Error(ExitCode::broken, "poll failed on the ring");
-      if (p[0].revents & (POLLERR | POLLHUP)) lost_link(ring_.out_label);
-      if (rc == 0) {
-        if (abort_check_)
-          if (auto why = abort_check_())
-            throw Error(ExitCode::broken, "all-reduce abandoned: " + *why);
-        if (deadline.expired())
-          throw TimeoutError("all-reduce over TCP stalled at step " +
-                                 std::to_string(std::min(ss, rs) + 1) + " of " +
-                                 std::to_string(steps) + " (sending to " + ring_.out_label +
-                                 ", receiving from " + ring_.in_label + ")",
-                             "one of them is stuck or its link is down");
-      }
+      if (wait_for_link(ring_, want_send, want_recv, idle, deadline, abort_check_, "all-reduce"))
+        throw TimeoutError("all-reduce over TCP stalled at step " +
+                               std::to_string(std::min(ss, rs) + 1) + " of " +
+                               std::to_string(steps) + " (sending to " + ring_.out_label +
+                               ", receiving from " + ring_.in_label + ")",
+                           "one of them is stuck or its link is down");
     }
   }
 

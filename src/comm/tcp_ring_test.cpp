@@ -11,9 +11,9 @@
 namespace gpudiag {
 namespace {
 
-/// Runs an all-reduce of `count` floats over `n` ring members in threads of
-/// this process, over real loopback sockets; returns every rank's result.
-std::vector<std::vector<float>> ring_all_reduce(int n, std::size_t count) {
+/// Runs `body(ring, rank)` on n ring members in threads, over loopback.
+template <class F>
+void on_ring(int n, F body) {
   std::vector<std::unique_ptr<RingListener>> listeners;
   RingPeers base;
   base.token = "t";
@@ -22,20 +22,27 @@ std::vector<std::vector<float>> ring_all_reduce(int n, std::size_t count) {
     base.endpoints.push_back("127.0.0.1:" + std::to_string(listeners.back()->port()));
     base.labels.push_back("rank " + std::to_string(r));
   }
-  std::vector<std::vector<float>> data(n, std::vector<float>(count));
   std::vector<std::future<void>> done;
-  for (int r = 0; r < n; ++r) {
+  for (int r = 0; r < n; ++r)
     done.push_back(std::async(std::launch::async, [&, r] {
       RingPeers p = base;
       p.rank = r;
-      auto deadline = Deadline::after(std::chrono::seconds(30));
-      auto ring = make_tcp_ring(*listeners[r], p, deadline);
-      fill_contribution(data[r].data(), count, r);
-      ring->all_reduce_sum(data[r].data(), count, deadline);
-      ring->barrier(deadline);
+      auto ring = make_tcp_ring(*listeners[r], p, Deadline::after(std::chrono::seconds(30)));
+      body(*ring, r);
     }));
-  }
   for (auto& f : done) f.get();
+}
+
+/// Runs an all-reduce of `count` floats over `n` ring members in threads of
+/// this process, over real loopback sockets; returns every rank's result.
+std::vector<std::vector<float>> ring_all_reduce(int n, std::size_t count) {
+  std::vector<std::vector<float>> data(n, std::vector<float>(count));
+  on_ring(n, [&](Communicator& ring, int r) {
+    auto deadline = Deadline::after(std::chrono::seconds(30));
+    fill_contribution(data[r].data(), count, r);
+    ring.all_reduce_sum(data[r].data(), count, deadline);
+    ring.barrier(deadline);
+  });
   return data;
 }
 
@@ -58,28 +65,6 @@ INSTANTIATE_TEST_SUITE_P(
                       std::pair{2, std::size_t{1000}}, std::pair{5, std::size_t{12345}},
                       std::pair{4, std::size_t{1} << 20}, std::pair{8, std::size_t{100003}},
                       std::pair{4, std::size_t{5} << 20}));  // ring, not halving
-
-/// Runs `body(ring, rank)` on n ring members in threads, over loopback.
-template <class F>
-void on_ring(int n, F body) {
-  std::vector<std::unique_ptr<RingListener>> listeners;
-  RingPeers base;
-  base.token = "t";
-  for (int r = 0; r < n; ++r) {
-    listeners.push_back(std::make_unique<RingListener>());
-    base.endpoints.push_back("127.0.0.1:" + std::to_string(listeners.back()->port()));
-    base.labels.push_back("rank " + std::to_string(r));
-  }
-  std::vector<std::future<void>> done;
-  for (int r = 0; r < n; ++r)
-    done.push_back(std::async(std::launch::async, [&, r] {
-      RingPeers p = base;
-      p.rank = r;
-      auto ring = make_tcp_ring(*listeners[r], p, Deadline::after(std::chrono::seconds(30)));
-      body(*ring, r);
-    }));
-  for (auto& f : done) f.get();
-}
 
 TEST(Ring, AllGatherPutsEveryRanksSlotEverywhere) {
   const int n = 5;

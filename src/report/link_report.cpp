@@ -109,11 +109,8 @@ HostGrid host_grid(const LinkVerdict& v, const std::vector<LinkRank>& ranks) {
   h.links.assign(k, std::vector<int>(k, 0));
   for (std::size_t a = 0; a < k; ++a)
     for (std::size_t b = 0; b < k; ++b) {
-      auto& g = seen[a][b];
-      h.links[a][b] = static_cast<int>(g.size());
-      if (g.empty()) continue;
-      std::sort(g.begin(), g.end());
-      h.median[a][b] = g.size() % 2 ? g[g.size() / 2] : (g[g.size() / 2 - 1] + g[g.size() / 2]) / 2;
+      h.links[a][b] = static_cast<int>(seen[a][b].size());
+      if (h.links[a][b] > 0) h.median[a][b] = median(std::move(seen[a][b]));
     }
   return h;
 }
@@ -132,9 +129,7 @@ std::string per_rank(const LinkVerdict& v, const std::vector<LinkRank>& ranks) {
       mine.push_back(l.gbps);
       if (!worst || l.gbps < worst->gbps) worst = &l;
     }
-    std::sort(mine.begin(), mine.end());
-    const std::size_t k = mine.size();
-    const double med = k == 0 ? 0 : k % 2 ? mine[k / 2] : (mine[k / 2 - 1] + mine[k / 2]) / 2;
+    const double med = median(std::move(mine));
     std::string slowest = worst ? gbps_text(worst->gbps) + " with rank " +
                                       std::to_string(worst->a == r.rank ? worst->b : worst->a) +
                                       (worst->slow ? " (slow)" : "")
