@@ -124,7 +124,9 @@ class LiveDetector:
 
 
 def frame_entries(module, inputs, output):
-    """(label, value) of a frame: parameters, inputs, outputs (nested tuples one level)."""
+    """(label, value) of a frame: parameters, inputs, outputs (nested tuples one level).
+    Written apart from dump_activations.py on purpose: the live detector here is
+    the oracle the dumper's output is compared with."""
     for name, p in module.named_parameters(recurse=False):
         yield name, p
     if isinstance(inputs, tuple):
