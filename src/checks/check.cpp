@@ -16,6 +16,7 @@
 #include "comm/communicator.h"
 #include "comm/nccl.h"
 #include "gpu/cuda.h"
+#include "gpu/cuda_ops.h"
 #include "util/error.h"
 #include "util/strings.h"
 #include "world/gpu_choice.h"
@@ -27,6 +28,9 @@ namespace {
 /// After a rank is known missing, later checkpoints only wait this long: the
 /// live ranks are all at the same point, and the missing one is not coming.
 constexpr double kDegradedWaitS = 3.0;
+/// The communicator's teardown: ncclCommFinalize may take 10 s (then it is
+/// aborted); past this the watchdog ends the rank with its status line.
+constexpr double kTeardownLimitS = 45.0;
 /// --mem defaults: GPU memory is what is under test; on the host backend the
 /// memory phase only proves the rank can allocate, so it stays small.
 constexpr std::uint64_t kDefaultDeviceMem = 256ull << 20;
@@ -83,12 +87,23 @@ class CheckRun {
       (void)workspace_.release();
       result_.abandon_transport = true;
     }
-    comm_.reset();  // finalize/abort the communicator before reporting
+    close_communicator();  // finalize/abort the communicator before reporting
     return std::move(result_);
   }
 
  private:
   RankRecord& me() { return result_.me; }
+
+  /// Finalize or abort under the watchdog: a teardown that hangs (a known
+  /// class of NCCL bug, or a hung GPU) ends the rank with its status line
+  /// instead of leaving it running.
+  void close_communicator() {
+    watchdog_.arm("teardown", Deadline::after_seconds(kTeardownLimitS));
+    comm_.reset();
+    workspace_.reset();
+    device_.reset();
+    watchdog_.disarm();
+  }
   Deadline wait_deadline() const {
     return Deadline::after_seconds(degraded_ ? std::min(kDegradedWaitS, opt_.timeout_s)
                                              : opt_.timeout_s);
@@ -145,31 +160,42 @@ class CheckRun {
 
   void choose_backend() {
     auto cuda = probe_cuda();
-    auto nccl = nccl_versions();
+    const NcclLibrary& nccl = load_nccl(opt_.nccl_lib);
     me().cuda_runtime = cuda_version_string(cuda.runtime_version);
     me().cuda_driver = cuda_version_string(cuda.driver_version);
-    me().nccl_version = nccl_version_string(nccl.loaded);
+    me().nccl_version = nccl_version_string(nccl.version);
+    me().nccl_path = nccl.path;
+    me().nccl_hostid = setup_.env.get("NCCL_HOSTID").value_or("");
     std::string host = setup_.host_transport ? setup_.host_transport->name() : "host";
     if (opt_.backend == "nccl") {
       me().backend = "nccl";
-      if (!cuda.usable) me().backend_why = cuda.error;
+      std::vector<std::string> missing;
+      if (!cuda.usable) missing.push_back(cuda.error);
+      if (!nccl.usable()) missing.push_back(nccl.error);
+      me().backend_why = join(missing, "; and ");
     } else if (opt_.backend == "host") {
       me().backend = host;
-    } else if (cuda.usable && nccl.built_with_nccl) {
+    } else if (cuda.usable && nccl.usable()) {
       me().backend = "nccl";
     } else {
       me().backend = host;
-      me().backend_why = cuda.usable ? "built without NCCL" : "no usable GPU";
-      if (me().rank == 0)
-        spdlog::warn("--backend auto: {}; using the {} backend on host memory",
-                     cuda.usable ? me().backend_why : cuda.error, host);
+      me().backend_why = cuda.usable ? "GPU present but NCCL unusable: " + nccl.error
+                                     : "no usable GPU: " + cuda.error;
+      // Host memory and TCP are not what a GPU node is for: say so on every
+      // node this happens on (its first local rank), not only on rank 0, so
+      // an OK on host memory is never mistaken for a GPU that works.
+      if (me().rank == 0 || me().local_rank == 0)
+        spdlog::warn("--backend auto on {}: {}; using the {} backend on host memory (no GPU is "
+                     "tested here)",
+                     me().host, me().backend_why, host);
     }
   }
 
   void device() {
     if (me().backend == "nccl") {
+      // Both missing pieces in one line: a user fixes them in one go.
+      if (!me().backend_why.empty()) throw Error(ExitCode::broken, me().backend_why);
       auto cuda = probe_cuda();
-      if (!cuda.usable) throw Error(ExitCode::broken, cuda.error);
       auto choice = choose_gpu(me().local_rank, cuda.device_count, setup_.env, opt_.device);
       set_device(choice.ordinal);
       auto info = gpu_info(choice.ordinal);
@@ -178,8 +204,17 @@ class CheckRun {
       me().gpu_bus_id = info.pci_bus_id;
       me().gpu_uuid = info.uuid;
       check_device_memory();
-      workspace_ = make_device_workspace();
-      if (me().rank == 0) me().nccl_id = nccl_make_unique_id();
+      // One stream for every copy and collective: they are then ordered.
+      device_ = std::make_shared<DeviceContext>();
+      const CudaOps& ops = cuda_ops();
+      const int e = ops.memset_async(device_->scratch.get(), 0, sizeof(float),
+                                     device_->stream.handle());
+      if (e != CudaOps::kSuccess)
+        throw Error(ExitCode::broken, "cudaMemsetAsync failed: " + cuda_error_text(ops, e));
+      wait_stream(ops, device_->stream.handle(), "clearing the barrier's buffer",
+                  Deadline::after_seconds(opt_.timeout_s));
+      workspace_ = make_device_workspace(ops, device_->stream.handle(), device_);
+      if (me().rank == 0) me().nccl_id = nccl_make_unique_id(*load_nccl(opt_.nccl_lib).api);
     } else {
       if (!setup_.host_transport)
         throw Error(ExitCode::usage, "the host backend needs MPI or the rendezvous store here");
@@ -291,12 +326,19 @@ class CheckRun {
     auto conflicts = exchange_conflicts(view);
     if (!conflicts.empty()) me().fail("exchange", one_line(conflicts));
     for (auto& w : version_differences(view)) result_.warnings.push_back(w);
+    for (auto& w : shared_gpu_notes(view)) result_.warnings.push_back(w);
   }
 
   void communicator() {
     auto abort_check = [this] { return plane_.peer_failure(); };
     if (me().backend == "nccl") {
-      comm_ = make_nccl_communicator(result_.table[0]->nccl_id, me().rank, plane_.size(),
+      NcclContext ctx;
+      ctx.nccl = load_nccl(opt_.nccl_lib).api;
+      ctx.cuda = &cuda_ops();
+      ctx.stream = device_->stream.handle();
+      ctx.scratch = static_cast<float*>(device_->scratch.get());
+      ctx.owner = device_;
+      comm_ = make_nccl_communicator(ctx, result_.table[0]->nccl_id, me().rank, plane_.size(),
                                      wait_deadline(), abort_check);
     } else {
       std::vector<RankRecord> peers;
@@ -496,6 +538,13 @@ class CheckRun {
   Watchdog watchdog_;
   CheckResult result_;
   bool degraded_ = false;
+  /// The GPU's stream and the barrier's scratch float, shared by the
+  /// workspace and the communicator (each keeps it alive).
+  struct DeviceContext {
+    Stream stream;
+    DeviceBuffer scratch{sizeof(float)};
+  };
+  std::shared_ptr<DeviceContext> device_;
   std::unique_ptr<Workspace> workspace_;
   std::unique_ptr<Communicator> comm_;
 };

@@ -36,6 +36,7 @@ struct CheckOptions {
   int iters = 5;                 ///< timed iterations of the large all-reduce
   double timeout_s = 60;         ///< how long any wait for peers may take
   int device = -1;               ///< force a CUDA ordinal
+  std::string nccl_lib;          ///< --nccl-lib: the libnccl.so.2 to load ("" = search)
   /// gpudiag bench: all-reduce sizes to time after the check's own all-reduce.
   std::vector<std::uint64_t> sweep_bytes;
   int warmup = 2;                ///< untimed iterations per sweep size

@@ -9,7 +9,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RankRecord, rank, world_size, lo
                                                 gpu_name, gpu_bus_id, gpu_uuid, phase, seconds, ok,
                                                 failed_phase, reason, timed_out, nccl_id, endpoint,
                                                 cuda_runtime, cuda_driver, nccl_version,
-                                                mpi_version, allreduce_bytes, allreduce_seconds, sweep,
+                                                mpi_version, nccl_path, nccl_hostid, allreduce_bytes,
+                                                allreduce_seconds, sweep,
                                                 links, link_bytes, link_schedule)
 
 std::string encode(const RankRecord& r) { return nlohmann::json(r).dump(); }

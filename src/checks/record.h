@@ -40,6 +40,8 @@ struct RankRecord {
   std::string endpoint;     ///< host:port this rank listens on (host/tcp ring)
 
   std::string cuda_runtime, cuda_driver, nccl_version, mpi_version;
+  std::string nccl_path;    ///< the libnccl.so.2 this rank loaded ("" none)
+  std::string nccl_hostid;  ///< NCCL_HOSTID: NCCL's own idea of which host this is
   double allreduce_bytes = 0;
   double allreduce_seconds = 0;  ///< mean of the timed iterations
   /// gpudiag bench: {bytes, mean seconds} per swept size.

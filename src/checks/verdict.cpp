@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "util/strings.h"
 
@@ -49,14 +50,40 @@ std::vector<std::string> exchange_conflicts(const std::vector<std::optional<Rank
         return "use " + r.backend + (r.backend_why.empty() ? "" : " (" + r.backend_why + ")");
       }))
     out.push_back(*d + "; pass the same --backend to all, or fix the GPU-less ranks");
+  // Two ranks on one GPU is an error for NCCL, unless they give NCCL distinct
+  // NCCL_HOSTIDs: then NCCL treats each as a host of its own and connects
+  // them over its network transport (a way to test that path on one GPU).
   std::map<std::string, std::vector<int>> by_gpu;
   for (const auto& r : table)
-    if (r && !r->gpu_uuid.empty()) by_gpu[r->host + " " + r->gpu_uuid].push_back(r->rank);
+    if (r && !r->gpu_uuid.empty())
+      by_gpu[r->host + " " + r->gpu_uuid + " " + r->nccl_hostid].push_back(r->rank);
   for (const auto& [key, ranks] : by_gpu) {
     if (ranks.size() < 2) continue;
     const auto& first = *table[ranks[0]];
     out.push_back(ranks_list(ranks) + " share GPU " + first.gpu_bus_id + " on " + first.host +
-                  "; give each rank its own GPU (check LOCAL_RANK and CUDA_VISIBLE_DEVICES)");
+                  (first.nccl_hostid.empty() ? "" : " with one NCCL_HOSTID") +
+                  "; give each rank its own GPU (check LOCAL_RANK and CUDA_VISIBLE_DEVICES), or "
+                  "to test NCCL's network path on one GPU give each rank its own NCCL_HOSTID");
+  }
+  return out;
+}
+
+std::vector<std::string> shared_gpu_notes(const std::vector<std::optional<RankRecord>>& table) {
+  std::map<std::string, std::vector<int>> by_gpu;
+  std::map<std::string, std::set<std::string>> hostids;
+  for (const auto& r : table)
+    if (r && !r->gpu_uuid.empty()) {
+      by_gpu[r->host + " " + r->gpu_uuid].push_back(r->rank);
+      hostids[r->host + " " + r->gpu_uuid].insert(r->nccl_hostid);
+    }
+  std::vector<std::string> out;
+  for (const auto& [key, ranks] : by_gpu) {
+    if (hostids[key].size() < 2) continue;
+    const auto& first = *table[ranks[0]];
+    out.push_back(ranks_list(ranks) + " share GPU " + first.gpu_bus_id + " on " + first.host +
+                  " with distinct NCCL_HOSTIDs: NCCL treats each as its own host and connects "
+                  "them over its network transport, so this tests that path, not NVLink or PCIe "
+                  "between GPUs");
   }
   return out;
 }
@@ -67,6 +94,7 @@ std::vector<std::string> version_differences(const std::vector<std::optional<Ran
     if (auto d = disagreement(table, what, key)) out.push_back(*d);
   };
   add("NCCL versions", [](const RankRecord& r) { return r.nccl_version; });
+  add("NCCL libraries", [](const RankRecord& r) { return r.nccl_path; });
   add("CUDA driver versions", [](const RankRecord& r) { return r.cuda_driver; });
   add("MPI libraries", [](const RankRecord& r) { return r.mpi_version; });
   return out;

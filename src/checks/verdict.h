@@ -19,6 +19,10 @@ std::string rank_label(int rank, const std::optional<RankRecord>& known);
 /// Whole-job conflicts visible at the exchange, one line each, naming ranks.
 std::vector<std::string> exchange_conflicts(const std::vector<std::optional<RankRecord>>& table);
 
+/// Ranks that share a GPU under distinct NCCL_HOSTIDs (allowed: NCCL then
+/// treats each as a host of its own); one note per GPU, for the report.
+std::vector<std::string> shared_gpu_notes(const std::vector<std::optional<RankRecord>>& table);
+
 /// Version differences between ranks (warnings, not failures).
 std::vector<std::string> version_differences(const std::vector<std::optional<RankRecord>>& table);
 

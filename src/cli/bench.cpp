@@ -98,6 +98,7 @@ Runner setup_bench(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--device", o->check.device, "CUDA device ordinal (default: local rank)")
       ->check(CLI::NonNegativeNumber);
+  add_nccl_lib_option(sub, o->check.nccl_lib);
   sub->add_flag(
       "--links", o->links,
       "instead of the sweep: every pair of ranks exchanges --link-size both ways at once; "

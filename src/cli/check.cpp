@@ -125,6 +125,7 @@ Runner setup_check(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--device", o->check.device, "CUDA device ordinal (default: local rank)")
       ->check(CLI::NonNegativeNumber);
+  add_nccl_lib_option(sub, o->check.nccl_lib);
   sub->add_option("--json", o->json_path, "write the job report as JSON (rank 0)");
   sub->add_option("--nccl-debug", o->nccl_debug,
                   "capture NCCL's log of every rank (info or trace) and explain it at the end")

@@ -6,10 +6,20 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
 
 namespace gpudiag::cli {
 
 using Runner = std::function<int()>;
+
+/// --nccl-lib PATH (check, bench, info): the libnccl.so.2 to load. A path
+/// that does not exist is a usage error (exit 2) before any rank starts work.
+inline void add_nccl_lib_option(CLI::App* sub, std::string& path) {
+  sub->add_option("--nccl-lib", path,
+                  "the libnccl.so.2 to test, e.g. the one inside your PyTorch (default: "
+                  "GPUDIAG_NCCL_LIB, then the loader's search path)")
+      ->check(CLI::ExistingFile);
+}
 
 Runner setup_check(CLI::App& app);
 Runner setup_launch(CLI::App& app);

@@ -36,8 +36,6 @@ class Workspace {
 
 /// Host memory (std::unique_ptr arrays).
 std::unique_ptr<Workspace> make_host_workspace();
-/// Device memory on the current CUDA device.
-std::unique_ptr<Workspace> make_device_workspace();
 
 class Communicator;
 

@@ -1,34 +1,55 @@
-// The NCCL backend: communicator creation and versions, behind a plain header.
+// The NCCL backend: communicator creation and collectives, behind a plain header.
 //
 // Creation is non-blocking (ncclCommInitRankConfig with blocking=0) and polled
 // with ncclCommGetAsyncError against the deadline; on timeout, error or an
-// abort_check reason the communicator is aborted (ncclCommAbort), never left
-// hanging. Collectives are polled the same way, plus cudaStreamQuery.
+// abort_check reason the communicator is aborted (ncclCommAbort) at once,
+// never left spinning. Collectives are polled the same way plus the stream.
+// Every host<->device copy the check makes goes on the communicator's own
+// stream, so NCCL reads what was uploaded and the host reads what NCCL wrote.
+// NCCL and CUDA are reached through tables (nccl_api.h, gpu/cuda_ops.h), so
+// unit tests drive this control flow with fakes.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
 #include "comm/communicator.h"
+#include "comm/nccl_api.h"
+#include "gpu/cuda_ops.h"
 
 namespace gpudiag {
 
-struct NcclVersions {
-  bool built_with_nccl = false;
-  int compiled = 0;  ///< NCCL_VERSION_CODE, e.g. 22809
-  int loaded = 0;    ///< ncclGetVersion() of the library actually loaded
+/// What a communicator runs on. `owner` keeps the stream and scratch alive.
+struct NcclContext {
+  const NcclApi* nccl = nullptr;
+  const CudaOps* cuda = nullptr;
+  void* stream = nullptr;      ///< cudaStream_t shared with the device workspace
+  float* scratch = nullptr;    ///< one float of device memory (the barrier's)
+  std::shared_ptr<void> owner;
+  double teardown_s = 10;      ///< how long ncclCommFinalize may take before an abort
 };
-NcclVersions nccl_versions();
-/// 22809 -> "2.28.9".
-std::string nccl_version_string(int code);
 
 /// rank 0 makes the id; it travels to the others as a hex string.
-std::string nccl_make_unique_id();
+std::string nccl_make_unique_id(const NcclApi& nccl);
 
 /// Joins the communicator of `size` ranks identified by `unique_id_hex`, on the
 /// current CUDA device. Throws TimeoutError or Error (after aborting).
-std::unique_ptr<Communicator> make_nccl_communicator(const std::string& unique_id_hex, int rank,
+std::unique_ptr<Communicator> make_nccl_communicator(const NcclContext& ctx,
+                                                     const std::string& unique_id_hex, int rank,
                                                      int size, Deadline deadline,
                                                      const AbortCheck& abort_check);
+
+/// A device workspace whose copies go on `stream` and are waited for there.
+std::unique_ptr<Workspace> make_device_workspace(const CudaOps& cuda, void* stream,
+                                                 std::shared_ptr<void> owner);
+
+/// What to try after NCCL returned `result`, from its last error text and
+/// this host's /dev/shm size (0 = unknown): the likely causes, in order.
+std::string nccl_remedy(int result, const std::string& last_error,
+                        std::uint64_t dev_shm_bytes);
+
+/// The size of /dev/shm here (0 when it cannot be read).
+std::uint64_t dev_shm_bytes();
 
 }  // namespace gpudiag

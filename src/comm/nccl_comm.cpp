@@ -1,15 +1,13 @@
 // NCCL backend (see nccl.h). Every wait is a poll loop: ncclCommGetAsyncError
-// for the communicator's state, cudaStreamQuery for queued work, the deadline,
-// and the caller's abort_check. Any way out but success aborts the
-// communicator so no NCCL thread is left spinning.
-#include <cuda_runtime.h>
-#include <nccl.h>
-
+// for the communicator's state, the stream for queued work, the deadline and
+// the caller's abort_check. Any way out but success aborts the communicator
+// right there (not at the end of the check), so no NCCL kernel or proxy
+// thread spins on through later phases; a communicator that ever failed, by
+// an NCCL or a CUDA error, is aborted rather than finalized when it goes.
 #include <chrono>
 #include <thread>
 
 #include "comm/nccl.h"
-#include "gpu/cuda.h"
 #include "util/error.h"
 #include "util/strings.h"
 
@@ -17,160 +15,193 @@ namespace gpudiag {
 
 namespace {
 
-std::string nccl_error(ncclResult_t r, ncclComm_t comm) {
-  std::string s = std::string(ncclGetErrorString(r));
-  const char* last = ncclGetLastError(comm);
-  if (last && *last) s += ": " + std::string(last);
-  return s;
-}
-
-std::string remedy_for(ncclResult_t r) {
-  switch (r) {
-    case ncclSystemError:
-    case ncclRemoteError:
-      return "run again with --nccl-debug info; check NCCL_SOCKET_IFNAME and firewalls between "
-             "hosts";
-    case ncclUnhandledCudaError:
-      return "check the GPU with nvidia-smi and dmesg (Xid errors)";
-    case ncclInvalidUsage:
-      return "two ranks on one GPU, or mismatched world sizes";
-    default:
-      return "run again with --nccl-debug info to see NCCL's own explanation";
-  }
-}
+using nccl_abi::Result;
 
 class NcclCommunicator : public Communicator {
  public:
-  NcclCommunicator(ncclComm_t comm) : comm_(comm) {}
+  NcclCommunicator(const NcclContext& ctx, nccl_abi::CommHandle comm, int rank)
+      : ctx_(ctx), api_(*ctx.nccl), comm_(comm), rank_(rank) {}
+
   ~NcclCommunicator() override {
-    // A healthy communicator is finalized and destroyed; one that failed is
-    // aborted, which never blocks on peers.
+    if (aborted_) return;
     if (!healthy_) {
-      ncclCommAbort(comm_);
+      api_.CommAbort(comm_);
       return;
     }
-    ncclResult_t st = ncclCommFinalize(comm_);
-    auto deadline = Deadline::after(std::chrono::seconds(10));
-    while (st == ncclSuccess || st == ncclInProgress) {
-      if (ncclCommGetAsyncError(comm_, &st) != ncclSuccess || st != ncclInProgress) break;
-      if (deadline.expired()) break;
+    // Finalize flushes outstanding work and may wait on peers: bounded, and
+    // an abort (which never waits on peers) if it does not complete.
+    Result st = api_.CommFinalize(comm_);
+    const auto deadline = Deadline::after_seconds(ctx_.teardown_s);
+    while (st == nccl_abi::kInProgress && !deadline.expired()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (api_.CommGetAsyncError(comm_, &st) != nccl_abi::kSuccess) break;
     }
-    if (st == ncclSuccess)
-      ncclCommDestroy(comm_);
+    if (st == nccl_abi::kSuccess)
+      api_.CommDestroy(comm_);
     else
-      ncclCommAbort(comm_);
+      api_.CommAbort(comm_);
   }
 
   std::string name() const override { return "nccl"; }
 
   void all_reduce_sum(float* data, std::size_t count, Deadline deadline) override {
-    ncclResult_t r = ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm_,
-                                   static_cast<cudaStream_t>(stream_.handle()));
-    if (r != ncclSuccess && r != ncclInProgress) fail("ncclAllReduce", r);
+    start("ncclAllReduce", api_.AllReduce(data, data, count, nccl_abi::kFloat32, nccl_abi::kSum,
+                                          comm_, ctx_.stream));
     wait("ncclAllReduce of " + human_bytes(count * sizeof(float)), deadline);
   }
 
   void all_gather(float* data, std::size_t count, Deadline deadline) override {
-    int rank = 0;
-    ncclCommUserRank(comm_, &rank);
-    ncclResult_t r = ncclAllGather(data + rank * count, data, count, ncclFloat, comm_,
-                                   static_cast<cudaStream_t>(stream_.handle()));
-    if (r != ncclSuccess && r != ncclInProgress) fail("ncclAllGather", r);
+    start("ncclAllGather", api_.AllGather(data + rank_ * count, data, count, nccl_abi::kFloat32,
+                                          comm_, ctx_.stream));
     wait("ncclAllGather of " + human_bytes(count * sizeof(float)) + " per rank", deadline);
   }
 
   void broadcast(float* data, std::size_t count, int root, Deadline deadline) override {
-    ncclResult_t r = ncclBroadcast(data, data, count, ncclFloat, root, comm_,
-                                   static_cast<cudaStream_t>(stream_.handle()));
-    if (r != ncclSuccess && r != ncclInProgress) fail("ncclBroadcast", r);
+    start("ncclBroadcast", api_.Broadcast(data, data, count, nccl_abi::kFloat32, root, comm_,
+                                          ctx_.stream));
     wait("ncclBroadcast of " + human_bytes(count * sizeof(float)), deadline);
   }
 
   void send_recv(int peer, const float* out, float* in, std::size_t count,
                  Deadline deadline) override {
-    auto stream = static_cast<cudaStream_t>(stream_.handle());
-    ncclResult_t r = ncclGroupStart();
-    if (r == ncclSuccess) r = ncclSend(out, count, ncclFloat, peer, comm_, stream);
-    if (r == ncclSuccess) r = ncclRecv(in, count, ncclFloat, peer, comm_, stream);
-    ncclResult_t end = ncclGroupEnd();
-    if (r == ncclSuccess) r = end;
-    if (r != ncclSuccess && r != ncclInProgress)
-      fail("ncclSend/ncclRecv with rank " + std::to_string(peer), r);
+    const std::string call = "ncclSend/ncclRecv with rank " + std::to_string(peer);
+    usable(call);
+    Result r = api_.GroupStart();
+    if (r == nccl_abi::kSuccess)
+      r = api_.Send(out, count, nccl_abi::kFloat32, peer, comm_, ctx_.stream);
+    if (r == nccl_abi::kSuccess)
+      r = api_.Recv(in, count, nccl_abi::kFloat32, peer, comm_, ctx_.stream);
+    // The group is always closed; with a non-blocking communicator it may
+    // return ncclInProgress, and wait() polls it to completion.
+    const Result end = api_.GroupEnd();
+    if (r == nccl_abi::kSuccess) r = end;
+    start(call, r);
     wait("ncclSend/ncclRecv of " + human_bytes(count * sizeof(float)) + " with rank " +
              std::to_string(peer),
          deadline);
   }
 
   void barrier(Deadline deadline) override {
-    // What torch.distributed.barrier() does on NCCL: a one-element all-reduce.
-    if (!one_) one_ = std::make_unique<DeviceBuffer>(sizeof(float));
-    float v = 1.0f;
-    copy_to_device(one_->get(), &v, sizeof v);
-    all_reduce_sum(static_cast<float*>(one_->get()), 1, deadline);
+    // What torch.distributed.barrier() does on NCCL: a one-element
+    // all-reduce. The scratch float's value does not matter.
+    all_reduce_sum(ctx_.scratch, 1, deadline);
   }
 
  private:
-  [[noreturn]] void fail(const std::string& call, ncclResult_t r) {
+  void usable(const std::string& call) {
+    if (aborted_)
+      throw Error(ExitCode::broken,
+                  call + " not attempted: the NCCL communicator was aborted after an earlier "
+                         "failure");
+  }
+
+  /// Checks what an enqueue returned (ncclInProgress is fine: wait() polls it).
+  void start(const std::string& call, Result r) {
+    usable(call);
+    if (r != nccl_abi::kSuccess && r != nccl_abi::kInProgress) fail(call, r);
+  }
+
+  std::string describe(Result r) const {
+    const char* s = api_.GetErrorString ? api_.GetErrorString(r) : nullptr;
+    std::string out = s ? s : "NCCL error " + std::to_string(r);
+    const char* last = api_.GetLastError ? api_.GetLastError(comm_) : nullptr;
+    if (last && *last) out += ": " + std::string(last);
+    return out;
+  }
+
+  /// Gives the communicator up now: aborting stops NCCL's kernels and proxy
+  /// threads, which would otherwise spin until the process ends.
+  void abort_now() {
     healthy_ = false;
-    throw Error(ExitCode::broken, call + " failed: " + nccl_error(r, comm_), remedy_for(r));
+    if (aborted_) return;
+    aborted_ = true;
+    api_.CommAbort(comm_);
+  }
+
+  [[noreturn]] void fail(const std::string& call, Result r) {
+    const std::string last = api_.GetLastError && api_.GetLastError(comm_)
+                                 ? std::string(api_.GetLastError(comm_))
+                                 : std::string();
+    const std::string what = call + " failed: " + describe(r);
+    abort_now();
+    throw Error(ExitCode::broken, what, nccl_remedy(r, last, dev_shm_bytes()));
   }
 
   /// Polls until the enqueue finished and the stream drained.
   void wait(const std::string& what, Deadline deadline) {
-    while (true) {
-      ncclResult_t st = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &st);
-      if (st != ncclSuccess && st != ncclInProgress) fail(what, st);
-      if (st == ncclSuccess && stream_.done()) return;
+    for (int polls = 0;; ++polls) {
+      Result st = nccl_abi::kSuccess;
+      const Result q = api_.CommGetAsyncError(comm_, &st);
+      if (q != nccl_abi::kSuccess) fail(what + " (ncclCommGetAsyncError)", q);
+      if (st != nccl_abi::kSuccess && st != nccl_abi::kInProgress) fail(what, st);
+      if (st == nccl_abi::kSuccess) {
+        const int e = ctx_.cuda->stream_query(ctx_.stream);
+        if (e == CudaOps::kSuccess) return;
+        if (e != CudaOps::kNotReady) {
+          abort_now();
+          throw Error(ExitCode::broken, what + " failed on the GPU: " + cuda_error_text(*ctx_.cuda, e),
+                      "check the GPU with nvidia-smi and dmesg (Xid errors)");
+        }
+      }
       if (abort_check_) {
         if (auto why = abort_check_()) {
-          healthy_ = false;
+          abort_now();
           throw Error(ExitCode::broken, what + " abandoned: " + *why);
         }
       }
       if (deadline.expired()) {
-        healthy_ = false;
+        abort_now();
         throw TimeoutError(what + " did not complete in time (communicator aborted)",
                            "a peer is stuck or gone; see the other ranks' lines, or run with "
                            "--nccl-debug info");
       }
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      // Spin first: a small collective completes in microseconds, and a
+      // sleep here would be most of what a benchmark measures.
+      if (polls > 2000) std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
 
-  ncclComm_t comm_;
-  Stream stream_;
-  std::unique_ptr<DeviceBuffer> one_;
+  NcclContext ctx_;
+  const NcclApi& api_;
+  nccl_abi::CommHandle comm_;
+  int rank_;
   bool healthy_ = true;
+  bool aborted_ = false;
 };
 
-ncclUniqueId parse_id(const std::string& hex) {
-  ncclUniqueId id{};
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+nccl_abi::UniqueId parse_id(const std::string& hex) {
+  nccl_abi::UniqueId id{};
   if (hex.size() != 2 * sizeof id.internal)
-    throw Error(ExitCode::internal,
-                "malformed NCCL unique id of " + std::to_string(hex.size()) + " hex digits");
-  for (std::size_t i = 0; i < sizeof id.internal; ++i)
-    id.internal[i] = static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+    throw Error(ExitCode::broken, "rank 0's NCCL unique id arrived malformed (" +
+                                      std::to_string(hex.size()) + " hex digits, expected 256)",
+                "ranks running different gpudiag versions?");
+  for (std::size_t i = 0; i < sizeof id.internal; ++i) {
+    const int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0)
+      throw Error(ExitCode::broken, "rank 0's NCCL unique id arrived malformed (not hex)",
+                  "ranks running different gpudiag versions?");
+    id.internal[i] = static_cast<char>(hi * 16 + lo);
+  }
   return id;
 }
 
 }  // namespace
 
-NcclVersions nccl_versions() {
-  NcclVersions v;
-  v.built_with_nccl = true;
-  v.compiled = NCCL_VERSION_CODE;
-  ncclGetVersion(&v.loaded);
-  return v;
-}
-
-std::string nccl_make_unique_id() {
-  ncclUniqueId id;
-  ncclResult_t r = ncclGetUniqueId(&id);
-  if (r != ncclSuccess)
-    throw Error(ExitCode::broken, std::string("ncclGetUniqueId failed: ") + ncclGetErrorString(r),
-                "NCCL could not find a network interface for bootstrap; set NCCL_SOCKET_IFNAME");
+std::string nccl_make_unique_id(const NcclApi& nccl) {
+  nccl_abi::UniqueId id{};
+  const Result r = nccl.GetUniqueId(&id);
+  if (r != nccl_abi::kSuccess)
+    throw Error(ExitCode::broken,
+                std::string("ncclGetUniqueId failed: ") + nccl.GetErrorString(r),
+                "NCCL could not find a network interface for its bootstrap; set "
+                "NCCL_SOCKET_IFNAME to an interface the ranks share");
   static const char* digits = "0123456789abcdef";
   std::string hex;
   for (char c : id.internal) {
@@ -181,38 +212,51 @@ std::string nccl_make_unique_id() {
   return hex;
 }
 
-std::unique_ptr<Communicator> make_nccl_communicator(const std::string& unique_id_hex, int rank,
+std::unique_ptr<Communicator> make_nccl_communicator(const NcclContext& ctx,
+                                                     const std::string& unique_id_hex, int rank,
                                                      int size, Deadline deadline,
                                                      const AbortCheck& abort_check) {
-  ncclUniqueId id = parse_id(unique_id_hex);
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  const NcclApi& api = *ctx.nccl;
+  const nccl_abi::UniqueId id = parse_id(unique_id_hex);
+  nccl_abi::Config config;
   config.blocking = 0;
-  ncclComm_t comm = nullptr;
-  ncclResult_t r = ncclCommInitRankConfig(&comm, size, id, rank, &config);
-  auto abort_with = [&](const std::string& msg, ExitCode code, const std::string& remedy) {
-    if (comm) ncclCommAbort(comm);
+  nccl_abi::CommHandle comm = nullptr;
+  const Result r = api.CommInitRankConfig(&comm, size, id, rank, &config);
+  auto give_up = [&](const std::string& msg, ExitCode code, const std::string& remedy) {
+    if (comm) api.CommAbort(comm);
+    if (code == ExitCode::timeout) throw TimeoutError(msg, remedy);
     throw Error(code, msg, remedy);
   };
-  if (r != ncclSuccess && r != ncclInProgress)
-    abort_with("ncclCommInitRankConfig failed: " + nccl_error(r, comm), ExitCode::broken,
-               remedy_for(r));
-  while (true) {
-    ncclResult_t st = ncclInProgress;
-    ncclCommGetAsyncError(comm, &st);
-    if (st == ncclSuccess) break;
-    if (st != ncclInProgress)
-      abort_with("NCCL communicator init failed: " + nccl_error(st, comm), ExitCode::broken,
-                 remedy_for(st));
+  auto text = [&](Result res) {
+    std::string s = api.GetErrorString(res);
+    const char* last = api.GetLastError(comm);
+    if (last && *last) s += ": " + std::string(last);
+    return s;
+  };
+  auto last = [&] {
+    const char* l = api.GetLastError(comm);
+    return std::string(l ? l : "");
+  };
+  if (r != nccl_abi::kSuccess && r != nccl_abi::kInProgress)
+    give_up("ncclCommInitRankConfig failed: " + text(r), ExitCode::broken,
+            nccl_remedy(r, last(), dev_shm_bytes()));
+  for (int polls = 0;; ++polls) {
+    Result st = nccl_abi::kInProgress;
+    if (comm) api.CommGetAsyncError(comm, &st);
+    if (st == nccl_abi::kSuccess) break;
+    if (st != nccl_abi::kInProgress)
+      give_up("NCCL communicator init failed: " + text(st), ExitCode::broken,
+              nccl_remedy(st, last(), dev_shm_bytes()));
     if (abort_check)
       if (auto why = abort_check())
-        abort_with("NCCL communicator init abandoned: " + *why, ExitCode::broken, "");
+        give_up("NCCL communicator init abandoned: " + *why, ExitCode::broken, "");
     if (deadline.expired())
-      abort_with("NCCL communicator init did not complete in time (aborted)", ExitCode::timeout,
-                 "NCCL bootstrap could not reach all peers: check NCCL_SOCKET_IFNAME and "
-                 "firewalls, and run with --nccl-debug info");
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      give_up("NCCL communicator init did not complete in time (aborted)", ExitCode::timeout,
+              "NCCL's bootstrap could not reach all peers: check NCCL_SOCKET_IFNAME and "
+              "firewalls, and run with --nccl-debug info");
+    if (polls > 100) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  auto c = std::make_unique<NcclCommunicator>(comm);
+  auto c = std::make_unique<NcclCommunicator>(ctx, comm, rank);
   c->set_abort_check(abort_check);
   return c;
 }

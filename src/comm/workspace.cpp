@@ -1,8 +1,8 @@
-// Host and device Workspaces, and the communicator of a world of one rank.
+// The host Workspace, and the communicator of a world of one rank. (The
+// device workspace is in device_workspace.cpp: its copies share NCCL's stream.)
 #include <cstring>
 
 #include "comm/communicator.h"
-#include "gpu/cuda.h"
 #include "util/error.h"
 
 namespace gpudiag {
@@ -29,26 +29,6 @@ class HostWorkspace : public Workspace {
   std::vector<std::unique_ptr<float[]>> blocks_;
 };
 
-class DeviceWorkspace : public Workspace {
- public:
-  float* allocate(std::size_t count) override {
-    blocks_.push_back(std::make_unique<DeviceBuffer>(count * sizeof(float)));
-    return static_cast<float*>(blocks_.back()->get());
-  }
-  void release(float* block) override {
-    std::erase_if(blocks_, [&](const auto& b) { return b->get() == block; });
-  }
-  void upload(float* dst, const float* src, std::size_t count) override {
-    copy_to_device(dst, src, count * sizeof(float));
-  }
-  void download(float* dst, const float* src, std::size_t count) override {
-    copy_to_host(dst, src, count * sizeof(float));
-  }
-
- private:
-  std::vector<std::unique_ptr<DeviceBuffer>> blocks_;
-};
-
 class SelfCommunicator : public Communicator {
  public:
   explicit SelfCommunicator(std::string name) : name_(std::move(name)) {}
@@ -73,6 +53,5 @@ std::unique_ptr<Communicator> make_self_communicator(std::string name) {
 }
 
 std::unique_ptr<Workspace> make_host_workspace() { return std::make_unique<HostWorkspace>(); }
-std::unique_ptr<Workspace> make_device_workspace() { return std::make_unique<DeviceWorkspace>(); }
 
 }  // namespace gpudiag

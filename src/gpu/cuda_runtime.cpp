@@ -1,9 +1,12 @@
-// gpu/cuda.h over the CUDA runtime API.
+// gpu/cuda.h over the CUDA runtime API, linked statically (cudart_static):
+// the binary needs only the driver (libcuda.so.1) at run time, and says so
+// through probe_cuda() when that is missing or too old.
 #include <cuda_runtime.h>
 
 #include <cstdio>
 
 #include "gpu/cuda.h"
+#include "gpu/cuda_diagnosis.h"
 #include "util/error.h"
 
 namespace gpudiag {
@@ -17,6 +20,9 @@ void check(cudaError_t e, const char* call) {
   if (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice)
     remedy = "install an NVIDIA driver that supports CUDA " +
              cuda_version_string(CUDART_VERSION) + " and check nvidia-smi";
+  if (e == cudaErrorSystemNotReady)
+    remedy = "start nvidia-fabricmanager (systemctl status nvidia-fabricmanager)";
+  if (remedy.empty()) remedy = "check the GPU with nvidia-smi and dmesg (Xid errors)";
   throw Error(ExitCode::broken, std::string(call) + " failed: " + cudaGetErrorName(e) + " (" +
                                     cudaGetErrorString(e) + ")",
               remedy);
@@ -37,27 +43,22 @@ std::string uuid_string(const cudaUUID_t& u) {
 CudaStatus probe_cuda() {
   CudaStatus s;
   s.built_with_cuda = true;
-  cudaRuntimeGetVersion(&s.runtime_version);
+  s.runtime_version = CUDART_VERSION;  // the runtime is linked in: what it was built as
   if (cudaDriverGetVersion(&s.driver_version) != cudaSuccess) s.driver_version = 0;
   cudaError_t e = cudaGetDeviceCount(&s.device_count);
-  if (e != cudaSuccess) {
-    s.device_count = 0;
-    if (s.driver_version == 0 || e == cudaErrorInsufficientDriver)
-      s.error = std::string("no usable CUDA driver (") + cudaGetErrorName(e) +
-                (s.driver_version ? ", driver supports CUDA " + cuda_version_string(s.driver_version)
-                                  : std::string(", libcuda.so not found")) +
-                "); install or update the NVIDIA driver, check nvidia-smi";
-    else
-      s.error = std::string("no CUDA device (") + cudaGetErrorName(e) + ": " +
-                cudaGetErrorString(e) + "); check nvidia-smi and CUDA_VISIBLE_DEVICES";
-    cudaGetLastError();  // clear the sticky error
+  if (e == cudaSuccess && s.device_count > 0) {
+    s.usable = true;
     return s;
   }
-  if (s.device_count == 0) {
-    s.error = "no CUDA device visible; check nvidia-smi and CUDA_VISIBLE_DEVICES";
-    return s;
-  }
-  s.usable = true;
+  CudaFacts f;
+  f.error = e;
+  if (e != cudaSuccess) f.error_name = cudaGetErrorName(e);
+  f.driver_cuda = s.driver_version;
+  f.runtime_cuda = s.runtime_version;
+  read_host_gpu_facts(f);
+  s.error = explain_cuda_failure(f);
+  s.device_count = 0;
+  cudaGetLastError();  // clear the sticky error
   return s;
 }
 

@@ -12,9 +12,7 @@
 
 #include "util/error.h"
 
-#ifdef GPUDIAG_HAVE_NCCL
-#include <nccl.h>
-#endif
+#include "comm/nccl_api.h"
 
 namespace gpudiag::nccl_log {
 namespace {
@@ -111,15 +109,17 @@ TEST(NcclLogDefaultRunDir, SameForEveryRankOfAJob) {
   EXPECT_TRUE(default_run_dir(Env(), t).filename().string().starts_with("gpudiag-nccl-20"));
 }
 
-#ifdef GPUDIAG_HAVE_NCCL
 /// Runs `request` in a child that then makes NCCL log; returns the child's pid.
 pid_t run_child(CaptureRequest request, bool explicit_pid) {
   pid_t pid = ::fork();
   if (pid != 0) return pid;
   if (explicit_pid) request.pid = ::getpid();
   apply_capture(prepare_capture(request));
-  ncclUniqueId id;
-  ncclGetUniqueId(&id);  // logs the bootstrap interface
+  // NCCL is loaded here, after the variables are set, as a rank loads it.
+  const auto& nccl = load_nccl();
+  if (!nccl.usable()) ::_exit(3);
+  nccl_abi::UniqueId id;
+  nccl.api->GetUniqueId(&id);  // logs the bootstrap interface
   ::_exit(0);
 }
 
@@ -130,7 +130,15 @@ std::string short_host() {
   return h.substr(0, h.find('.'));
 }
 
+/// The real NCCL is loaded the way a rank loads it; without one the tests say so.
+#define SKIP_WITHOUT_NCCL()                                                      \
+  do {                                                                           \
+    auto lib = find_nccl("", "");                                                \
+    if (!lib.usable()) GTEST_SKIP() << "no real NCCL to check against: " << lib.error; \
+  } while (0)
+
 TEST_F(NcclLogCapture, RealNcclWritesWhereThePlanSays) {
+  SKIP_WITHOUT_NCCL();
   CaptureRequest req;
   req.run_dir = base_ / "explicit";
   req.host = short_host();
@@ -147,6 +155,7 @@ TEST_F(NcclLogCapture, RealNcclWritesWhereThePlanSays) {
 }
 
 TEST_F(NcclLogCapture, RealNcclSubstitutesHostAndPidLikeWeDo) {
+  SKIP_WITHOUT_NCCL();
   CaptureRequest req;
   req.run_dir = base_ / "pattern";
   pid_t child = run_child(req, false);
@@ -155,11 +164,6 @@ TEST_F(NcclLogCapture, RealNcclSubstitutesHostAndPidLikeWeDo) {
   auto file = base_ / "pattern" / ("nccl." + short_host() + "." + std::to_string(child) + ".log");
   EXPECT_TRUE(fs::exists(file)) << file;
 }
-#else
-TEST_F(NcclLogCapture, RealNccl) {
-  GTEST_SKIP() << "built without NCCL: no real NCCL to check against";
-}
-#endif
 
 }  // namespace
 }  // namespace gpudiag::nccl_log

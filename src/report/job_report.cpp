@@ -39,7 +39,7 @@ std::string versions_line(const CheckResult& result) {
   std::string s = "versions: backend=" + me.backend;
   if (me.backend == "nccl") {
     s += ", CUDA runtime " + me.cuda_runtime + ", driver " + me.cuda_driver + ", NCCL " +
-         me.nccl_version;
+         me.nccl_version + (me.nccl_path.empty() ? "" : " (" + me.nccl_path + ")");
   } else if (!me.backend_why.empty()) {
     s += " (" + me.backend_why + ")";
   }

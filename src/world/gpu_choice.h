@@ -3,7 +3,9 @@
 // CUDA_VISIBLE_DEVICES is applied by the CUDA runtime itself, so "visible"
 // already means after it. Exactly one visible device means device 0 (SLURM's
 // --gpus-per-task=1 and docker's --gpus device=N give each rank its own view).
-// --device N overrides the choice.
+// Under SLURM's --gpus-per-task (SLURM_GPUS_PER_TASK, or gpu in
+// SLURM_TRES_PER_TASK) each task sees the GPUs bound to it alone, so it takes
+// the first of its own, whatever its local rank. --device N overrides the choice.
 #pragma once
 
 #include <string>

@@ -3,7 +3,7 @@
 #include <unistd.h>
 
 #include "comm/mpi.h"
-#include "comm/nccl.h"
+#include "comm/nccl_api.h"
 #include "gpu/cuda.h"
 #include "util/error.h"
 #include "util/strings.h"
@@ -57,7 +57,7 @@ nlohmann::json gpu_json(const Env& env, int local_rank, int forced) {
 
 }  // namespace
 
-nlohmann::json collect_info(const Env& env, int forced_device) {
+nlohmann::json collect_info(const Env& env, int forced_device, const std::string& nccl_lib) {
   nlohmann::json j;
   j["gpudiag"] = GPUDIAG_VERSION;
   j["host"] = short_hostname();
@@ -80,10 +80,12 @@ nlohmann::json collect_info(const Env& env, int forced_device) {
     j["error"] = e.one_line();
   }
   j["gpu"] = gpu_json(env, local_rank, forced_device);
-  auto nccl = nccl_versions();
-  j["nccl"] = {{"built_with", nccl.built_with_nccl},
-               {"compiled", nccl_version_string(nccl.compiled)},
-               {"loaded", nccl_version_string(nccl.loaded)}};
+  const NcclLibrary& nccl = load_nccl(nccl_lib);
+  j["nccl"] = {{"usable", nccl.usable()},
+               {"version", nccl_version_string(nccl.version)},
+               {"path", nccl.path},
+               {"found_by", nccl.how}};
+  if (!nccl.usable()) j["nccl"]["error"] = nccl.error;
   j["mpi"] = {{"built_with", built_with_mpi()}, {"library", mpi_library_version()}};
   nlohmann::json e = nlohmann::json::object();
   for (const auto& [k, v] : env.all())
@@ -121,10 +123,11 @@ std::string render_info(const nlohmann::json& j) {
   line("cuda", "runtime " + g["runtime"].get<std::string>() + ", driver " +
                    g["driver"].get<std::string>());
   const auto& n = j["nccl"];
-  line("nccl", n["built_with"].get<bool>()
-                   ? n["loaded"].get<std::string>() + " loaded, built against " +
-                         n["compiled"].get<std::string>()
-                   : "not built in");
+  if (n["usable"].get<bool>())
+    line("nccl", n["version"].get<std::string>() + " from " + n["path"].get<std::string>() +
+                     " (found by " + n["found_by"].get<std::string>() + ")");
+  else
+    line("nccl", "unusable: " + n["error"].get<std::string>());
   const auto& m = j["mpi"];
   line("mpi", m["built_with"].get<bool>() ? m["library"].get<std::string>() : "not built in");
   bool first = true;

@@ -1,6 +1,7 @@
 // What `gpudiag info` reports about this rank: the launcher found, the rank,
 // the GPU it would use, and the versions and environment that matter when a
-// job misbehaves. Gathered without initialising MPI or NCCL.
+// job misbehaves. Gathered without initialising MPI or NCCL (libnccl is
+// loaded to read its version and path, never initialised).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -15,7 +16,9 @@ namespace gpudiag {
 bool is_relevant_env(const std::string& name);
 
 /// Everything, as JSON (the text form is rendered from it).
-nlohmann::json collect_info(const Env& env, int forced_device = -1);
+/// `nccl_lib` is --nccl-lib ("" = GPUDIAG_NCCL_LIB, then the loader's search).
+nlohmann::json collect_info(const Env& env, int forced_device = -1,
+                            const std::string& nccl_lib = {});
 
 /// The text block, one "  key  value" line each.
 std::string render_info(const nlohmann::json& info);

@@ -1,0 +1,42 @@
+// The CUDA calls the NCCL communicator and the device workspace make, as a
+// table of entry points, so unit tests can drive their control flow (a stream
+// that never drains, a CUDA error mid-collective) without a GPU.
+//
+// Codes are cudaError_t values as int: 0 is success and 600
+// (cudaErrorNotReady) means queued work is still running. cuda_ops() returns
+// the real table in a CUDA build (over the statically linked runtime) and one
+// whose every call fails with "built without CUDA" otherwise.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "util/deadline.h"
+
+namespace gpudiag {
+
+struct CudaOps {
+  static constexpr int kSuccess = 0;
+  static constexpr int kNotReady = 600;
+  static constexpr int kHostToDevice = 1;  ///< cudaMemcpyHostToDevice
+  static constexpr int kDeviceToHost = 2;  ///< cudaMemcpyDeviceToHost
+  int (*stream_query)(void* stream) = nullptr;
+  int (*memcpy_async)(void* dst, const void* src, std::size_t bytes, int kind,
+                      void* stream) = nullptr;
+  int (*memset_async)(void* dst, int value, std::size_t bytes, void* stream) = nullptr;
+  const char* (*error_name)(int code) = nullptr;
+  const char* (*error_string)(int code) = nullptr;
+};
+
+/// The runtime's table (or the no-CUDA one).
+const CudaOps& cuda_ops();
+
+/// "cudaErrorIllegalAddress (an illegal memory access was encountered)".
+std::string cuda_error_text(const CudaOps& ops, int code);
+
+/// Polls the stream until its work is done. Throws Error (ExitCode::broken)
+/// on a CUDA error and TimeoutError when `deadline` passes; `what` names the
+/// work in the message.
+void wait_stream(const CudaOps& ops, void* stream, const std::string& what, Deadline deadline);
+
+}  // namespace gpudiag
