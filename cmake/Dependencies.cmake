@@ -45,9 +45,21 @@ if(GPUDIAG_WITH_CUDA)
   if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND)
     # A100 (sm_80), H100/H200 (sm_90), B200 (sm_100), RTX 50xx / RTX PRO (sm_120),
     # plus PTX of the newest so later GPUs JIT-compile. Override with
-    # -DCMAKE_CUDA_ARCHITECTURES=... (e.g. "native" on a build host with a GPU).
+    # -DCMAKE_CUDA_ARCHITECTURES=... (e.g. 90 for H100/H200; "native" needs CMake 3.24
+    # and a visible GPU, so scripts/gpu-check.sh asks nvidia-smi instead).
+    # CUDA 12.8 is the first toolkit that knows sm_100 and sm_120; CUDA 12.0
+    # to 12.7 stop at Hopper (PTX of sm_90 then covers later GPUs). CUDA 11.x
+    # lacks what the build uses (C++20 in device code): it is refused below.
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-      set(CMAKE_CUDA_ARCHITECTURES 80-real 90-real 100-real 120)
+      if(CUDAToolkit_VERSION VERSION_GREATER_EQUAL 12.8)
+        set(CMAKE_CUDA_ARCHITECTURES 80-real 90-real 100-real 120)
+      else()
+        set(CMAKE_CUDA_ARCHITECTURES 80-real 90)
+      endif()
+    endif()
+    if(CUDAToolkit_VERSION VERSION_LESS 12.0)
+      message(FATAL_ERROR "gpudiag needs a CUDA 12.x or 13.x toolkit; found ${CUDAToolkit_VERSION} "
+                          "(set CUDA_HOME, or -DGPUDIAG_WITH_CUDA=OFF for the host backend only)")
     endif()
     enable_language(CUDA)
     set(GPUDIAG_HAVE_CUDA ON)
