@@ -2,6 +2,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,10 @@ int main(int argc, char** argv) {
   } catch (const gpudiag::Error& e) {
     std::fprintf(stderr, "gpudiag: %s\n", e.one_line().c_str());
     return static_cast<int>(e.code());
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "gpudiag: out of memory on this host; try: smaller sizes (--mem, --size, "
+                         "--max), or fewer ranks per node\n");
+    return static_cast<int>(gpudiag::ExitCode::broken);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpudiag: internal error: %s; please report it with the command line\n",
                  e.what());

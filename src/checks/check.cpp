@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <new>
 #include <thread>
 
 #include "checks/links.h"
@@ -39,6 +41,17 @@ constexpr std::uint64_t kDefaultHostMem = 16ull << 20;
 /// a pair takes at most its first exchange (< --timeout) plus the greater
 /// of that and --timeout / 4.
 constexpr double kLinkWaitFactor = 3.0;
+
+/// MemAvailable from /proc/meminfo in bytes; 0 when unknown.
+std::uint64_t available_host_memory() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  std::uint64_t kib = 0;
+  std::string unit;
+  while (f >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return 0;
+}
 
 class CheckRun {
  public:
@@ -244,8 +257,23 @@ class CheckRun {
   }
 
   void check_host_memory() {
-    const std::size_t words = (opt_.mem_bytes ? opt_.mem_bytes : kDefaultHostMem) / 4;
-    auto mem = std::make_unique<std::uint32_t[]>(words);
+    const std::uint64_t bytes = opt_.mem_bytes ? opt_.mem_bytes : kDefaultHostMem;
+    const std::size_t words = bytes / 4;
+    // Asking the kernel for more than it has would end in the OOM killer
+    // (overcommit) or bad_alloc, not a status line: check first.
+    if (const std::uint64_t avail = available_host_memory(); avail && bytes > avail)
+      throw Error(ExitCode::broken,
+                  "--mem " + human_bytes(bytes) + " is more than the " + human_bytes(avail) +
+                      " of memory available on " + me().host,
+                  "lower --mem");
+    std::unique_ptr<std::uint32_t[]> mem;
+    try {
+      mem.reset(new std::uint32_t[words]);
+    } catch (const std::bad_alloc&) {
+      throw Error(ExitCode::broken, "could not allocate --mem " + human_bytes(bytes) +
+                                        " of host memory on " + me().host,
+                  "lower --mem");
+    }
     const auto seed = static_cast<std::uint32_t>(0x9e3779b9u * (me().rank + 1));
     for (std::size_t i = 0; i < words; ++i) mem[i] = pattern_word(i, seed);
     for (std::size_t i = 0; i < words; ++i)

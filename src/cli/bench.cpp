@@ -41,6 +41,7 @@ int run(BenchCli o) {
   auto job = join_job(Env::from_process(), o.check.timeout_s);
   set_log_tag("rank " + std::to_string(job.setup.world.rank));
   CheckResult result = run_check(o.check, job.setup);
+  int json_status = 0;
   // A benchmark prints results, not OK lines; a broken rank still says why.
   if (!result.me.ok) write_all(STDOUT_FILENO, status_line(result.me));
   job.meet_after_printing(result, o.check.timeout_s);
@@ -58,13 +59,11 @@ int run(BenchCli o) {
       write_all(STDOUT_FILENO, bench_table(result));
       json = bench_json(result);
     }
-    if (!o.json_path.empty()) {
-      std::ofstream f(o.json_path);
-      f << json.dump(2) << "\n";
-      if (!f) spdlog::error("could not write {}", o.json_path);
-    }
+    if (!o.json_path.empty())
+      json_status = write_output_file("--json", o.json_path, json.dump(2) + "\n");
   }
   int status = job.finish(result);
+  if (status == 0) status = json_status;
   // A slow link is a finding, like nccl-log's problems: rank 0 says so in its status.
   return status == 0 && slow_links ? static_cast<int>(ExitCode::broken) : status;
 }
@@ -94,7 +93,7 @@ Runner setup_bench(CLI::App& app) {
       ->check(CLI::Range(0, 1000))
       ->capture_default_str();
   sub->add_option("--timeout", o->check.timeout_s, "seconds any wait for peers may take")
-      ->check(CLI::Range(0.1, 86400.0))
+      ->check(Seconds(0.1, 86400.0))
       ->capture_default_str();
   sub->add_option("--device", o->check.device, "CUDA device ordinal (default: local rank)")
       ->check(CLI::NonNegativeNumber);

@@ -82,19 +82,18 @@ int run(const CheckCli& o) {
   auto capture = start_nccl_capture(o, job);
 
   CheckResult result = run_check(o.check, job.setup);
+  int json_status = 0;
   write_all(STDOUT_FILENO, status_line(result.me));
   // Everyone has printed before rank 0 adds the summary below the lines.
   job.meet_after_printing(result, o.check.timeout_s);
   if (result.me.rank == 0) {
     write_all(STDOUT_FILENO, versions_line(result) + summary_table(result));
     if (capture) summarize_nccl_capture(*capture, result);
-    if (!o.json_path.empty()) {
-      std::ofstream f(o.json_path);
-      f << job_json(result).dump(2) << "\n";
-      if (!f) spdlog::error("could not write the JSON report to {}", o.json_path);
-    }
+    if (!o.json_path.empty())
+      json_status = write_output_file("--json", o.json_path, job_json(result).dump(2) + "\n");
   }
-  return job.finish(result);
+  const int status = job.finish(result);
+  return status != 0 ? status : json_status;
 }
 
 }  // namespace
@@ -121,7 +120,7 @@ Runner setup_check(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--timeout", o->check.timeout_s,
                   "seconds any wait for peers may take before they are reported")
-      ->check(CLI::Range(0.1, 86400.0))
+      ->check(Seconds(0.1, 86400.0))
       ->capture_default_str();
   sub->add_option("--device", o->check.device, "CUDA device ordinal (default: local rank)")
       ->check(CLI::NonNegativeNumber);

@@ -21,6 +21,26 @@ inline void add_nccl_lib_option(CLI::App* sub, std::string& path) {
       ->check(CLI::ExistingFile);
 }
 
+/// A number of seconds in [lo, hi]: rejects nan and inf, which compare false
+/// against any range and would otherwise slip through CLI::Range.
+inline CLI::Validator Seconds(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(text, v) || !(v >= lo && v <= hi))
+          return "must be a number of seconds from " + CLI::detail::to_string(lo) + " to " +
+                 CLI::detail::to_string(hi) + ", not " + text;
+        return {};
+      },
+      "SECONDS");
+}
+
+/// Writes `text` to `path` (the --json option). An unwritable path or a full
+/// disk prints one line on stderr and returns exit status 2 (else 0): never a
+/// report silently not written. The caller still ends the job normally.
+int write_output_file(const std::string& option, const std::string& path,
+                      const std::string& text);
+
 Runner setup_check(CLI::App& app);
 Runner setup_launch(CLI::App& app);
 Runner setup_bench(CLI::App& app);

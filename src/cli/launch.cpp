@@ -32,12 +32,15 @@ Runner setup_launch(CLI::App& app) {
                   "Rendezvous port (default: a free port on one node, 29500 on several)");
   sub->add_option("--grace", options->grace_s,
                   "Seconds the other ranks get after the first failure before SIGTERM")
+      ->check(Seconds(0, 86400))
       ->capture_default_str();
   sub->add_option("--kill-after", options->kill_after_s,
                   "Seconds from SIGTERM (or a forwarded signal) to SIGKILL")
+      ->check(Seconds(0, 86400))
       ->capture_default_str();
   sub->add_option("--timeout", options->timeout_s,
                   "Stop the whole job after this many seconds (0: no limit)")
+      ->check(Seconds(0, 30 * 86400))
       ->capture_default_str();
   auto no_prefix = std::make_shared<bool>(false);
   sub->add_flag("--no-prefix", *no_prefix, "Do not prefix output lines with \"[rankN]: \"");

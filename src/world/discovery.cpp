@@ -33,6 +33,18 @@ int read_int(const Env& env, const char* name) {
   return static_cast<int>(*n);
 }
 
+/// A world size within what gpudiag's per-rank tables can hold: beyond it a
+/// rank would spend gigabytes before it reports anything.
+int read_world_size(const Env& env, const char* name) {
+  const int n = read_int(env, name);
+  if (n > kMaxWorldSize)
+    throw UsageError(std::string(name) + "=" + std::to_string(n) + " is more ranks than gpudiag "
+                         "supports (" + std::to_string(kMaxWorldSize) + ")",
+                     std::string("check ") + name + "; a job this large needs node leaders "
+                         "(docs/ARCHITECTURE.md)");
+  return n;
+}
+
 /// Reads one variable set. nullopt when none of its variables are set; a
 /// UsageError when only some of the `required` ones are.
 std::optional<Candidate> read_set(const Env& env, Launcher l, const VarSet& vs, bool local_required,
@@ -46,7 +58,7 @@ std::optional<Candidate> read_set(const Env& env, Launcher l, const VarSet& vs, 
     throw UsageError(source + ": " + join(present, ", ") + " set but " + join(missing, ", ") +
                          " not",
                      "set all of them, or unset the stale ones");
-  Candidate c{l, read_int(env, vs.rank), read_int(env, vs.size), 0, -1, false, source};
+  Candidate c{l, read_int(env, vs.rank), read_world_size(env, vs.size), 0, -1, false, source};
   if (env.has(vs.local_rank)) c.local_rank = read_int(env, vs.local_rank);
   if (env.has(vs.local_size)) c.local_size = read_int(env, vs.local_size);
   return c;

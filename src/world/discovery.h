@@ -33,6 +33,9 @@
 
 namespace gpudiag {
 
+/// The most ranks a job may have (WORLD_SIZE and its launcher equivalents).
+inline constexpr int kMaxWorldSize = 1 << 20;
+
 enum class Launcher { torchrun, gpudiag_launch, open_mpi, mvapich, hydra, slurm, by_hand, none };
 
 struct World {
