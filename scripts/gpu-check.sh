@@ -1,61 +1,278 @@
 #!/usr/bin/env bash
 # On a machine with NVIDIA GPUs: build for the GPUs present, then run what
-# only a GPU can prove, and keep the logs.
-#   1. the GPU-only unit tests (device pattern, CUDA scanner, NCCL capture)
-#   2. gpudiag info, and gpudiag check --backend nccl with world size 1
-#   3. gpudiag check --backend nccl on every GPU (gpudiag launch), with
-#      --nccl-debug info, then gpudiag nccl-log on what it captured
-#   4. gpudiag bench --backend nccl on every GPU, and its link test
+# only a GPU can prove, and keep the logs. Stops if the build fails; after
+# that every step runs, and its exit status goes into summary.txt.
+#   1. build for the compute capabilities nvidia-smi reports
+#   2. the GPU-only unit tests, then every unit test (ctest -L unit)
+#   3. gpudiag scan --device cuda (--gpu) against the CPU scanner
+#   4. gpudiag info, gpudiag check --backend nccl with world size 1, and on
+#      every GPU with --nccl-debug info, then gpudiag nccl-log on the capture
+#   5. gpudiag bench --backend nccl on every GPU, and its link test
+#   6. a second NCCL (PyTorch's) through --nccl-lib: info, and check on every
+#      GPU (4 ranks on the one GPU when there is only one)
+#   7. 4 ranks on one GPU (each its own NCCL_HOSTID, sockets over lo): check,
+#      bench, bench --links
+#   8. faults on that GPU: a rank SIGKILLed, then a rank SIGSTOPped, inside
+#      the all-reduce: the others must name it, the job end, the GPU be freed
 # Logs go to $GPUDIAG_GPU_LOGS (default $OUT if set, else ./gpu-logs).
+# GPUDIAG_CUDA_ARCHS overrides the architectures (e.g. "90;100");
+# GPUDIAG_SECOND_NCCL names the second libnccl.so.2 instead of PyTorch's.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
+root=$PWD
 logs=${GPUDIAG_GPU_LOGS:-${OUT:-gpu-logs}}
-mkdir -p "$logs"
+mkdir -p "$logs" && logs=$(cd "$logs" && pwd)  # absolute: the rank wrapper and ranks use it
 build=${GPUDIAG_BUILD_DIR:-build-gpu}
+[[ $build = /* ]] || build=$root/$build
+bin=$build/gpudiag
 status=0
-step() { echo "== $*" | tee -a "$logs/summary.txt"; }
-record() { local rc=$1; echo "   exit $rc" | tee -a "$logs/summary.txt"; [[ $rc -eq 0 ]] || status=1; }
+: >"$logs/summary.txt"
+say() { echo "$*" | tee -a "$logs/summary.txt"; }
+step() { say "== $*"; }
+record() { local rc=$1; say "   exit $rc"; [[ $rc -eq 0 ]] || status=1; }
+die() { say "gpu-check: $*"; exit 1; }
+# run NAME SECONDS CMD...: CMD with a time limit, its output in $logs/NAME.txt.
+run() { local name=$1 limit=$2; shift 2; timeout -k 10 "$limit" "$@" >"$logs/$name.txt" 2>&1; }
 
-nvidia-smi -L | tee "$logs/nvidia-smi.txt"
-ngpu=$(nvidia-smi -L | grep -c '^GPU')
-step "build ($build, CUDA architectures native)"
-GPUDIAG_BUILD_DIR=$build scripts/build.sh -DCMAKE_CUDA_ARCHITECTURES=native >"$logs/build.txt" 2>&1
-record $?
+nvidia-smi -L | tee "$logs/nvidia-smi.txt" || die "nvidia-smi failed: no NVIDIA driver here?"
+ngpu=$(grep -c '^GPU' "$logs/nvidia-smi.txt")
+((ngpu > 0)) || die "nvidia-smi lists no GPU"
+# The GPUs a process sees here: nvidia-smi lists them all, CUDA_VISIBLE_DEVICES may hide some.
+if [[ -n ${CUDA_VISIBLE_DEVICES+set} ]]; then
+  ngpu=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .)
+  ((ngpu > 0)) || die "CUDA_VISIBLE_DEVICES is empty: no GPU is visible"
+fi
+# "9.0" -> "90", "12.0" -> "120": what CMAKE_CUDA_ARCHITECTURES wants, one per kind of GPU
+# (=native would need CMake 3.24 and a GPU visible to the configure step).
+archs=${GPUDIAG_CUDA_ARCHS:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader |
+  tr -d ' .' | sort -u | paste -sd ';' -)}
+[[ $archs =~ ^[0-9]+(\;[0-9]+)*$ ]] ||
+  die "cannot read the compute capabilities from nvidia-smi ('$archs'); set GPUDIAG_CUDA_ARCHS, e.g. 90"
+
+step "build ($build, CUDA architectures $archs)"
+GPUDIAG_BUILD_DIR=$build scripts/build.sh "-DCMAKE_CUDA_ARCHITECTURES=$archs" \
+  >"$logs/build.txt" 2>&1
+rc=$?
+record $rc
+((rc == 0)) || die "the build failed (exit $rc), see $logs/build.txt; nothing else ran"
+grep -q 'gpudiag: CUDA ON' "$logs/build.txt" ||
+  die "configured without CUDA (see $logs/build.txt): set CUDA_HOME or CUDAToolkit_ROOT"
+[[ -x $bin && -x $build/gpudiag_tests ]] || die "the build left no $bin or gpudiag_tests"
 
 step "GPU unit tests"
-"$build/gpudiag_tests" --gtest_filter='Device*:Cuda*:*Gpu*:*Nccl*Capture*:*CudaScan*' \
-  >"$logs/unit-gpu.txt" 2>&1
+run unit-gpu 300 "$build/gpudiag_tests" \
+  --gtest_filter='Device*:Cuda*:*Gpu*:*Nccl*Capture*:*CudaScan*'
 record $?
-grep -E 'SKIPPED|FAILED|PASSED' "$logs/unit-gpu.txt" | tail -5
+grep -E '^\[ +(SKIPPED|FAILED|PASSED) +\]' "$logs/unit-gpu.txt" | tee -a "$logs/summary.txt"
+step "all unit tests (ctest -L unit)"
+run unit-all 300 ctest --test-dir "$build" -L unit -j "$(nproc)" --timeout 120 --output-on-failure
+record $?
+tail -3 "$logs/unit-all.txt"
+
+# scan NAME ARGS...: gpudiag scan with its report in NAME.out and its log in NAME.err.
+scan() {
+  local name=$1
+  shift
+  timeout -k 10 120 "$bin" --log-level info scan "$@" >"$logs/$name.out" 2>"$logs/$name.err"
+}
+# compare NAME FILES...: the CUDA scanner on the last visible GPU against the CPU scanner.
+compare() {
+  local name=$1 cpu_rc cuda_rc rc=0
+  shift
+  scan "$name-cpu" --device cpu "$@"
+  cpu_rc=$?
+  scan "$name-cuda" --device cuda --gpu $((ngpu - 1)) "$@"
+  cuda_rc=$?
+  say "   exit $cuda_rc on the GPU, $cpu_rc on the CPU; $(grep -o 'scanner cuda.*' "$logs/$name-cuda.err")"
+  ((cpu_rc == cuda_rc)) && cmp -s "$logs/$name-cpu.out" "$logs/$name-cuda.out" || rc=1
+  grep -q "device $((ngpu - 1)))" "$logs/$name-cuda.err" || rc=1
+  record $rc
+}
+step "gpudiag scan --device cuda --gpu $((ngpu - 1)): the same report as the CPU scanner"
+compare scan-corpus tests/data/numerics/corpus/valid/{loose.safetensors,bool.npy,fortran.npy,v1.npy,v2.npy,v3.npy}
+# Tensors of several 64 MiB chunks, with a few inf, when numpy is there to write them.
+big=$(mktemp -d)
+if python3 - "$big" 2>/dev/null <<'EOF'; then
+import sys, numpy as np
+rng = np.random.default_rng(1)
+a = rng.standard_normal(80 << 20, dtype=np.float32).astype(np.float16)  # 160 MiB
+a[[5, 70 << 20]] = np.inf
+np.save(sys.argv[1] + "/half.npy", a)
+b = rng.integers(-2**31, 2**31, 20 << 20, dtype=np.int64).astype(">i4")  # 80 MiB, big-endian
+np.save(sys.argv[1] + "/ints.npy", b)
+EOF
+  step "gpudiag scan --device cuda on 240 MiB of tensors (several chunks each)"
+  compare scan-big "$big/half.npy" "$big/ints.npy"
+else
+  say "== scan of large tensors: skipped (no numpy for python3)"
+fi
+rm -rf "$big"
+step "gpudiag scan --device cuda --gpu $ngpu is refused (exit 2, one line)"
+scan scan-bad-gpu --device cuda --gpu "$ngpu" tests/data/numerics/corpus/valid/v2.npy
+rc=$?
+cat "$logs/scan-bad-gpu.err"
+((rc == 2)) && grep -q "only $ngpu CUDA device" "$logs/scan-bad-gpu.err" && rc=0 || rc=1
+record $rc
 
 step "gpudiag info"
-"$build/gpudiag" info >"$logs/info.txt" 2>&1; record $?
+run info 60 "$bin" info
+record $?
 step "gpudiag check --backend nccl (world size 1)"
-"$build/gpudiag" check --backend nccl --json "$logs/check-1.json" >"$logs/check-1.txt" 2>&1
+run check-1 120 "$bin" check --backend nccl --json "$logs/check-1.json"
 record $?
 cat "$logs/check-1.txt"
 
 step "gpudiag check --backend nccl on $ngpu GPUs with --nccl-debug info"
-"$build/gpudiag" launch --nproc-per-node "$ngpu" -- check --backend nccl \
-  --nccl-debug info --nccl-debug-dir "$logs/nccl" --json "$logs/check-n.json" \
-  >"$logs/check-n.txt" 2>&1
+run check-n 180 "$bin" launch --nproc-per-node "$ngpu" -- check --backend nccl \
+  --nccl-debug info --nccl-debug-dir "$logs/nccl" --json "$logs/check-n.json"
 record $?
 cat "$logs/check-n.txt"
 step "gpudiag nccl-log on the captured logs"
-"$build/gpudiag" nccl-log "$logs/nccl" >"$logs/nccl-log.txt" 2>&1; record $?
+run nccl-log 60 "$bin" nccl-log "$logs/nccl"
+record $?
 
 step "gpudiag bench --backend nccl on $ngpu GPUs"
-"$build/gpudiag" launch --nproc-per-node "$ngpu" -- bench --backend nccl --min 1MiB --max 1GiB \
-  >"$logs/bench.txt" 2>&1
+run bench 180 "$bin" launch --nproc-per-node "$ngpu" -- bench --backend nccl --min 1MiB --max 256MiB
 record $?
 cat "$logs/bench.txt"
 
-step "gpudiag bench --links --backend nccl on $ngpu GPUs"
-"$build/gpudiag" launch --nproc-per-node "$ngpu" -- bench --links --backend nccl \
-  --link-size 256MiB --json "$logs/links.json" >"$logs/links.txt" 2>&1
-rc=$?
 # 1 means a slow link was found: a finding about the machine, not a failure of the tool.
-[[ $rc -eq 1 ]] && grep -q 'slow links\? (below' "$logs/links.txt" && rc=0
-record $rc
+links_rc() { local rc=$1 file=$2; [[ $rc -eq 1 ]] && grep -q 'slow links\? (below' "$file" && rc=0; echo "$rc"; }
+step "gpudiag bench --links --backend nccl on $ngpu GPUs"
+run links 180 "$bin" launch --nproc-per-node "$ngpu" -- bench --links --backend nccl \
+  --link-size 256MiB --json "$logs/links.json"
+rc=$?
+record "$(links_rc $rc "$logs/links.txt")"
 cat "$logs/links.txt"
+
+# Several ranks on one GPU. NCCL refuses two ranks of one host on one GPU but
+# tells hosts apart by NCCL_HOSTID, so each rank gets its own and NCCL connects
+# them over its network transport (sockets on lo). gpudiag launch runs a program
+# other than gpudiag only with --no-gpudiag; then rank 0 serves the store (the
+# launcher does not) and no death is published, so the others learn of a dead
+# rank from NCCL and the checkpoints' --timeout. With RANK_PID_DIR set, the
+# wrapper also notes each rank's pid (exec keeps it) for the fault runs.
+wrapper=$logs/rank-wrapper.sh
+cat >"$wrapper" <<EOF
+#!/bin/sh
+export NCCL_HOSTID="r\$RANK"
+[ -z "\${RANK_PID_DIR:-}" ] || echo \$\$ >"\$RANK_PID_DIR/rank\$RANK.pid"
+exec "$bin" "\$@"
+EOF
+chmod +x "$wrapper"
+# The GPU: the first visible one. "Visible" keeps the caller's CUDA_VISIBLE_DEVICES
+# (unset on a plain machine: every GPU, and --device 0 puts all 4 ranks on GPU 0).
+first_gpu=${CUDA_VISIBLE_DEVICES:-0}
+first_gpu=${first_gpu%%,*}
+one_gpu=(env NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 "$bin" launch --nproc-per-node 4 --no-gpudiag)
+
+# A second NCCL: the one PyTorch ships (pip's nvidia-nccl, else torch/lib), found
+# without importing torch.
+second_nccl() {
+  python3 - 2>/dev/null <<'EOF'
+import glob, importlib.util, os
+for name, pattern in (("nvidia.nccl", "lib/libnccl.so.2"), ("torch", "lib/libnccl*.so*")):
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        continue
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        for path in sorted(glob.glob(os.path.join(folder, pattern))):
+            print(path)
+            raise SystemExit
+EOF
+}
+nccl2=${GPUDIAG_SECOND_NCCL:-$(second_nccl)}
+if [[ -n $nccl2 && -f $nccl2 ]]; then
+  step "second NCCL $nccl2: gpudiag info --nccl-lib"
+  run info-nccl2 60 "$bin" info --nccl-lib "$nccl2"
+  record $?
+  grep -i nccl "$logs/info-nccl2.txt"
+  if ((ngpu > 1)); then
+    step "second NCCL: gpudiag check --backend nccl --nccl-lib on $ngpu GPUs"
+    run check-nccl2 180 "$bin" launch --nproc-per-node "$ngpu" -- check --backend nccl \
+      --nccl-lib "$nccl2" --json "$logs/check-nccl2.json"
+  else  # one rank would not run a collective through NCCL: four on the one GPU
+    step "second NCCL: gpudiag check --backend nccl --nccl-lib, 4 ranks on one GPU"
+    run check-nccl2 180 "${one_gpu[@]}" -- "$wrapper" check --backend nccl --device 0 \
+      --nccl-lib "$nccl2" --json "$logs/check-nccl2.json"
+  fi
+  record $?
+  cat "$logs/check-nccl2.txt"
+else
+  say "== second NCCL: none found (no nvidia.nccl or torch for python3; set GPUDIAG_SECOND_NCCL)"
+fi
+
+step "4 ranks on one GPU: check --backend nccl (CUDA_VISIBLE_DEVICES=$first_gpu)"
+run check-1gpu 180 env CUDA_VISIBLE_DEVICES="$first_gpu" "${one_gpu[@]}" -- "$wrapper" \
+  check --backend nccl --json "$logs/check-1gpu.json"
+record $?
+cat "$logs/check-1gpu.txt"
+step "4 ranks on one GPU: check --backend nccl --device 0 (CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-unset})"
+run check-1gpu-dev0 180 "${one_gpu[@]}" -- "$wrapper" check --backend nccl --device 0 \
+  --json "$logs/check-1gpu-dev0.json"
+record $?
+cat "$logs/check-1gpu-dev0.txt"
+step "4 ranks on one GPU: bench --backend nccl --device 0 --max 256MiB"
+run bench-1gpu 180 "${one_gpu[@]}" -- "$wrapper" bench --backend nccl --device 0 \
+  --min 1MiB --max 256MiB
+record $?
+cat "$logs/bench-1gpu.txt"
+step "4 ranks on one GPU: bench --links --backend nccl --device 0"
+run links-1gpu 180 "${one_gpu[@]}" -- "$wrapper" bench --links --backend nccl --device 0 \
+  --link-size 32MiB --json "$logs/links-1gpu.json"
+rc=$?
+record "$(links_rc $rc "$logs/links-1gpu.txt")"
+cat "$logs/links-1gpu.txt"
+
+# fault NAME SIGNAL VICTIM: 4 ranks on one GPU; rank VICTIM raises SIGNAL on
+# itself at the start of the 3rd timed all-reduce, while the others are inside
+# that collective (GPUDIAG_TEST_RAISE, src/checks/test_hook.h: the check's own
+# hook, so no sleep guesses the moment). Then the job must end, each survivor's
+# status line must name the victim, and no rank may be left, alive or on the GPU.
+fault() {
+  local name=$1 sig=$2 victim=$3 dir=$logs/$1
+  local t0 rc n i r pid pids=() left=() apps="" on_gpu=0
+  mkdir -p "$dir"
+  t0=$SECONDS
+  run "$name" 150 env RANK_PID_DIR="$dir" GPUDIAG_TEST_RAISE="SIG$sig@all-reduce#3:$victim" \
+    "${one_gpu[@]}" --grace 8 -- "$wrapper" \
+    check --backend nccl --device 0 --mem 1MiB --iters 10 --timeout 6
+  rc=$?
+  for r in 0 1 2 3; do pids+=("$(cat "$dir/rank$r.pid" 2>/dev/null)"); done
+  [[ $sig == STOP && -n ${pids[$victim]} ]] && kill -CONT "${pids[$victim]}" 2>/dev/null
+  say "   the launcher exited $rc after $((SECONDS - t0)) s"
+  if ! grep -q "^\[rank$victim\]: .*GPUDIAG_TEST_RAISE: raising signal" "$logs/$name.txt"; then
+    say "   rank $victim never raised SIG$sig: does this gpudiag read GPUDIAG_TEST_RAISE?"
+    n=0
+  else
+    # Each survivor's status line, "[rankN]: [host-N] is broken: ... rank V ...", names the victim.
+    n=$(grep -E "^\[rank[0-9]+\]: .*is broken: .*\brank $victim\b" "$logs/$name.txt" |
+      grep -oE '^\[rank[0-9]+\]' | sort -u | grep -vc "^\[rank$victim\]")
+    say "   survivors naming rank $victim: $n of 3"
+  fi
+  grep -E 'is broken' "$logs/$name.txt" | head -4 | tee -a "$logs/summary.txt"
+  # Nothing left: no rank alive, none on the GPU (the driver may take a moment).
+  for ((i = 0; i < 15; i++)); do
+    left=()
+    for pid in "${pids[@]}"; do [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null && left+=("$pid"); done
+    apps=$(nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader 2>&1)
+    on_gpu=0
+    for pid in "${pids[@]}"; do [[ -n $pid ]] && grep -qw "$pid" <<<"$apps" && on_gpu=1; done
+    grep -qi gpudiag <<<"$apps" && on_gpu=1
+    ((${#left[@]} == 0 && on_gpu == 0)) && break
+    sleep 1
+  done
+  echo "$apps" >"$dir/compute-apps.txt"
+  say "   ranks (pids ${pids[*]}) left alive: ${left[*]:-none}; compute apps on the GPU: ${apps:-none}"
+  for pid in "${left[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+  ((rc != 0 && rc != 124 && n == 3 && ${#left[@]} == 0 && on_gpu == 0)) && rc=0 || rc=1
+  record $rc
+}
+step "4 ranks on one GPU: rank 2 SIGKILLed inside the all-reduce"
+fault fault-kill KILL 2
+step "4 ranks on one GPU: rank 1 SIGSTOPped inside the all-reduce"
+fault fault-stop STOP 1
+
+say "== done: exit $status (logs in $logs)"
 exit $status

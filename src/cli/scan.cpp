@@ -1,6 +1,8 @@
 // gpudiag scan PATH...: find inf/nan in dumped activations and print the
 // reference detector's report (docs/scan.md). Parses options only; the work
 // is numerics::run_scan.
+#include <spdlog/spdlog.h>
+
 #include <iostream>
 #include <memory>
 
@@ -29,7 +31,7 @@ Runner setup_scan(CLI::App& app) {
       "Find inf/nan in dumped activations (gpudiag-frames/1 dumps from "
       "scripts/dump_activations.py, "
       "or plain .safetensors / .npy files) and print the overflow detector's report. "
-      "Exit status: 0 clean, 1 inf/nan found, 2 bad input.");
+      "Exit status: 0 clean, 1 inf/nan found (or the GPU failed), 2 bad input, 3 the GPU hung.");
   sub->add_option("paths", cli->options.paths,
                   "dump files or directories (every *.safetensors and *.npy)")
       ->required()
@@ -61,6 +63,10 @@ Runner setup_scan(CLI::App& app) {
                   "scanner: cpu, cuda, or auto (cuda when a GPU is usable)")
       ->default_val("cpu")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  sub->add_option("--gpu", cli->options.gpu,
+                  "CUDA device ordinal for --device cuda/auto (default: the local rank modulo "
+                  "the visible devices, else 0)")
+      ->check(CLI::Range(0, 1023));
 
   return [cli]() -> int {
     auto& o = cli->options;
@@ -72,6 +78,9 @@ Runner setup_scan(CLI::App& app) {
     o.device = cli->device == "cpu"    ? numerics::ScanDevice::cpu
                : cli->device == "cuda" ? numerics::ScanDevice::cuda
                                        : numerics::ScanDevice::automatic;
+    if (o.device == numerics::ScanDevice::cpu && o.gpu >= 0)
+      spdlog::warn("--gpu {} is ignored by the CPU scanner; add --device cuda to scan on it",
+                   o.gpu);
     return numerics::run_scan(o, std::cout);
   };
 }

@@ -1,10 +1,14 @@
 // The CUDA scanner: the same statistics as the CPU scanner, computed on the
-// GPU. A tensor is copied to the device a chunk at a time; one kernel folds
-// each element into a small DevStats with a grid-stride loop and
-// cub::BlockReduce, and cub::DeviceReduce::Reduce merges the per-block
-// results. Only the final DevStats comes back, and the host decodes it with
-// the same dtype tables as the CPU path (so the two agree bit for bit; the
-// unit test cuda_scanner_test.cpp checks that on a GPU).
+// GPU. Tensors are cut into 64 MiB pieces; the host copies each piece into a
+// pinned staging buffer (two, so it stages the next while the GPU works), and
+// one stream copies it in, folds every element into a small DevStats with a
+// grid-stride kernel and cub::BlockReduce, merges the blocks with
+// cub::DeviceReduce::Reduce and copies the DevStats into pinned memory. All of
+// that is asynchronous, so the one wait per piece polls the stream against a
+// deadline: a hung GPU ends the scan with a TimeoutError, and a CUDA error
+// with Error(broken). The host decodes DevStats with the CPU path's dtype
+// tables, so the two agree bit for bit (cuda_scanner_test.cpp checks that).
+// The device is the user's --gpu or the local rank's (scan_gpu.h).
 //
 // Order keys: min/max are taken over unsigned 64-bit keys that order like
 // the value being compared: a float's sign-cleared bit pattern, an unsigned
@@ -12,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <cstring>
 #include <cub/block/block_reduce.cuh>
 #include <cub/device/device_reduce.cuh>
 #include <limits>
@@ -19,8 +24,10 @@
 #include <type_traits>
 
 #include "gpu/cuda.h"
+#include "numerics/scan_gpu.h"
 #include "numerics/scanner.h"
 #include "util/deadline.h"
+#include "util/env.h"
 #include "util/error.h"
 
 namespace gpudiag::numerics {
@@ -125,13 +132,37 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) partial[blockIdx.x] = r;
 }
 
-void check(cudaError_t e, const char* what) {
+/// A CUDA call failed while the scanner ran: the GPU (or its driver) is
+/// broken, not the input, so the exit status is 1 and the remedy points at the
+/// device, with the CPU scanner as the way around it.
+void check(cudaError_t e, const std::string& gpu, const char* what) {
   if (e != cudaSuccess)
-    throw Error(ExitCode::usage,
-                std::string("CUDA scanner: ") + what + " failed: " + cudaGetErrorName(e) + " (" +
+    throw Error(ExitCode::broken,
+                "CUDA scanner on " + gpu + ": " + what + " failed: " + cudaGetErrorName(e) + " (" +
                     cudaGetErrorString(e) + ")",
-                "scan on the CPU with --device cpu");
+                "check the GPU with nvidia-smi and dmesg (Xid, ECC errors), or scan on the CPU "
+                "with --device cpu");
 }
+
+/// Page-locked host memory, freed on destruction. Copies between it and the
+/// device are truly asynchronous, so the stream wait's deadline bounds them;
+/// a copy to or from pageable memory can block inside the driver instead.
+class PinnedBuffer {
+ public:
+  PinnedBuffer(std::size_t bytes, const std::string& gpu) {
+    check(cudaMallocHost(&ptr_, bytes), gpu,
+          ("cudaMallocHost(" + std::to_string(bytes >> 10) + " KiB)").c_str());
+  }
+  ~PinnedBuffer() {
+    if (ptr_) cudaFreeHost(ptr_);
+  }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  void* get() const { return ptr_; }
+
+ private:
+  void* ptr_ = nullptr;
+};
 
 Params params_for(DType t) {
   Params p{};
@@ -182,33 +213,69 @@ TensorStats decode(const DevStats& d, DType t, std::uint64_t count) {
   return s;
 }
 
+/// One chunk of one tensor: the unit that goes to the GPU and back.
+struct Piece {
+  std::size_t tensor;
+  std::uint64_t begin, count;
+};
+
 class CudaScanner final : public Scanner {
  public:
   explicit CudaScanner(int device)
       : device_(device),
         info_((set_device(device), gpu_info(device))),
-        chunk_(kChunkBytes),
-        partial_(kMaxBlocks * sizeof(DevStats)),
-        result_(sizeof(DevStats)) {
+        gpu_(info_.name + " (device " + std::to_string(device) + ")"),
+        stream_(std::make_unique<Stream>()),
+        chunk_(std::make_unique<DeviceBuffer>(kChunkBytes)),
+        partial_(std::make_unique<DeviceBuffer>(kMaxBlocks * sizeof(DevStats))),
+        result_(std::make_unique<DeviceBuffer>(sizeof(DevStats))),
+        staging_{std::make_unique<PinnedBuffer>(kChunkBytes, gpu_),
+                 std::make_unique<PinnedBuffer>(kChunkBytes, gpu_)},
+        result_host_(std::make_unique<PinnedBuffer>(sizeof(DevStats), gpu_)) {
+    // A build without code for this GPU's architecture fails here, at
+    // creation, where --device auto can still fall back to the CPU.
+    cudaFuncAttributes attr;
+    check(cudaFuncGetAttributes(&attr, scan_kernel<std::uint8_t, DKind::boolean>), gpu_,
+          "finding the scan kernel for this GPU's architecture (rebuild with its "
+          "CMAKE_CUDA_ARCHITECTURES)");
     std::size_t temp = 0;
-    check(cub::DeviceReduce::Reduce(nullptr, temp, static_cast<DevStats*>(partial_.get()),
-                                    static_cast<DevStats*>(result_.get()), kMaxBlocks, MergeStats(),
+    check(cub::DeviceReduce::Reduce(nullptr, temp, partials(), results(), kMaxBlocks, MergeStats(),
                                     identity(), stream()),
-          "cub::DeviceReduce::Reduce (temp size)");
+          gpu_, "cub::DeviceReduce::Reduce (temp size)");
     temp_ = std::make_unique<DeviceBuffer>(temp);
   }
 
+  ~CudaScanner() override {
+    if (!hung_) return;
+    // Work is still queued on a GPU that stopped answering, and freeing
+    // device or pinned memory waits for it: that would hang the exit this
+    // scanner's deadline exists for. Leave it all to the process's end.
+    for (auto* p : {&chunk_, &partial_, &result_, &temp_}) (void)p->release();
+    for (auto* p : {&staging_[0], &staging_[1], &result_host_}) (void)p->release();
+    (void)stream_.release();
+  }
+
+  /// Pieces go out one at a time; while the GPU scans piece k, the host
+  /// copies piece k + 1 into the other pinned staging buffer (the one piece
+  /// k - 1 came from, whose transfer finished before piece k was queued).
   std::vector<TensorStats> scan(std::span<const TensorView> tensors) override {
     set_device(device_);
-    std::vector<TensorStats> out(tensors.size());
+    std::vector<Piece> pieces;
     for (std::size_t i = 0; i < tensors.size(); ++i) {
-      const TensorView& v = tensors[i];
-      const std::size_t es = dtype_size(v.dtype);
-      const std::uint64_t per_chunk = kChunkBytes / es;
-      for (std::uint64_t b = 0; b < v.count; b += per_chunk) {
-        const std::uint64_t n = std::min(per_chunk, v.count - b);
-        out[i] = merge(out[i], decode(scan_chunk(v, b, n), v.dtype, n));
-      }
+      const std::uint64_t per_chunk = kChunkBytes / dtype_size(tensors[i].dtype);
+      for (std::uint64_t b = 0; b < tensors[i].count; b += per_chunk)
+        pieces.push_back({i, b, std::min(per_chunk, tensors[i].count - b)});
+    }
+    std::vector<TensorStats> out(tensors.size());
+    if (!pieces.empty()) stage(tensors, pieces[0], 0);
+    for (std::size_t k = 0; k < pieces.size(); ++k) {
+      const Piece& p = pieces[k];
+      const TensorView& v = tensors[p.tensor];
+      enqueue(v, p.count, k % 2);
+      if (k + 1 < pieces.size()) stage(tensors, pieces[k + 1], (k + 1) % 2);
+      wait();
+      const DevStats r = *static_cast<const DevStats*>(result_host_->get());
+      out[p.tensor] = merge(out[p.tensor], decode(r, v.dtype, p.count));
     }
     return out;
   }
@@ -218,33 +285,41 @@ class CudaScanner final : public Scanner {
   }
 
  private:
-  cudaStream_t stream() const { return static_cast<cudaStream_t>(stream_.handle()); }
+  cudaStream_t stream() const { return static_cast<cudaStream_t>(stream_->handle()); }
+  DevStats* partials() const { return static_cast<DevStats*>(partial_->get()); }
+  DevStats* results() const { return static_cast<DevStats*>(result_->get()); }
 
-  DevStats scan_chunk(const TensorView& v, std::uint64_t begin, std::uint64_t n) {
+  /// Copies a piece from wherever the tensor lives (often a memory-mapped
+  /// file) into pinned staging buffer `slot`, on the CPU.
+  void stage(std::span<const TensorView> tensors, const Piece& p, std::size_t slot) {
+    const TensorView& v = tensors[p.tensor];
     const std::size_t es = dtype_size(v.dtype);
-    check(cudaMemcpyAsync(chunk_.get(), v.data + begin * es, n * es, cudaMemcpyHostToDevice,
-                          stream()),
-          "cudaMemcpyAsync(tensor chunk)");
+    std::memcpy(staging_[slot]->get(), v.data + p.begin * es, p.count * es);
+  }
+
+  /// Queues the piece in staging buffer `slot`: copy in, scan, reduce, copy
+  /// the DevStats out. Nothing here blocks; wait() does, with a deadline.
+  void enqueue(const TensorView& v, std::uint64_t n, std::size_t slot) {
+    check(cudaMemcpyAsync(chunk_->get(), staging_[slot]->get(), n * dtype_size(v.dtype),
+                          cudaMemcpyHostToDevice, stream()),
+          gpu_, "cudaMemcpyAsync(tensor chunk to the device)");
     const int blocks =
         static_cast<int>(std::min<std::uint64_t>(kMaxBlocks, (n + kThreads - 1) / kThreads));
     launch(v.dtype, n, v.order == ByteOrder::big, blocks);
-    check(cudaGetLastError(), "scan kernel launch");
+    check(cudaGetLastError(), gpu_, "scan kernel launch");
     std::size_t temp = temp_->bytes();
-    check(cub::DeviceReduce::Reduce(temp_->get(), temp, static_cast<DevStats*>(partial_.get()),
-                                    static_cast<DevStats*>(result_.get()), blocks, MergeStats(),
+    check(cub::DeviceReduce::Reduce(temp_->get(), temp, partials(), results(), blocks, MergeStats(),
                                     identity(), stream()),
-          "cub::DeviceReduce::Reduce");
-    DevStats r;
-    check(cudaMemcpyAsync(&r, result_.get(), sizeof r, cudaMemcpyDeviceToHost, stream()),
-          "cudaMemcpyAsync(result)");
-    wait();
-    return r;
+          gpu_, "cub::DeviceReduce::Reduce");
+    check(cudaMemcpyAsync(result_host_->get(), results(), sizeof(DevStats), cudaMemcpyDeviceToHost,
+                          stream()),
+          gpu_, "cudaMemcpyAsync(result to the host)");
   }
 
   void launch(DType t, std::uint64_t n, bool swap, int blocks) {
     const Params p = params_for(t);
-    auto* partial = static_cast<DevStats*>(partial_.get());
-    const void* x = chunk_.get();
+    DevStats* partial = partials();
+    const void* x = chunk_->get();
     auto go = [&]<class U, DKind K>() {
       scan_kernel<U, K>
           <<<blocks, kThreads, 0, stream()>>>(static_cast<const U*>(x), n, p, swap, partial);
@@ -281,38 +356,51 @@ class CudaScanner final : public Scanner {
     }
   }
 
-  /// Waits for the stream with a deadline instead of an unbounded sync.
+  /// Polls the stream against a deadline instead of an unbounded sync. A
+  /// CUDA error (a faulted kernel, an Xid) is Error(broken); the deadline
+  /// passing is a TimeoutError, and the scanner then leaks its buffers
+  /// rather than free them into the hung device (see the destructor).
   void wait() {
     const auto deadline = Deadline::after_seconds(kChunkTimeoutSeconds);
-    while (!stream_.done()) {
-      if (deadline.expired())
-        throw TimeoutError("CUDA scanner: a 64 MiB chunk did not finish within " +
+    for (;;) {
+      const cudaError_t e = cudaStreamQuery(stream());
+      if (e == cudaSuccess) return;
+      if (e != cudaErrorNotReady) check(e, gpu_, "scanning a chunk (copy, kernel or reduction)");
+      if (deadline.expired()) {
+        hung_ = true;
+        throw TimeoutError("CUDA scanner: a chunk of up to 64 MiB did not finish within " +
                                std::to_string(static_cast<int>(kChunkTimeoutSeconds)) + " s on " +
-                               info_.name,
-                           "check the GPU with nvidia-smi, or scan with --device cpu");
+                               gpu_,
+                           "the GPU may be hung: check nvidia-smi and dmesg for Xid errors, or "
+                           "scan on the CPU with --device cpu");
+      }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
 
   int device_;
   GpuInfo info_;
-  Stream stream_;
-  DeviceBuffer chunk_;
-  DeviceBuffer partial_;
-  DeviceBuffer result_;
-  std::unique_ptr<DeviceBuffer> temp_;
+  std::string gpu_;  ///< "NVIDIA H100 80GB HBM3 (device 0)", for errors
+  // Held by pointer so a hung scanner can leak them (see the destructor).
+  std::unique_ptr<Stream> stream_;
+  std::unique_ptr<DeviceBuffer> chunk_, partial_, result_, temp_;
+  std::unique_ptr<PinnedBuffer> staging_[2];
+  std::unique_ptr<PinnedBuffer> result_host_;
+  bool hung_ = false;
 };
 
 }  // namespace
 
-std::unique_ptr<Scanner> make_cuda_scanner(std::string* why_not) {
+std::unique_ptr<Scanner> make_cuda_scanner(std::string* why_not, int ordinal) {
   const CudaStatus status = probe_cuda();
   if (!status.usable) {
     if (why_not) *why_not = status.error.empty() ? "no usable CUDA device" : status.error;
     return nullptr;
   }
+  // A bad --gpu is the user's to fix, not a reason to fall back: it throws.
+  const int device = choose_scan_gpu(ordinal, status.device_count, Env::from_process()).ordinal;
   try {
-    return std::make_unique<CudaScanner>(0);
+    return std::make_unique<CudaScanner>(device);
   } catch (const Error& e) {
     if (why_not) *why_not = e.one_line();
     return nullptr;

@@ -119,7 +119,7 @@ int run_scan(const ScanOptions& o, std::ostream& out) {
   if (!frames && (!o.detector.trace_batches.empty() || o.detector.abort_after_batch))
     spdlog::warn("--trace-batches and --abort-after-batch apply to frames dumps only");
 
-  auto scanner = make_scanner(o.device, o.threads);
+  auto scanner = make_scanner(o.device, o.threads, o.gpu);
   spdlog::info("scan: {} file(s), scanner {}", files.size(), scanner->describe());
   ScanJson json(frames ? "frames" : "tensors", scanner->describe(), files, !o.json_path.empty());
   json.set_options(o.detector);

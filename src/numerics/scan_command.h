@@ -22,6 +22,7 @@ struct ScanOptions {
   std::optional<DType> npy_dtype;  ///< --dtype for raw .npy elements
   unsigned threads = 0;            ///< 0: one per hardware thread
   ScanDevice device = ScanDevice::automatic;
+  int gpu = -1;  ///< --gpu: CUDA device ordinal; -1: the local rank's (scan_gpu.h)
 };
 
 /// Runs the scan, writing the report to `out`; returns the exit status

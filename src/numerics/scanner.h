@@ -29,12 +29,13 @@ enum class ScanDevice { cpu, cuda, automatic };
 /// `threads` == 0: one per hardware thread.
 std::unique_ptr<Scanner> make_cpu_scanner(unsigned threads);
 
-/// The CUDA scanner, or nullptr with `*why_not` set when this build has no
-/// CUDA or no usable device is visible.
-std::unique_ptr<Scanner> make_cuda_scanner(std::string* why_not);
+/// The CUDA scanner on device `gpu` (-1: the local rank's, see scan_gpu.h),
+/// or nullptr with `*why_not` set when this build has no CUDA or no usable
+/// device is visible. Throws UsageError when `gpu` is not a visible device.
+std::unique_ptr<Scanner> make_cuda_scanner(std::string* why_not, int gpu = -1);
 
 /// cpu, cuda (UsageError when unavailable), or automatic (cuda when a device
-/// is usable, else cpu).
-std::unique_ptr<Scanner> make_scanner(ScanDevice device, unsigned threads);
+/// is usable, else cpu). `gpu` as for make_cuda_scanner; the CPU ignores it.
+std::unique_ptr<Scanner> make_scanner(ScanDevice device, unsigned threads, int gpu = -1);
 
 }  // namespace gpudiag::numerics
