@@ -42,6 +42,10 @@ Runner setup_launch(CLI::App& app) {
                   "Stop the whole job after this many seconds (0: no limit)")
       ->check(Seconds(0, 30 * 86400))
       ->capture_default_str();
+  sub->add_option("--exit-timeout", options->exit_timeout_s,
+                  "Seconds a rank may take to exit after printing its status line; then it is "
+                  "reported and killed (default: the check's --timeout + 60)")
+      ->check(Seconds(0, 30 * 86400));
   auto no_prefix = std::make_shared<bool>(false);
   sub->add_flag("--no-prefix", *no_prefix, "Do not prefix output lines with \"[rankN]: \"");
   sub->add_flag("--no-gpudiag", options->no_gpudiag,

@@ -62,7 +62,9 @@ int run_launch(const LaunchOptions& options, const Env& env, LaunchObserver* obs
   }
 
   Supervisor supervisor(std::move(ranks), options.prefix,
-                        {options.grace_s, options.kill_after_s, options.timeout_s}, watcher,
+                        {options.grace_s, options.kill_after_s, options.timeout_s,
+                         effective_exit_timeout(options)},
+                        watcher,
                         signals);
   return supervisor.run();
 }

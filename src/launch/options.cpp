@@ -1,5 +1,8 @@
 #include "launch/options.h"
 
+#include <cmath>
+#include <cstdlib>
+
 #include <string>
 
 #include "util/error.h"
@@ -67,6 +70,21 @@ void validate(const LaunchOptions& o, const std::vector<std::string>& subcommand
   if (o.grace_s < 0 || o.kill_after_s < 0 || o.timeout_s < 0)
     throw UsageError("launch: --grace, --kill-after and --timeout must not be negative");
   validate_command(o, subcommands);
+}
+
+double effective_exit_timeout(const LaunchOptions& o) {
+  if (o.exit_timeout_s >= 0) return o.exit_timeout_s;
+  double child_timeout = 60;
+  for (std::size_t i = 0; i < o.command.size(); ++i) {
+    std::string value;
+    if (o.command[i] == "--timeout" && i + 1 < o.command.size()) value = o.command[i + 1];
+    else if (o.command[i].rfind("--timeout=", 0) == 0) value = o.command[i].substr(10);
+    if (value.empty()) continue;
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    if (end && *end == 0 && std::isfinite(v) && v > 0 && v < 1e6) child_timeout = v;
+  }
+  return child_timeout + 60;
 }
 
 }  // namespace gpudiag::launch

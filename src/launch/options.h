@@ -32,6 +32,10 @@ struct LaunchOptions {
   double kill_after_s = 3.0;
   /// Wall-clock limit for the whole job in seconds; 0: none.
   double timeout_s = 0.0;
+  /// Seconds a rank may take to exit after printing its status line before it
+  /// is reported and killed (a teardown hang); < 0: auto, the check's own
+  /// --timeout (or 60) plus 60, so a rank waiting for slower peers is spared.
+  double exit_timeout_s = -1.0;
   /// Prefix each output line with "[rankN]: ".
   bool prefix = true;
   /// Run `command` as a program (searched in PATH) instead of a gpudiag subcommand.
@@ -45,5 +49,8 @@ struct LaunchOptions {
 /// address on several nodes, negative timeouts, an empty command, or (unless
 /// no_gpudiag) a first word that is not one of `subcommands` or is `launch`.
 void validate(const LaunchOptions& options, const std::vector<std::string>& subcommands);
+
+/// --exit-timeout as given, or its automatic value (see exit_timeout_s).
+double effective_exit_timeout(const LaunchOptions& options);
 
 }  // namespace gpudiag::launch

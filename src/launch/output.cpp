@@ -40,6 +40,9 @@ bool Relay::pump() {
   }
   batch_.clear();
   splitter_.feed(std::string_view(buf, static_cast<std::size_t>(n)), batch_);
+  if (!saw_status_ && (batch_.find("] is OK (global rank: ") != std::string::npos ||
+                       batch_.find("] is broken: ") != std::string::npos))
+    saw_status_ = true;
   sink_->write(batch_);
   return true;
 }

@@ -48,12 +48,16 @@ class Relay {
   void drain(int max_reads);
   /// Writes the unterminated tail and closes the pipe, even if writers remain.
   void close();
+  /// True once a gpudiag status line ("[host-N] is OK (global rank: ...)" or
+  /// "[host-N] is broken: ...") went through: the rank's work is done.
+  bool saw_status() const { return saw_status_; }
 
  private:
   net::Fd pipe_;
   LineSplitter splitter_;
   Sink* sink_;
   std::string batch_;
+  bool saw_status_ = false;
 };
 
 }  // namespace gpudiag::launch

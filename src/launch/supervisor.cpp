@@ -46,6 +46,8 @@ struct Supervisor::Slot {
   std::optional<ExitStatus> status;
   bool first_failure = false;
   bool stopped_by_launcher = false;
+  std::optional<Deadline> exit_by;  ///< set when its status line went through
+  bool hung_on_exit = false;
 };
 
 Supervisor::Supervisor(std::vector<RankProcess> ranks, bool prefix, StopPolicy policy,
@@ -58,7 +60,7 @@ Supervisor::Supervisor(std::vector<RankProcess> ranks, bool prefix, StopPolicy p
     auto err = r.child.take_stderr();
     slots_.push_back(Slot{r.rank, r.local_rank, std::move(r.child),
                           Relay(std::move(out), tag, out_), Relay(std::move(err), tag, err_),
-                          std::nullopt, false, false});
+                          std::nullopt, false, false, std::nullopt, false});
   }
   if (policy_.timeout_s > 0) job_deadline_ = Deadline::after_seconds(policy_.timeout_s);
 }
@@ -73,6 +75,7 @@ int Supervisor::run() {
       if (!any_output_open() || drain_until_->expired()) break;
     }
     act_on_deadlines();
+    watch_exits();
     if (gave_up_) break;
     poll_once();
   }
@@ -184,6 +187,22 @@ void Supervisor::act_on_deadlines() {
   }
 }
 
+void Supervisor::watch_exits() {
+  for (auto& s : slots_) {
+    if (s.status || s.hung_on_exit) continue;
+    if (!s.exit_by && s.out.saw_status())
+      s.exit_by = Deadline::after_seconds(policy_.exit_timeout_s);
+    if (s.exit_by && s.exit_by->expired()) {
+      s.hung_on_exit = true;
+      say("rank " + std::to_string(s.rank) + " (pid " + std::to_string(s.child.pid()) +
+          ") printed its status but did not exit within --exit-timeout " +
+          seconds(policy_.exit_timeout_s) +
+          " (a hang in teardown: CUDA, NCCL or MPI finalize?); sending SIGKILL");
+      s.child.signal(SIGKILL);
+    }
+  }
+}
+
 void Supervisor::poll_once() {
   std::vector<pollfd> fds{{signals_.fd(), POLLIN, 0}};
   std::vector<Relay*> relays{nullptr};
@@ -194,6 +213,8 @@ void Supervisor::poll_once() {
   auto next = Deadline::after(std::chrono::milliseconds(kPollCapMs));
   for (const auto& d : {job_deadline_, term_at_, kill_at_, give_up_at_, drain_until_})
     if (d) next = next.min(*d);
+  for (const auto& s : slots_)
+    if (s.exit_by && !s.status) next = next.min(*s.exit_by);
 
   int ready = ::poll(fds.data(), fds.size(), next.poll_ms(kPollCapMs));
   if (ready < 0 && errno != EINTR)

@@ -9,7 +9,9 @@
 //     the failure), then SIGTERM, then SIGKILL `kill_after` seconds later;
 //   - SIGINT, SIGTERM or SIGHUP to the launcher: forwarded at once to every
 //     child; SIGKILL `kill_after` seconds later, or at once at a second one;
-//   - `timeout` seconds of wall clock: SIGTERM, then SIGKILL as above.
+//   - `timeout` seconds of wall clock: SIGTERM, then SIGKILL as above;
+//   - a rank that printed its status line but has not exited `exit_timeout`
+//     seconds later (a CUDA/NCCL/MPI teardown hang): reported, then SIGKILL.
 // A child that survives SIGKILL for 5 s is reported and left to init, so the
 // launcher itself always ends. After the last child, output still in the
 // pipes is drained for at most 2 s.
@@ -32,6 +34,9 @@ struct StopPolicy {
   double kill_after_s = 3.0;
   /// 0: no limit.
   double timeout_s = 0.0;
+  /// After a rank printed its status line (OK or broken), the seconds it has
+  /// to exit before it is reported as hung in teardown and killed.
+  double exit_timeout_s = 120.0;
 };
 
 /// A started child and the rank it runs.
@@ -63,6 +68,7 @@ class Supervisor {
   void on_exit(std::size_t index);
   void on_signal(int sig);
   void act_on_deadlines();
+  void watch_exits();
   void poll_once();
   void signal_live(int sig);
   std::vector<int> live_ranks() const;

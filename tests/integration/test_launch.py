@@ -388,7 +388,7 @@ class BadArguments(unittest.TestCase):
         (["--nproc-per-node", "2", "--"], "no command after '--'"),
         (["--", "chek"], "'chek' is not a gpudiag subcommand (did you mean 'check'?)"),
         (["--", "launch", "--", "check"], "'launch' cannot run inside 'launch'"),
-        (["--grace", "-1", "--", "check"], "must not be negative"),
+        (["--grace", "-1", "--", "check"], "--grace: must be a number of seconds from 0"),
         (["--no-gpudiag", "--", "no-such-program-here"], "'no-such-program-here' not found"),
     ]
 
@@ -400,7 +400,7 @@ class BadArguments(unittest.TestCase):
                 self.assertEqual(r.stdout, "", "a child ran despite the bad arguments")
                 lines = r.stderr.splitlines()
                 self.assertEqual(len(lines), 1, r.stderr)
-                self.assertTrue(lines[0].startswith("gpudiag: launch: "), lines[0])
+                self.assertTrue(lines[0].startswith(("gpudiag: launch: ", "gpudiag: --")), lines[0])
                 self.assertIn(expected, lines[0])
 
 
