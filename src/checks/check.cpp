@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "checks/links.h"
+#include "checks/test_hook.h"
 #include "checks/verdict.h"
 #include "checks/verify.h"
 #include "checks/watchdog.h"
@@ -59,11 +60,14 @@ class CheckRun {
       : opt_(o),
         setup_(s),
         plane_(*s.plane),
-        watchdog_(s.host + "-" + std::to_string(s.world.local_rank)) {
+        watchdog_(s.host + "-" + std::to_string(s.world.local_rank)),
+        test_hook_(TestHook::from_env(s.env, s.world.rank)) {
     const int n = plane_.size();
     for (int r = 0; r < n; ++r) result_.live.push_back(r);
     result_.table.resize(n);
     result_.last_seen.resize(n);
+    result_.missed_at.resize(n);
+    result_.missing_note.resize(n);
     auto& me = result_.me;
     me.rank = s.world.rank;
     me.world_size = s.world.size;
@@ -101,6 +105,7 @@ class CheckRun {
       result_.abandon_transport = true;
     }
     close_communicator();  // finalize/abort the communicator before reporting
+    result_.death = plane_.peer_death();
     return std::move(result_);
   }
 
@@ -127,6 +132,7 @@ class CheckRun {
   void timed(const char* phase, F work) {
     me().phase = phase;
     plane_.note_phase(phase);
+    test_hook_.on_phase(phase);  // GPUDIAG_TEST_RAISE (test_hook.h)
     if (!me().ok) return;
     auto t0 = Deadline::Clock::now();
     // Waits on peers have their own deadlines; this catches the calls that
@@ -297,6 +303,7 @@ class CheckRun {
       if (gathered.records[r]) {
         slot = decode(*gathered.records[r]);
         result_.last_seen[r] = name;
+        result_.missed_at[r].clear();
         if (r != me().rank && !slot->ok)
           problems.push_back(rank_label(*slot) + " failed in " + slot->failed_phase + ": " +
                              slot->reason);
@@ -304,6 +311,8 @@ class CheckRun {
         degraded_ = true;
         peer_timeout = peer_timeout || !gathered.aborted;
         std::string note = r < static_cast<int>(gathered.notes.size()) ? gathered.notes[r] : "";
+        if (result_.missed_at[r].empty()) result_.missed_at[r] = name;  // for the report
+        if (!note.empty()) result_.missing_note[r] = note;
         if (note.empty())
           note = result_.last_seen[r].empty()
                      ? "never heard from: not started, or cannot reach " + plane_.describe()
@@ -440,7 +449,10 @@ class CheckRun {
     const int iters = opt_.link_bytes > 0 ? std::min(opt_.iters, 1) : opt_.iters;
     if (iters <= 0) return;
     auto t0 = Deadline::Clock::now();
-    for (int i = 0; i < iters; ++i) comm_->all_reduce_sum(buf, n, wait_deadline());
+    for (int i = 0; i < iters; ++i) {
+      test_hook_.on_iteration("all-reduce", i + 1);
+      comm_->all_reduce_sum(buf, n, wait_deadline());
+    }
     me().allreduce_bytes = static_cast<double>(n * sizeof(float));
     me().allreduce_seconds = seconds_since(t0) / iters;
   }
@@ -564,6 +576,7 @@ class CheckRun {
   CheckSetup& setup_;
   Plane& plane_;
   Watchdog watchdog_;
+  TestHook test_hook_;
   CheckResult result_;
   bool degraded_ = false;
   /// The GPU's stream and the barrier's scratch float, shared by the

@@ -65,6 +65,11 @@ struct CheckResult {
   std::vector<std::string> last_seen;
   std::vector<std::string> warnings;  ///< version differences, discovery warnings
   std::vector<int> live;              ///< ranks present at the last checkpoint
+  /// Per rank that stopped arriving: the first checkpoint it missed, and what
+  /// the plane last knew of it ("pid 4242 on node2, last phase: all-reduce").
+  std::vector<std::string> missed_at, missing_note;
+  /// A launcher's notice of a peer's death, when one came (Plane::peer_death).
+  std::optional<std::string> death;
   bool abandon_transport = false;     ///< a failed transfer may still be in flight: skip MPI_Finalize
 };
 

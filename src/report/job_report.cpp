@@ -1,9 +1,14 @@
+// Rank 0's job report. Every rank's verdict comes from rank_statuses (one
+// place), so the summary's count, the table's status column and the JSON's
+// "ok"/"status" fields always agree.
 #include "report/job_report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 
 #include "checks/verify.h"
+#include "report/rank_status.h"
 #include "util/strings.h"
 
 namespace gpudiag {
@@ -21,17 +26,29 @@ std::string pad(const std::string& s, std::size_t w) {
   return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' ');
 }
 
-std::string status_cell(const RankRecord& r) {
-  if (r.ok) return "OK";
-  return std::string(r.timed_out ? "TIMEOUT" : "BROKEN") + " in " + r.failed_phase;
+/// The table's status column: "OK", "TIMEOUT in all-reduce", "STOPPED by
+/// rank 2 (in all-reduce)", "DEAD (killed by SIGKILL; last phase: ...)".
+std::string status_cell(const RankStatus& s) {
+  using Kind = RankStatus::Kind;
+  switch (s.kind) {
+    case Kind::ok: return "OK";
+    case Kind::broken: return "BROKEN in " + s.failed_phase;
+    case Kind::timeout: return "TIMEOUT in " + s.failed_phase;
+    case Kind::stopped:
+      return "STOPPED by rank " + std::to_string(*s.stopped_by) + " (in " + s.failed_phase + ")";
+    case Kind::dead:
+      return "DEAD (" + (s.death.empty() ? std::string() : s.death + "; ") + whereabouts(s) + ")";
+    case Kind::gone: return "GONE (" + whereabouts(s) + ")";
+    case Kind::missing: return "MISSING (" + whereabouts(s) + ")";
+  }
+  return "";
 }
 
 }  // namespace
 
 bool job_ok(const CheckResult& result) {
-  for (const auto& r : result.table)
-    if (!r || !r->ok) return false;
-  return true;
+  auto statuses = rank_statuses(result);
+  return count_ok(statuses) == static_cast<int>(statuses.size());
 }
 
 std::string versions_line(const CheckResult& result) {
@@ -50,19 +67,18 @@ std::string versions_line(const CheckResult& result) {
 
 std::string summary_table(const CheckResult& result) {
   const int n = static_cast<int>(result.table.size());
-  int ok = 0;
+  const auto statuses = rank_statuses(result);
   std::set<std::string> hosts;
   double slowest = 0;
   int slowest_rank = -1;
   for (const auto& r : result.table) {
     if (!r) continue;
     hosts.insert(r->host);
-    if (r->ok) ++ok;
     if (r->allreduce_seconds > slowest) slowest = r->allreduce_seconds, slowest_rank = r->rank;
   }
-  std::string out = "summary: " + std::to_string(ok) + "/" + std::to_string(n) + " ranks OK on " +
-                    std::to_string(hosts.size()) + (hosts.size() == 1 ? " host" : " hosts") +
-                    ", backend " + result.me.backend;
+  std::string out = "summary: " + std::to_string(count_ok(statuses)) + "/" + std::to_string(n) +
+                    " ranks OK on " + std::to_string(hosts.size()) +
+                    (hosts.size() == 1 ? " host" : " hosts") + ", backend " + result.me.backend;
   if (slowest_rank >= 0) {
     const auto& r = *result.table[slowest_rank];
     char bw[64];
@@ -71,6 +87,7 @@ std::string summary_table(const CheckResult& result) {
     out += ", all-reduce " + human_bytes(static_cast<std::uint64_t>(r.allreduce_bytes)) +
            " busbw " + bw + " (slowest: rank " + std::to_string(slowest_rank) + ")";
   }
+  if (auto others = not_ok_phrase(statuses); !others.empty()) out += "; " + others;
   out += "\n";
   const std::size_t w[] = {6, 14, 7, 14, 10, 10, 14, 12, 10};
   const char* head[] = {"rank", "host", "local", "gpu", "device", "exchange", "communicator",
@@ -80,40 +97,53 @@ std::string summary_table(const CheckResult& result) {
   for (int rank = 0; rank < n; ++rank) {
     const auto& r = result.table[rank];
     if (!r) {
-      out += pad(std::to_string(rank), w[0]) + "(never reported: not started, or unreachable)\n";
+      out += pad(std::to_string(rank), w[0]) + status_cell(statuses[rank]) + "\n";
       continue;
     }
     std::string gpu = !r->gpu_bus_id.empty() ? r->gpu_bus_id : r->backend == "nccl" ? "-" : "host";
     out += pad(std::to_string(rank), w[0]) + pad(r->host, w[1]) +
            pad(std::to_string(r->local_rank), w[2]) + pad(gpu, w[3]);
     for (std::size_t i = 4; i < std::size(head); ++i) out += pad(cell_seconds(*r, head[i]), w[i]);
-    // A rank whose last record was fine but that vanished is not OK.
-    std::string status = r->ok && result.last_seen[rank] != "barrier" ? "GONE" : status_cell(*r);
-    if (result.last_seen[rank] != "barrier")
-      status += " (last seen at " + (result.last_seen[rank].empty() ? std::string("start")
-                                                                    : result.last_seen[rank]) + ")";
-    out += status + "\n";
+    out += status_cell(statuses[rank]) + "\n";
   }
   for (const auto& w : result.warnings) out += "warning: " + w + "\n";
   return out;
 }
 
 nlohmann::json job_json(const CheckResult& result) {
+  const auto statuses = rank_statuses(result);
+  const int ok = count_ok(statuses);
   nlohmann::json j;
   j["gpudiag"] = GPUDIAG_VERSION;
-  j["ok"] = job_ok(result);
+  j["ok"] = ok == static_cast<int>(statuses.size());
+  j["ranks_ok"] = ok;
   j["world_size"] = result.table.size();
+  j["not_ok"] = not_ok_phrase(statuses);
   j["backend"] = result.me.backend;
   j["launcher"] = result.me.launcher;
   j["warnings"] = result.warnings;
   auto& ranks = j["ranks"] = nlohmann::json::array();
   for (std::size_t r = 0; r < result.table.size(); ++r) {
-    nlohmann::json row = result.table[r] ? nlohmann::json(*result.table[r]) : nlohmann::json{{"rank", r}, {"ok", false}, {"reason", "never reported"}};
+    const auto& rec = result.table[r];
+    const auto& s = statuses[r];
+    nlohmann::json row = rec ? nlohmann::json(*rec) : nlohmann::json{{"rank", r}};
+    // The verdict, not the rank's last record: a rank that said OK and then
+    // died is not OK.
+    row["ok"] = s.ok();
+    row["status"] = status_name(s.kind);
     row["last_seen"] = result.last_seen[r];
-    if (result.table[r] && result.table[r]->allreduce_seconds > 0)
+    if (s.stopped_by) row["stopped_by"] = *s.stopped_by;
+    if (s.vanished()) {
+      row["phase"] = s.last_phase;  // what the others report as its last phase
+      row["last_phase"] = s.last_phase;
+      row["missed_checkpoint"] = s.missed_at;
+      if (!s.death.empty()) row["death"] = s.death;
+      if (row.value("reason", std::string()).empty())
+        row["reason"] = (s.death.empty() ? "" : s.death + ", ") + whereabouts(s);
+    }
+    if (rec && rec->allreduce_seconds > 0)
       row["allreduce_busbw_gbps"] = allreduce_busbw_gbps(
-          result.table[r]->allreduce_bytes, result.table[r]->allreduce_seconds,
-          static_cast<int>(result.table.size()));
+          rec->allreduce_bytes, rec->allreduce_seconds, static_cast<int>(result.table.size()));
     row.erase("nccl_id");
     ranks.push_back(row);
   }

@@ -17,7 +17,7 @@ std::string summary_table(const CheckResult& result);
 
 nlohmann::json job_json(const CheckResult& result);
 
-/// True when every rank of the final table is present and OK.
+/// True when every rank is OK by rank_statuses (report/rank_status.h).
 bool job_ok(const CheckResult& result);
 
 }  // namespace gpudiag

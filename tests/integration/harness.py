@@ -1,5 +1,7 @@
 """Shared helpers for gpudiag's integration tests: where the binary is, how to
-run it (and mpirun) with a hard timeout, and how to read its status lines."""
+run it (and mpirun) with a hard timeout, how to read its status lines, and how
+to make a rank stop or die at an exact phase (GPUDIAG_TEST_RAISE, the test hook
+of src/checks/test_hook.h) and wait for it, instead of guessing with a sleep."""
 import os
 import re
 import shutil
@@ -101,6 +103,9 @@ class Ranks:
             if p.poll() is None:
                 p.kill()
                 p.wait()
+            for pipe in (p.stdout, p.stderr):  # also those of ranks never waited for
+                if pipe:
+                    pipe.close()
 
     def stdout(self, skip=()):
         return "".join(o or "" for i, o in enumerate(self.out) if i not in skip)
@@ -134,3 +139,43 @@ def children_by_rank(launcher_pid):
         except (FileNotFoundError, KeyError, ValueError):
             pass
     return out
+
+
+def raise_at(spec):
+    """The environment that makes a rank raise a signal on itself at a phase:
+    raise_at("SIGSTOP@device"), raise_at("SIGKILL@all-reduce#2:1") (see
+    src/checks/test_hook.h)."""
+    return {"GPUDIAG_TEST_RAISE": spec}
+
+
+def process_state(pid):
+    """The state letter of /proc/PID/stat ('R', 'S', 'T', 'Z', ...); None once gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return stat[stat.rindex(")") + 2]  # the command may hold spaces and parentheses
+
+
+def wait_stopped(pid, timeout=60):
+    """Waits until process `pid` is stopped (state 'T'), e.g. by its own
+    GPUDIAG_TEST_RAISE=SIGSTOP@...; fails the test if it ends or never stops."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = process_state(pid)
+        if state == "T":
+            return
+        if state in (None, "Z", "X"):
+            raise AssertionError(f"pid {pid} ended instead of stopping")
+        time.sleep(0.02)
+    raise AssertionError(f"pid {pid} did not stop within {timeout}s (state {process_state(pid)})")
+
+
+def resume(pid):
+    """SIGCONT for a stopped rank in a test's cleanup; quiet if it is gone."""
+    import signal
+    try:
+        os.kill(pid, signal.SIGCONT)
+    except ProcessLookupError:
+        pass

@@ -1,14 +1,23 @@
-"""Ranks started by hand (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT) meet through
-the rendezvous store; every fault below must end non-zero within the timeout
-plus 10 s and name the cause and the ranks."""
+"""Ranks started by hand (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT) or by
+gpudiag launch meet through the rendezvous store; every fault below must end
+non-zero within the timeout plus 10 s and name the cause and the ranks.
+
+A rank is stopped or killed at an exact point by the test hook
+GPUDIAG_TEST_RAISE (src/checks/test_hook.h), never after a guessed sleep: with
+SIGSTOP the test waits for the process to show state 'T' before it measures."""
+import json
 import os
+import re
 import signal
 import socket
+import subprocess
+import tempfile
 import threading
 import time
 import unittest
 
-from harness import BIN, Ranks, broken_lines, children_by_rank, free_port, ok_lines, rank_env, run
+from harness import (BIN, Ranks, broken_lines, children_by_rank, free_port, ok_lines, raise_at,
+                     rank_env, resume, run, strip_prefix, wait_stopped)
 
 TIMEOUT = 6  # --timeout for the faulty runs, seconds
 LIMIT = TIMEOUT + 10
@@ -46,58 +55,44 @@ class ByHand(unittest.TestCase):
         self.assertEqual(len(broken_lines(self.ranks.stdout())), 3)
 
     def test_rank_stopped_after_rendezvous(self):
-        args = ["check", "--size", "1MiB", "--mem", "256MiB", "--iters", "1", "--timeout", str(TIMEOUT)]
-        self.ranks, _ = start(4, args=args)
-        # Rank 3 stops while the others test their memory, after joining the store.
-        time.sleep(1.0)
-        self.ranks.procs[3].send_signal(signal.SIGSTOP)
+        # Rank 3 joins the store, then stops as it starts its memory test.
+        self.ranks, _ = start(4, extra={3: raise_at("SIGSTOP@device")})
+        stopped = self.ranks.procs[3].pid
         try:
+            wait_stopped(stopped)
             took = self.ranks.wait(LIMIT, skip=(3,))
         finally:
-            self.ranks.procs[3].send_signal(signal.SIGCONT)
+            resume(stopped)
         self.assertLess(took, LIMIT)
         out = self.ranks.stdout(skip=(3,))
         broken = broken_lines(out)
         self.assertEqual(len(broken), 3, out)
         for m in broken:
-            self.assertRegex(m["reason"], r"rank 3( \[\S+-3\])? did not reach the \S+ checkpoint")
-            self.assertIn(f"pid {self.ranks.procs[3].pid}", m["reason"])
+            self.assertRegex(m["reason"], r"rank 3( \[\S+-3\])? did not reach the exchange checkpoint")
+            self.assertIn(f"pid {stopped}", m["reason"])
+            self.assertIn("last phase: device", m["reason"])
         self.assertTrue(all(self.ranks.codes[r] == 3 for r in range(3)), self.ranks.codes)
+        self.assertIn("rank 3 gone: last phase: device, did not reach the exchange checkpoint", out)
 
     def test_rank_killed_during_all_reduce(self):
-        # A large all-reduce repeated many times keeps the ranks inside it.
-        self.ranks, _ = start(4, args=["check", "--size", "64MiB", "--iters", "200",
-                                       "--mem", "1MiB", "--timeout", str(TIMEOUT)])
-        deadline = time.monotonic() + 60
-        killed = False
-        while time.monotonic() < deadline and not killed:
-            time.sleep(0.2)
-            try:
-                with open(f"/proc/{self.ranks.procs[2].pid}/status") as f:
-                    pass
-            except FileNotFoundError:
-                break
-            if self._in_all_reduce():
-                self.ranks.procs[2].send_signal(signal.SIGKILL)
-                killed = True
-        self.assertTrue(killed, "never saw the ranks reach the all-reduce")
+        # Rank 2 kills itself at the start of the 2nd timed all-reduce, while
+        # the others are inside that collective.
+        self.ranks, _ = start(4, args=["check", "--size", "4MiB", "--iters", "5", "--mem", "1MiB",
+                                       "--timeout", str(TIMEOUT)],
+                              extra={2: raise_at("SIGKILL@all-reduce#2")})
+        self.ranks.procs[2].wait(timeout=60)
+        self.assertEqual(self.ranks.procs[2].returncode, -signal.SIGKILL)
         took = self.ranks.wait(LIMIT, skip=(2,))
-        self.ranks.procs[2].wait()
         self.assertLess(took, LIMIT)
         out = self.ranks.stdout(skip=(2,))
         broken = broken_lines(out)
         self.assertEqual(len(broken), 3, out)
         self.assertTrue(any("rank 2" in m["reason"] for m in broken), out)
         self.assertTrue(all(c != 0 for i, c in enumerate(self.ranks.codes) if i != 2))
-
-    def _in_all_reduce(self):
-        # The ring sockets of the all-reduce exist once the communicator phase ended:
-        # count established TCP connections of rank 0 beyond the store's one.
-        pid = self.ranks.procs[0].pid
-        try:
-            return len(os.listdir(f"/proc/{pid}/fd")) >= 8 and time.sleep(1.0) is None
-        except FileNotFoundError:
-            return False
+        # No launcher saw it die: the report says it went missing in the all-reduce.
+        self.assertIn("summary: 0/4 ranks OK", out)
+        self.assertIn("rank 2 gone: last phase: all-reduce, did not reach the all-reduce checkpoint",
+                      out)
 
     def test_unresolvable_master_addr(self):
         env = rank_env(1, 2, free_port(), addr="no-such-host.invalid")
@@ -183,15 +178,12 @@ class ByHand(unittest.TestCase):
         self.assertEqual(len(ok_lines(self.ranks.stdout())), 3)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 class UnderLaunch(unittest.TestCase):
-    def launch(self, *check_args, n=4, grace=3):
+    def launch(self, *check_args, n=4, grace=3, raise_spec=None):
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("OMPI_", "PMIX", "SLURM_", "TORCHELASTIC_", "GPUDIAG_"))}
-        import subprocess
+        if raise_spec:
+            env.update(raise_at(raise_spec))  # every rank inherits it; its :RANK picks one
         self.proc = subprocess.Popen([BIN, "launch", "--nproc-per-node", str(n), "--grace", str(grace),
                                       "--", "check", *check_args], env=env, text=True,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -214,65 +206,111 @@ class UnderLaunch(unittest.TestCase):
     def test_rank_killed_during_all_reduce_is_named_by_everyone(self):
         # The survivors need about 2.5 s to meet and report after a death (longer on a
         # loaded machine); the launcher's grace must cover that.
-        self.launch("--size", "64MiB", "--iters", "500", "--mem", "1MiB", "--timeout", str(TIMEOUT),
-                    grace=8)
-        kids = self.wait_children(4)
-        time.sleep(3.0)  # well into the timed all-reduce iterations
-        os.kill(kids[2], signal.SIGKILL)
+        self.launch("--size", "4MiB", "--iters", "5", "--mem", "1MiB", "--timeout", str(TIMEOUT),
+                    grace=8, raise_spec="SIGKILL@all-reduce#2:2")
         start = time.monotonic()
-        out, err = self.proc.communicate(timeout=LIMIT)
+        out, err = self.proc.communicate(timeout=LIMIT + 10)
         self.assertLess(time.monotonic() - start, LIMIT)
         self.assertEqual(self.proc.returncode, 137, err)  # the first failure: SIGKILL
-        broken = broken_lines("\n".join(l.split("]: ", 1)[-1] for l in out.splitlines()))
+        pid = re.search(r"rank 2 \(pid (\d+)\) failed first: killed by SIGKILL", err)
+        self.assertTrue(pid, err)
+        broken = broken_lines(strip_prefix(out))
         self.assertEqual(len(broken), 3, out + err)
         for m in broken:
-            self.assertIn(f"rank 2 [", m["reason"])
-            self.assertIn(f"(pid {kids[2]})", m["reason"] + out)
+            self.assertIn("rank 2 [", m["reason"])
+            self.assertIn(f"(pid {pid[1]})", m["reason"])
         self.assertIn("was killed by SIGKILL", out)
         self.assertIn("rank 2", err)
 
+    def test_report_agrees_on_a_rank_killed_in_the_all_reduce(self):
+        # Summary, table, status lines, --json and the launcher: 0 of 4 OK, rank 2
+        # dead with one phase everywhere, the three others stopped by it.
+        with tempfile.TemporaryDirectory() as tmp:
+            report = os.path.join(tmp, "job.json")
+            self.launch("--size", "4MiB", "--iters", "5", "--mem", "1MiB", "--timeout", str(TIMEOUT),
+                        "--json", report, grace=8, raise_spec="SIGKILL@all-reduce#2:2")
+            out, err = self.proc.communicate(timeout=LIMIT + 10)
+            with open(report) as f:
+                job = json.load(f)
+        text = strip_prefix(out)
+        where = "last phase: all-reduce, did not reach the all-reduce checkpoint"
+        # The launcher.
+        last = [l for l in err.splitlines() if l.startswith("gpudiag launch: ")][-1]
+        self.assertRegex(last, r"^gpudiag launch: 0/4 ranks OK; rank 2 killed by SIGKILL "
+                               r"\(first failure\); ranks 0,1,3 exited with status [13]", err)
+        # The status lines: nobody OK, everyone names the dead rank.
+        self.assertEqual(ok_lines(text), [], text)
+        broken = broken_lines(text)
+        self.assertEqual(sorted(int(m["local"]) for m in broken), [0, 1, 3], text)
+        for m in broken:
+            self.assertRegex(m["reason"], r"^rank 2 \[\S+-2\] ", text)
+        # The summary and the table.
+        summary = [l for l in text.splitlines() if l.startswith("summary: ")]
+        self.assertEqual(len(summary), 1, text)
+        self.assertTrue(summary[0].startswith("summary: 0/4 ranks OK on 1 host"), summary[0])
+        self.assertIn(f"rank 2 dead: killed by SIGKILL, {where}; ranks 0,1,3 stopped by rank 2",
+                      summary[0])
+        rows = {int(l.split()[0]): l for l in text.splitlines() if re.match(r"^\d+\s+\S+\s+\d+\s", l)}
+        self.assertEqual(sorted(rows), [0, 1, 2, 3], text)
+        self.assertTrue(rows[2].endswith(f"DEAD (killed by SIGKILL; {where})"), rows[2])
+        for r in (0, 1, 3):
+            self.assertTrue(rows[r].endswith("STOPPED by rank 2 (in all-reduce)"), rows[r])
+        # One phase for the dead rank wherever one is shown.
+        self.assertEqual(set(re.findall(r"last phase: ([\w-]+)", text + err)), {"all-reduce"}, text)
+        self.assertNotIn("GONE", text)
+        self.assertNotIn("last seen at", text)
+        # The JSON report.
+        self.assertFalse(job["ok"])
+        self.assertEqual(job["ranks_ok"], 0)
+        self.assertEqual([r["ok"] for r in job["ranks"]], [False] * 4)
+        dead = job["ranks"][2]
+        self.assertEqual((dead["status"], dead["death"], dead["last_phase"], dead["phase"],
+                          dead["missed_checkpoint"]),
+                         ("dead", "killed by SIGKILL", "all-reduce", "all-reduce", "all-reduce"))
+        for r in (0, 1, 3):
+            self.assertEqual((job["ranks"][r]["status"], job["ranks"][r]["stopped_by"]), ("stopped", 2))
+        self.assertEqual(self.proc.returncode, 137, err)
+
     def test_rank_stopped_is_named_with_its_phase(self):
-        self.launch("--size", "1MiB", "--iters", "1", "--mem", "256MiB", "--timeout", str(TIMEOUT))
+        self.launch("--size", "1MiB", "--iters", "1", "--mem", "1MiB", "--timeout", str(TIMEOUT),
+                    raise_spec="SIGSTOP@device:3")
         kids = self.wait_children(4)
-        time.sleep(0.5)
-        os.kill(kids[3], signal.SIGSTOP)
-        start = time.monotonic()
         try:
+            wait_stopped(kids[3])
+            start = time.monotonic()
             out, err = self.proc.communicate(timeout=LIMIT + 8)  # + grace and kill-after
         finally:
-            try:
-                os.kill(kids[3], signal.SIGCONT)
-            except ProcessLookupError:
-                pass
+            resume(kids[3])
         self.assertLess(time.monotonic() - start, LIMIT + 8)
         self.assertNotEqual(self.proc.returncode, 0)
-        lines = "\n".join(l.split("]: ", 1)[-1] for l in out.splitlines())
-        broken = broken_lines(lines)
+        broken = broken_lines(strip_prefix(out))
         self.assertGreaterEqual(len(broken), 3, out + err)
         for m in broken:
-            self.assertRegex(m["reason"], r"rank 3 .*did not reach the \S+ checkpoint")
+            self.assertRegex(m["reason"], r"rank 3 .*did not reach the exchange checkpoint")
             self.assertIn(f"pid {kids[3]}", m["reason"])
-            self.assertIn("last phase:", m["reason"])
+            self.assertIn("last phase: device", m["reason"])
 
     def test_rank_stopped_inside_the_all_reduce_is_named_not_its_neighbour(self):
         # The others time out inside the collective, waiting on whichever peer
         # they exchange with; each must still name the stopped rank first.
-        self.launch("--size", "64MiB", "--iters", "500", "--mem", "1MiB", "--timeout", str(TIMEOUT))
+        self.launch("--size", "4MiB", "--iters", "5", "--mem", "1MiB", "--timeout", str(TIMEOUT),
+                    raise_spec="SIGSTOP@all-reduce#2:1")
         kids = self.wait_children(4)
-        time.sleep(3.0)  # well into the timed all-reduce iterations
-        os.kill(kids[1], signal.SIGSTOP)
-        start = time.monotonic()
         try:
+            wait_stopped(kids[1])
+            start = time.monotonic()
             out, err = self.proc.communicate(timeout=LIMIT + 8)
         finally:
-            try:
-                os.kill(kids[1], signal.SIGCONT)
-            except ProcessLookupError:
-                pass
+            resume(kids[1])
         self.assertLess(time.monotonic() - start, LIMIT + 8)
         self.assertNotEqual(self.proc.returncode, 0)
-        broken = broken_lines("\n".join(l.split("]: ", 1)[-1] for l in out.splitlines()))
+        broken = broken_lines(strip_prefix(out))
         self.assertGreaterEqual(len(broken), 3, out + err)
         for m in broken:
             self.assertRegex(m["reason"], r"^rank 1 \[\S+-1\] did not reach the all-reduce checkpoint")
             self.assertIn(f"pid {kids[1]}", m["reason"])
+            self.assertIn("last phase: all-reduce", m["reason"])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,56 @@
+// A test-only hook: lets an integration test make one rank stop or die at an
+// exact point of the check, instead of guessing the moment with a sleep.
+//
+//   GPUDIAG_TEST_RAISE=SIGNAL@PHASE[#N][:RANK]
+//
+//   SIGNAL  SIGSTOP, SIGKILL, SIGTERM, SIGINT, SIGABRT or SIGSEGV ("SIG" optional)
+//   PHASE   device, exchange, communicator, all-reduce, sweep, links or barrier:
+//           the signal is raised as the rank enters the phase, after it has
+//           published the phase to its peers (so "last phase: PHASE" is what
+//           the others report)
+//   #N      all-reduce only: raise at the start of the N-th timed iteration
+//           (1-based) instead, i.e. inside the all-reduce, while the other
+//           ranks are in the same collective; needs --iters >= N
+//   :RANK   only the rank with this global rank raises; without it every rank
+//           whose environment holds the variable does (under gpudiag launch
+//           every rank inherits it, so give :RANK there)
+//
+// The rank sends the signal to its own process with kill(2). A value that does
+// not parse is ignored with one warning; it never stops a check. Nothing
+// else reads this variable, and an unset variable costs one lookup.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "util/env.h"
+
+namespace gpudiag {
+
+struct TestRaise {
+  int signal = 0;
+  std::string phase;
+  int iteration = 0;  ///< 0: on entering the phase; N: at its N-th timed iteration
+  int rank = -1;      ///< -1: any rank
+};
+
+/// Parses a GPUDIAG_TEST_RAISE value; nullopt and `error` set when it is bad.
+std::optional<TestRaise> parse_test_raise(const std::string& value, std::string& error);
+
+class TestHook {
+ public:
+  TestHook() = default;
+  /// Reads GPUDIAG_TEST_RAISE for rank `rank`; warns once about a bad value.
+  static TestHook from_env(const Env& env, int rank);
+
+  /// Called as the rank enters `phase`.
+  void on_phase(const std::string& phase) const { fire(phase, 0); }
+  /// Called at the start of the `n`-th (1-based) timed iteration of `phase`.
+  void on_iteration(const std::string& phase, int n) const { fire(phase, n); }
+
+ private:
+  void fire(const std::string& phase, int iteration) const;
+  std::optional<TestRaise> raise_;
+};
+
+}  // namespace gpudiag
