@@ -19,9 +19,10 @@ Watchdog::~Watchdog() {
   thread_.join();
 }
 
-void Watchdog::arm(const std::string& phase, Deadline limit) {
+void Watchdog::arm(const std::string& phase, Deadline limit, std::string hint) {
   std::lock_guard lock(mu_);
   phase_ = phase;
+  hint_ = std::move(hint);
   started_ = Deadline::Clock::now();
   limit_ = limit.when();
   armed_ = true;
@@ -43,10 +44,12 @@ void Watchdog::loop() {
     if (cv_.wait_until(lock, limit_) == std::cv_status::timeout && armed_ && !stop_ &&
         Deadline::Clock::now() >= limit_) {
       double stuck = seconds_since(started_);
+      const std::string why =
+          hint_.empty() ? " (a call that cannot time out did not return: a hung GPU or driver?); "
+                          "try: nvidia-smi, and dmesg for Xid errors"
+                        : " (" + hint_ + ")";
       write_all(STDOUT_FILENO, "[" + label_ + "] is broken: stuck in " + phase_ + " for " +
-                                   human_seconds(stuck) +
-                                   " (a call that cannot time out did not return: a hung GPU or "
-                                   "driver?); try: nvidia-smi, and dmesg for Xid errors\n");
+                                   human_seconds(stuck) + why + "\n");
       _exit(static_cast<int>(ExitCode::timeout));
     }
   }

@@ -25,7 +25,9 @@ class Watchdog {
   Watchdog& operator=(const Watchdog&) = delete;
 
   /// Watches `phase` until disarm() or the next arm(); fires after `limit`.
-  void arm(const std::string& phase, Deadline limit);
+  /// `hint`, when given, replaces the generic "a hung GPU or driver?" part of
+  /// the status line: what is likely stuck and what to check.
+  void arm(const std::string& phase, Deadline limit, std::string hint = {});
   void disarm();
 
  private:
@@ -34,7 +36,7 @@ class Watchdog {
   std::string label_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::string phase_;
+  std::string phase_, hint_;
   Deadline::Clock::time_point started_{}, limit_{};
   bool armed_ = false, stop_ = false;
   std::thread thread_;

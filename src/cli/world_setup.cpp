@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include "checks/watchdog.h"
 #include "rendezvous/job_token.h"
 #include "rendezvous/socket.h"
 #include "rendezvous/store_plane.h"
@@ -35,7 +36,16 @@ Job join_job(const Env& env, double timeout_s) {
   job.setup.host = short_hostname();
   auto& w = job.setup.world;
   if (w.mpi_launched()) {
+    // MPI_Init waits for every rank of the job and cannot time out: a rank
+    // that never started, or is stopped before or inside it, would hang the
+    // whole job without a word. The watchdog says so and ends this rank.
+    Watchdog watchdog(job.setup.host + "-" + std::to_string(w.local_rank));
+    watchdog.arm("MPI_Init", Deadline::after_seconds(timeout_s),
+                 "MPI_Init waits for every rank: one of the " + std::to_string(w.size) +
+                     " never started or is stopped; try: check that " + launcher_name(w.launcher) +
+                     " started every rank (ps on each node) and read the launcher's own errors");
     job.mpi = std::make_unique<MpiSession>();
+    watchdog.disarm();
     if (job.mpi->rank() != w.rank || job.mpi->size() != w.size)
       throw UsageError("MPI says rank " + std::to_string(job.mpi->rank()) + "/" +
                        std::to_string(job.mpi->size()) + " but " + w.source + " says " +
