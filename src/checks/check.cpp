@@ -122,6 +122,9 @@ class CheckRun {
     device_.reset();
     watchdog_.disarm();
   }
+  double wait_seconds() const {
+    return degraded_ ? std::min(kDegradedWaitS, opt_.timeout_s) : opt_.timeout_s;
+  }
   Deadline wait_deadline() const {
     return Deadline::after_seconds(degraded_ ? std::min(kDegradedWaitS, opt_.timeout_s)
                                              : opt_.timeout_s);
@@ -464,12 +467,16 @@ class CheckRun {
     for (std::uint64_t bytes : opt_.sweep_bytes) {
       const std::size_t n = std::max<std::size_t>(1, bytes / sizeof(float));
       float* buf = workspace_->allocate(n);
+      const auto tw = Deadline::Clock::now();
       for (int i = 0; i < opt_.warmup; ++i) comm_->all_reduce_sum(buf, n, wait_deadline());
+      // The timed iterations are queued back to back (on NCCL) and waited for
+      // once: their deadline is --timeout plus twice what the warm-ups took each.
+      const double per_op = opt_.warmup > 0 ? seconds_since(tw) / opt_.warmup : 0;
       comm_->barrier(wait_deadline());
-      auto t0 = Deadline::Clock::now();
-      for (int i = 0; i < opt_.iters; ++i) comm_->all_reduce_sum(buf, n, wait_deadline());
-      me().sweep.push_back(
-          {static_cast<double>(n * sizeof(float)), seconds_since(t0) / std::max(1, opt_.iters)});
+      const int iters = std::max(1, opt_.iters);
+      const double took = comm_->all_reduce_timed(
+          buf, n, iters, Deadline::after_seconds(wait_seconds() + 2 * per_op * iters));
+      me().sweep.push_back({static_cast<double>(n * sizeof(float)), took / iters});
       workspace_->release(buf);
     }
   }
@@ -562,11 +569,10 @@ class CheckRun {
     for (int i = 0; i < more - timed; ++i)
       comm_->send_recv(peer, b.out, b.in, b.count, wait_deadline());
     std::vector<double> times;
-    for (int i = 0; i < timed; ++i) {
-      auto t0 = Deadline::Clock::now();
-      comm_->send_recv(peer, b.out, b.in, b.count, wait_deadline());
-      times.push_back(seconds_since(t0));
-    }
+    // Each exchange timed on its own (by the device's events on NCCL, so the
+    // host's polling is not in it), for the median below.
+    for (int i = 0; i < timed; ++i)
+      times.push_back(comm_->send_recv_timed(peer, b.out, b.in, b.count, 1, wait_deadline()));
     // The median: one exchange delayed by the scheduler does not make a link look slow.
     std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
     me().links[peer] = times[times.size() / 2];

@@ -55,6 +55,14 @@ class Communicator {
   /// `count` floats at `data` on `root` to every rank.
   virtual void broadcast(float* data, std::size_t count, int root, Deadline deadline) = 0;
   virtual void barrier(Deadline deadline) = 0;
+  /// `iters` all-reduces of `count` floats at `data`; returns the seconds
+  /// they took in all. Backends that can queue work (NCCL) queue every
+  /// iteration back to back and time them on the device, as nccl-tests does,
+  /// so neither the enqueue nor the host's polling is in the figure.
+  virtual double all_reduce_timed(float* data, std::size_t count, int iters, Deadline deadline);
+  /// The same for `iters` exchanges with `peer` (the link test).
+  virtual double send_recv_timed(int peer, const float* out, float* in, std::size_t count,
+                                 int iters, Deadline deadline);
   /// Opens whatever send_recv needs to reach every peer (all ranks call it).
   virtual void open_links(Deadline) {}
   /// Sends `count` floats at `out` to `peer` while `count` floats from it

@@ -45,9 +45,21 @@ class NcclCommunicator : public Communicator {
   std::string name() const override { return "nccl"; }
 
   void all_reduce_sum(float* data, std::size_t count, Deadline deadline) override {
-    start("ncclAllReduce", api_.AllReduce(data, data, count, nccl_abi::kFloat32, nccl_abi::kSum,
-                                          comm_, ctx_.stream));
+    enqueue_all_reduce(data, count);
     wait("ncclAllReduce of " + human_bytes(count * sizeof(float)), deadline);
+  }
+
+  double all_reduce_timed(float* data, std::size_t count, int iters, Deadline deadline) override {
+    return timed(iters, "ncclAllReduce of " + human_bytes(count * sizeof(float)), deadline,
+                 [&] { enqueue_all_reduce(data, count); });
+  }
+
+  double send_recv_timed(int peer, const float* out, float* in, std::size_t count, int iters,
+                         Deadline deadline) override {
+    return timed(iters,
+                 "ncclSend/ncclRecv of " + human_bytes(count * sizeof(float)) + " with rank " +
+                     std::to_string(peer),
+                 deadline, [&] { enqueue_send_recv(peer, out, in, count); });
   }
 
   void all_gather(float* data, std::size_t count, Deadline deadline) override {
@@ -64,18 +76,7 @@ class NcclCommunicator : public Communicator {
 
   void send_recv(int peer, const float* out, float* in, std::size_t count,
                  Deadline deadline) override {
-    const std::string call = "ncclSend/ncclRecv with rank " + std::to_string(peer);
-    usable(call);
-    Result r = api_.GroupStart();
-    if (r == nccl_abi::kSuccess)
-      r = api_.Send(out, count, nccl_abi::kFloat32, peer, comm_, ctx_.stream);
-    if (r == nccl_abi::kSuccess)
-      r = api_.Recv(in, count, nccl_abi::kFloat32, peer, comm_, ctx_.stream);
-    // The group is always closed; with a non-blocking communicator it may
-    // return ncclInProgress, and wait() polls it to completion.
-    const Result end = api_.GroupEnd();
-    if (r == nccl_abi::kSuccess) r = end;
-    start(call, r);
+    enqueue_send_recv(peer, out, in, count);
     wait("ncclSend/ncclRecv of " + human_bytes(count * sizeof(float)) + " with rank " +
              std::to_string(peer),
          deadline);
@@ -88,6 +89,58 @@ class NcclCommunicator : public Communicator {
   }
 
  private:
+  void enqueue_all_reduce(float* data, std::size_t count) {
+    start("ncclAllReduce", api_.AllReduce(data, data, count, nccl_abi::kFloat32, nccl_abi::kSum,
+                                          comm_, ctx_.stream));
+  }
+
+  void enqueue_send_recv(int peer, const float* out, float* in, std::size_t count) {
+    const std::string call = "ncclSend/ncclRecv with rank " + std::to_string(peer);
+    usable(call);
+    Result r = api_.GroupStart();
+    if (r == nccl_abi::kSuccess)
+      r = api_.Send(out, count, nccl_abi::kFloat32, peer, comm_, ctx_.stream);
+    if (r == nccl_abi::kSuccess)
+      r = api_.Recv(in, count, nccl_abi::kFloat32, peer, comm_, ctx_.stream);
+    // The group is always closed; with a non-blocking communicator it may
+    // return ncclInProgress, and wait() polls it to completion.
+    const Result end = api_.GroupEnd();
+    if (r == nccl_abi::kSuccess) r = end;
+    start(call, r);
+  }
+
+  /// nccl-tests' way: an event, every iteration queued back to back, an
+  /// event, one wait. The time is the device's between the two events, so
+  /// neither the enqueue nor this thread's polling is in it.
+  template <class Enqueue>
+  double timed(int iters, const std::string& what, Deadline deadline, Enqueue enqueue) {
+    const CudaOps& cuda = *ctx_.cuda;
+    struct Events {
+      const CudaOps& cuda;
+      void* ev[2] = {nullptr, nullptr};
+      ~Events() {
+        for (void* e : ev)
+          if (e) cuda.event_destroy(e);
+      }
+    } events{cuda};
+    auto check = [&](int e, const char* call) {
+      if (e == CudaOps::kSuccess) return;
+      abort_now();
+      throw Error(ExitCode::broken, std::string(call) + " failed: " + cuda_error_text(cuda, e),
+                  "check the GPU with nvidia-smi and dmesg (Xid errors)");
+    };
+    usable(what);
+    check(cuda.event_create(&events.ev[0]), "cudaEventCreate");
+    check(cuda.event_create(&events.ev[1]), "cudaEventCreate");
+    check(cuda.event_record(events.ev[0], ctx_.stream), "cudaEventRecord");
+    for (int i = 0; i < iters; ++i) enqueue();
+    check(cuda.event_record(events.ev[1], ctx_.stream), "cudaEventRecord");
+    wait(std::to_string(iters) + " x " + what, deadline);
+    float ms = 0;
+    check(cuda.event_elapsed_ms(&ms, events.ev[0], events.ev[1]), "cudaEventElapsedTime");
+    return ms / 1e3;
+  }
+
   void usable(const std::string& call) {
     if (aborted_)
       throw Error(ExitCode::broken,

@@ -34,6 +34,8 @@ struct Fake {
   int polls = 0, aborts = 0, finalizes = 0, destroys = 0;
   void* last_copy_stream = nullptr;
   int copies = 0, stream_queries = 0;
+  int enqueues = 0, events_recorded = 0, events_alive = 0;
+  int enqueues_at_first_query = -1;  ///< how many collectives were queued before the first wait
 };
 Fake* g = nullptr;
 nccl_abi::Comm* const kComm = reinterpret_cast<nccl_abi::Comm*>(0x1234);
@@ -80,6 +82,7 @@ Result destroy(nccl_abi::CommHandle) {
 }
 Result all_reduce(const void*, void*, std::size_t, int, int, nccl_abi::CommHandle, void* s) {
   EXPECT_EQ(s, kStream);
+  ++g->enqueues;
   return g->enqueue_returns;
 }
 Result send(const void*, std::size_t, int, int, nccl_abi::CommHandle, void*) {
@@ -98,6 +101,7 @@ const char* last_error(nccl_abi::CommHandle) { return g->last_error; }
 
 int stream_query(void* s) {
   EXPECT_EQ(s, kStream);
+  if (g->enqueues_at_first_query < 0) g->enqueues_at_first_query = g->enqueues;
   ++g->stream_queries;
   return g->stream_error;
 }
@@ -107,6 +111,25 @@ int memcpy_async(void*, const void*, std::size_t, int, void* s) {
   return 0;
 }
 int memset_async(void*, int, std::size_t, void*) { return 0; }
+int ev_create(void** ev) {
+  static int token;
+  *ev = &token;
+  ++g->events_alive;
+  return 0;
+}
+int ev_destroy(void*) {
+  --g->events_alive;
+  return 0;
+}
+int ev_record(void*, void* s) {
+  EXPECT_EQ(s, kStream);
+  ++g->events_recorded;
+  return 0;
+}
+int ev_elapsed(float* ms, void*, void*) {
+  *ms = 7.5f;
+  return 0;
+}
 const char* cuda_name(int e) { return e == 700 ? "cudaErrorIllegalAddress" : "cudaError"; }
 const char* cuda_text(int) { return "an illegal memory access was encountered"; }
 
@@ -126,7 +149,8 @@ class NcclFake : public ::testing::Test {
     api.GroupEnd = group_end;
     api.GetErrorString = error_string;
     api.GetLastError = last_error;
-    cuda = CudaOps{stream_query, memcpy_async, memset_async, cuda_name, cuda_text};
+    cuda = CudaOps{stream_query, memcpy_async, memset_async, cuda_name, cuda_text,
+                   ev_create,    ev_destroy,   ev_record,    ev_elapsed};
     ctx.nccl = &api;
     ctx.cuda = &cuda;
     ctx.stream = kStream;
@@ -234,6 +258,16 @@ TEST_F(NcclFake, FinalizeThatNeverCompletesIsAborted) {
   EXPECT_EQ(fake.finalizes, 1);
   EXPECT_EQ(fake.aborts, 1);
   EXPECT_EQ(fake.destroys, 0);
+}
+
+TEST_F(NcclFake, TimedIterationsAreQueuedBackToBackAndTimedOnTheDevice) {
+  auto comm = make();
+  const double seconds = comm->all_reduce_timed(&scratch, 1, 5, Deadline::after_seconds(5));
+  EXPECT_EQ(fake.enqueues, 5);
+  EXPECT_EQ(fake.enqueues_at_first_query, 5);  // no wait between the iterations
+  EXPECT_EQ(fake.events_recorded, 2);
+  EXPECT_DOUBLE_EQ(seconds, 0.0075);           // the events' time, not the host's
+  EXPECT_EQ(fake.events_alive, 0);
 }
 
 TEST_F(NcclFake, DeviceWorkspaceCopiesOnTheCommunicatorsStream) {

@@ -26,6 +26,11 @@ struct CudaOps {
   int (*memset_async)(void* dst, int value, std::size_t bytes, void* stream) = nullptr;
   const char* (*error_name)(int code) = nullptr;
   const char* (*error_string)(int code) = nullptr;
+  /// CUDA events, for timing work on a stream the way nccl-tests does.
+  int (*event_create)(void** event) = nullptr;
+  int (*event_destroy)(void* event) = nullptr;
+  int (*event_record)(void* event, void* stream) = nullptr;
+  int (*event_elapsed_ms)(float* ms, void* start, void* end) = nullptr;
 };
 
 /// The runtime's table (or the no-CUDA one).

@@ -14,6 +14,19 @@ int copy(void* dst, const void* src, std::size_t bytes, int kind, void* s) {
 int set(void* dst, int value, std::size_t bytes, void* s) {
   return cudaMemsetAsync(dst, value, bytes, static_cast<cudaStream_t>(s));
 }
+int ev_create(void** ev) {
+  cudaEvent_t e = nullptr;
+  const int rc = cudaEventCreate(&e);
+  *ev = e;
+  return rc;
+}
+int ev_destroy(void* ev) { return cudaEventDestroy(static_cast<cudaEvent_t>(ev)); }
+int ev_record(void* ev, void* s) {
+  return cudaEventRecord(static_cast<cudaEvent_t>(ev), static_cast<cudaStream_t>(s));
+}
+int ev_elapsed(float* ms, void* a, void* b) {
+  return cudaEventElapsedTime(ms, static_cast<cudaEvent_t>(a), static_cast<cudaEvent_t>(b));
+}
 const char* name(int e) { return cudaGetErrorName(static_cast<cudaError_t>(e)); }
 const char* text(int e) { return cudaGetErrorString(static_cast<cudaError_t>(e)); }
 static_assert(cudaErrorNotReady == CudaOps::kNotReady && cudaMemcpyHostToDevice == 1 &&
@@ -21,7 +34,9 @@ static_assert(cudaErrorNotReady == CudaOps::kNotReady && cudaMemcpyHostToDevice 
 }  // namespace
 
 const CudaOps& cuda_ops() {
-  static const CudaOps ops{query, copy, set, name, text};
+  static const CudaOps ops{query,     copy,       set,       name,
+                           text,      ev_create,  ev_destroy, ev_record,
+                           ev_elapsed};
   return ops;
 }
 
