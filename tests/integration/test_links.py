@@ -11,7 +11,7 @@ import tempfile
 import time
 import unittest
 
-from harness import (BIN, SOURCE_DIR, broken_lines, children_by_rank, clean_env, mpirun, run,
+from harness import (BIN, raise_at, resume, wait_stopped, SOURCE_DIR, broken_lines, children_by_rank, clean_env, mpirun, run,
                      strip_prefix)
 
 NETNS = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
@@ -87,27 +87,31 @@ class FaultsDuringTheLinkTest(unittest.TestCase):
     """A rank lost while pairs are being measured is named by every other rank."""
     TIMEOUT = 4  # a pair measures for about a second (--timeout / 4)
 
-    def start(self, grace=3):
+    def start(self, spec, grace=3):
+        """Four ranks into the link test; rank 3 raises the signal of `spec`
+        on itself as it enters the links phase (GPUDIAG_TEST_RAISE): an event,
+        not a guess at how long the check before it takes."""
+        env = dict(clean_env(), **raise_at(spec))
         self.proc = subprocess.Popen(
             [BIN, "launch", "--nproc-per-node", "4", "--grace", str(grace), "--", "bench", "--links",
              "--link-size", "64MiB", "--iters", "100", "--timeout", str(self.TIMEOUT)],
-            env=clean_env(), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.addCleanup(lambda: self.proc.poll() is None and (self.proc.kill(), self.proc.communicate()))
+
+    def rank3_pid(self):
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             kids = children_by_rank(self.proc.pid)
-            if len(kids) == 4:
-                time.sleep(2.5)  # past the check, into the pairs
-                return kids
+            if 3 in kids:
+                return kids[3]
             time.sleep(0.1)
-        self.fail("launcher did not start 4 ranks")
+        self.fail("launcher did not start rank 3")
 
     def broken(self, out):
         return broken_lines(strip_prefix(out))
 
     def test_rank_killed_is_named_at_once(self):
-        kids = self.start(grace=8)  # time for the survivors to meet and report, on a busy machine
-        os.kill(kids[3], signal.SIGKILL)
+        self.start("SIGKILL@links:3", grace=8)  # time for the survivors to meet and report
         t0 = time.monotonic()
         out, err = self.proc.communicate(timeout=60)
         self.assertLess(time.monotonic() - t0, 12, out + err)
@@ -119,16 +123,12 @@ class FaultsDuringTheLinkTest(unittest.TestCase):
             self.assertIn("killed by SIGKILL", m["reason"])
 
     def test_rank_stopped_is_named_within_three_timeouts(self):
-        kids = self.start()
-        os.kill(kids[3], signal.SIGSTOP)
+        self.start("SIGSTOP@links:3")
+        pid = self.rank3_pid()
+        self.addCleanup(resume, pid)
+        wait_stopped(pid)
         t0 = time.monotonic()
-        try:
-            out, err = self.proc.communicate(timeout=60)
-        finally:
-            try:
-                os.kill(kids[3], signal.SIGCONT)
-            except ProcessLookupError:
-                pass
+        out, err = self.proc.communicate(timeout=60)
         # 3x --timeout for a turn, then the launcher's grace (3 s) and its SIGTERM.
         self.assertLess(time.monotonic() - t0, 3 * self.TIMEOUT + 3 + 8, out + err)
         self.assertNotEqual(self.proc.returncode, 0)
