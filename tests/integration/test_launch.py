@@ -353,7 +353,12 @@ class Signals(unittest.TestCase):
                  'while true; do sleep 0.05; done'
         job = LaunchedJob(self, 2, script, "--kill-after", "60")
         job.proc.send_signal(signal.SIGINT)
-        time.sleep(0.5)
+        # Wait for both ranks to say they got the forwarded one: an event, not a pause.
+        seen = 0
+        while seen < 2:
+            line = job.proc.stdout.readline()
+            self.assertTrue(line, "the launcher ended after one SIGINT")
+            seen += "ignoring INT" in line
         self.assertIsNone(job.proc.poll(), "one SIGINT to children that ignore it ended the job")
         start = time.monotonic()
         job.proc.send_signal(signal.SIGINT)
