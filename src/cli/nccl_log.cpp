@@ -3,8 +3,10 @@
 //   gpudiag nccl-log FILE|DIR... [--json]
 //   gpudiag nccl-log --print-env RUN_DIR [--level info|trace] [--subsys INIT,NET,...]
 //
-// Exit status: 0 no problem found, 1 problems found, 2 bad input (unreadable path, no NCCL
-// lines at all, unknown subsystem).
+// Exit status: 0 no problem found, 1 problems found, 2 bad input (unreadable path, a FIFO or
+// device given as a file, more than --max-input of input, no NCCL lines at all, unknown
+// subsystem).
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -24,6 +26,7 @@ struct NcclLogOptions {
   std::string print_env;
   std::string level = "info";
   std::vector<std::string> subsys;
+  std::uint64_t max_input = nccl_log::kDefaultMaxInput;
 };
 
 int run_nccl_log(const NcclLogOptions& opt) {
@@ -43,7 +46,9 @@ int run_nccl_log(const NcclLogOptions& opt) {
   if (opt.paths.empty())
     throw UsageError("no log file or directory given",
                      "gpudiag nccl-log FILE|DIR... (or --print-env DIR to capture logs)");
-  auto report = nccl_log::summarize(opt.paths);
+  nccl_log::InputLimits limits;
+  limits.max_bytes = opt.max_input;
+  auto report = nccl_log::summarize(opt.paths, limits);
   if (opt.json)
     std::cout << nccl_log::render_json(report).dump(
                      2, ' ', false, nlohmann::ordered_json::error_handler_t::replace)
@@ -64,6 +69,12 @@ Runner setup_nccl_log(CLI::App& app) {
                   "log files or run directories: one interleaved capture, or per-rank "
                   "NCCL_DEBUG_FILE files; - reads standard input");
   sub->add_flag("--json", opt->json, "print the report as JSON");
+  sub->add_option("--max-input", opt->max_input,
+                  "stop with an error after reading this much in all (e.g. a pipe that never "
+                  "ends)")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 50))
+      ->default_str("64GiB");
   sub->add_option("--print-env", opt->print_env,
                   "create RUN_DIR and print the NCCL_DEBUG* exports that log every rank there")
       ->type_name("RUN_DIR");

@@ -47,7 +47,7 @@ namespace detail {
 
 void Collector::add(const ProcessSummary& p, const Evidence& e, std::string detail) {
   auto label = p.label();
-  if (std::find(who.begin(), who.end(), label) == who.end()) who.push_back(label);
+  if (who_set.insert(label).second) who.push_back(std::move(label));
   if (evidence.size() < 3) evidence.push_back(e);
   if (first.empty()) first = std::move(detail);
 }

@@ -3,6 +3,7 @@
 
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "nccl_log/findings.h"
@@ -15,7 +16,8 @@ inline bool contains(std::string_view s, std::string_view needle) {
 
 /// Collects findings of one kind across processes: who, a few evidence lines, a first example.
 struct Collector {
-  std::vector<std::string> who;
+  std::vector<std::string> who;             ///< in the order first added
+  std::unordered_set<std::string> who_set;  ///< the same, for a constant-time "already named"
   std::vector<Evidence> evidence;
   std::string first;  ///< rule-specific detail of the first occurrence (peer, size, status)
 

@@ -1,19 +1,13 @@
-// Reading a job's logs: files and directories streamed line by line into JobBuilder (job.h).
+// Reading a job's logs: the files reader.h lists, cut into lines by its LineSplitter and
+// streamed into JobBuilder (job.h).
 #include "nccl_log/job.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iostream>
 #include <tuple>
 
 #include "util/error.h"
 
 namespace gpudiag::nccl_log {
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -50,37 +44,77 @@ bool Job::multi_node() const {
 }
 
 std::size_t Job::file_index(const std::string& path) const {
-  for (std::size_t i = 0; i < files.size(); ++i)
-    if (files[i].path == path) return i;
-  return files.size();
+  auto it = file_positions.find(path);
+  return it == file_positions.end() ? files.size() : it->second;
 }
 
 ProcessSummary& JobBuilder::process_for(const Line& line, const std::string& file) {
   auto key = process_key(line, file);
-  auto it = index_.find(key);
-  if (it != index_.end()) return job_.processes[it->second];
-  ProcessSummary p;
-  p.key = key;
-  p.host = line.host;
-  p.pid = line.pid;
-  job_.processes.push_back(std::move(p));
-  index_[key] = job_.processes.size() - 1;
-  return job_.processes.back();
+  auto [it, inserted] = index_.try_emplace(key, job_.processes.size());
+  if (inserted) {
+    if (job_.processes.size() >= limits_.max_processes) {
+      index_.erase(it);
+      throw UsageError("more than " + std::to_string(limits_.max_processes) +
+                           " processes (host:pid) in these logs, more than any job gpudiag "
+                           "checks; stopped at '" +
+                           file + "'",
+                       "pass the logs of one job");
+    }
+    ProcessSummary p;
+    p.key = std::move(key);
+    p.host = line.host;
+    p.pid = line.pid;
+    job_.processes.push_back(std::move(p));
+    last_file_.push_back(0);
+  }
+  return touch(it->second, file);
+}
+
+ProcessSummary& JobBuilder::touch(std::size_t index, const std::string& file) {
+  ProcessSummary& p = job_.processes[index];
+  // Once per process and file: listing the file here keeps absorb() from searching the
+  // process's file list on every line (quadratic for a process logged in many files).
+  if (last_file_[index] != file_serial_) {
+    last_file_[index] = file_serial_;
+    if (fresh_name_) p.files.push_back(file);
+  }
+  return p;
 }
 
 void JobBuilder::add_stream(std::istream& in, const std::string& name) {
+  StreamSource source(in, name);
+  add_source(source, name);
+}
+
+void JobBuilder::add_source(ByteSource& bytes, const std::string& name) {
   SourceFile source{name};
   std::map<int, std::string> last_key;          // launcher rank -> last process key
   std::map<int, std::vector<Pending>> pending;  // bare version lines waiting for a process
-  std::string raw;
-  std::size_t lineno = 0;
-  while (std::getline(in, raw)) {
-    ++lineno;
-    ++source.lines;
+  LineSplitter splitter(bytes, name, limits_, bytes_read_);
+  ++file_serial_;
+  fresh_name_ = !job_.file_positions.contains(name);
+  // A line cut by binary runs comes in several pieces: it is an "other" line when none of
+  // them was an NCCL line.
+  std::size_t cut_line = 0;
+  bool cut_has_nccl = true;
+  auto end_cut_line = [&] { job_.other_lines += !cut_has_nccl; };
+  Piece piece;
+  while (splitter.next(piece)) {
+    const std::string_view raw = piece.text;
+    const std::size_t lineno = piece.lineno;
     auto line = parse_line(raw);
+    if (!piece.whole) {
+      if (lineno != cut_line) {
+        end_cut_line();
+        cut_line = lineno;
+        cut_has_nccl = false;
+      }
+      cut_has_nccl = cut_has_nccl || line.has_value();
+    }
     if (!line) {
       // NCCL puts a blank line before every WARN; blank lines are not "other" output.
-      if (raw.find_first_not_of(" \t\r") != std::string::npos) ++job_.other_lines;
+      if (piece.whole && raw.find_first_not_of(" \t\r") != std::string_view::npos)
+        ++job_.other_lines;
       continue;
     }
     ++source.nccl_lines;
@@ -88,9 +122,9 @@ void JobBuilder::add_stream(std::istream& in, const std::string& name) {
     int stream = line->launcher_rank;
     if (line->level == Level::version && line->pid < 0 && line->host.empty()) {
       if (auto it = last_key.find(stream); it != last_key.end())
-        absorb(job_.processes[index_[it->second]], *line, name, lineno, raw);
+        absorb(touch(index_.at(it->second), name), *line, name, lineno, raw);
       else
-        pending[stream].push_back({*line, lineno, raw});
+        pending[stream].push_back({*line, lineno, std::string(raw)});
       continue;
     }
     ProcessSummary& p = process_for(*line, name);
@@ -104,71 +138,48 @@ void JobBuilder::add_stream(std::istream& in, const std::string& name) {
   // Version lines with no process line after or before them (NCCL_DEBUG=VERSION output).
   for (auto& [stream, lines] : pending)
     for (const auto& v : lines) absorb(process_for(v.line, name), v.line, name, v.lineno, v.raw);
+  end_cut_line();
+  job_.other_lines += splitter.dropped();  // all binary, or over-long
+  source.lines = splitter.lines();
+  job_.junk_lines += splitter.junk();
+  bytes_read_ += splitter.bytes();
+  job_.file_positions.emplace(name, job_.files.size());
   job_.files.push_back(std::move(source));
 }
 
 Job JobBuilder::finish() {
   // By rank; processes without a communicator line by their launcher rank, then by name.
-  auto order = [](const ProcessSummary& p) {
-    int r = p.rank() >= 0 ? p.rank() : p.launcher_rank;
-    return std::make_tuple(r < 0, r, p.host, p.pid, p.key);
-  };
-  std::sort(job_.processes.begin(), job_.processes.end(),
-            [&](const auto& a, const auto& b) { return order(a) < order(b); });
+  // The keys are computed once per process, not once per comparison.
+  auto& ps = job_.processes;
+  std::vector<int> rank(ps.size());
+  std::vector<std::size_t> order(ps.size());
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    rank[i] = ps[i].rank() >= 0 ? ps[i].rank() : ps[i].launcher_rank;
+    order[i] = i;
+  }
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return std::forward_as_tuple(rank[a] < 0, rank[a], ps[a].host, ps[a].pid, ps[a].key) <
+           std::forward_as_tuple(rank[b] < 0, rank[b], ps[b].host, ps[b].pid, ps[b].key);
+  });
+  std::vector<ProcessSummary> sorted;
+  sorted.reserve(ps.size());
+  for (std::size_t i : order) sorted.push_back(std::move(ps[i]));
+  ps = std::move(sorted);
   Job out = std::move(job_);
   job_ = Job{};
   index_.clear();
+  last_file_.clear();
   return out;
 }
 
-Job read_job(const std::vector<std::string>& paths) {
+Job read_job(const std::vector<std::string>& paths, const InputLimits& limits) {
   if (paths.empty())
     throw UsageError("no log file or directory given", "gpudiag nccl-log FILE|DIR...");
-  std::vector<std::string> files;
-  bool stdin_too = false;
-  for (const auto& path : paths) {
-    if (path == "-") {  // a pipe: mpirun ... 2>&1 | gpudiag nccl-log -
-      stdin_too = true;
-      continue;
-    }
-    std::error_code ec;
-    auto st = fs::status(path, ec);
-    if (ec || !fs::exists(st))
-      throw UsageError("cannot read '" + path + "': no such file or directory",
-                       "check the path (NCCL_DEBUG_FILE names end in the host and pid)");
-    if (fs::is_directory(st)) {
-      std::vector<std::string> found;
-      fs::recursive_directory_iterator it(path, fs::directory_options::follow_directory_symlink,
-                                          ec);
-      for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
-        if (it->is_regular_file(ec)) found.push_back(it->path().string());
-      if (ec)
-        throw UsageError("cannot list '" + path + "': " + ec.message(), "check its permissions");
-      if (found.empty())
-        throw UsageError("'" + path + "' is a directory with no files in it",
-                         "pass the run directory that holds the NCCL_DEBUG_FILE logs");
-      std::sort(found.begin(), found.end());
-      files.insert(files.end(), found.begin(), found.end());
-    } else if (fs::is_regular_file(st) || fs::is_fifo(st) || fs::is_character_file(st)) {
-      files.push_back(path);
-    } else {
-      throw UsageError("'" + path + "' is not a file or directory",
-                       "pass log files or directories");
-    }
-  }
-  JobBuilder builder;
-  if (stdin_too) {
-    builder.add_stream(std::cin, "<stdin>");
-    files.insert(files.begin(), "<stdin>");
-  }
+  const std::vector<std::string> files = list_logs(paths);
+  JobBuilder builder(limits);
   for (const auto& file : files) {
-    if (file == "<stdin>") continue;
-    std::ifstream in(file, std::ios::binary);
-    if (!in)
-      throw UsageError("cannot read '" + file + "': " + std::strerror(errno),
-                       "check its permissions");
-    builder.add_stream(in, file);
-    if (in.bad()) throw UsageError("read error in '" + file + "'", "check the file system");
+    auto source = open_log(file);
+    builder.add_source(*source, file);
   }
   Job job = builder.finish();
   if (job.nccl_lines == 0) {

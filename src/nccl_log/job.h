@@ -1,20 +1,24 @@
 // A job's NCCL logs as one: every line of every file, sorted into processes.
 //
 // Input is any mix of files and directories: one interleaved stdout capture of all ranks,
-// per-rank NCCL_DEBUG_FILE files, or a directory of them. Lines are parsed one at a time
-// (streaming; a file is never held in memory) and handed to the process they name
-// (host:pid). Lines without a host part go to a process named after their file. The bare
-// "NCCL version X" line, which has no host part, goes to the process of the previous NCCL
-// line in the same file and launcher stream (that is where NCCL prints it), or the next one.
+// per-rank NCCL_DEBUG_FILE files, or a directory of them (reader.h says which paths are read
+// and how bytes become lines, with every size bounded). Lines are parsed one at a time
+// (streaming; a file is never held in memory) and handed to the process they name (host:pid),
+// found through a hash map, so a job of a million processes reads in linear time. Lines
+// without a host part go to a process named after their file. The bare "NCCL version X" line,
+// which has no host part, goes to the process of the previous NCCL line in the same file and
+// launcher stream (that is where NCCL prints it), or the next one.
 #pragma once
 
 #include <istream>
 #include <map>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "nccl_log/rank_summary.h"
+#include "nccl_log/reader.h"
 
 namespace gpudiag::nccl_log {
 
@@ -28,7 +32,8 @@ struct Job {
   std::vector<SourceFile> files;          ///< in the order read
   std::vector<ProcessSummary> processes;  ///< sorted by rank, then host, then pid
   std::size_t nccl_lines = 0;
-  std::size_t other_lines = 0;
+  std::size_t other_lines = 0;  ///< non-blank lines with no NCCL line in them (binary ones too)
+  std::size_t junk_lines = 0;   ///< binary runs and over-long lines, skipped unread
 
   /// Host names seen (empty names left out).
   std::set<std::string> hosts() const;
@@ -36,27 +41,40 @@ struct Job {
   bool multi_node() const;
   /// Position of a file in `files` (for ordering evidence), files.size() when unknown.
   std::size_t file_index(const std::string& path) const;
+
+  std::unordered_map<std::string, std::size_t> file_positions;  ///< path -> index in files
 };
 
 /// Builds a Job from streams; used by read_job and by tests.
 class JobBuilder {
  public:
+  explicit JobBuilder(InputLimits limits = {}) : limits_(limits) {}
   /// Reads every line of `in`; `name` is how evidence will cite the file.
   void add_stream(std::istream& in, const std::string& name);
+  /// Reads every line of `source`; throws UsageError past the limits' total input.
+  void add_source(ByteSource& source, const std::string& name);
   /// Sorts the processes and returns the job; the builder is empty afterwards.
   Job finish();
 
  private:
+  /// The process `line` names (created on first sight), with `file` in its files.
   ProcessSummary& process_for(const Line& line, const std::string& file);
+  ProcessSummary& touch(std::size_t index, const std::string& file);
 
+  InputLimits limits_;
+  std::uint64_t bytes_read_ = 0;
   Job job_;
-  std::map<std::string, std::size_t> index_;  // process key -> position in job_.processes
+  std::unordered_map<std::string, std::size_t> index_;  // process key -> position in processes
+  std::vector<std::size_t> last_file_;  // process position -> serial of the file it was last in
+  std::size_t file_serial_ = 0;         // of the file being read, counted from 1
+  bool fresh_name_ = false;             // no earlier input had the name of this one
 };
 
 /// Reads files and directories (directories: every regular file below them, sorted by path);
-/// "-" reads standard input.
-/// Throws UsageError naming the path when one cannot be read, when a directory holds no
-/// files, or when no NCCL line is found anywhere.
-Job read_job(const std::vector<std::string>& paths);
+/// "-" reads standard input (reader.h: list_logs).
+/// Throws UsageError naming the path when one cannot be read or is not a regular file, when a
+/// directory holds no files, when the input passes limits.max_bytes, or when no NCCL line is
+/// found anywhere.
+Job read_job(const std::vector<std::string>& paths, const InputLimits& limits = {});
 
 }  // namespace gpudiag::nccl_log

@@ -21,7 +21,8 @@ std::string labels(const std::vector<const ProcessSummary*>& ps, std::size_t cap
   return join(parts, ", ");
 }
 
-/// "2.19.3 on rank 0 (a:1), rank 1 (a:2); 2.14.3 on rank 4 (b:7)", largest group first.
+/// "2.19.3 on rank 0 (a:1), rank 1 (a:2); 2.14.3 on rank 4 (b:7)", largest group first (six
+/// groups at most).
 std::string describe(const Groups& groups) {
   std::vector<std::pair<std::string, const std::vector<const ProcessSummary*>*>> order;
   for (const auto& [value, ps] : groups) order.emplace_back(value, &ps);
@@ -29,7 +30,9 @@ std::string describe(const Groups& groups) {
     return a.second->size() > b.second->size();
   });
   std::vector<std::string> parts;
-  for (const auto& [value, ps] : order) parts.push_back(value + " on " + labels(*ps));
+  for (std::size_t i = 0; i < order.size() && i < 6; ++i)
+    parts.push_back(order[i].first + " on " + labels(*order[i].second));
+  if (order.size() > 6) parts.push_back("and " + std::to_string(order.size() - 6) + " more values");
   return join(parts, "; ");
 }
 
@@ -130,21 +133,27 @@ void rule_disagree(const Job& job, std::vector<Finding>& out) {
   // NCCL_* variables that some ranks set and others do not, or set differently. Ranks that
   // logged their bootstrap line would have logged their NCCL_* settings too (both are in
   // NCCL's default NCCL_DEBUG_SUBSYS).
+  // First, in one pass over every process's settings, which keys differ: set by only some
+  // ranks, or to several values. Only the first few are then grouped (one pass each), so
+  // many distinct keys cannot make this quadratic.
   std::vector<const ProcessSummary*> with_env;
-  std::set<std::string> keys;
+  std::map<std::string, std::map<std::string, std::size_t>> values_of;  // key -> value -> count
   for (const auto& p : job.processes) {
     if (p.env.empty() && p.bootstrap.empty()) continue;
     with_env.push_back(&p);
-    for (const auto& [k, v] : p.env) keys.insert(k);
+    for (const auto& [k, v] : p.env) ++values_of[k][v];
   }
   int reported = 0;
-  for (const auto& key : keys) {
+  for (const auto& [key, counts] : values_of) {
+    std::size_t setting = 0;
+    for (const auto& [v, n] : counts) setting += n;
+    if (counts.size() < 2 && setting == with_env.size()) continue;  // the same everywhere
+    if (reported++ >= 5) break;
     Groups values;
     for (const auto* p : with_env) {
       auto it = p->env.find(key);
       values[it == p->env.end() ? std::string("unset") : "=" + it->second].push_back(p);
     }
-    if (values.size() < 2 || reported++ >= 5) continue;
     Collector c;
     for (const auto* p : with_env)  // quote the lines that set it
       if (auto it = p->env_evidence.find(key); it != p->env_evidence.end()) c.add(*p, it->second);

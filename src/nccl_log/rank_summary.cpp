@@ -244,7 +244,10 @@ void absorb(ProcessSummary& p, const Line& line, const std::string& file, std::s
   Evidence e{file, lineno, std::string(trim(raw).substr(0, kEvidenceCap))};
   if (++p.lines == 1) p.first_line = e;
   p.last_line = e;
-  if (std::find(p.files.begin(), p.files.end(), file) == p.files.end()) p.files.push_back(file);
+  // JobBuilder lists the file first (in constant time); the search is for other callers.
+  if ((p.files.empty() || p.files.back() != file) &&
+      std::find(p.files.begin(), p.files.end(), file) == p.files.end())
+    p.files.push_back(file);
   if (p.launcher_rank < 0) p.launcher_rank = line.launcher_rank;
   std::string_view msg = line.message;
 

@@ -149,9 +149,9 @@ nlohmann::ordered_json process_json(const ProcessSummary& p) {
 
 }  // namespace
 
-Report summarize(const std::vector<std::string>& paths) {
+Report summarize(const std::vector<std::string>& paths, const InputLimits& limits) {
   Report r;
-  r.job = read_job(paths);
+  r.job = read_job(paths, limits);
   r.findings = find_problems(r.job);
   return r;
 }
@@ -166,7 +166,11 @@ std::string render_text(const Report& report) {
     out += " (" + join(std::vector<std::string>(hosts.begin(), hosts.end()), ", ") + ")";
   out += "; " + std::to_string(job.files.size()) + " file" + (job.files.size() == 1 ? "" : "s") +
          ", " + std::to_string(job.nccl_lines) + " NCCL lines, " + std::to_string(job.other_lines) +
-         " other lines\n\n";
+         " other lines";
+  if (job.junk_lines > 0)
+    out += ", " + std::to_string(job.junk_lines) + " skipped as junk (binary bytes, lines over " +
+           human_bytes(kMaxLineBytes) + ")";
+  out += "\n\n";
 
   std::vector<std::vector<std::string>> rows = {
       {"RANK", "PROCESS", "NCCL", "BOOTSTRAP", "NETWORK", "NICS", "INIT"}};
@@ -221,6 +225,7 @@ nlohmann::ordered_json render_json(const Report& report) {
   j["multi_node"] = job.multi_node();
   j["nccl_lines"] = job.nccl_lines;
   j["other_lines"] = job.other_lines;
+  j["junk_lines"] = job.junk_lines;
   j["processes"] = nlohmann::ordered_json::array();
   for (const auto& p : job.processes) j["processes"].push_back(process_json(p));
   j["findings"] = nlohmann::ordered_json::array();

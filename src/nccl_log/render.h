@@ -21,8 +21,8 @@ struct Report {
 };
 
 /// Reads the files and run directories and finds what they mean. Throws UsageError as
-/// read_job() does (unreadable path, no NCCL lines at all).
-Report summarize(const std::vector<std::string>& paths);
+/// read_job() does (unreadable path, not a regular file, too much input, no NCCL lines).
+Report summarize(const std::vector<std::string>& paths, const InputLimits& limits = {});
 
 /// Human-readable report: a header line, one row per process, transports, then findings.
 std::string render_text(const Report& report);

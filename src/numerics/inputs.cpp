@@ -1,8 +1,13 @@
+// Opening scan inputs (inputs.h). Files a directory lists are taken by name; whether each is
+// a regular file is checked when it is opened (MappedFile), so a FIFO or socket named
+// *.safetensors gets its own line like any other bad file and is never read.
 #include "numerics/inputs.h"
 
+#include <signal.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <system_error>
 
@@ -65,9 +70,18 @@ void classify_safetensors(InputFile& in) {
   in.batch_number = static_cast<std::uint64_t>(*n);
 }
 
-}  // namespace
+/// Test-only (GPUDIAG_TEST_STOP_AFTER_OPEN=1): the process stops itself after a file is
+/// mapped and its header parsed, before any tensor data is read, so a test can change the
+/// file at exactly that point and then resume it (SIGCONT).
+void test_stop_after_open() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("GPUDIAG_TEST_STOP_AFTER_OPEN");
+    return v && std::string_view(v) == "1";
+  }();
+  if (enabled) ::raise(SIGSTOP);
+}
 
-InputFile open_input(const std::string& path, std::optional<DType> npy_dtype) {
+InputFile parse_input(const std::string& path, std::optional<DType> npy_dtype) {
   InputFile in(MappedFile{path});
   const Bytes bytes = in.mapping.bytes();
   if (looks_like_npy(bytes) || std::filesystem::path(path).extension() == ".npy") {
@@ -80,6 +94,14 @@ InputFile open_input(const std::string& path, std::optional<DType> npy_dtype) {
   }
   in.safetensors = parse_safetensors(bytes, path);
   classify_safetensors(in);
+  return in;
+}
+
+}  // namespace
+
+InputFile open_input(const std::string& path, std::optional<DType> npy_dtype) {
+  InputFile in = parse_input(path, npy_dtype);
+  test_stop_after_open();
   return in;
 }
 

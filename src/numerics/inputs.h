@@ -2,6 +2,8 @@
 // .safetensors and .npy files in them, every file is memory-mapped and
 // parsed (by content, not by extension), and each safetensors file is
 // classified as a `gpudiag-frames/1` dump or a plain file of loose tensors.
+// A path that is not a regular file (a FIFO, a device, a socket, given directly or found
+// in a directory) is refused by name when it is opened, without blocking or reading it.
 #pragma once
 
 #include <optional>
@@ -37,7 +39,9 @@ std::vector<std::string> expand_paths(const std::vector<std::string>& paths);
 
 /// Maps and parses one file: as .npy when it has the .npy magic or name,
 /// else as safetensors. Throws UsageError naming the file on any malformed
-/// content.
+/// content, or when it is not a regular file ("FILE: is a FIFO (named pipe), not
+/// a regular file"). Test-only: with GPUDIAG_TEST_STOP_AFTER_OPEN=1 the process
+/// stops itself (SIGSTOP) after each file is parsed, before its data is read.
 InputFile open_input(const std::string& path, std::optional<DType> npy_dtype);
 
 }  // namespace gpudiag::numerics

@@ -1,5 +1,19 @@
-// A read-only memory mapping of a whole file (RAII). Readers parse straight
+// A read-only memory mapping of a whole regular file (RAII). Readers parse straight
 // from the mapping, so scanning a 40 GB dump allocates nothing per element.
+//
+// Files that are not files: the path is stat()ed before it is opened and anything but a
+// regular file (a FIFO, a device, a socket) is refused with one line naming what it is;
+// the open itself uses O_NONBLOCK, so a FIFO swapped in between cannot block it either.
+//
+// Files that change: a mapped file truncated by someone else while it is scanned makes
+// the next access to the lost pages raise SIGBUS, on whichever thread touches them (a CPU
+// scanner thread, the CUDA scanner's staging copy, a header parser). Every live mapping is
+// registered with its path; a process-wide SIGBUS handler that finds the faulting address
+// in a registered mapping writes one line, "gpudiag: FILE: the file changed while being
+// read ...", and exits with status 2. Nothing can be unwound from inside a fault at an
+// arbitrary instruction of a vectorised loop, so the handler ends the process itself, with
+// async-signal-safe calls only (write, _exit). A SIGBUS anywhere else is handed to the
+// previous disposition (by default: the process dies with SIGBUS, as before).
 #pragma once
 
 #include <string>
@@ -10,8 +24,9 @@ namespace gpudiag::numerics {
 
 class MappedFile {
  public:
-  /// Maps `path` read-only. Throws UsageError naming the file when it cannot
-  /// be opened, is not a regular file, or cannot be mapped.
+  /// Maps `path` read-only. Throws UsageError naming the file when it cannot be opened,
+  /// is not a regular file ("is a FIFO (named pipe)", "is a character device", ...), or
+  /// cannot be mapped. Never blocks on a FIFO.
   explicit MappedFile(std::string path);
   ~MappedFile();
   MappedFile(MappedFile&& other) noexcept;
@@ -20,7 +35,8 @@ class MappedFile {
   MappedFile& operator=(const MappedFile&) = delete;
 
   const std::string& path() const { return path_; }
-  /// The file's bytes (empty for an empty file).
+  /// The file's bytes (empty for an empty file). Reading them after the file was
+  /// truncated ends the process with one line and exit status 2 (see above).
   Bytes bytes() const { return {static_cast<const std::uint8_t*>(addr_), size_}; }
 
  private:
@@ -28,5 +44,9 @@ class MappedFile {
   void* addr_ = nullptr;
   std::size_t size_ = 0;
 };
+
+/// "a FIFO (named pipe)", "a character device", ... for a st_mode that is not a regular
+/// file; "a regular file" for one that is.
+std::string file_kind(unsigned mode);
 
 }  // namespace gpudiag::numerics
