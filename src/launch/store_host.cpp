@@ -15,6 +15,7 @@ void StoreHost::on_job_start(JobInfo& job) {
     // which leaves no window for another process to grab it.
     o.port = job.port_given ? job.master_port : 0;
     o.token = job.token;
+    o.world_size = job.world_size();  // caps follow from it; refuses a too-low `ulimit -n`
     server_ = std::make_unique<TcpStoreServer>(o);
     job.master_port = server_->port();
   }

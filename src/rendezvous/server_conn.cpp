@@ -4,9 +4,12 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+
+#include "util/strings.h"
 
 namespace gpudiag {
 
@@ -17,6 +20,15 @@ namespace {
 constexpr std::size_t kReadChunk = 64 * 1024;
 /// Bytes read from one client per event, so a fast sender cannot starve the rest.
 constexpr std::size_t kReadPerEvent = 1u << 20;
+/// Per parked key: the key's copies in StoreState and the hash tables' nodes.
+constexpr std::size_t kParkedKeyOverhead = 96;
+/// A buffer emptied of more than this gives its memory back.
+constexpr std::size_t kKeepCapacity = 64 * 1024;
+
+void release(std::string& s) {
+  s.clear();
+  if (s.capacity() > kKeepCapacity) s.shrink_to_fit();
+}
 
 /// `47 45 54 20 ("GET ")`: the first bytes of an unexpected stream, for logs.
 std::string preview(std::string_view bytes) {
@@ -37,6 +49,17 @@ std::string error_frame(std::uint32_t id, sw::ErrorCode code, const std::string&
 
 }  // namespace
 
+ServerCore::ServerCore(TcpStoreServerOptions opts)
+    : opts_(std::move(opts)),
+      max_frame_(opts_.max_message_bytes ? opts_.max_message_bytes
+                                         : storelimits::max_request_frame(opts_.world_size)),
+      max_keys_(storelimits::max_keys_per_request(opts_.world_size)),
+      scratch_(kReadChunk) {}
+
+std::uint32_t ServerCore::frame_cap(const Conn& c) const {
+  return c.greeted ? max_frame_ : storelimits::kMaxHelloFrame;
+}
+
 Conn* ServerCore::find(std::uint64_t id) {
   auto it = conns_.find(id);
   return it == conns_.end() ? nullptr : it->second.get();
@@ -44,10 +67,15 @@ Conn* ServerCore::find(std::uint64_t id) {
 
 void ServerCore::condemn(Conn& c, const std::string& why) {
   if (c.doomed) return;
-  spdlog::warn("store: dropping client {}: {}", c.peer, why);
+  if (log_budget()) spdlog::warn("store: dropping client {}: {}", c.peer, why);
   ++dropped_;
   c.doomed = true;
   doomed_.push_back(c.id);
+  // Its replies will never be sent: give their memory back now, not at the
+  // end of the batch, so many clients condemned at once never add up.
+  release(c.out);
+  c.out_off = 0;
+  account(c);
 }
 
 void ServerCore::bury() {
@@ -61,6 +89,8 @@ void ServerCore::close_conn(Conn& c) {
     state_.cancel(wid);
     pending_.erase(wid);
   }
+  buffered_total_ -= c.accounted;
+  if (c.refused) --refused_open_;
   conns_.erase(c.id);  // closes the socket, which also leaves the epoll set
   connections_ = conns_.size();
 }
@@ -68,30 +98,32 @@ void ServerCore::close_conn(Conn& c) {
 void ServerCore::on_event(Conn& c, std::uint32_t events) {
   if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) on_readable(c);
   if (!c.doomed && (events & EPOLLOUT)) flush(c);
+  account(c);
 }
 
 void ServerCore::on_readable(Conn& c) {
+  // Reads at most what the connection may buffer: the rest of one frame of its
+  // current cap (so 4 KiB before the handshake), parsing as bytes come, so a
+  // client can never make the server hold more than a frame for it.
   bool eof = false;
   std::size_t got = 0;
-  while (got < kReadPerEvent) {
-    auto old = c.in.size();
-    c.in.resize(old + kReadChunk);
-    ssize_t r = ::recv(c.fd.get(), c.in.data() + old, kReadChunk, 0);
-    c.in.resize(old + static_cast<std::size_t>(std::max<ssize_t>(r, 0)));
+  while (got < kReadPerEvent && !c.doomed) {
+    const std::size_t cap = sw::kMagic.size() + sw::kLenBytes + frame_cap(c);
+    const std::size_t held = c.in.size() - c.in_off;
+    const std::size_t room = c.closing ? scratch_.size() : cap - std::min(cap, held);
+    if (room == 0) break;  // cannot happen: parse() consumes or rejects a full frame
+    ssize_t r = ::recv(c.fd.get(), scratch_.data(), std::min(room, scratch_.size()), 0);
     if (r > 0) {
       got += static_cast<std::size_t>(r);
+      if (c.closing) continue;  // answered with an error already; ignore the rest
+      c.in.append(scratch_.data(), static_cast<std::size_t>(r));
+      parse(c);
       continue;
     }
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     eof = true;  // orderly close or reset: the client is gone
     break;
-  }
-  if (c.closing) {
-    c.in.clear();  // answered with an error already; ignore the rest
-    c.in_off = 0;
-  } else {
-    parse(c);
   }
   if (eof && !c.doomed) {
     spdlog::debug("store: client {} disconnected", c.peer);
@@ -115,7 +147,7 @@ void ServerCore::parse(Conn& c) {
   while (!c.doomed && !c.closing) {
     sw::Frame f{};
     try {
-      if (!sw::next_frame(buf, f, opts_.max_message_bytes)) break;
+      if (!sw::next_frame(buf, f, frame_cap(c))) break;
       c.greeted ? request(c, f) : hello(c, f);
     } catch (const sw::ProtocolError& e) {
       return condemn(c, e.what());
@@ -124,9 +156,9 @@ void ServerCore::parse(Conn& c) {
     buf.remove_prefix(f.total);
   }
   if (c.in_off == c.in.size()) {
-    c.in.clear();
+    release(c.in);
     c.in_off = 0;
-  } else if (c.in_off > (1u << 20)) {
+  } else if (c.in_off > kKeepCapacity) {
     c.in.erase(0, c.in_off);
     c.in_off = 0;
   }
@@ -138,15 +170,21 @@ void ServerCore::hello(Conn& c, const sw::Frame& f) {
   auto version = r.u16();
   auto token = r.str();  // later versions may append fields: not checked for trailing bytes
   if (version != sw::kVersion) {
-    spdlog::warn("store: rejecting client {}: it speaks store protocol v{}, this server v{}",
-                 c.peer, version, sw::kVersion);
+    if (log_budget())
+      spdlog::warn("store: rejecting client {}: it speaks store protocol v{}, this server v{}",
+                   c.peer, version, sw::kVersion);
     reply(c, error_frame(f.id, sw::ErrorCode::version_mismatch,
                          "the store speaks protocol version " + std::to_string(sw::kVersion) +
                              ", the client " + std::to_string(version)));
   } else if (token != opts_.token) {
-    spdlog::warn("store: rejecting client {}: wrong job token (a rank of another job?)", c.peer);
+    if (log_budget())
+      spdlog::warn("store: rejecting client {}: wrong job token (a rank of another job?)", c.peer);
     reply(c, error_frame(f.id, sw::ErrorCode::token_mismatch,
                          "this store belongs to another job (token mismatch)"));
+  } else if (c.refused) {
+    ++refused_;
+    reply(c, error_frame(f.id, sw::ErrorCode::overloaded,
+                         "it holds all the connections it may (" + overloaded_why() + ")"));
   } else {
     c.greeted = true;
     reply(c, sw::Writer(sw::Type::hello_ok, f.id).u16(sw::kVersion).finish());
@@ -166,6 +204,7 @@ void ServerCore::request(Conn& c, const sw::Frame& f) {
       auto key = r.str();
       auto value = r.str();
       r.expect_done();
+      if (!fits(c, f.id, key, value.size())) break;
       state_.set(key, std::move(value), woken);
       reply(c, sw::Writer(sw::Type::ok, f.id).finish());
       break;
@@ -188,28 +227,31 @@ void ServerCore::request(Conn& c, const sw::Frame& f) {
       auto key = r.str();
       auto delta = r.i64();
       r.expect_done();
+      if (!fits(c, f.id, key, 20)) break;
       auto sum = state_.add(key, delta, woken);
       reply(c, sum ? sw::Writer(sw::Type::integer, f.id).i64(*sum).finish()
                    : error_frame(f.id, sw::ErrorCode::not_an_integer,
-                                 "the value of key '" + key + "' is not an integer"));
+                                 "the value of key '" + key +
+                                     "' is not an integer, or the sum would overflow"));
       break;
     }
-    case sw::Type::wait: {
-      auto keys = r.strs();
-      r.expect_done();
-      park(c, f.id, keys, false);
-      break;
-    }
+    case sw::Type::wait:
     case sw::Type::multi_get: {
+      // The count first: a request for more keys than the job has is refused
+      // before anything is built for it.
+      auto n = sw::Reader(f.payload).u32();
+      if (n > max_keys_) {
+        refuse(c, f.id,
+               std::to_string(n) + " keys in one request; this store takes at most " +
+                   std::to_string(max_keys_) + " (2 per rank + 64)");
+        break;
+      }
       auto keys = r.strs();
       r.expect_done();
-      sw::Writer w(sw::Type::values, f.id);
-      w.u32(static_cast<std::uint32_t>(keys.size()));
-      for (const auto& k : keys) {
-        auto* v = state_.find(k);
-        w.u8(v ? 1 : 0).str(v ? *v : std::string());
-      }
-      reply(c, std::move(w).finish());
+      if (f.type == sw::Type::wait)
+        park(c, f.id, keys, false);
+      else
+        multi_get(c, f.id, keys);
       break;
     }
     case sw::Type::cancel: {
@@ -226,14 +268,23 @@ void ServerCore::request(Conn& c, const sw::Frame& f) {
 
 void ServerCore::park(Conn& c, std::uint32_t req, const std::vector<std::string>& keys,
                       bool is_get) {
+  if (c.parked.size() >= storelimits::kMaxParkedPerConn)
+    return refuse(c, req,
+                  std::to_string(c.parked.size()) +
+                      " requests already waiting on this "
+                      "connection (limit " +
+                      std::to_string(storelimits::kMaxParkedPerConn) + ")");
   auto wid = next_waiter_++;
   if (state_.park(wid, keys)) {
     reply(c, is_get ? sw::Writer(sw::Type::value, req).str(*state_.find(keys[0])).finish()
                     : sw::Writer(sw::Type::ok, req).finish());
     return;
   }
-  pending_.emplace(wid, Pending{c.id, req, is_get, is_get ? keys[0] : std::string()});
+  std::size_t bytes = kParkedKeyOverhead;
+  for (const auto& k : keys) bytes += 2 * k.size() + kParkedKeyOverhead;
+  pending_.emplace(wid, Pending{c.id, req, is_get, is_get ? keys[0] : std::string(), bytes});
   c.parked.insert(wid);
+  c.parked_bytes += bytes;
 }
 
 void ServerCore::cancel(Conn& c, std::uint32_t req) {
@@ -241,6 +292,7 @@ void ServerCore::cancel(Conn& c, std::uint32_t req) {
     auto it = pending_.find(wid);
     if (it == pending_.end() || it->second.req != req) continue;
     state_.cancel(wid);
+    c.parked_bytes -= it->second.bytes;
     pending_.erase(it);
     c.parked.erase(wid);
     return;
@@ -256,6 +308,7 @@ void ServerCore::wake(const std::vector<StoreState::WaiterId>& woken) {
     Conn* c = find(p.conn);
     if (!c) continue;
     c->parked.erase(wid);
+    c->parked_bytes -= p.bytes;
     reply(*c, p.is_get ? sw::Writer(sw::Type::value, p.req).str(*state_.find(p.key)).finish()
                        : sw::Writer(sw::Type::ok, p.req).finish());
   }
@@ -263,11 +316,19 @@ void ServerCore::wake(const std::vector<StoreState::WaiterId>& woken) {
 
 void ServerCore::reply(Conn& c, std::string frame) {
   if (c.doomed) return;
+  if (c.pending_out() + frame.size() > opts_.max_pending_output)
+    return condemn(c, "it does not read its replies (" + std::to_string(c.pending_out()) +
+                          " bytes queued and " + std::to_string(frame.size()) +
+                          " more to queue, limit " + std::to_string(opts_.max_pending_output) +
+                          ")");
+  // Grown by hand so the buffer never holds twice the cap, as doubling would.
+  const std::size_t need = c.out.size() + frame.size();
+  if (need > c.out.capacity())
+    c.out.reserve(std::max(need, std::min(2 * c.out.capacity(), opts_.max_pending_output)));
   c.out.append(frame);
   flush(c);
-  if (!c.doomed && c.pending_out() > opts_.max_pending_output)
-    condemn(c, "it does not read its replies (" + std::to_string(c.pending_out()) +
-                   " bytes queued, limit " + std::to_string(opts_.max_pending_output) + ")");
+  account(c);
+  shed_over_budget();  // now, not at the end of the batch: one batch may queue a lot
 }
 
 void ServerCore::flush(Conn& c) {
@@ -285,7 +346,7 @@ void ServerCore::flush(Conn& c) {
     return;
   }
   if (c.pending_out() == 0) {
-    c.out.clear();
+    release(c.out);
     c.out_off = 0;
     if (c.writing) set_events(c.fd.get(), c.id, EPOLLIN | EPOLLRDHUP);
     c.writing = false;
@@ -295,7 +356,7 @@ void ServerCore::flush(Conn& c) {
     }
     return;
   }
-  if (c.out_off > (1u << 20)) {
+  if (c.out_off > kKeepCapacity) {
     c.out.erase(0, c.out_off);
     c.out_off = 0;
   }

@@ -6,9 +6,19 @@
 // when they do, and queues replies with a bound on what a client may leave
 // unread. The socket loop (tcp_store_server.cpp) feeds it readiness events and
 // is asked, through set_events, to watch a socket for writability.
+//
+// Bounds (store_limits.h): a connection never buffers more input than one
+// frame of its current cap (4 KiB before the handshake), reading stops at
+// that; requests with more keys than the world needs, values over the value
+// cap, SET/ADD into a full store and parking past the per-connection count are
+// answered with ERROR over_limit; every connection's buffered bytes (input,
+// output, parked keys) are accounted, and shed_over_budget() condemns the
+// largest holder while the total is over its cap; a condemned connection's
+// queued output is freed at once.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -38,15 +48,18 @@ struct Conn {
   bool closing = false;   ///< close once `out` is flushed (after an ERROR)
   bool writing = false;   ///< EPOLLOUT is being watched
   bool doomed = false;    ///< to be closed at the end of this event batch
+  bool refused = false;   ///< accepted past the connection cap: answer HELLO "overloaded"
   std::unordered_set<StoreState::WaiterId> parked;
+  std::size_t parked_bytes = 0;  ///< memory its parked requests hold
+  std::size_t accounted = 0;     ///< its share of ServerCore::buffered_total_
   std::size_t pending_out() const { return out.size() - out_off; }
 };
 
 class ServerCore {
  public:
-  explicit ServerCore(TcpStoreServerOptions opts) : opts_(std::move(opts)) {}
+  explicit ServerCore(TcpStoreServerOptions opts);
   virtual ~ServerCore() = default;
-  TcpStoreServer::Stats stats() const { return {connections_, dropped_, requests_}; }
+  TcpStoreServer::Stats stats() const { return {connections_, dropped_, requests_, refused_}; }
 
  protected:
   /// Asks the loop to watch `fd` (tagged `tag`) for `events` (EPOLL* bits).
@@ -59,10 +72,23 @@ class ServerCore {
   void condemn(Conn& c, const std::string& why);
   /// Closes the connections condemned during this batch.
   void bury();
+  /// While the bytes buffered across connections exceed their cap, condemns
+  /// the connection holding the most. Safe to call from any handler: it never
+  /// closes a connection, only marks it (and frees its queued output).
+  void shed_over_budget();
+  /// Closes `c` now, forgetting its parked requests.
+  void close_conn(Conn& c);
+  /// True when a warning about a misbehaving client may be logged now: at
+  /// most 10 a second, so a flood of them cannot flood the job's log too
+  /// (how many were left out is logged with the next one).
+  bool log_budget();
+  /// "1024 open; descriptors: ulimit -n 1024": why a new client is turned away.
+  virtual std::string overloaded_why() const = 0;
 
   TcpStoreServerOptions opts_;
   std::unordered_map<std::uint64_t, std::unique_ptr<Conn>> conns_;
-  std::atomic<std::size_t> connections_{0}, dropped_{0}, requests_{0};
+  std::atomic<std::size_t> connections_{0}, dropped_{0}, requests_{0}, refused_{0};
+  std::size_t refused_open_ = 0;  ///< open connections with `refused` set
 
  private:
   void on_readable(Conn& c);
@@ -71,11 +97,21 @@ class ServerCore {
   void hello(Conn& c, const storewire::Frame& f);
   void request(Conn& c, const storewire::Frame& f);
   void park(Conn& c, std::uint32_t req, const std::vector<std::string>& keys, bool is_get);
+  void multi_get(Conn& c, std::uint32_t id, const std::vector<std::string>& keys);
+  /// True when a key and a value of `value_bytes` may be stored; else refuses `id`.
+  bool fits(Conn& c, std::uint32_t id, const std::string& key, std::size_t value_bytes);
   void cancel(Conn& c, std::uint32_t req);
   void wake(const std::vector<StoreState::WaiterId>& woken);
   void reply(Conn& c, std::string frame);
-  /// Closes `c` now, forgetting its parked requests.
-  void close_conn(Conn& c);
+  /// Answers request `id` with ERROR over_limit and logs why (once a second).
+  void refuse(Conn& c, std::uint32_t id, const std::string& why);
+  /// Re-counts what `c` holds into buffered_total_.
+  void account(Conn& c);
+  /// The connection holding the most buffered bytes; nullptr when none.
+  Conn* largest();
+  std::string over_budget_why(const Conn& c) const;
+  /// The largest frame `c` may send now.
+  std::uint32_t frame_cap(const Conn& c) const;
 
   /// A parked request: who asked, and for which key when it is a GET.
   struct Pending {
@@ -83,7 +119,14 @@ class ServerCore {
     std::uint32_t req;
     bool is_get;
     std::string key;
+    std::size_t bytes;  ///< counted in its connection's parked_bytes
   };
+  std::uint32_t max_frame_;  ///< after the handshake
+  std::size_t max_keys_;     ///< per WAIT / MULTI_GET
+  std::size_t buffered_total_ = 0;
+  std::vector<char> scratch_;  ///< recv buffer, so idle connections hold no read capacity
+  std::chrono::steady_clock::time_point log_window_end_{};
+  std::size_t logged_in_window_ = 0, suppressed_ = 0;
   StoreState state_;
   std::unordered_map<StoreState::WaiterId, Pending> pending_;
   StoreState::WaiterId next_waiter_ = 1;

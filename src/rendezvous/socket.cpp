@@ -8,11 +8,13 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <thread>
 
@@ -74,6 +76,18 @@ void sleep_for(std::chrono::milliseconds d, Deadline deadline) {
 /// connected socket or an invalid Fd with `error` describing why not.
 Fd try_connect(const addrinfo* ai, Deadline deadline, std::string& error) {
   Fd s(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
+  if (!s && (errno == EMFILE || errno == ENFILE)) {
+    // Retrying cannot help, and the deadline's message would blame the network.
+    auto limit = raise_fd_limit();
+    throw Error(
+        ExitCode::broken,
+        std::string("cannot open a socket to reach the store: ") + std::strerror(errno) +
+            (errno == EMFILE ? " (this process has " + std::to_string(limit.open) +
+                                   " open, `ulimit -n` allows " + std::to_string(limit.soft) + ")"
+                             : " (the system-wide limit, fs.file-max)"),
+        "raise `ulimit -n` (LimitNOFILE= under systemd, nofile in "
+        "/etc/security/limits.conf) or find what holds so many descriptors");
+  }
   if (!s) {
     error = std::strerror(errno);
     return {};
@@ -92,7 +106,8 @@ Fd try_connect(const addrinfo* ai, Deadline deadline, std::string& error) {
     }
     if (deadline.expired()) {
       error =
-          "no answer to the connection attempt (packets dropped: a firewall, or a wrong address)";
+          "no answer to the connection attempt (packets dropped: a firewall, a wrong address, "
+          "or a server too busy to accept)";
       return {};
     }
   }
@@ -107,6 +122,28 @@ Fd try_connect(const addrinfo* ai, Deadline deadline, std::string& error) {
 }
 
 }  // namespace
+
+FdLimit raise_fd_limit() {
+  FdLimit out;
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+    if (rl.rlim_cur < rl.rlim_max) {
+      rlimit raised = rl;
+      raised.rlim_cur = rl.rlim_max;
+      if (setrlimit(RLIMIT_NOFILE, &raised) == 0) rl = raised;
+    }
+    auto as_ll = [](rlim_t v) {
+      return v == RLIM_INFINITY ? (1LL << 30) : static_cast<long long>(v);
+    };
+    out.soft = as_ll(rl.rlim_cur);
+    out.hard = as_ll(rl.rlim_max);
+  }
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+    ++out.open;
+  return out;
+}
 
 std::string sockaddr_text(const sockaddr* addr, socklen_t len) {
   return host_port(numeric_host(addr, len), sockaddr_port(addr));

@@ -84,6 +84,15 @@ Io recv_exact(int fd, void* out, std::size_t n, Deadline deadline);
 Fd listen_on(const std::string& host, int port);
 /// The port a bound socket got (for port 0).
 int bound_port(int fd);
+/// The descriptor limit of this process (RLIMIT_NOFILE) after raising the
+/// soft limit to the hard one, and how many descriptors are open now.
+struct FdLimit {
+  long long soft = 0;
+  long long hard = 0;
+  long long open = 0;
+};
+FdLimit raise_fd_limit();
+
 /// The numeric address of this host that the kernel would use to reach
 /// host:port (no packet is sent); empty when it cannot tell.
 std::string local_ip_towards(const std::string& host, int port);

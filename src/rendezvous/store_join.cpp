@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "rendezvous/job_token.h"
+#include "rendezvous/socket.h"
 #include "rendezvous/tcp_store_client.h"
 #include "rendezvous/torch_store.h"
 #include "util/error.h"
@@ -71,6 +72,9 @@ StoreAddress store_address(const World& world, const Env& env) {
 
 JoinedStore join_store(const World& world, const Env& env, Deadline deadline) {
   auto where = store_address(world, env);
+  // Every rank may hold sockets to many peers (the ring, the link test): take
+  // the whole descriptor allowance. The server checks it can hold the job.
+  net::raise_fd_limit();
   JoinedStore j;
   if (env.get_or("TORCHELASTIC_USE_AGENT_STORE", "") == "True") {
     std::string prefix = "gpudiag/" + env.get_or("TORCHELASTIC_RUN_ID", "run") + "/" +
@@ -85,6 +89,7 @@ JoinedStore join_store(const World& world, const Env& env, Deadline deadline) {
     TcpStoreServerOptions o;
     o.port = where.port;
     o.token = token.value;
+    o.world_size = world.size;
     j.server = std::make_unique<TcpStoreServer>(o);
   }
   try {
@@ -96,7 +101,9 @@ JoinedStore join_store(const World& world, const Env& env, Deadline deadline) {
                      "set MASTER_ADDR to an address of rank 0's host");
   }
   j.how = std::string(j.server ? "serving" : "joined") + " the store at " + j.store->address() +
-          (launcher_serves ? " (served by gpudiag launch" : j.server ? " (" : " (served by rank 0") +
+          (launcher_serves ? " (served by gpudiag launch"
+           : j.server      ? " ("
+                           : " (served by rank 0") +
           (j.server ? "" : "; ") + "address from " + where.from + ", token from " + token.source +
           ")";
   return j;

@@ -1,7 +1,10 @@
 #include "rendezvous/store_plane.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 
+#include "rendezvous/store_limits.h"
 #include "util/error.h"
 
 namespace gpudiag {
@@ -11,6 +14,13 @@ namespace {
 constexpr auto kSlice = std::chrono::milliseconds(200);
 constexpr auto kFailurePollEvery = std::chrono::milliseconds(100);
 constexpr auto kFailureGrace = std::chrono::seconds(2);
+
+/// Announcements a job of `size` ranks can make: each rank fails once per
+/// phase at most and a duplicate claim announces once; each launcher announces
+/// each of its ranks' deaths once. A larger `failures` counter was forged.
+std::int64_t max_announcements(int size) { return 16 * static_cast<std::int64_t>(size) + 64; }
+/// Announcements read in one look, so a burst is read in bounded steps.
+std::int64_t announcements_per_look(int size) { return 2 * static_cast<std::int64_t>(size) + 16; }
 
 std::string dead_key(int rank) { return "dead/" + std::to_string(rank); }
 
@@ -28,7 +38,8 @@ class StorePlane : public Plane {
     if (store_->add(key("claim", me_.rank), 1, deadline) > 1) {
       auto holder = store_->try_get(key("hello", me_.rank), deadline);
       std::string why = "duplicate RANK=" + std::to_string(me_.rank) + ": " + who + " and " +
-                        holder.value_or("another process") + " both claim it";
+                        (holder ? storelimits::store_text(*holder, 256) : "another process") +
+                        " both claim it";
       announce_failure(why);
       throw UsageError(why, "give every process its own RANK (0.." + std::to_string(me_.size - 1) +
                                 ") and check LOCAL_RANK/GROUP_RANK arithmetic");
@@ -135,20 +146,38 @@ class StorePlane : public Plane {
         g.notes[missing[i]] =
             "never joined the store: not started, or cannot reach " + store_->address();
       else
-        g.notes[missing[i]] = *hello + ", last phase: " + phase.value_or("start");
+        g.notes[missing[i]] = storelimits::store_text(*hello, 256) + ", last phase: " +
+                              storelimits::store_text(phase.value_or("start"), 64);
     }
   }
 
   /// Reads the announcements made since the last look (at most every 100 ms).
+  /// The counter and the texts come from the store, which anyone who knows its
+  /// address and token can write: a counter that is not a number or is beyond
+  /// what this job can announce is ignored with one warning, at most a bounded
+  /// number of announcements is read per look, and texts are cut to one line.
   void poll_failures() {
     if (death_ || lost_ || Deadline::Clock::now() < next_failure_poll_) return;
     next_failure_poll_ = Deadline::Clock::now() + kFailurePollEvery;
     try {
       auto d = Deadline::after(std::chrono::seconds(5));
-      auto count = store_->try_get("failures", d);
-      if (!count) return;
+      auto text = store_->try_get("failures", d);
+      if (!text) return;
+      auto count = storelimits::parse_bounded(*text, 0, max_announcements(me_.size));
+      if (!count) {
+        if (!warned_forged_)
+          spdlog::warn(
+              "rank {}: ignoring the store's 'failures' counter '{}': not a count of "
+              "announcements a job of {} ranks can make (written by a process outside "
+              "this job?)",
+              me_.rank, storelimits::store_text(*text, 64), me_.size);
+        warned_forged_ = true;
+        return;
+      }
+      const std::int64_t upto =
+          std::min<std::int64_t>(*count, seen_ + announcements_per_look(me_.size));
       std::vector<std::string> keys;
-      for (std::int64_t n = seen_ + 1; n <= std::stoll(*count); ++n)
+      for (std::int64_t n = seen_ + 1; n <= upto; ++n)
         keys.push_back("failure/" + std::to_string(n));
       auto values = store_->multi_get(keys, d);
       for (std::size_t i = 0; i < values.size(); ++i) {
@@ -157,9 +186,10 @@ class StorePlane : public Plane {
         if (std::find(own_.begin(), own_.end(), seen_) != own_.end()) continue;
         auto tab = values[i]->find('\t');
         std::string kind = tab == std::string::npos ? "failed" : values[i]->substr(0, tab);
-        std::string text = tab == std::string::npos ? *values[i] : values[i]->substr(tab + 1);
-        if (kind == "died" && !death_) death_ = text;
-        if (!failure_) failure_ = text;
+        std::string body = tab == std::string::npos ? *values[i] : values[i]->substr(tab + 1);
+        std::string line = storelimits::store_text(body, 1024);
+        if (kind == "died" && !death_) death_ = line;
+        if (!failure_) failure_ = line;
       }
     } catch (const Error& e) {
       note_lost(e);
@@ -191,6 +221,7 @@ class StorePlane : public Plane {
   std::optional<std::string> failure_, death_, lost_;
   std::vector<std::int64_t> own_;  ///< numbers of this rank's own announcements
   std::int64_t seen_ = 0;          ///< announcements read so far
+  bool warned_forged_ = false;     ///< the forged-counter warning was logged
   Deadline::Clock::time_point next_failure_poll_{};
 };
 

@@ -16,6 +16,8 @@
 // A checkpoint sets its own key, then waits for everyone's in short slices,
 // looking at `failures` between slices so a dead or failed peer ends the wait
 // at once instead of at the deadline.
+// Values read back are not trusted (store_limits.h): the counter is parsed
+// with bounds and capped by the world size, texts are cut to one line.
 #pragma once
 
 #include <cstdint>

@@ -21,8 +21,15 @@ void StoreState::created(const std::string& key, std::vector<WaiterId>& woken) {
 }
 
 void StoreState::set(const std::string& key, std::string value, std::vector<WaiterId>& woken) {
-  auto [it, inserted] = values_.insert_or_assign(key, std::move(value));
-  if (inserted) created(key, woken);
+  auto it = values_.find(key);
+  if (it != values_.end()) {
+    bytes_ = bytes_ - it->second.size() + value.size();
+    it->second = std::move(value);
+    return;  // an existing key wakes nobody
+  }
+  bytes_ += key.size() + value.size();
+  values_.emplace(key, std::move(value));
+  created(key, woken);
 }
 
 std::optional<std::int64_t> StoreState::add(const std::string& key, std::int64_t delta,
@@ -34,7 +41,8 @@ std::optional<std::int64_t> StoreState::add(const std::string& key, std::int64_t
     if (!parsed) return std::nullopt;
     current = *parsed;
   }
-  std::int64_t result = current + delta;
+  std::int64_t result = 0;
+  if (__builtin_add_overflow(current, delta, &result)) return std::nullopt;  // no wrap-around
   set(key, std::to_string(result), woken);
   return result;
 }

@@ -24,7 +24,8 @@ class StoreState {
   /// Sets `key`; appends the waiters this wakes to `woken`.
   void set(const std::string& key, std::string value, std::vector<WaiterId>& woken);
   /// Adds `delta` to the decimal integer at `key` (0 if absent) and stores the
-  /// result as decimal text; nullopt (and no change) when the value is not an integer.
+  /// result as decimal text; nullopt (and no change) when the value is not an
+  /// integer or the sum would overflow 64 bits.
   std::optional<std::int64_t> add(const std::string& key, std::int64_t delta,
                                   std::vector<WaiterId>& woken);
   /// The value of `key`, valid until the next change; nullptr when absent.
@@ -37,12 +38,15 @@ class StoreState {
   void cancel(WaiterId id);
 
   std::size_t key_count() const { return values_.size(); }
+  /// Bytes of keys and values stored.
+  std::size_t bytes() const { return bytes_; }
   std::size_t parked_count() const { return missing_.size(); }
 
  private:
   void created(const std::string& key, std::vector<WaiterId>& woken);
 
   std::unordered_map<std::string, std::string> values_;
+  std::size_t bytes_ = 0;
   struct Parked {
     std::size_t missing;            ///< how many of its keys are still absent
     std::vector<std::string> keys;  ///< the keys it was listed under

@@ -50,5 +50,15 @@ TEST(StoreState, AddKeepsDecimalTextAndRefusesNonIntegers) {
   EXPECT_EQ(*s.find("t"), "abc");
 }
 
+TEST(StoreState, AddRefusesToOverflowAForgedCounter) {
+  StoreState s;
+  std::vector<StoreState::WaiterId> woken;
+  s.set("failures", "9223372036854775807", woken);
+  EXPECT_EQ(s.add("failures", 1, woken), std::nullopt);
+  EXPECT_EQ(*s.find("failures"), "9223372036854775807");
+  s.set("low", "-9223372036854775808", woken);
+  EXPECT_EQ(s.add("low", -1, woken), std::nullopt);
+}
+
 }  // namespace
 }  // namespace gpudiag

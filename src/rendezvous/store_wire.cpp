@@ -85,6 +85,17 @@ void Reader::expect_done() const {
   if (!rest_.empty()) throw ProtocolError("trailing bytes in message");
 }
 
+std::vector<std::optional<std::string>> read_values(Reader& r, std::size_t expected) {
+  if (r.u32() != expected) throw ProtocolError("a MULTI_GET reply of the wrong length");
+  std::vector<std::optional<std::string>> out(expected);
+  for (auto& v : out) {
+    bool present = r.u8() != 0;
+    auto s = r.str();
+    if (present) v = std::move(s);
+  }
+  return out;
+}
+
 bool next_frame(std::string_view buf, Frame& out, std::uint32_t max_frame) {
   if (buf.size() < kLenBytes) return false;
   auto len = static_cast<std::uint32_t>(get_le(buf.substr(0, kLenBytes)));

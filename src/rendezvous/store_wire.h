@@ -3,7 +3,7 @@
 // A connection starts with the 8 bytes "GPDSTORE" from the client, then both
 // sides exchange frames. Every integer is little-endian, whatever the host.
 //
-//   frame   := u32 body_len | body            body_len <= kMaxFrame (64 MiB)
+//   frame   := u32 body_len | body            body_len capped (store_limits.h)
 //   body    := u8 type | u32 request_id | payload
 //   string  := u32 len | len bytes            (keys and values are bytes)
 //   strings := u32 count | count x string
@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -35,6 +36,8 @@ namespace gpudiag::storewire {
 
 inline constexpr std::string_view kMagic = "GPDSTORE";
 inline constexpr std::uint16_t kVersion = 1;
+/// The most any frame may be; each side caps lower (store_limits.h): 4 KiB
+/// before the handshake, then what the request or reply needs.
 inline constexpr std::uint32_t kMaxFrame = 64u << 20;
 /// Bytes before a frame's body: u32 body_len.
 inline constexpr std::size_t kLenBytes = 4;
@@ -64,6 +67,12 @@ enum class ErrorCode : std::uint8_t {
   version_mismatch = 2,
   bad_request = 3,
   not_an_integer = 4,
+  /// A request past one of the store's limits (store_limits.h): too many keys,
+  /// a value too large, the store full. The connection stays usable.
+  over_limit = 5,
+  /// Answer to a HELLO when the server holds all the connections it may
+  /// (its descriptor limit or its cap); the server then closes.
+  overloaded = 6,
 };
 
 /// A frame or payload that does not parse.
@@ -107,6 +116,10 @@ class Reader {
   std::string_view take(std::size_t n);
   std::string_view rest_;
 };
+
+/// A VALUES payload (MULTI_GET's reply) holding exactly `expected` entries;
+/// throws ProtocolError for any other count before sizing anything by it.
+std::vector<std::optional<std::string>> read_values(Reader& r, std::size_t expected);
 
 /// A complete frame at the front of `buf`: its body and total size.
 struct Frame {

@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "rendezvous/store_limits.h"
 #include "util/error.h"
 #include "util/strings.h"
 
@@ -31,6 +32,11 @@ TcpStoreClient::TcpStoreClient(std::string host, int port, std::string token, De
       port_(port),
       token_(std::move(token)),
       address_(net::host_port(host_, port_)) {
+  if (token_.size() > storelimits::kMaxTokenBytes)
+    throw UsageError("the job token is " + std::to_string(token_.size()) +
+                         " bytes long; the store takes at most " +
+                         std::to_string(storelimits::kMaxTokenBytes),
+                     "set a shorter GPUDIAG_TOKEN");
   connect(deadline);
 }
 
@@ -44,7 +50,7 @@ void TcpStoreClient::connect(Deadline deadline) {
     auto io = net::send_all(fd_.get(), hello.data(), hello.size(), deadline);
     sw::Frame f{};
     try {
-      while (io == net::Io::ok && !sw::next_frame(in_, f))
+      while (io == net::Io::ok && !sw::next_frame(in_, f, storelimits::kMaxHelloFrame))
         io = net::recv_some(fd_.get(), in_, deadline);
     } catch (const sw::ProtocolError&) {
       throw UsageError("the server at " + address_ + " does not speak gpudiag's store protocol",
@@ -72,7 +78,18 @@ void TcpStoreClient::connect(Deadline deadline) {
       in_.erase(0, f.total);
       return;
     }
-    if (f.type == sw::Type::error) server_error(std::string(f.payload));
+    if (f.type == sw::Type::error) {
+      std::string payload(f.payload);
+      fd_.reset();
+      // A store holding all the connections it may: one may free up (a half-open
+      // one times out), so try again until the deadline, then say why.
+      if (!payload.empty() && payload[0] == char(sw::ErrorCode::overloaded) &&
+          deadline.remaining() > std::chrono::milliseconds(500)) {
+        std::this_thread::sleep_for(std::min(std::chrono::milliseconds(200), deadline.remaining()));
+        continue;
+      }
+      server_error(payload);
+    }
     throw UsageError("the server at " + address_ + " does not speak gpudiag's store protocol");
   }
 }
@@ -86,10 +103,23 @@ void TcpStoreClient::lost() {
               "look at the output of rank 0 or `gpudiag launch` for why it stopped");
 }
 
+void TcpStoreClient::malformed(const std::string& what) {
+  fd_.reset();
+  in_.clear();
+  throw Error(ExitCode::broken, "malformed reply from the store at " + address_ + ": " + what,
+              "check MASTER_ADDR/MASTER_PORT: the process there may not be this job's store");
+}
+
 void TcpStoreClient::server_error(const std::string& payload) {
-  sw::Reader r(payload);
-  auto code = static_cast<sw::ErrorCode>(r.u8());
-  auto message = r.str();
+  sw::ErrorCode code{};
+  std::string message;
+  try {
+    sw::Reader r(payload);
+    code = static_cast<sw::ErrorCode>(r.u8());
+    message = storelimits::store_text(r.str(), 512);
+  } catch (const sw::ProtocolError& e) {
+    malformed(std::string("an error reply that does not parse (") + e.what() + ")");
+  }
   switch (code) {
     case sw::ErrorCode::token_mismatch:
       throw UsageError("the store at " + address_ + " belongs to another job (token mismatch)",
@@ -97,6 +127,12 @@ void TcpStoreClient::server_error(const std::string& payload) {
     case sw::ErrorCode::version_mismatch:
       throw UsageError("the store at " + address_ + ": " + message,
                        "run the same gpudiag version on every node");
+    case sw::ErrorCode::overloaded:
+      throw Error(ExitCode::broken, "the store at " + address_ + " refused this rank: " + message,
+                  "raise `ulimit -n` where the store runs (rank 0 or `gpudiag launch`), and look "
+                  "for other processes connecting to MASTER_PORT");
+    case sw::ErrorCode::over_limit:
+      throw Error(ExitCode::broken, "the store at " + address_ + " refused a request: " + message);
     default:
       throw Error(ExitCode::usage, "the store at " + address_ + " refused a request: " + message);
   }
@@ -116,10 +152,9 @@ std::optional<TcpStoreClient::Reply> TcpStoreClient::call(sw::Writer request, st
     sw::Frame f{};
     bool complete = false;
     try {
-      complete = sw::next_frame(in_, f);
+      complete = sw::next_frame(in_, f, storelimits::kMaxReplyFrame);
     } catch (const sw::ProtocolError& e) {
-      fd_.reset();
-      throw Error(ExitCode::internal, "bad reply from the store at " + address_ + ": " + e.what());
+      malformed(e.what());
     }
     if (complete) {
       Reply reply{f.type, std::string(f.payload)};
@@ -152,10 +187,16 @@ TcpStoreClient::Reply TcpStoreClient::call_or_throw(sw::Writer request, std::uin
 }
 
 void TcpStoreClient::set(const std::string& key, const std::string& value, Deadline deadline) {
+  if (value.size() > storelimits::kMaxValueBytes)
+    throw Error(ExitCode::internal, "store key '" + key + "': a value of " +
+                                        std::to_string(value.size()) +
+                                        " bytes exceeds the store's " + "limit of " +
+                                        std::to_string(storelimits::kMaxValueBytes));
   std::lock_guard lock(mu_);
   auto id = next_id_++;
-  call_or_throw(std::move(sw::Writer(sw::Type::set, id).str(key).str(value)), id, deadline,
-                "SET '" + key + "'");
+  auto reply = call_or_throw(std::move(sw::Writer(sw::Type::set, id).str(key).str(value)), id,
+                             deadline, "SET '" + key + "'");
+  decode(reply, sw::Type::ok, [](sw::Reader&) { return true; });
 }
 
 std::string TcpStoreClient::get(const std::string& key, Deadline deadline) {
@@ -168,7 +209,7 @@ std::string TcpStoreClient::get(const std::string& key, Deadline deadline) {
                            " waiting for store key '" + key + "' at " + address_,
                        kStuckRemedy);
   if (reply->type == sw::Type::error) server_error(reply->payload);
-  return sw::Reader(reply->payload).str();
+  return decode(*reply, sw::Type::value, [](sw::Reader& r) { return r.str(); });
 }
 
 std::optional<std::string> TcpStoreClient::try_get(const std::string& key, Deadline deadline) {
@@ -177,7 +218,7 @@ std::optional<std::string> TcpStoreClient::try_get(const std::string& key, Deadl
   auto reply = call_or_throw(std::move(sw::Writer(sw::Type::try_get, id).str(key)), id, deadline,
                              "TRY_GET '" + key + "'");
   if (reply.type == sw::Type::not_found) return std::nullopt;
-  return sw::Reader(reply.payload).str();
+  return decode(reply, sw::Type::value, [](sw::Reader& r) { return r.str(); });
 }
 
 std::int64_t TcpStoreClient::add(const std::string& key, std::int64_t delta, Deadline deadline) {
@@ -185,7 +226,7 @@ std::int64_t TcpStoreClient::add(const std::string& key, std::int64_t delta, Dea
   auto id = next_id_++;
   auto reply = call_or_throw(std::move(sw::Writer(sw::Type::add, id).str(key).i64(delta)), id,
                              deadline, "ADD '" + key + "'");
-  return sw::Reader(reply.payload).i64();
+  return decode(reply, sw::Type::integer, [](sw::Reader& r) { return r.i64(); });
 }
 
 bool TcpStoreClient::wait(const std::vector<std::string>& keys, Deadline deadline) {
@@ -194,7 +235,7 @@ bool TcpStoreClient::wait(const std::vector<std::string>& keys, Deadline deadlin
   auto reply = call(std::move(sw::Writer(sw::Type::wait, id).strs(keys)), id, deadline);
   if (!reply) return false;
   if (reply->type == sw::Type::error) server_error(reply->payload);
-  return true;
+  return decode(*reply, sw::Type::ok, [](sw::Reader&) { return true; });
 }
 
 std::vector<std::optional<std::string>> TcpStoreClient::multi_get(
@@ -203,14 +244,8 @@ std::vector<std::optional<std::string>> TcpStoreClient::multi_get(
   auto id = next_id_++;
   auto reply = call_or_throw(std::move(sw::Writer(sw::Type::multi_get, id).strs(keys)), id,
                              deadline, "MULTI_GET " + key_list(keys));
-  sw::Reader r(reply.payload);
-  std::vector<std::optional<std::string>> out(r.u32());
-  for (auto& v : out) {
-    bool present = r.u8() != 0;
-    auto s = r.str();
-    if (present) v = std::move(s);
-  }
-  return out;
+  return decode(reply, sw::Type::values,
+                [&](sw::Reader& r) { return sw::read_values(r, keys.size()); });
 }
 
 }  // namespace gpudiag

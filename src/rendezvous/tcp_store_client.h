@@ -8,6 +8,9 @@
 // and WAIT are parked in the server, so waiting costs no traffic; when a
 // deadline passes the client cancels the parked request and skips its late
 // reply if one comes. Calls are serialised by a mutex, so threads may share one.
+// Replies are not trusted: a frame past the reply cap, a payload that does not
+// parse, or a count other than the one asked for is a one-line "malformed
+// reply" error (exit 1), never a crash or an allocation sized by the peer.
 #pragma once
 
 #include <cstdint>
@@ -52,6 +55,23 @@ class TcpStoreClient : public Store {
   Reply call_or_throw(storewire::Writer request, std::uint32_t id, Deadline deadline,
                       const std::string& what);
   [[noreturn]] void lost();
+  /// Throws "malformed reply" (a peer that is not this job's store, or a
+  /// corrupted stream) and drops the connection.
+  [[noreturn]] void malformed(const std::string& what);
+  /// Runs `parse` on a reply of type `want`; anything else, or a payload that
+  /// does not parse or has bytes left over, is malformed().
+  template <typename F>
+  auto decode(const Reply& reply, storewire::Type want, F parse) {
+    try {
+      if (reply.type != want) throw storewire::ProtocolError("an unexpected reply type");
+      storewire::Reader r(reply.payload);
+      auto out = parse(r);
+      r.expect_done();
+      return out;
+    } catch (const storewire::ProtocolError& e) {
+      malformed(e.what());
+    }
+  }
   /// Throws the server's ERROR reply as a gpudiag::Error.
   [[noreturn]] void server_error(const std::string& payload);
 

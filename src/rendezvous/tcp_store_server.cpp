@@ -3,6 +3,15 @@
 // Each connection has an input buffer parsed into frames and an output buffer
 // flushed as the socket allows; a connection is closed at the end of the
 // event batch in which it was condemned, so handlers never touch a closed one.
+//
+// Descriptors: the loop raises RLIMIT_NOFILE's soft limit to the hard one,
+// refuses to start when even that cannot hold a connection per rank, and holds
+// at most max_connections, well below the limit, so accept() does not run out:
+// at the cap the oldest connection still in its handshake (an idle or slow
+// peer) is dropped to make room, and when every connection is a joined client
+// the newcomer is told the store is full. Should accept() fail with EMFILE or
+// ENFILE all the same (descriptors taken elsewhere in the process), that is
+// logged as what it is and accepting pauses briefly.
 #include "rendezvous/tcp_store_server.h"
 
 #include <netdb.h>
@@ -32,12 +41,38 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr std::uint64_t kListenerTag = 0, kStopTag = 1;
+/// Connections accepted past the cap only to be told "overloaded" at their HELLO.
+constexpr std::size_t kRefusedAtOnce = 16;
+
+/// The descriptor budget for clients; throws when it cannot hold the job.
+std::size_t connection_cap(const TcpStoreServerOptions& o, std::string& why) {
+  const auto limit = net::raise_fd_limit();
+  const long long budget = limit.soft - limit.open - storelimits::kFdMargin;
+  const long long world = o.world_size;
+  why = "descriptors: `ulimit -n` " + std::to_string(limit.soft) + ", " +
+        std::to_string(limit.open) + " open at start";
+  if (world > 0 && budget < world + 8) {
+    const long long need = limit.open + world + 8 + storelimits::kFdMargin;
+    throw UsageError("cannot serve the store for " + std::to_string(world) +
+                         " ranks: this process may open " + std::to_string(limit.soft) +
+                         " files (hard limit " + std::to_string(limit.hard) + ", `ulimit -n`), " +
+                         std::to_string(limit.open) + " are open, and it needs one per rank",
+                     "raise the limit to at least " + std::to_string(need) +
+                         " where the store runs (`ulimit -n " + std::to_string(need) +
+                         "`; LimitNOFILE= under systemd, nofile in "
+                         "/etc/security/limits.conf)");
+  }
+  std::size_t cap =
+      o.max_connections ? o.max_connections : storelimits::max_connections(o.world_size);
+  return std::min<std::size_t>(cap, static_cast<std::size_t>(std::max(budget, 16LL)));
+}
 
 }  // namespace
 
 class TcpStoreServer::Loop : public ServerCore {
  public:
   explicit Loop(TcpStoreServerOptions o) : ServerCore(std::move(o)) {
+    max_conns_ = connection_cap(opts_, limit_why_);
     listener_ = net::listen_on(opts_.bind_host, opts_.port);
     port_ = net::bound_port(listener_.get());
     epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
@@ -62,6 +97,11 @@ class TcpStoreServer::Loop : public ServerCore {
     ev.events = events;
     ev.data.u64 = tag;
     epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev);
+  }
+
+  std::string overloaded_why() const override {
+    return std::to_string(conns_.size()) + " connections, limit " + std::to_string(max_conns_) +
+           "; " + limit_why_;
   }
 
   void set_events(int fd, std::uint64_t tag, std::uint32_t events) override {
@@ -105,15 +145,38 @@ class TcpStoreServer::Loop : public ServerCore {
     }
   }
 
+  /// At the connection cap: drops the oldest connection still in its
+  /// handshake to make room. False when every connection has joined.
+  bool make_room() {
+    while (!hellos_.empty()) {  // joined or gone: no handshake to expire any more
+      auto* c = find(hellos_.front().second);
+      if (c && !c->greeted) break;
+      hellos_.pop_front();
+    }
+    for (auto& [when, id] : hellos_)
+      if (auto* c = find(id); c && !c->greeted && !c->doomed && !c->refused) {
+        condemn(*c, "making room for a new client: " + overloaded_why() +
+                        " (this one has not finished its handshake)");
+        close_conn(*c);
+        return true;
+      }
+    return false;
+  }
+
   void accept_all() {
+    bury();  // connections already leaving do not count against the cap
     while (true) {
       int fd = accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         if (errno == EMFILE || errno == ENFILE) {
-          // Out of descriptors: stop accepting briefly instead of spinning.
-          spdlog::warn("store: cannot accept a client: {} (raise `ulimit -n`)",
-                       std::strerror(errno));
+          // Out of descriptors: say so (clients would otherwise only see a
+          // silent server) and stop accepting briefly instead of spinning.
+          spdlog::error(
+              "store: cannot accept a client: out of file descriptors ({}; {}, {}): raise "
+              "`ulimit -n` where the store runs",
+              std::strerror(errno), errno == EMFILE ? "this process" : "the whole system",
+              overloaded_why());
           accept_paused_ = true;
           accept_resume_ = Clock::now() + std::chrono::milliseconds(200);
           set_events(listener_.get(), kListenerTag, 0);
@@ -123,6 +186,18 @@ class TcpStoreServer::Loop : public ServerCore {
       net::set_stream_options(fd);
       auto id = next_conn_id_++;
       auto conn = std::make_unique<Conn>(net::Fd(fd), id, net::peer_text(fd));
+      if (conns_.size() - refused_open_ >= max_conns_ && !make_room()) {
+        // Every connection is a joined client: tell the newcomer at its HELLO,
+        // a few at a time; past that, close at once.
+        if (refused_open_ >= kRefusedAtOnce) {
+          ++refused_;
+          continue;  // `conn` closes the socket
+        }
+        conn->refused = true;
+        ++refused_open_;
+        if (log_budget())
+          spdlog::warn("store: refusing client {}: {}", conn->peer, overloaded_why());
+      }
       watch(fd, id, EPOLLIN | EPOLLRDHUP);
       hellos_.emplace_back(Clock::now() + opts_.handshake_timeout, id);
       spdlog::debug("store: client {} connected", conn->peer);
@@ -156,6 +231,7 @@ class TcpStoreServer::Loop : public ServerCore {
         }
       }
       expire_handshakes();
+      shed_over_budget();
       bury();
     }
     conns_.clear();  // closes every client now: they see the store as lost
@@ -164,6 +240,8 @@ class TcpStoreServer::Loop : public ServerCore {
 
   net::Fd listener_, epoll_, stop_;
   int port_ = 0;
+  std::size_t max_conns_ = 0;
+  std::string limit_why_;  ///< the descriptor limit, for log lines
   std::thread thread_;
   std::deque<std::pair<Clock::time_point, std::uint64_t>> hellos_;
   std::uint64_t next_conn_id_ = 2;

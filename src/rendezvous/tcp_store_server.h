@@ -6,9 +6,16 @@
 // are parked in the server and answered when the keys appear: clients never
 // poll. Misbehaving peers are dropped with a log line and never stall the
 // others: bytes that are not the protocol's magic, a message above the size
-// cap, a connection that has not finished its handshake by the deadline, a
-// wrong job token (answered with an error first), and a client that does not
-// read its replies (its pending output passes a bound).
+// cap (4 KiB before the handshake, what the protocol needs after it), a
+// connection that has not finished its handshake by the deadline, a wrong job
+// token (answered with an error first), a client that does not read its
+// replies (its pending output passes a bound), and, when the bytes buffered
+// across all clients pass a bound, the client holding the most. Requests past
+// a limit (too many keys, a value too large, the store full, too many parked
+// requests) are answered with an error. Connections are capped below the
+// descriptor limit, which the server raises to its hard limit at start; at the
+// cap the oldest connection still in its handshake makes room, or the new
+// client is told the store is full. All limits: rendezvous/store_limits.h.
 #pragma once
 
 #include <chrono>
@@ -16,6 +23,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+
+#include "rendezvous/store_limits.h"
 
 namespace gpudiag {
 
@@ -26,19 +35,31 @@ struct TcpStoreServerOptions {
   int port = 0;
   /// Clients must present this token in their handshake.
   std::string token;
-  /// Largest message accepted; a larger length prefix drops the client.
-  std::uint32_t max_message_bytes = 64u << 20;
+  /// Ranks in the job (0: not known, storelimits::kDefaultWorld assumed). The
+  /// caps on keys per request, message size and connections follow from it,
+  /// and the server refuses to start when the descriptor limit cannot hold it.
+  int world_size = 0;
+  /// Largest message accepted after the handshake (0: what the protocol needs
+  /// for world_size); a larger length prefix drops the client.
+  std::uint32_t max_message_bytes = 0;
   /// Replies queued for one client beyond this drop it (it does not read).
-  std::size_t max_pending_output = 256u << 20;
+  std::size_t max_pending_output = storelimits::kMaxReplyFrame;
+  /// Bytes buffered across all clients beyond this drop the one holding most.
+  std::size_t max_buffered_total = storelimits::kMaxServerBuffered;
+  /// Bytes of keys and values stored beyond which SET and ADD are refused.
+  std::size_t max_stored_bytes = storelimits::kMaxStoredBytes;
+  /// Connections held at most (0: from world_size and the descriptor limit).
+  std::size_t max_connections = 0;
   /// A connection must complete its handshake within this time.
   std::chrono::milliseconds handshake_timeout{10000};
 };
 
 class TcpStoreServer {
  public:
-  /// Binds and listens, then serves from a background thread.
-  /// Throws UsageError when the port is in use (naming it and what to do)
-  /// or the bind address is not local.
+  /// Raises the descriptor limit, binds and listens, then serves from a
+  /// background thread. Throws UsageError when the port is in use (naming it
+  /// and what to do), the bind address is not local, or the descriptor limit
+  /// cannot hold a connection per rank (naming `ulimit -n`).
   explicit TcpStoreServer(TcpStoreServerOptions options);
   /// Stops the loop, closes every connection (their clients see the store
   /// as lost) and joins the thread.
@@ -54,6 +75,7 @@ class TcpStoreServer {
     std::size_t connections = 0;  ///< open now
     std::size_t dropped = 0;      ///< misbehaving peers dropped so far
     std::size_t requests = 0;     ///< requests served so far
+    std::size_t refused = 0;      ///< requests and clients refused at a limit
   };
   Stats stats() const;
 

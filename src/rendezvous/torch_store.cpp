@@ -1,5 +1,6 @@
 #include "rendezvous/torch_store.h"
 
+#include "rendezvous/store_limits.h"
 #include "util/error.h"
 #include "util/strings.h"
 
@@ -9,8 +10,9 @@ namespace {
 
 constexpr std::uint32_t kValidationMagic = 0x3C85F7CE;
 constexpr std::uint8_t kValidate = 0;
-/// A value longer than this in a reply means the stream is out of sync.
-constexpr std::uint64_t kMaxValue = 1ull << 30;
+/// A value longer than any gpudiag stores: a key set by someone else, or a
+/// stream out of sync. Refused before anything is allocated for it.
+constexpr std::uint64_t kMaxValue = storelimits::kMaxValueBytes;
 
 constexpr TorchStoreClient::Dialect kLegacy = TorchStoreClient::Dialect::legacy;
 
@@ -124,9 +126,13 @@ std::string TorchStoreClient::recv_string(Deadline deadline, const std::string& 
   recv(len, sizeof len, deadline, what);
   auto n = get_u64(len);
   if (n > kMaxValue) {
-    fd_.reset();
-    throw Error(ExitCode::internal, "the torch store at " + address_ + " answered " + what +
-                                        " with a " + std::to_string(n) + "-byte value");
+    fd_.reset();  // the rest of that value is still on its way: out of sync
+    throw Error(ExitCode::broken,
+                "the torch store at " + address_ + " answered " + what + " with a " +
+                    std::to_string(n) + "-byte value, more than gpudiag ever stores (" +
+                    std::to_string(kMaxValue) + ")",
+                "another process may have written gpudiag's keys in the torchrun agent's store "
+                "(it has no authentication); rerun the job");
   }
   std::string value(n, '\0');
   if (n) recv(value.data(), n, deadline, what);
