@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the dump-reader fuzzers with clang in their own build directory and
+# Builds the dump-reader and store-wire fuzzers with clang in their own build directory and
 # runs each for a bounded time, seeded with the test corpus.
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [BUILD_DIR]     (defaults: 30, build-fuzz)
@@ -19,7 +19,7 @@ cmake -S "$root/src/numerics/fuzz" -B "$build" -DCMAKE_CXX_COMPILER="$cxx" \
 cmake --build "$build" -j"$(nproc)" >/dev/null
 
 seeds=$root/tests/data/numerics/corpus
-for target in safetensors npy; do
+for target in safetensors npy store_wire; do
   corpus=$build/corpus-$target
   mkdir -p "$corpus"
   find "$seeds" -name "*.$target" -exec cp {} "$corpus/" \;
