@@ -37,6 +37,32 @@ TEST(Verdict, TwoRanksOnOneGpuAreNamed) {
   EXPECT_NE(c[0].find("ranks 0,1 share GPU 0000:1b:00.0 on a"), std::string::npos) << c[0];
 }
 
+TEST(Verdict, DistinctNcclHostIdsMayShareOneGpuAndTheReportSaysSo) {
+  // NCCL treats ranks with different NCCL_HOSTID as different hosts: allowed.
+  std::vector<std::optional<RankRecord>> t;
+  for (int r = 0; r < 4; ++r) {
+    t.push_back(rec(r, "a", r, "GPU-0"));
+    t.back()->nccl_hostid = "r" + std::to_string(r);
+  }
+  EXPECT_TRUE(exchange_conflicts(t).empty());
+  auto notes = shared_gpu_notes(t);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("ranks 0,1,2,3 share GPU 0000:1b:00.0 on a with distinct NCCL_HOSTIDs"),
+            std::string::npos)
+      << notes[0];
+  // Two of them with one NCCL_HOSTID are still two ranks on one GPU for NCCL.
+  t[1]->nccl_hostid = "r0";
+  auto c = exchange_conflicts(t);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_NE(c[0].find("ranks 0,1 share GPU 0000:1b:00.0 on a with one NCCL_HOSTID"),
+            std::string::npos)
+      << c[0];
+  // Without NCCL_HOSTID, no note: the conflict is the whole story.
+  std::vector<std::optional<RankRecord>> plain = {rec(0, "a", 0, "GPU-0"), rec(1, "a", 1, "GPU-0")};
+  EXPECT_TRUE(shared_gpu_notes(plain).empty());
+  EXPECT_EQ(exchange_conflicts(plain).size(), 1u);
+}
+
 TEST(Verdict, WorldSizeAndBackendDisagreementsNameTheRanks) {
   auto odd = rec(2, "b", 0);
   odd.world_size = 8;
