@@ -177,7 +177,7 @@ class CheckRun {
 
   bool links_serial() const {
     return opt_.link_schedule == "serial" ||
-           (opt_.link_schedule == "auto" && !oversubscribed_hosts(result_.table).empty());
+           (opt_.link_schedule == "auto" && oversubscribed_);
   }
 
   void choose_backend() {
@@ -290,26 +290,35 @@ class CheckRun {
         throw Error(ExitCode::broken, "host memory read back wrong at word " + std::to_string(i));
   }
 
-  /// Gathers every rank's record and decides whether this rank can go on.
+  /// Publishes this rank's record and decides whether it can go on. Rank 0
+  /// (the plane's judge) reviews the whole table; the others read its review
+  /// and the few records they need (see plane.h), or, when rank 0 is missing,
+  /// every record and review it themselves.
   template <class F>
   void checkpoint(const char* name, F extra_review) {
     auto t0 = Deadline::Clock::now();
     auto deadline = wait_deadline();
-    auto gathered = plane_.gather_all(name, encode(me()), deadline, result_.live);
+    const bool exchange = std::string(name) == "exchange";
+    auto judge = [&](const Gathered& g) {
+      return encode_review(review_table(decoded(g), result_.table, g.missing, exchange));
+    };
+    auto gathered = plane_.gather_all(name, encode(me()), deadline, result_.live,
+                                      exchange ? exchange_needs() : std::vector<int>{}, judge);
+    review_ = read_review(gathered, exchange);
+    if (exchange) oversubscribed_ = review_.oversubscribed;
     const double waited = seconds_since(t0);
     std::vector<std::string> problems, missing;
     bool peer_timeout = false;
+    std::vector<bool> absent(plane_.size(), false);
+    for (int r : gathered.missing) absent[r] = true;
     result_.live.clear();
     for (int r = 0; r < plane_.size(); ++r) {
       auto& slot = result_.table[r];
-      if (gathered.records[r]) result_.live.push_back(r);
-      if (gathered.records[r]) {
-        slot = decode(*gathered.records[r]);
+      if (!absent[r]) {
+        result_.live.push_back(r);
+        if (gathered.records[r]) slot = decode(*gathered.records[r]);
         result_.last_seen[r] = name;
         result_.missed_at[r].clear();
-        if (r != me().rank && !slot->ok)
-          problems.push_back(rank_label(*slot) + " failed in " + slot->failed_phase + ": " +
-                             slot->reason);
       } else if (r != me().rank) {
         degraded_ = true;
         peer_timeout = peer_timeout || !gathered.aborted;
@@ -320,13 +329,24 @@ class CheckRun {
           note = result_.last_seen[r].empty()
                      ? "never heard from: not started, or cannot reach " + plane_.describe()
                      : "last seen at the " + result_.last_seen[r] + " checkpoint";
-        problems.push_back(rank_label(r, slot) + " did not reach the " + name + " checkpoint" +
+        const std::string label = label_of(r);
+        problems.push_back(label + " did not reach the " + name + " checkpoint" +
                            (gathered.aborted ? "" : " within " + human_seconds(waited)) + " (" +
                            note + ")");
-        if (me().reason.rfind(rank_label(r, slot), 0) != 0)  // unless the reason leads with it
+        if (me().reason.rfind(label, 0) != 0)  // unless the reason leads with it
           missing.push_back(problems.back());
       }
     }
+    // The judge names a few failed ranks and counts the rest.
+    std::vector<std::string> failed;
+    int named = 0;
+    for (const auto& [r, line] : review_.failures) {
+      ++named;
+      if (r != me().rank) failed.push_back(line);
+    }
+    if (review_.failed > named)
+      failed.push_back(std::to_string(review_.failed - named) + " more ranks failed");
+    problems.insert(problems.begin(), failed.begin(), failed.end());
     // An announced failure (a peer's, or the launcher's report of a death)
     // explains the missing ranks better than the silence does.
     if (gathered.aborted && !gathered.complete())
@@ -362,11 +382,56 @@ class CheckRun {
   }
 
   void after_exchange() {
-    std::vector<std::optional<RankRecord>> view = result_.table;
-    auto conflicts = exchange_conflicts(view);
-    if (!conflicts.empty()) me().fail("exchange", one_line(conflicts));
-    for (auto& w : version_differences(view)) result_.warnings.push_back(w);
-    for (auto& w : shared_gpu_notes(view)) result_.warnings.push_back(w);
+    if (!review_.conflicts.empty()) me().fail("exchange", one_line(review_.conflicts));
+    for (auto& w : review_.warnings) result_.warnings.push_back(w);
+  }
+
+  /// This checkpoint's records, decoded (nullopt for the missing and the
+  /// records this rank did not read).
+  static std::vector<std::optional<RankRecord>> decoded(const Gathered& g) {
+    std::vector<std::optional<RankRecord>> out(g.records.size());
+    for (std::size_t r = 0; r < g.records.size(); ++r)
+      if (g.records[r]) out[r] = decode(*g.records[r]);
+    return out;
+  }
+
+  /// The judge's review; this rank's own when there was no judge (then the
+  /// plane read every record).
+  CheckpointReview read_review(const Gathered& g, bool exchange) {
+    if (g.judged) try {
+        return decode_review(g.review);
+      } catch (const std::exception& e) {
+        spdlog::warn("rank {}: rank 0's review of the checkpoint does not parse ({}); "
+                     "judging from the records read",
+                     me().rank, e.what());
+      }
+    return review_table(decoded(g), result_.table, g.missing, exchange);
+  }
+
+  /// "rank 3 [node2-1]" from what this rank knows, or the judge's label.
+  std::string label_of(int r) const {
+    if (result_.table[r]) return rank_label(*result_.table[r]);
+    for (const auto& [rank, label] : review_.labels)
+      if (rank == r) return label;
+    return rank_label(r, std::nullopt);
+  }
+
+  /// The records this rank reads at the exchange besides the digest: rank 0's
+  /// (its NCCL id), its host/tcp ring neighbours and halving partners, or
+  /// every rank's for the link test's mesh.
+  std::vector<int> exchange_needs() const {
+    const int n = plane_.size(), r = result_.me.rank;
+    std::vector<int> need;
+    if (result_.me.backend == "nccl") return {0};
+    if (result_.me.backend != "host/tcp") return {};
+    if (opt_.link_bytes > 0) {
+      for (int p = 0; p < n; ++p) need.push_back(p);
+      return need;
+    }
+    need = {(r + 1) % n, (r + n - 1) % n};
+    if (n >= 4 && (n & (n - 1)) == 0)
+      for (int k = 0; (1 << k) < n; ++k) need.push_back(r ^ (1 << k));
+    return need;
   }
 
   void communicator() {
@@ -381,8 +446,19 @@ class CheckRun {
       comm_ = make_nccl_communicator(ctx, result_.table[0]->nccl_id, me().rank, plane_.size(),
                                      wait_deadline(), abort_check);
     } else {
+      // Only the records exchange_needs() asked for are known here; the
+      // transport never reads the others.
       std::vector<RankRecord> peers;
-      for (auto& r : result_.table) peers.push_back(*r);
+      for (int i = 0; i < plane_.size(); ++i) {
+        if (result_.table[i]) {
+          peers.push_back(*result_.table[i]);
+          continue;
+        }
+        RankRecord unknown;
+        unknown.rank = i;
+        unknown.endpoint = "not-read:0";
+        peers.push_back(unknown);
+      }
       comm_ = setup_.host_transport->connect(peers, me().rank, wait_deadline());
       comm_->set_abort_check(abort_check);
     }
@@ -585,6 +661,8 @@ class CheckRun {
   TestHook test_hook_;
   CheckResult result_;
   bool degraded_ = false;
+  CheckpointReview review_;      ///< the last checkpoint's, from the judge
+  bool oversubscribed_ = false;  ///< from the exchange's review
   /// The GPU's stream and the barrier's scratch float, shared by the
   /// workspace and the communicator (each keeps it alive).
   struct DeviceContext {

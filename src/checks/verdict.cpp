@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "util/strings.h"
@@ -123,6 +124,59 @@ std::vector<std::string> oversubscribed_hosts(const std::vector<std::optional<Ra
       out.push_back(host + ": " + std::to_string(rc.first) + " ranks on " +
                     std::to_string(rc.second) + " CPUs");
   return out;
+}
+
+CheckpointReview review_table(const std::vector<std::optional<RankRecord>>& now,
+                              const std::vector<std::optional<RankRecord>>& before,
+                              const std::vector<int>& missing, bool exchange) {
+  CheckpointReview out;
+  for (const auto& r : now) {
+    if (!r || r->ok) continue;
+    if (out.failures.size() < kReviewNames)
+      out.failures.emplace_back(r->rank,
+                                rank_label(*r) + " failed in " + r->failed_phase + ": " + r->reason);
+    ++out.failed;
+  }
+  for (std::size_t i = 0; i < missing.size() && i < kReviewNames; ++i) {
+    const int r = missing[i];
+    if (r >= 0 && r < static_cast<int>(before.size()) && before[r])
+      out.labels.emplace_back(r, rank_label(*before[r]));
+  }
+  if (exchange) {
+    out.conflicts = exchange_conflicts(now);
+    out.warnings = version_differences(now);
+    for (auto& w : shared_gpu_notes(now)) out.warnings.push_back(w);
+    if (out.warnings.size() > kReviewNames) {
+      const auto more = out.warnings.size() - kReviewNames;
+      out.warnings.resize(kReviewNames);
+      out.warnings.push_back("(" + std::to_string(more) + " more warnings in rank 0's log)");
+    }
+    out.oversubscribed = !oversubscribed_hosts(now).empty();
+  }
+  return out;
+}
+
+std::string encode_review(const CheckpointReview& r) {
+  nlohmann::json j;
+  j["failures"] = r.failures;
+  j["failed"] = r.failed;
+  j["conflicts"] = r.conflicts;
+  j["warnings"] = r.warnings;
+  j["oversubscribed"] = r.oversubscribed;
+  j["labels"] = r.labels;
+  return j.dump();
+}
+
+CheckpointReview decode_review(const std::string& text) {
+  auto j = nlohmann::json::parse(text);
+  CheckpointReview r;
+  r.failures = j.at("failures").get<std::vector<std::pair<int, std::string>>>();
+  r.failed = j.at("failed").get<int>();
+  r.conflicts = j.at("conflicts").get<std::vector<std::string>>();
+  r.warnings = j.at("warnings").get<std::vector<std::string>>();
+  r.oversubscribed = j.at("oversubscribed").get<bool>();
+  r.labels = j.at("labels").get<std::vector<std::pair<int, std::string>>>();
+  return r;
 }
 
 }  // namespace gpudiag

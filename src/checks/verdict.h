@@ -30,6 +30,31 @@ std::vector<std::string> version_differences(const std::vector<std::optional<Ran
 std::vector<std::string> oversubscribed_hosts(
     const std::vector<std::optional<RankRecord>>& table);
 
+/// What the judge (rank 0) tells every rank about a checkpoint's table, so
+/// the others need not read it: a few failures by name and the count of the
+/// rest, the exchange's conflicts and warnings, labels of a few missing ranks.
+/// Its size does not grow with the job (beyond texts that name ranks, which
+/// the plane caps).
+struct CheckpointReview {
+  std::vector<std::pair<int, std::string>> failures;  ///< rank, "rank 3 [h-1] failed in p: why"
+  int failed = 0;                                     ///< every failed rank, listed or not
+  std::vector<std::string> conflicts, warnings;       ///< at the exchange
+  bool oversubscribed = false;                        ///< a host runs more ranks than CPUs
+  std::vector<std::pair<int, std::string>> labels;    ///< of missing ranks, as last known
+};
+
+/// Ranks named in a review's lists, at most.
+inline constexpr std::size_t kReviewNames = 8;
+
+/// Reviews this checkpoint's records (`now`, nullopt for the missing) against
+/// the table as it was (`before`, for the labels of ranks now missing).
+CheckpointReview review_table(const std::vector<std::optional<RankRecord>>& now,
+                              const std::vector<std::optional<RankRecord>>& before,
+                              const std::vector<int>& missing, bool exchange);
+std::string encode_review(const CheckpointReview& r);
+/// Throws on text that is not a review.
+CheckpointReview decode_review(const std::string& text);
+
 /// Joins problems into one line: the first, then "(+N more)".
 std::string one_line(const std::vector<std::string>& problems);
 

@@ -41,7 +41,7 @@ std::optional<nccl_log::CapturePlan> start_nccl_capture(const CheckCli& o, Job& 
                         ? nccl_log::default_run_dir(job.setup.env, std::chrono::system_clock::now()).string()
                         : std::filesystem::absolute(o.nccl_debug_dir).string();
   auto agreed = job.plane->gather_all("nccl-debug", dir,
-                                      Deadline::after_seconds(o.check.timeout_s), {0});
+                                      Deadline::after_seconds(o.check.timeout_s), {0}, {0});
   if (agreed.records[0]) dir = *agreed.records[0];
   nccl_log::CaptureRequest req;
   req.run_dir = dir;

@@ -2,16 +2,21 @@
 //
 // Collectives cannot time out and cannot say who is missing, so a checkpoint
 // is: every rank sends its record to rank 0 (tag = checkpoint sequence
-// number); rank 0 receives with MPI_Iprobe until all arrived or the deadline
-// passed, then sends the table (JSON array, null for the missing) to every
-// rank, the missing ones included so a late rank learns it was late. Ranks
-// other than 0 wait for the table a little past the deadline, giving rank 0
-// time to decide. Messages are small, so sends complete eagerly even when the
+// number), prefixed by the ranks whose records it needs ("0,5\n<record>");
+// rank 0, the judge, receives with MPI_Iprobe until all arrived or the
+// deadline passed, reviews the table, then sends each rank a digest: the
+// missing ranks, the review, and the records that rank asked for (JSON), the
+// missing ranks included so a late rank learns it was late. A digest does not
+// grow with the job, so a checkpoint moves O(n) bytes. Ranks other than 0 wait
+// for it a little past the deadline, giving rank 0 time to decide; when it
+// never comes they know only their own record and report everyone missing. Messages are small, so sends complete eagerly even when the
 // receiver is stuck; sends still in flight at the end are freed, never waited
 // on.
 #include <mpi.h>
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <thread>
 #include <utility>
@@ -68,18 +73,23 @@ class MpiPlane : public Plane {
   }
 
   Gathered gather_all(const std::string&, const std::string& mine, Deadline deadline,
-                      const std::vector<int>& wait_for) override {
+                      const std::vector<int>& wait_for, const std::vector<int>& need,
+                      const Review& review) override {
     const int tag = kTagBase + seq_++;
-    return rank_ == 0 ? gather_at_root(mine, tag, deadline, wait_for)
-                      : gather_as_leaf(mine, tag, deadline);
+    return rank_ == 0 ? gather_at_root(mine, tag, deadline, wait_for, review)
+                      : gather_as_leaf(mine, tag, deadline, need);
   }
+
+  std::uint64_t bytes_moved() const override { return bytes_; }
 
  private:
   Gathered gather_at_root(const std::string& mine, int tag, Deadline deadline,
-                          const std::vector<int>& wait_for) {
+                          const std::vector<int>& wait_for, const Review& review) {
     Gathered g;
     g.records.resize(size_);
+    g.notes.resize(size_);
     g.records[0] = mine;
+    std::vector<std::vector<int>> needs(size_);
     std::vector<bool> needed(size_, wait_for.empty());
     for (int r : wait_for) needed[r] = true;
     auto pending = [&] {
@@ -92,42 +102,80 @@ class MpiPlane : public Plane {
       for (int r = 1; r < size_; ++r) {
         if (g.records[r]) continue;
         if (auto m = try_recv(r, tag)) {
-          g.records[r] = std::move(m);
+          bytes_ += m->size();
+          auto [need, record] = split_need(*m);
+          g.records[r] = std::move(record);
+          needs[r] = std::move(need);
           got = true;
         }
       }
       if (!got) std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
-    nlohmann::json table = nlohmann::json::array();
-    for (const auto& rec : g.records)
-      table.push_back(rec ? nlohmann::json(*rec) : nlohmann::json(nullptr));
-    auto bytes = table.dump();
-    for (int r = 1; r < size_; ++r) send_async(bytes, r, tag);
+    g.find_missing();
+    g.judged = true;
+    if (review) g.review = review(g);
+    nlohmann::json digest;
+    digest["missing"] = g.missing;
+    digest["review"] = g.review;
+    for (int r = 1; r < size_; ++r) {
+      nlohmann::json records = nlohmann::json::object();
+      for (int n : needs[r])
+        if (g.records[n]) records[std::to_string(n)] = *g.records[n];
+      digest["records"] = std::move(records);
+      send_async(digest.dump(), r, tag);
+    }
     return g;
   }
 
-  Gathered gather_as_leaf(const std::string& mine, int tag, Deadline deadline) {
-    send_async(mine, 0, tag);
+  /// "0,5\n<record>": the ranks a leaf needs, then its record.
+  std::pair<std::vector<int>, std::string> split_need(const std::string& m) const {
+    auto nl = m.find('\n');
+    if (nl == std::string::npos) return {{}, m};
+    std::vector<int> need;
+    std::size_t at = 0;
+    while (at < nl) {
+      auto comma = std::min(m.find(',', at), nl);
+      int r = std::atoi(m.substr(at, comma - at).c_str());
+      if (r >= 0 && r < size_) need.push_back(r);
+      at = comma + 1;
+    }
+    return {need, m.substr(nl + 1)};
+  }
+
+  Gathered gather_as_leaf(const std::string& mine, int tag, Deadline deadline,
+                          const std::vector<int>& need) {
+    std::string head;
+    for (int r : need) head += (head.empty() ? "" : ",") + std::to_string(r);
+    send_async(head + "\n" + mine, 0, tag);
+    Gathered g;
+    g.records.resize(size_);
+    g.notes.resize(size_);
+    g.records[rank_] = mine;
     auto until = Deadline::at(deadline.when() + kRootGrace);
     while (!until.expired()) {
       if (auto m = try_recv(0, tag)) {
-        Gathered g;
-        for (const auto& v : nlohmann::json::parse(*m))
-          g.records.push_back(v.is_null() ? std::nullopt
-                                          : std::optional<std::string>(v.get<std::string>()));
+        bytes_ += m->size();
+        auto j = nlohmann::json::parse(*m);
+        for (int r : j.at("missing").get<std::vector<int>>())
+          if (r >= 0 && r < size_ && r != rank_) g.missing.push_back(r);
+        for (const auto& [k, v] : j.at("records").items()) {
+          const int r = std::atoi(k.c_str());
+          if (r >= 0 && r < size_ && r != rank_) g.records[r] = v.get<std::string>();
+        }
+        g.review = j.at("review").get<std::string>();
+        g.judged = true;
         return g;
       }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     // Rank 0 never answered: all we know is our own record.
-    Gathered g;
-    g.records.resize(size_);
-    g.records[rank_] = mine;
+    g.find_missing();
     return g;
   }
 
   void send_async(const std::string& bytes, int dest, int tag) {
     reap();
+    bytes_ += bytes.size();
     auto buf = std::make_unique<std::string>(bytes);
     MPI_Request req;
     MPI_Isend(buf->data(), static_cast<int>(buf->size()), MPI_CHAR, dest, tag, MPI_COMM_WORLD,
@@ -146,6 +194,7 @@ class MpiPlane : public Plane {
 
   int rank_, size_;
   int seq_ = 0;
+  std::uint64_t bytes_ = 0;  ///< checkpoint bytes sent and received
   std::optional<std::string> failure_;
   std::vector<std::pair<MPI_Request, std::unique_ptr<std::string>>> inflight_;
 };

@@ -2,11 +2,10 @@
 
 namespace gpudiag {
 
-std::vector<int> Gathered::missing() const {
-  std::vector<int> out;
+void Gathered::find_missing() {
+  missing.clear();
   for (std::size_t r = 0; r < records.size(); ++r)
-    if (!records[r]) out.push_back(static_cast<int>(r));
-  return out;
+    if (!records[r]) missing.push_back(static_cast<int>(r));
 }
 
 namespace {
@@ -16,9 +15,13 @@ class SinglePlane : public Plane {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   Gathered gather_all(const std::string&, const std::string& mine, Deadline,
-                      const std::vector<int>&) override {
+                      const std::vector<int>&, const std::vector<int>&,
+                      const Review& review) override {
     Gathered g;
     g.records = {mine};
+    g.notes.resize(1);
+    g.judged = true;
+    if (review) g.review = review(g);
     return g;
   }
   std::string describe() const override { return "single process"; }

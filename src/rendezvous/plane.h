@@ -2,15 +2,25 @@
 //
 // A check is a fixed sequence of checkpoints that every rank passes through in
 // the same order, whether its own work succeeded or not. At a checkpoint each
-// rank contributes a record (a JSON string) and gets back every rank's, or
-// learns which ranks did not arrive before the deadline. That is what lets a
+// rank contributes a record (a JSON string) once; one place, the *judge* (rank
+// 0), reads every record, runs the caller's Review over the whole table and
+// publishes a digest: the missing ranks with what the plane knows of them, the
+// announced abort, and the review's text, whose size does not grow with the
+// job. Every other rank reads only the digest and the few records it asks for
+// (`need`), so a checkpoint moves O(n) bytes, not O(n^2). That is what lets a
 // live rank say "rank 3 [node2-1] never reached the all-reduce; last seen in
 // communicator" instead of hanging.
+//
+// When the judge itself does not arrive, a rank falls back to reading every
+// record (judged = false): slower, O(n) per rank, but every rank still names
+// the missing ones.
 //
 // Implementations: SinglePlane (world size 1), MpiPlane (MPI point-to-point,
 // under mpirun/srun --mpi=pmix), StorePlane (a TCP rendezvous store).
 #pragma once
 
+#include <functional>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,31 +33,50 @@ namespace gpudiag {
 class MpiSession;
 
 struct Gathered {
-  /// Indexed by rank; nullopt for a rank that did not arrive in time.
+  /// Indexed by rank. On the judge, or when not `judged`: every rank's record,
+  /// nullopt for a rank that did not arrive in time. Elsewhere: this rank's
+  /// and those it asked for in `need` (nullopt for the rest).
   std::vector<std::optional<std::string>> records;
+  /// Ranks that did not arrive, ascending (same on every rank when judged).
+  std::vector<int> missing;
   /// Indexed by rank, for missing ranks: what the plane knows of them
   /// ("pid 4242 on node2, last phase: all-reduce"); may be empty.
   std::vector<std::string> notes;
   /// Set when the wait ended early: a peer announced a failure, or the plane
   /// itself was lost ("lost the store at 10.0.0.1:29500: ...").
   std::optional<std::string> aborted;
-  /// Ranks that did not arrive, ascending.
-  std::vector<int> missing() const;
-  bool complete() const { return missing().empty(); }
+  /// The judge's Review of the whole table; empty when not judged.
+  std::string review;
+  /// True when the judge's digest was read (or this rank is the judge).
+  bool judged = false;
+  bool complete() const { return missing.empty(); }
+  /// Sets `missing` from `records` (for a plane that holds the whole table).
+  void find_missing();
 };
+
+/// Run by the judge over the whole table (records and missing filled, notes
+/// for the missing); its text goes to every rank in `Gathered::review` and
+/// must stay small (it is capped at 64 KiB): name a few ranks, count the rest.
+using Review = std::function<std::string(const Gathered&)>;
 
 class Plane {
  public:
   virtual ~Plane() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  /// Contributes `mine` at checkpoint `name` and returns every rank's record.
-  /// Waits for the ranks in `wait_for` (every rank when empty); a rank already
-  /// known to be gone is left out so later checkpoints do not wait for it again,
-  /// though its record is still taken if it arrives. Never throws on a missing
-  /// peer: the caller decides what that means.
+  /// Contributes `mine` at checkpoint `name`; returns the digest (who is
+  /// missing, the review), the records of the ranks in `need`, and on the
+  /// judge (rank 0) every rank's record. Waits for the ranks in `wait_for`
+  /// (every rank when empty); a rank already known to be gone is left out so
+  /// later checkpoints do not wait for it again, though its record is still
+  /// taken if it arrives. Never throws on a missing peer: the caller decides
+  /// what that means.
   virtual Gathered gather_all(const std::string& name, const std::string& mine, Deadline deadline,
-                              const std::vector<int>& wait_for = {}) = 0;
+                              const std::vector<int>& wait_for = {},
+                              const std::vector<int>& need = {}, const Review& review = {}) = 0;
+  /// Bytes this rank sent to and read from the plane so far (for tests and
+  /// the simulator; 0 when the plane does not count).
+  virtual std::uint64_t bytes_moved() const { return 0; }
   /// Cheap progress note, readable by peers when this rank goes quiet.
   virtual void note_phase(const std::string& /*phase*/) {}
   /// Tells the peers this rank failed, so they stop waiting on it early.

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "rendezvous/store_limits.h"
 #include "util/error.h"
@@ -14,6 +15,12 @@ namespace {
 constexpr auto kSlice = std::chrono::milliseconds(200);
 constexpr auto kFailurePollEvery = std::chrono::milliseconds(100);
 constexpr auto kFailureGrace = std::chrono::seconds(2);
+/// How long past its own deadline a rank waits for rank 0's digest: rank 0
+/// decides at its deadline, and may have started the checkpoint a little later.
+constexpr auto kJudgeGrace = std::chrono::seconds(5);
+/// The review text and the missing ranks described in a digest, at most.
+constexpr std::size_t kMaxReview = 64 * 1024;
+constexpr std::size_t kMaxNotes = 64;
 
 /// Announcements a job of `size` ranks can make: each rank fails once per
 /// phase at most and a duplicate claim announces once; each launcher announces
@@ -83,62 +90,190 @@ class StorePlane : public Plane {
   }
 
   Gathered gather_all(const std::string&, const std::string& mine, Deadline deadline,
-                      const std::vector<int>& wait_for) override {
+                      const std::vector<int>& wait_for, const std::vector<int>& need,
+                      const Review& review) override {
     const std::string prefix = "cp/" + std::to_string(seq_++) + "/";
-    std::vector<std::string> keys, needed;
-    for (int r = 0; r < me_.size; ++r) keys.push_back(prefix + std::to_string(r));
-    std::vector<int> needed_ranks = wait_for;
-    if (needed_ranks.empty())
-      for (int r = 0; r < me_.size; ++r) needed_ranks.push_back(r);
-    for (int r : needed_ranks) needed.push_back(keys[r]);
     Gathered g;
     g.records.resize(me_.size);
     g.notes.resize(me_.size);
     g.records[me_.rank] = mine;
     if (lost_) {
       g.aborted = lost_;
+      g.find_missing();
       return g;
     }
     try {
-      store_->set(keys[me_.rank], mine, deadline);
-      // A failed peer usually still arrives with its record: once a failure is
-      // announced, wait only a short grace for the rest, then give up.
-      Deadline until = deadline;
-      bool all = false;
-      while (!(all = store_->wait(needed, until.min(Deadline::after(kSlice))))) {
-        if (until.expired()) break;
-        if (!g.aborted)
-          if (auto f = peer_failure()) {
-            g.aborted = *f;
-            until = until.min(Deadline::after(kFailureGrace));
-          }
-        if (!death_) poll_failures();  // a death may follow the first failure announced
-        if (death_ && only_the_dead_are_missing(needed, needed_ranks)) break;
+      if (!published_) set(prefix + std::to_string(me_.rank), mine, deadline);
+      published_ = false;
+      if (me_.rank == 0) {
+        judge(g, prefix, deadline, wait_for, review);
+      } else if (!read_digest(g, prefix, deadline)) {
+        // The judge did not publish in time (it is missing, or late): read the
+        // table as every rank did before the digest existed.
+        spdlog::debug("rank {}: no digest from rank 0 at {}; reading every record", me_.rank,
+                      prefix);
+        wait_and_read_all(g, prefix, deadline, wait_for);
+      } else if (!need.empty()) {
+        std::vector<std::string> keys;
+        for (int r : need) keys.push_back(prefix + std::to_string(r));
+        auto values = multi_get(keys, Deadline::after(std::chrono::seconds(10)));
+        for (std::size_t i = 0; i < need.size(); ++i)
+          if (need[i] != me_.rank) g.records[need[i]] = std::move(values[i]);
       }
-      if (all) g.aborted.reset();
-      auto values = store_->multi_get(keys, Deadline::after(std::chrono::seconds(10)));
-      for (int r = 0; r < me_.size; ++r) g.records[r] = std::move(values[r]);
-      if (!g.complete()) describe_missing(g);
     } catch (const Error& e) {
       note_lost(e);
       g.records.assign(me_.size, std::nullopt);
       g.records[me_.rank] = mine;
+      g.judged = false;
+      g.review.clear();
+      g.find_missing();
       // The announced failure, when there is one, is why the store went away.
       g.aborted = failure_ ? failure_ : lost_;
     }
     return g;
   }
 
+  std::uint64_t bytes_moved() const override { return bytes_; }
+
+  void publish(const std::string& mine, Deadline deadline) {
+    if (lost_ || published_) return;
+    try {
+      set("cp/" + std::to_string(seq_) + "/" + std::to_string(me_.rank), mine, deadline);
+      published_ = true;
+    } catch (const Error& e) {
+      note_lost(e);
+    }
+  }
+
  private:
+  /// Rank 0: waits for the records, reads them all, reviews the table and
+  /// publishes the digest every other rank reads.
+  void judge(Gathered& g, const std::string& prefix, Deadline deadline,
+             const std::vector<int>& wait_for, const Review& review) {
+    wait_and_read_all(g, prefix, deadline, wait_for);
+    g.judged = true;
+    if (review) g.review = review(g);
+    if (g.review.size() > kMaxReview) g.review.resize(kMaxReview);
+    set(prefix + "digest", encode_digest(g), Deadline::after(std::chrono::seconds(10)));
+  }
+
+  /// Waits for the records of `wait_for` (every rank when empty) until the
+  /// deadline, a death of every straggler, or a grace after a failure; then
+  /// reads every record and describes the missing ranks.
+  void wait_and_read_all(Gathered& g, const std::string& prefix, Deadline deadline,
+                         const std::vector<int>& wait_for) {
+    std::vector<std::string> keys, needed;
+    for (int r = 0; r < me_.size; ++r) keys.push_back(prefix + std::to_string(r));
+    std::vector<int> needed_ranks = wait_for;
+    if (needed_ranks.empty())
+      for (int r = 0; r < me_.size; ++r) needed_ranks.push_back(r);
+    for (int r : needed_ranks) needed.push_back(keys[r]);
+    // A failed peer usually still arrives with its record: once a failure is
+    // announced, wait only a short grace for the rest, then give up.
+    Deadline until = deadline;
+    bool all = false;
+    while (!(all = store_->wait(needed, until.min(Deadline::after(kSlice))))) {
+      if (until.expired()) break;
+      if (!g.aborted)
+        if (auto f = peer_failure()) {
+          g.aborted = *f;
+          until = until.min(Deadline::after(kFailureGrace));
+        }
+      if (!death_) poll_failures();  // a death may follow the first failure announced
+      if (death_ && only_the_dead_are_missing(needed, needed_ranks)) break;
+    }
+    if (all) g.aborted.reset();
+    const std::string mine = *g.records[me_.rank];
+    auto values = multi_get(keys, Deadline::after(std::chrono::seconds(10)));
+    for (int r = 0; r < me_.size; ++r) g.records[r] = std::move(values[r]);
+    if (!g.records[me_.rank]) g.records[me_.rank] = mine;
+    g.find_missing();
+    if (!g.complete()) describe_missing(g);
+  }
+
+  /// A rank other than the judge: waits for rank 0's digest a little past its
+  /// own deadline (rank 0 decides at its deadline); false when it never came,
+  /// or rank 0 was reported dead.
+  bool read_digest(Gathered& g, const std::string& prefix, Deadline deadline) {
+    const std::string key = prefix + "digest";
+    const Deadline until = Deadline::at(deadline.when() + kJudgeGrace);
+    while (!store_->wait({key}, until.min(Deadline::after(kSlice)))) {
+      if (until.expired()) return false;
+      poll_failures();
+      if (death_ && store_->try_get(dead_key(0), Deadline::after(std::chrono::seconds(5))))
+        return false;
+    }
+    auto text = store_->try_get(key, Deadline::after(std::chrono::seconds(10)));
+    if (!text) return false;
+    bytes_ += key.size() + text->size();
+    return decode_digest(*text, g);
+  }
+
+  /// {"missing":[3,7],"notes":{"3":"pid .. on ..","7":".."},"aborted":"..","review":".."}
+  /// Notes are kept for the first kMaxNotes missing ranks, so the digest stays
+  /// under the store's value limit even when thousands are missing.
+  std::string encode_digest(const Gathered& g) const {
+    nlohmann::json j;
+    j["missing"] = g.missing;
+    nlohmann::json notes = nlohmann::json::object();
+    for (std::size_t i = 0; i < g.missing.size() && i < kMaxNotes; ++i)
+      notes[std::to_string(g.missing[i])] = g.notes[g.missing[i]];
+    j["notes"] = std::move(notes);
+    j["aborted"] = g.aborted ? nlohmann::json(*g.aborted) : nlohmann::json(nullptr);
+    j["review"] = g.review;
+    return j.dump();
+  }
+
+  /// Reads a digest from the store, which is not trusted: ranks out of range
+  /// are dropped, texts are cut to one line; false when it does not parse.
+  bool decode_digest(const std::string& text, Gathered& g) const {
+    try {
+      auto j = nlohmann::json::parse(text);
+      for (const auto& m : j.at("missing")) {
+        const int r = m.get<int>();
+        if (r >= 0 && r < me_.size && r != me_.rank && (g.missing.empty() || r > g.missing.back()))
+          g.missing.push_back(r);
+      }
+      for (const auto& [k, v] : j.at("notes").items()) {
+        auto r = storelimits::parse_bounded(k, 0, me_.size - 1);
+        if (r && v.is_string()) g.notes[*r] = storelimits::store_text(v.get<std::string>(), 512);
+      }
+      for (int r : g.missing) g.records[r].reset();
+      if (j.at("aborted").is_string())
+        g.aborted = storelimits::store_text(j["aborted"].get<std::string>(), 1024);
+      g.review = j.at("review").get<std::string>().substr(0, kMaxReview);
+      g.judged = true;
+      return true;
+    } catch (const std::exception& e) {
+      spdlog::warn("rank {}: ignoring a malformed checkpoint digest from the store: {}", me_.rank,
+                   e.what());
+      g.missing.clear();
+      return false;
+    }
+  }
+
+  void set(const std::string& k, const std::string& v, Deadline d) {
+    store_->set(k, v, d);
+    bytes_ += k.size() + v.size();
+  }
+
+  std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>& keys,
+                                                    Deadline d) {
+    auto values = store_->multi_get(keys, d);
+    for (std::size_t i = 0; i < keys.size(); ++i)
+      bytes_ += keys[i].size() + (values[i] ? values[i]->size() : 0);
+    return values;
+  }
+
   /// Fills notes for the missing ranks from their hello/ and phase/ keys.
   void describe_missing(Gathered& g) {
-    std::vector<int> missing = g.missing();
+    std::vector<int> missing = g.missing;
     std::vector<std::string> keys;
     for (int r : missing) {
       keys.push_back(key("hello", r));
       keys.push_back(key("phase", r));
     }
-    auto v = store_->multi_get(keys, Deadline::after(std::chrono::seconds(10)));
+    auto v = multi_get(keys, Deadline::after(std::chrono::seconds(10)));
     for (std::size_t i = 0; i < missing.size(); ++i) {
       const auto& hello = v[2 * i];
       const auto& phase = v[2 * i + 1];
@@ -222,6 +357,8 @@ class StorePlane : public Plane {
   std::vector<std::int64_t> own_;  ///< numbers of this rank's own announcements
   std::int64_t seen_ = 0;          ///< announcements read so far
   bool warned_forged_ = false;     ///< the forged-counter warning was logged
+  std::uint64_t bytes_ = 0;        ///< keys and values sent and read at checkpoints
+  bool published_ = false;         ///< publish() set the next checkpoint's record
   Deadline::Clock::time_point next_failure_poll_{};
 };
 
@@ -235,6 +372,10 @@ std::int64_t publish_failure(Store& store, const std::string& why, Deadline dead
   store.set("failure/" + std::to_string(n),
             std::string(kind == FailureKind::died ? "died" : "failed") + "\t" + why, deadline);
   return n;
+}
+
+void publish_record(Plane& store_plane, const std::string& mine, Deadline deadline) {
+  if (auto* p = dynamic_cast<StorePlane*>(&store_plane)) p->publish(mine, deadline);
 }
 
 std::unique_ptr<Plane> make_store_plane(std::unique_ptr<Store> store, const StorePlaneIdentity& me,

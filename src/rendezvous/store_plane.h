@@ -6,6 +6,8 @@
 //   hello/<r>     "pid <p> on <host> (local rank <l>)": who holds rank r
 //   phase/<r>     the phase rank r last entered
 //   cp/<n>/<r>    rank r's record at checkpoint n
+//   cp/<n>/digest rank 0's digest of checkpoint n (see plane.h): the missing
+//                 ranks and their notes, the abort, the check's review
 //   failures      counter of announced failures
 //   failure/<n>   the n-th announcement (1-based), "<kind>\t<text>": kind
 //                 "failed" when a rank (or a process that lost a rank claim)
@@ -41,6 +43,12 @@ struct StorePlaneIdentity {
 /// (duplicate RANK), after telling the others.
 std::unique_ptr<Plane> make_store_plane(std::unique_ptr<Store> store, const StorePlaneIdentity& me,
                                         Deadline deadline);
+
+/// The first half of the next checkpoint of a store plane: sets this rank's
+/// record now, and the next gather_all() finds it set instead of setting it.
+/// For the scale simulator (src/sim), which drives thousands of ranks from a
+/// few threads: every rank publishes, then the judge and the others gather.
+void publish_record(Plane& store_plane, const std::string& mine, Deadline deadline);
 
 enum class FailureKind { failed, died };
 
