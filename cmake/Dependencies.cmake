@@ -1,7 +1,8 @@
 # Finds gpudiag's dependencies and reports what each one enables.
 #
-# Required: CLI11, spdlog, nlohmann_json (Debian: libcli11-dev libspdlog-dev
-# nlohmann-json3-dev). Optional: CUDA toolkit + NCCL (NCCL backend, GPU scanner),
+# Required: CLI11, spdlog, nlohmann_json, OpenSSL's libcrypto (Debian:
+# libcli11-dev libspdlog-dev nlohmann-json3-dev libssl-dev; libcrypto proves
+# the store's job secret, HMAC-SHA256). Optional: CUDA toolkit + NCCL (NCCL backend, GPU scanner),
 # MPI (exchange and host collectives under mpirun/srun --mpi=pmix).
 # CUDA is searched in CUDAToolkit_ROOT, CUDA_HOME, then /usr/local/cuda;
 # NCCL is not needed to build (it is loaded at run time).
@@ -22,6 +23,10 @@ endif()
 find_package(nlohmann_json 3 CONFIG)
 if(NOT nlohmann_json_FOUND)
   message(FATAL_ERROR "nlohmann_json not found: run scripts/install-deps.sh (Debian package nlohmann-json3-dev)")
+endif()
+find_package(OpenSSL COMPONENTS Crypto)
+if(NOT OpenSSL_FOUND OR NOT TARGET OpenSSL::Crypto)
+  message(FATAL_ERROR "OpenSSL's libcrypto not found: run scripts/install-deps.sh (Debian package libssl-dev)")
 endif()
 
 # --- CUDA -------------------------------------------------------------------

@@ -1,7 +1,9 @@
 // gpudiag launch: start N ranks of a gpudiag subcommand (or, with
 // --no-gpudiag, any program) on this node, torchrun-style. Parses the
 // options into launch::LaunchOptions, checks them, and hands them to
-// launch::run_launch(); see docs/launch.md.
+// launch::run_launch(); see docs/launch.md. The job's secret (--secret-file,
+// GPUDIAG_SECRET, GPUDIAG_SECRET_FILE) is read here, before any rank starts,
+// so a file others may read is refused in one line.
 #include <memory>
 #include <vector>
 
@@ -9,6 +11,7 @@
 #include "launch/launcher.h"
 #include "launch/options.h"
 #include "launch/store_host.h"
+#include "rendezvous/job_token.h"
 #include "util/env.h"
 #include "world/host.h"
 
@@ -46,6 +49,11 @@ Runner setup_launch(CLI::App& app) {
                   "Seconds a rank may take to exit after printing its status line; then it is "
                   "reported and killed (default: the check's --timeout + 60)")
       ->check(Seconds(0, 30 * 86400));
+  auto secret_file = std::make_shared<std::string>();
+  sub->add_option("--secret-file", *secret_file,
+                  "File holding the job's secret, readable only by its owner (mode 600), the same "
+                  "on every node (default: GPUDIAG_SECRET, GPUDIAG_SECRET_FILE, else a random one "
+                  "on a single node)");
   auto no_prefix = std::make_shared<bool>(false);
   sub->add_flag("--no-prefix", *no_prefix, "Do not prefix output lines with \"[rankN]: \"");
   sub->add_flag("--no-gpudiag", options->no_gpudiag,
@@ -55,7 +63,7 @@ Runner setup_launch(CLI::App& app) {
                   "After --: the gpudiag subcommand and its options (or, with --no-gpudiag, a "
                   "program and its arguments)");
 
-  return [&app, options, no_prefix]() -> int {
+  return [&app, options, no_prefix, secret_file]() -> int {
     options->prefix = !*no_prefix;
     std::vector<std::string> subcommands;
     for (const auto* s : app.get_subcommands([](CLI::App*) { return true; }))
@@ -63,8 +71,11 @@ Runner setup_launch(CLI::App& app) {
     launch::validate(*options, subcommands);
     // gpudiag ranks meet in a store the launcher serves; a foreign program
     // (--no-gpudiag) may want MASTER_PORT for its own, so it gets none.
-    launch::StoreHost store_host(short_hostname());
-    return launch::run_launch(*options, Env::from_process(),
+    auto env = Env::from_process();
+    auto secret = secret_file->empty() ? job_secret(env)
+                                       : std::optional(read_secret_file(*secret_file, "--secret-file"));
+    launch::StoreHost store_host(short_hostname(), std::move(secret));
+    return launch::run_launch(*options, env,
                               options->no_gpudiag ? nullptr : &store_host);
   };
 }

@@ -9,17 +9,25 @@
 namespace gpudiag::launch {
 
 void StoreHost::on_job_start(JobInfo& job) {
+  if (!secret_ && job.nnodes == 1) secret_ = JobSecret{random_secret(), "drawn by gpudiag launch"};
+  if (!secret_)
+    spdlog::warn("launch: the job's store is unauthenticated: {} nodes cannot share a secret "
+                 "gpudiag launch draws; set GPUDIAG_SECRET (or --secret-file) to the same value "
+                 "on every node",
+                 job.nnodes);
   if (job.node_rank == 0) {
     TcpStoreServerOptions o;
     // A port the user did not choose is taken by the server itself (port 0),
     // which leaves no window for another process to grab it.
     o.port = job.port_given ? job.master_port : 0;
     o.token = job.token;
+    if (secret_) o.secret = secret_->key;
     o.world_size = job.world_size();  // caps follow from it; refuses a too-low `ulimit -n`
     server_ = std::make_unique<TcpStoreServer>(o);
     job.master_port = server_->port();
   }
   job.extra_env.emplace_back("GPUDIAG_STORE", "launcher");
+  if (secret_) job.extra_env.emplace_back("GPUDIAG_SECRET", secret_->key);
   job_ = job;
 }
 
@@ -28,7 +36,8 @@ Store* StoreHost::client() {
     try {
       std::string host = job_.node_rank == 0 ? "127.0.0.1" : job_.master_addr;
       client_ = std::make_unique<TcpStoreClient>(host, job_.master_port, job_.token,
-                                                 Deadline::after(std::chrono::seconds(3)));
+                                                 Deadline::after(std::chrono::seconds(3)),
+                                                 secret_ ? secret_->key : std::string());
     } catch (const Error& e) {
       client_failed_ = true;
       spdlog::info("cannot publish rank deaths: {}", e.one_line());

@@ -3,12 +3,21 @@
 // store down with it; on every node it publishes a rank's death (exit status
 // or signal) into the store, so the other ranks stop waiting at once and name
 // the dead rank instead of timing out.
+//
+// It also holds the job's secret: the one given (GPUDIAG_SECRET,
+// GPUDIAG_SECRET_FILE, --secret-file), or on a single node a random one; it
+// requires it of every store connection and exports it to the ranks as
+// GPUDIAG_SECRET (in their environment, which other users cannot read; never
+// on a command line). Several nodes cannot share a random one: without a
+// given secret their store is unauthenticated, which is said once.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "launch/observer.h"
+#include "rendezvous/job_token.h"
 #include "rendezvous/store.h"
 #include "rendezvous/tcp_store_server.h"
 
@@ -16,7 +25,9 @@ namespace gpudiag::launch {
 
 class StoreHost : public LaunchObserver {
  public:
-  explicit StoreHost(std::string host) : host_(std::move(host)) {}
+  /// `secret`: the one given to the launcher, if any.
+  explicit StoreHost(std::string host, std::optional<JobSecret> secret = std::nullopt)
+      : host_(std::move(host)), secret_(std::move(secret)) {}
   void on_job_start(JobInfo& job) override;
   void on_child_exit(const ChildExit& exit) override;
 
@@ -25,6 +36,7 @@ class StoreHost : public LaunchObserver {
   Store* client();
 
   std::string host_;
+  std::optional<JobSecret> secret_;
   JobInfo job_;
   std::unique_ptr<TcpStoreServer> server_;
   std::unique_ptr<Store> client_;

@@ -164,35 +164,99 @@ void ServerCore::parse(Conn& c) {
   }
 }
 
+std::string ServerCore::who(const Conn& c) {
+  return "client " + c.peer +
+         (c.rank == sw::kNoRank ? std::string() : " (claiming rank " + std::to_string(c.rank) + ")");
+}
+
+void ServerCore::refuse_hello(Conn& c, std::uint32_t id, sw::ErrorCode code,
+                              const std::string& message) {
+  reply(c, error_frame(id, code, message));
+  ++dropped_;
+  c.closing = true;
+  flush(c);
+}
+
 void ServerCore::hello(Conn& c, const sw::Frame& f) {
+  if (c.challenged) return auth(c, f);
   if (f.type != sw::Type::hello) throw sw::ProtocolError("first message is not a handshake");
   sw::Reader r(f.payload);
   auto version = r.u16();
-  auto token = r.str();  // later versions may append fields: not checked for trailing bytes
+  auto token = r.str();
+  // A client of before the job secret ends here: it asks for no authentication.
+  // Later versions may append fields: not checked for trailing bytes.
+  auto mode = sw::Auth::none;
+  if (!r.done()) {
+    mode = static_cast<sw::Auth>(r.u8());
+    c.rank = r.u32();
+    c.client_nonce = r.str();
+  }
+  const bool has_secret = !opts_.secret.empty();
   if (version != sw::kVersion) {
     if (log_budget())
       spdlog::warn("store: rejecting client {}: it speaks store protocol v{}, this server v{}",
                    c.peer, version, sw::kVersion);
-    reply(c, error_frame(f.id, sw::ErrorCode::version_mismatch,
-                         "the store speaks protocol version " + std::to_string(sw::kVersion) +
-                             ", the client " + std::to_string(version)));
-  } else if (token != opts_.token) {
+    return refuse_hello(c, f.id, sw::ErrorCode::version_mismatch,
+                        "the store speaks protocol version " + std::to_string(sw::kVersion) +
+                            ", the client " + std::to_string(version));
+  }
+  if (token != opts_.token) {
     if (log_budget())
-      spdlog::warn("store: rejecting client {}: wrong job token (a rank of another job?)", c.peer);
-    reply(c, error_frame(f.id, sw::ErrorCode::token_mismatch,
-                         "this store belongs to another job (token mismatch)"));
-  } else if (c.refused) {
+      spdlog::warn("store: rejecting {}: wrong job token (a rank of another job?)", who(c));
+    return refuse_hello(c, f.id, sw::ErrorCode::token_mismatch,
+                        "this store belongs to another job (token mismatch)");
+  }
+  if (has_secret && mode != sw::Auth::hmac_sha256) {
+    if (log_budget())
+      spdlog::warn("store: rejecting {}: it has no job secret and this store requires one",
+                   who(c));
+    return refuse_hello(c, f.id, sw::ErrorCode::secret_refused,
+                        "the store requires the job's secret and this rank has none");
+  }
+  if (!has_secret && mode != sw::Auth::none) {
+    if (log_budget())
+      spdlog::warn("store: rejecting {}: it has a job secret and this store has none", who(c));
+    return refuse_hello(c, f.id, sw::ErrorCode::secret_refused,
+                        "the store has no job secret and this rank has one");
+  }
+  if (c.refused) {
     ++refused_;
-    reply(c, error_frame(f.id, sw::ErrorCode::overloaded,
-                         "it holds all the connections it may (" + overloaded_why() + ")"));
-  } else {
-    c.greeted = true;
-    reply(c, sw::Writer(sw::Type::hello_ok, f.id).u16(sw::kVersion).finish());
+    return refuse_hello(c, f.id, sw::ErrorCode::overloaded,
+                        "it holds all the connections it may (" + overloaded_why() + ")");
+  }
+  if (has_secret) {
+    if (c.client_nonce.size() != sw::kNonceBytes)
+      throw sw::ProtocolError("a handshake nonce of " + std::to_string(c.client_nonce.size()) +
+                              " bytes");
+    c.server_nonce = sw::random_nonce();
+    c.challenged = true;
+    reply(c, sw::Writer(sw::Type::challenge, f.id).str(c.server_nonce).finish());
     return;
   }
-  ++dropped_;
-  c.closing = true;
-  flush(c);
+  c.greeted = true;
+  reply(c, sw::Writer(sw::Type::hello_ok, f.id).u16(sw::kVersion).finish());
+}
+
+void ServerCore::auth(Conn& c, const sw::Frame& f) {
+  if (f.type != sw::Type::auth) throw sw::ProtocolError("no answer to the handshake's challenge");
+  sw::Reader r(f.payload);
+  auto answer = r.str();
+  r.expect_done();
+  auto expected =
+      sw::client_proof(opts_.secret, c.server_nonce, c.client_nonce, opts_.token, c.rank);
+  if (!sw::proofs_equal(answer, expected)) {
+    if (log_budget())
+      spdlog::warn(
+          "store: rejecting {}: it does not know the job's secret (a rank of another job with "
+          "the same token, or a process outside the job)",
+          who(c));
+    return refuse_hello(c, f.id, sw::ErrorCode::secret_refused,
+                        "this rank's proof of the job secret is wrong");
+  }
+  c.greeted = true;
+  c.challenged = false;
+  auto mine = sw::server_proof(opts_.secret, c.server_nonce, c.client_nonce, opts_.token, c.rank);
+  reply(c, sw::Writer(sw::Type::hello_ok, f.id).u16(sw::kVersion).str(mine).finish());
 }
 
 void ServerCore::request(Conn& c, const sw::Frame& f) {

@@ -49,6 +49,9 @@ struct Conn {
   bool writing = false;   ///< EPOLLOUT is being watched
   bool doomed = false;    ///< to be closed at the end of this event batch
   bool refused = false;   ///< accepted past the connection cap: answer HELLO "overloaded"
+  bool challenged = false;  ///< CHALLENGE sent; its AUTH answer is awaited
+  std::string server_nonce, client_nonce;
+  std::uint32_t rank = storewire::kNoRank;  ///< the rank it claimed at HELLO
   std::unordered_set<StoreState::WaiterId> parked;
   std::size_t parked_bytes = 0;  ///< memory its parked requests hold
   std::size_t accounted = 0;     ///< its share of ServerCore::buffered_total_
@@ -95,6 +98,13 @@ class ServerCore {
   void flush(Conn& c);
   void parse(Conn& c);
   void hello(Conn& c, const storewire::Frame& f);
+  /// Checks the AUTH answer to `c`'s challenge; greets or refuses `c`.
+  void auth(Conn& c, const storewire::Frame& f);
+  /// Answers `c`'s handshake with ERROR `code` and closes it once sent.
+  void refuse_hello(Conn& c, std::uint32_t id, storewire::ErrorCode code,
+                    const std::string& message);
+  /// "client 10.0.0.5:4242 (claiming rank 3)", for log lines.
+  static std::string who(const Conn& c);
   void request(Conn& c, const storewire::Frame& f);
   void park(Conn& c, std::uint32_t req, const std::vector<std::string>& keys, bool is_get);
   void multi_get(Conn& c, std::uint32_t id, const std::vector<std::string>& keys);

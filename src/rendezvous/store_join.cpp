@@ -1,5 +1,7 @@
 #include "rendezvous/store_join.h"
 
+#include <spdlog/spdlog.h>
+
 #include <cctype>
 
 #include "rendezvous/job_token.h"
@@ -26,6 +28,16 @@ int slurm_port(const Env& env) {
   auto job = parse_int(env.get_or("SLURM_JOB_ID", "0")).value_or(0);
   auto step = parse_int(env.get_or("SLURM_STEP_ID", "0")).value_or(0);
   return 20000 + static_cast<int>((job * 131 + step * 7) % 20000);
+}
+
+/// Says once per process that the store is unauthenticated, and why.
+void say_unauthenticated(const World& world, const JoinedStore& j) {
+  static bool said = false;
+  if (said) return;
+  said = true;
+  spdlog::warn("rank {}: the store at {} is unauthenticated ({}): a local user who can reach it "
+               "may forge records; set GPUDIAG_SECRET or GPUDIAG_SECRET_FILE on every rank",
+               world.rank, j.store->address(), j.unauthenticated_why);
 }
 
 }  // namespace
@@ -81,19 +93,25 @@ JoinedStore join_store(const World& world, const Env& env, Deadline deadline) {
                          env.get_or("TORCHELASTIC_RESTART_COUNT", "0") + "/";
     j.store = std::make_unique<TorchStoreClient>(where.host, where.port, prefix, deadline);
     j.how = "joined the store at " + j.store->address() + " (served by the torchrun agent)";
+    j.unauthenticated_why = "torchrun's agent store cannot authenticate";
+    say_unauthenticated(world, j);
     return j;
   }
   auto token = job_token(env);
+  auto secret = job_secret(env);
   const bool launcher_serves = env.get_or("GPUDIAG_STORE", "") == "launcher";
   if (world.rank == 0 && !launcher_serves) {
     TcpStoreServerOptions o;
     o.port = where.port;
     o.token = token.value;
     o.world_size = world.size;
+    if (secret) o.secret = secret->key;
     j.server = std::make_unique<TcpStoreServer>(o);
   }
   try {
-    j.store = std::make_unique<TcpStoreClient>(where.host, where.port, token.value, deadline);
+    j.store = std::make_unique<TcpStoreClient>(where.host, where.port, token.value, deadline,
+                                               secret ? secret->key : std::string(),
+                                               static_cast<std::uint32_t>(world.rank));
   } catch (const Error& e) {
     if (!j.server) throw;
     throw UsageError("rank 0 serves the store on port " + std::to_string(where.port) +
@@ -105,7 +123,12 @@ JoinedStore join_store(const World& world, const Env& env, Deadline deadline) {
            : j.server      ? " ("
                            : " (served by rank 0") +
           (j.server ? "" : "; ") + "address from " + where.from + ", token from " + token.source +
-          ")";
+          (secret ? ", secret from " + secret->source : std::string(", no secret")) + ")";
+  j.authenticated = secret.has_value();
+  if (!j.authenticated) {
+    j.unauthenticated_why = "no GPUDIAG_SECRET or GPUDIAG_SECRET_FILE";
+    say_unauthenticated(world, j);
+  }
   return j;
 }
 

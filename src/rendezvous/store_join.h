@@ -9,6 +9,12 @@
 //   - otherwise rank 0 serves it on MASTER_PORT, every interface.
 // Rank 0 connects to its own server through MASTER_ADDR, which proves that
 // MASTER_ADDR names this host before anyone else waits on it.
+//
+// The job secret (GPUDIAG_SECRET, GPUDIAG_SECRET_FILE; rendezvous/job_token.h)
+// is required of every connection to gpudiag's store when set. Without one,
+// or on torchrun's agent store (which cannot authenticate), the job still
+// runs: the rank says once that the store is unauthenticated, and
+// JoinedStore::authenticated is false for the job report to say so.
 #pragma once
 
 #include <memory>
@@ -37,6 +43,13 @@ struct JoinedStore {
   std::unique_ptr<TcpStoreServer> server;  ///< set when this process serves it
   std::unique_ptr<Store> store;
   std::string how;  ///< "rank 0 serves tcp://vm:29500", ...
+  /// True when every connection to the store proves the job's secret (and
+  /// the store proved it to this rank); false when any local user who can
+  /// reach the store and compute the token may write to it.
+  bool authenticated = false;
+  /// Why it is unauthenticated, for the report: "no GPUDIAG_SECRET or
+  /// GPUDIAG_SECRET_FILE", "torchrun's agent store cannot authenticate".
+  std::string unauthenticated_why;
 };
 
 JoinedStore join_store(const World& world, const Env& env, Deadline deadline);

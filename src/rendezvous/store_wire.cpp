@@ -1,5 +1,12 @@
 #include "rendezvous/store_wire.h"
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include "util/error.h"
+
 namespace gpudiag::storewire {
 
 namespace {
@@ -110,6 +117,50 @@ bool next_frame(std::string_view buf, Frame& out, std::uint32_t max_frame) {
   out.payload = body.substr(5);
   out.total = kLenBytes + len;
   return true;
+}
+
+namespace {
+
+std::string proof(std::string_view label, std::string_view secret, std::string_view server_nonce,
+                  std::string_view client_nonce, std::string_view token, std::uint32_t rank) {
+  std::string msg;
+  for (auto part : {label, server_nonce, client_nonce, token}) {
+    put_le(msg, part.size(), 4);
+    msg.append(part);
+  }
+  put_le(msg, rank, 4);
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (!HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+            reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), mac, &len) ||
+      len != kProofBytes)
+    throw Error(ExitCode::internal, "store: OpenSSL's HMAC-SHA256 failed");
+  return std::string(reinterpret_cast<const char*>(mac), len);
+}
+
+}  // namespace
+
+std::string random_nonce() {
+  std::string n(kNonceBytes, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(n.data()), static_cast<int>(n.size())) != 1)
+    throw Error(ExitCode::internal, "store: OpenSSL's RAND_bytes failed to draw a nonce");
+  return n;
+}
+
+std::string client_proof(std::string_view secret, std::string_view server_nonce,
+                         std::string_view client_nonce, std::string_view token,
+                         std::uint32_t rank) {
+  return proof("gpudiag-store-v1 client", secret, server_nonce, client_nonce, token, rank);
+}
+
+std::string server_proof(std::string_view secret, std::string_view server_nonce,
+                         std::string_view client_nonce, std::string_view token,
+                         std::uint32_t rank) {
+  return proof("gpudiag-store-v1 server", secret, server_nonce, client_nonce, token, rank);
+}
+
+bool proofs_equal(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 }  // namespace gpudiag::storewire

@@ -8,9 +8,16 @@
 //   string  := u32 len | len bytes            (keys and values are bytes)
 //   strings := u32 count | count x string
 //
-// The first client frame is HELLO {u16 version, string token}; the server
-// answers HELLO_OK {u16 version} or ERROR {u8 code, string message} and then
-// closes. After that, requests (client -> server) and their replies:
+// The first client frame is HELLO {u16 version, string token, u8 auth,
+// u32 rank claim, string client nonce} (a client of before the job secret
+// ends after the token: auth none). Without a job secret on either side the
+// server answers HELLO_OK {u16 version}. With one (auth 1, HMAC-SHA256), the
+// server answers CHALLENGE {string server nonce}, the client AUTH {string
+// client_proof}, and the server, once the proof checks, HELLO_OK {u16
+// version, string server_proof}, which the client checks in turn, so both
+// know the other holds the secret. Anything else is answered ERROR {u8 code,
+// string message} and the server closes. After that, requests (client ->
+// server) and their replies:
 //
 //   SET       {key, value}          -> OK
 //   GET       {key}                 -> VALUE {value}      parked until key exists
@@ -52,6 +59,7 @@ enum class Type : std::uint8_t {
   wait = 6,
   multi_get = 7,
   cancel = 8,
+  auth = 9,  ///< the answer to CHALLENGE, during the handshake
   // server -> client
   hello_ok = 0x81,
   ok = 0x82,
@@ -60,7 +68,11 @@ enum class Type : std::uint8_t {
   integer = 0x85,
   values = 0x86,
   error = 0x87,
+  challenge = 0x88,  ///< the server's nonce, during the handshake
 };
+
+/// How a client proves it holds the job's secret (HELLO's `auth` byte).
+enum class Auth : std::uint8_t { none = 0, hmac_sha256 = 1 };
 
 enum class ErrorCode : std::uint8_t {
   token_mismatch = 1,
@@ -73,6 +85,9 @@ enum class ErrorCode : std::uint8_t {
   /// Answer to a HELLO when the server holds all the connections it may
   /// (its descriptor limit or its cap); the server then closes.
   overloaded = 6,
+  /// The handshake's proof of the job secret failed, or one side has a secret
+  /// and the other none; the server then closes.
+  secret_refused = 7,
 };
 
 /// A frame or payload that does not parse.
@@ -132,5 +147,30 @@ struct Frame {
 /// The first complete frame in `buf`, or false when more bytes are needed.
 /// Throws ProtocolError for a length above `max_frame` or below a header.
 bool next_frame(std::string_view buf, Frame& out, std::uint32_t max_frame = kMaxFrame);
+
+// --- the job secret's challenge-response (OpenSSL: RAND_bytes, HMAC-SHA256,
+// CRYPTO_memcmp; nothing hand-written) ---------------------------------------
+
+/// Bytes of a nonce and of a proof.
+inline constexpr std::size_t kNonceBytes = 32, kProofBytes = 32;
+/// A rank claim for a client that is not a rank (the launcher, a tool).
+inline constexpr std::uint32_t kNoRank = 0xffffffffu;
+
+/// kNonceBytes from RAND_bytes; throws gpudiag::Error when it fails.
+std::string random_nonce();
+
+/// The client's answer: HMAC-SHA256(secret, label || server nonce || client
+/// nonce || token || rank), every field length-prefixed, so an answer to one
+/// server nonce is worth nothing for another (a replay fails).
+std::string client_proof(std::string_view secret, std::string_view server_nonce,
+                         std::string_view client_nonce, std::string_view token,
+                         std::uint32_t rank);
+/// The server's answer, under another label so a client's proof cannot be
+/// reflected back as the server's.
+std::string server_proof(std::string_view secret, std::string_view server_nonce,
+                         std::string_view client_nonce, std::string_view token,
+                         std::uint32_t rank);
+/// Constant-time comparison of two proofs (CRYPTO_memcmp).
+bool proofs_equal(std::string_view a, std::string_view b);
 
 }  // namespace gpudiag::storewire

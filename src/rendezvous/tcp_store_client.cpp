@@ -27,10 +27,16 @@ const char* const kServerRemedy =
 
 }  // namespace
 
-TcpStoreClient::TcpStoreClient(std::string host, int port, std::string token, Deadline deadline)
+const char* const kSecretRemedy =
+    "ranks of one job must share GPUDIAG_SECRET or --secret-file";
+
+TcpStoreClient::TcpStoreClient(std::string host, int port, std::string token, Deadline deadline,
+                               std::string secret, std::uint32_t rank)
     : host_(std::move(host)),
       port_(port),
       token_(std::move(token)),
+      secret_(std::move(secret)),
+      rank_(rank),
       address_(net::host_port(host_, port_)) {
   if (token_.size() > storelimits::kMaxTokenBytes)
     throw UsageError("the job token is " + std::to_string(token_.size()) +
@@ -40,22 +46,95 @@ TcpStoreClient::TcpStoreClient(std::string host, int port, std::string token, De
   connect(deadline);
 }
 
+void TcpStoreClient::secret_refused(const std::string& why) {
+  fd_.reset();
+  in_.clear();
+  throw UsageError("the store at " + address_ + " refused this rank's job secret: " +
+                   kSecretRemedy + " (" + why + ")");
+}
+
+net::Io TcpStoreClient::read_hello_frame(sw::Frame& f, Deadline deadline) {
+  auto io = net::Io::ok;
+  try {
+    while (io == net::Io::ok && !sw::next_frame(in_, f, storelimits::kMaxHelloFrame))
+      io = net::recv_some(fd_.get(), in_, deadline);
+  } catch (const sw::ProtocolError&) {
+    throw UsageError("the server at " + address_ + " does not speak gpudiag's store protocol",
+                     "check MASTER_PORT: under torchrun it is the agent's torch store");
+  }
+  return io;
+}
+
+net::Io TcpStoreClient::finish_handshake(sw::Frame& f, const std::string& client_nonce,
+                                         Deadline deadline, bool& joined) {
+  joined = false;
+  if (f.type == sw::Type::challenge) {
+    std::string server_nonce;
+    try {
+      sw::Reader r(f.payload);
+      server_nonce = r.str();
+      r.expect_done();
+    } catch (const sw::ProtocolError& e) {
+      malformed(std::string("a handshake challenge that does not parse (") + e.what() + ")");
+    }
+    in_.erase(0, f.total);
+    if (secret_.empty())
+      secret_refused("the store requires the job's secret and this rank has none");
+    if (server_nonce.size() != sw::kNonceBytes) malformed("a handshake nonce of the wrong size");
+    auto answer = sw::Writer(sw::Type::auth, 0)
+                      .str(sw::client_proof(secret_, server_nonce, client_nonce, token_, rank_))
+                      .finish();
+    auto io = net::send_all(fd_.get(), answer.data(), answer.size(), deadline);
+    if (io == net::Io::ok) io = read_hello_frame(f, deadline);
+    if (io != net::Io::ok) return io;  // the caller reports the timeout or close
+    if (f.type == sw::Type::hello_ok) {
+      std::string proof;
+      try {
+        sw::Reader r(f.payload);
+        r.u16();
+        proof = r.str();
+      } catch (const sw::ProtocolError&) {
+      }
+      in_.erase(0, f.total);
+      if (!sw::proofs_equal(
+              proof, sw::server_proof(secret_, server_nonce, client_nonce, token_, rank_)))
+        secret_refused("the store did not prove it knows the job's secret: another job's "
+                       "store, or a process posing as it");
+      joined = true;
+    }
+    return io;  // an ERROR (or another frame) is left in `f` for the caller
+  }
+  if (f.type == sw::Type::hello_ok) {
+    in_.erase(0, f.total);
+    if (!secret_.empty())
+      secret_refused("the store did not ask for it: it has no job secret, or is a process "
+                     "posing as the job's store");
+    joined = true;
+  }
+  return net::Io::ok;
+}
+
 void TcpStoreClient::connect(Deadline deadline) {
   const auto start = Deadline::Clock::now();
   while (true) {
     fd_ = net::connect_with_retry(host_, port_, deadline);
     in_.clear();
+    const std::string client_nonce = secret_.empty() ? std::string() : sw::random_nonce();
     std::string hello(sw::kMagic);
-    hello += sw::Writer(sw::Type::hello, 0).u16(sw::kVersion).str(token_).finish();
+    hello += sw::Writer(sw::Type::hello, 0)
+                 .u16(sw::kVersion)
+                 .str(token_)
+                 .u8(static_cast<std::uint8_t>(secret_.empty() ? sw::Auth::none
+                                                               : sw::Auth::hmac_sha256))
+                 .u32(rank_)
+                 .str(client_nonce)
+                 .finish();
     auto io = net::send_all(fd_.get(), hello.data(), hello.size(), deadline);
     sw::Frame f{};
-    try {
-      while (io == net::Io::ok && !sw::next_frame(in_, f, storelimits::kMaxHelloFrame))
-        io = net::recv_some(fd_.get(), in_, deadline);
-    } catch (const sw::ProtocolError&) {
-      throw UsageError("the server at " + address_ + " does not speak gpudiag's store protocol",
-                       "check MASTER_PORT: under torchrun it is the agent's torch store");
-    }
+    if (io == net::Io::ok) io = read_hello_frame(f, deadline);
+    bool joined = false;
+    if (io == net::Io::ok) io = finish_handshake(f, client_nonce, deadline, joined);
+    if (joined) return;
     if (io == net::Io::timeout)
       throw TimeoutError("the server at " + address_ +
                              " accepted the connection but did not answer gpudiag's handshake "
@@ -73,10 +152,6 @@ void TcpStoreClient::connect(Deadline deadline) {
                            "it is the agent's torch store) and that its process is healthy");
       std::this_thread::sleep_for(std::min(std::chrono::milliseconds(100), deadline.remaining()));
       continue;
-    }
-    if (f.type == sw::Type::hello_ok) {
-      in_.erase(0, f.total);
-      return;
     }
     if (f.type == sw::Type::error) {
       std::string payload(f.payload);
@@ -124,6 +199,8 @@ void TcpStoreClient::server_error(const std::string& payload) {
     case sw::ErrorCode::token_mismatch:
       throw UsageError("the store at " + address_ + " belongs to another job (token mismatch)",
                        "check GPUDIAG_TOKEN / that MASTER_PORT is not shared between jobs");
+    case sw::ErrorCode::secret_refused:
+      secret_refused(message);
     case sw::ErrorCode::version_mismatch:
       throw UsageError("the store at " + address_ + ": " + message,
                        "run the same gpudiag version on every node");

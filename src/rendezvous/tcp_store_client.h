@@ -3,7 +3,10 @@
 //
 // The constructor connects, retrying until its deadline because ranks start at
 // different times and the server may come up after this client, then shakes
-// hands with the job token. Every call after that is one request and its reply
+// hands with the job token and, when the job has a secret, proves it knows the
+// secret (an HMAC of the server's fresh nonce) and checks that the server
+// knows it too (its HMAC of this client's nonce), so a rank also knows it
+// reached the real store (store_wire.h). Every call after that is one request and its reply
 // under the call's own deadline (poll-based I/O, never a blocking read). GET
 // and WAIT are parked in the server, so waiting costs no traffic; when a
 // deadline passes the client cancels the parked request and skips its late
@@ -28,10 +31,19 @@ namespace gpudiag {
 class TcpStoreClient : public Store {
  public:
   /// Connects to host:port and presents `token`, retrying until `deadline`.
-  /// Throws UsageError when the host does not resolve or the token is refused
-  /// ("this store belongs to another job"), TimeoutError when nothing answers
-  /// by the deadline (naming host:port and the local route).
-  TcpStoreClient(std::string host, int port, std::string token, Deadline deadline);
+  /// With a non-empty `secret` it proves the job's secret under the claim of
+  /// being `rank` (storewire::kNoRank: not a rank), and requires the server's
+  /// proof. Throws UsageError when the host does not resolve, the token is
+  /// refused ("this store belongs to another job"), or the secret does not
+  /// match on both sides ("refused this rank's job secret"), TimeoutError when
+  /// nothing answers by the deadline (naming host:port and the local route).
+  TcpStoreClient(std::string host, int port, std::string token, Deadline deadline,
+                 std::string secret = {}, std::uint32_t rank = storewire::kNoRank);
+
+  /// True when both sides proved the job's secret at the handshake; false for
+  /// an unauthenticated store (no secret), whose keys any local user who can
+  /// compute the token may write.
+  bool authenticated() const { return !secret_.empty(); }
 
   void set(const std::string& key, const std::string& value, Deadline deadline) override;
   std::string get(const std::string& key, Deadline deadline) override;
@@ -48,6 +60,14 @@ class TcpStoreClient : public Store {
     std::string payload;
   };
   void connect(Deadline deadline);
+  /// The handshake after HELLO's first answer `f`: CHALLENGE/AUTH when the
+  /// job has a secret, then HELLO_OK (`joined`), or an ERROR frame left in `f`.
+  /// Returns how the I/O went.
+  net::Io finish_handshake(storewire::Frame& f, const std::string& client_nonce,
+                           Deadline deadline, bool& joined);
+  /// Reads one handshake frame into `f`; the I/O outcome.
+  net::Io read_hello_frame(storewire::Frame& f, Deadline deadline);
+  [[noreturn]] void secret_refused(const std::string& why);
   /// Sends one request and returns its reply, or nullopt when `deadline`
   /// passes first (a parked request is then cancelled).
   std::optional<Reply> call(storewire::Writer request, std::uint32_t id, Deadline deadline);
@@ -78,6 +98,8 @@ class TcpStoreClient : public Store {
   std::string host_;
   int port_;
   std::string token_;
+  std::string secret_;
+  std::uint32_t rank_;
   std::string address_;
   net::Fd fd_;
   std::string in_;  ///< received bytes not yet consumed

@@ -8,7 +8,7 @@
 // others: bytes that are not the protocol's magic, a message above the size
 // cap (4 KiB before the handshake, what the protocol needs after it), a
 // connection that has not finished its handshake by the deadline, a wrong job
-// token (answered with an error first), a client that does not read its
+// token or a failed proof of the job secret (answered with an error first), a client that does not read its
 // replies (its pending output passes a bound), and, when the bytes buffered
 // across all clients pass a bound, the client holding the most. Requests past
 // a limit (too many keys, a value too large, the store full, too many parked
@@ -35,6 +35,11 @@ struct TcpStoreServerOptions {
   int port = 0;
   /// Clients must present this token in their handshake.
   std::string token;
+  /// The job secret (HMAC key); empty: unauthenticated. With one, a client
+  /// must answer the handshake's challenge with HMAC(secret, nonce, token,
+  /// rank claim) and gets the server's own proof back; a client that cannot
+  /// is told so and dropped with a warning (at most ten such lines a second).
+  std::string secret;
   /// Ranks in the job (0: not known, storelimits::kDefaultWorld assumed). The
   /// caps on keys per request, message size and connections follow from it,
   /// and the server refuses to start when the descriptor limit cannot hold it.
