@@ -6,6 +6,13 @@ end in one clear line, never a crash (exit 4), never unbounded memory (the
 store host's and ranks' peak RSS is read from /proc while they run), never a
 hang (every wait has a deadline).
 
+Ranks started by hand here have no job secret, so their store is
+unauthenticated and an outsider who computes the token (`gpudiag-by-hand`) joins
+it: these tests show that the store's limits still hold there, and that every
+rank says its store is unauthenticated. With a secret the same outsider is
+refused at the handshake (test_job_secret.py); attacks before the handshake
+(large frames, held connections) are tried against `gpudiag launch` with one.
+
 The job is kept alive during an attack without sleeps: its last rank (or its
 second node) starts only after the attack, so the others wait at their first
 checkpoint, polling the store, for as long as the attack takes."""
@@ -258,6 +265,8 @@ class HostileStore(unittest.TestCase):
         self.by_hand([3])
         self.assert_all_ok()
         self.assertTrue(all(m < 300 for m in rss), rss)
+        # The forgery could not be refused without a secret: every rank says so.
+        self.assertEqual(self.job.err().count("is unauthenticated (no GPUDIAG_SECRET"), 4)
 
     def test_a_failure_counter_that_is_not_a_number(self):
         self.forged_counter("abc")
@@ -269,7 +278,8 @@ class HostileStore(unittest.TestCase):
 
     def test_large_frames_before_the_handshake_against_gpudiag_launch(self):
         port = free_port()
-        env = dict(os.environ, GPUDIAG_TOKEN="a-token-nobody-knows")
+        env = dict(os.environ, GPUDIAG_TOKEN="a-token-nobody-knows",
+                   GPUDIAG_SECRET="a-secret-nobody-knows")
         node = ["launch", "--nproc-per-node", "2", "--nnodes", "2", "--master-addr", "127.0.0.1",
                 "--master-port", str(port)]
         launcher = self.job.start([BIN, *node, "--node-rank", "0", "--", *ARGS], env)
@@ -281,6 +291,7 @@ class HostileStore(unittest.TestCase):
         self.assertEqual(self.job.out().count(" is OK (global rank: "), 4, self.job.out())
         self.assertIn("exceeds the limit of 4096", self.job.err())
         self.assertLess(rss, 200, "launcher's peak RSS in MiB")
+        self.assertNotIn("unauthenticated", self.job.err())
 
     def test_one_wait_of_millions_of_keys_neither_freezes_nor_bloats_the_store(self):
         self.by_hand([0, 1, 2])
