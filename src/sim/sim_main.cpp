@@ -1,0 +1,30 @@
+// gpudiag-sim: the scale simulator (see sim/simulator.h).
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+
+#include "sim/simulator.h"
+#include "util/error.h"
+
+int main(int argc, char** argv) {
+  gpudiag::sim::SimOptions o;
+  CLI::App app{"gpudiag-sim: N simulated ranks through the check's checkpoints against a real store"};
+  app.add_option("--ranks", o.ranks, "simulated ranks")->check(CLI::Range(2, 100000));
+  app.add_option("--missing", o.missing, "ranks that join but never reach a checkpoint");
+  app.add_option("--stop", o.stop, "ranks that stop after the communicator checkpoint");
+  app.add_option("--die", o.die, "ranks that die after the communicator checkpoint");
+  app.add_option("--threads", o.threads, "threads driving the ranks")->check(CLI::Range(1, 256));
+  app.add_option("--timeout", o.timeout_s, "seconds a checkpoint waits for absent ranks");
+  app.add_option("--record-bytes", o.record_bytes, "bytes of each rank's record");
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::warn);
+  try {
+    auto r = gpudiag::sim::run_simulation(o);
+    std::printf("%s\n", r.summary().c_str());
+    return r.named == r.expected ? 0 : 1;
+  } catch (const gpudiag::Error& e) {
+    std::fprintf(stderr, "gpudiag-sim: %s\n", e.one_line().c_str());
+    return 2;
+  }
+}
