@@ -305,6 +305,10 @@ class CheckRun {
     auto gathered = plane_.gather_all(name, encode(me()), deadline, result_.live,
                                       exchange ? exchange_needs() : std::vector<int>{}, judge);
     review_ = read_review(gathered, exchange);
+    if (me().rank != 0 && gathered.judged)
+      result_.judged_all_ok = review_.failed == 0 && gathered.missing.empty();
+    else
+      result_.judged_all_ok.reset();
     if (exchange) oversubscribed_ = review_.oversubscribed;
     const double waited = seconds_since(t0);
     std::vector<std::string> problems, missing;

@@ -60,7 +60,12 @@ struct CheckSetup {
 struct CheckResult {
   RankRecord me;
   /// The final table (records as last seen; nullopt for a rank never heard from).
+  /// Complete on rank 0 only (the plane's judge; see rendezvous/plane.h):
+  /// elsewhere it holds the records this rank read.
   std::vector<std::optional<RankRecord>> table;
+  /// On a rank that read rank 0's review instead of the table: whether that
+  /// review found every rank present and none failed at the last checkpoint.
+  std::optional<bool> judged_all_ok;
   /// Per rank: the checkpoint it was last seen at ("" never).
   std::vector<std::string> last_seen;
   std::vector<std::string> warnings;  ///< version differences, discovery warnings

@@ -74,7 +74,9 @@ void Job::meet_after_printing(const CheckResult& result, double timeout_s) {
 }
 
 int Job::finish(const CheckResult& result) {
-  const bool all_ok = result.me.ok && job_ok(result);
+  // Only rank 0 holds the whole table; the others have its review.
+  const bool all_ok =
+      result.me.ok && (result.judged_all_ok ? *result.judged_all_ok : job_ok(result));
   if (mpi && result.abandon_transport) {
     spdlog::info("not finalizing MPI: a failed transfer may still be in flight");
     mpi->abandon();
