@@ -72,11 +72,11 @@ Runner setup_launch(CLI::App& app) {
     // gpudiag ranks meet in a store the launcher serves; a foreign program
     // (--no-gpudiag) may want MASTER_PORT for its own, so it gets none.
     auto env = Env::from_process();
-    auto secret = secret_file->empty() ? job_secret(env)
-                                       : std::optional(read_secret_file(*secret_file, "--secret-file"));
+    auto secret = secret_file->empty()
+                      ? job_secret(env)
+                      : std::optional(read_secret_file(*secret_file, "--secret-file"));
     launch::StoreHost store_host(short_hostname(), std::move(secret));
-    return launch::run_launch(*options, env,
-                              options->no_gpudiag ? nullptr : &store_host);
+    return launch::run_launch(*options, env, options->no_gpudiag ? nullptr : &store_host);
   };
 }
 

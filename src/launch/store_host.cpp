@@ -11,10 +11,11 @@ namespace gpudiag::launch {
 void StoreHost::on_job_start(JobInfo& job) {
   if (!secret_ && job.nnodes == 1) secret_ = JobSecret{random_secret(), "drawn by gpudiag launch"};
   if (!secret_)
-    spdlog::warn("launch: the job's store is unauthenticated: {} nodes cannot share a secret "
-                 "gpudiag launch draws; set GPUDIAG_SECRET (or --secret-file) to the same value "
-                 "on every node",
-                 job.nnodes);
+    spdlog::warn(
+        "launch: the job's store is unauthenticated: {} nodes cannot share a secret "
+        "gpudiag launch draws; set GPUDIAG_SECRET (or --secret-file) to the same value "
+        "on every node",
+        job.nnodes);
   if (job.node_rank == 0) {
     TcpStoreServerOptions o;
     // A port the user did not choose is taken by the server itself (port 0),

@@ -39,14 +39,14 @@ JobToken job_token(const Env& env) {
 }
 
 JobSecret read_secret_file(const std::string& path, const std::string& how) {
-  const std::string remedy = "create it with `umask 077; openssl rand -hex 32 > " + path +
-                             "` (or chmod 600 " + path + ")";
+  const std::string remedy =
+      "create it with `umask 077; openssl rand -hex 32 > " + path + "` (or chmod 600 " + path + ")";
   // O_NONBLOCK: a FIFO named as the secret file must not block us; it is
   // refused below as not a regular file.
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0)
     throw UsageError(how + " " + path + " cannot be read: " + std::strerror(errno), remedy);
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     throw UsageError(how + " " + path + " is not a regular file", remedy);

@@ -141,8 +141,7 @@ std::string join_error(TcpStoreServer& server, const std::string& secret) {
 TEST(StoreHandshake, TheRightSecretJoinsAndIsAuthenticated) {
   auto server = serve("s1");
   TcpStoreClient a("127.0.0.1", server->port(), "job", Deadline::after(5s), "s1", 0);
-  TcpStoreClient b("127.0.0.1", server->port(), "job", Deadline::after(5s), "s1",
-                   sw::kNoRank);
+  TcpStoreClient b("127.0.0.1", server->port(), "job", Deadline::after(5s), "s1", sw::kNoRank);
   EXPECT_TRUE(a.authenticated());
   a.set("k", "v", Deadline::after(5s));
   EXPECT_EQ(b.get("k", Deadline::after(5s)), "v");
@@ -266,7 +265,8 @@ TEST(StoreHandshake, AServerThatCannotProveTheSecretIsRefused) {
     auto ch = sw::Writer(sw::Type::challenge, 0).str(std::string(32, 'x')).finish();
     net::send_all(c.get(), ch.data(), ch.size(), Deadline::after(5s));
     if (!read_frame(0)) return;
-    auto ok = sw::Writer(sw::Type::hello_ok, 0).u16(sw::kVersion).str(std::string(32, '\0')).finish();
+    auto ok =
+        sw::Writer(sw::Type::hello_ok, 0).u16(sw::kVersion).str(std::string(32, '\0')).finish();
     net::send_all(c.get(), ok.data(), ok.size(), Deadline::after(5s));
     std::string rest;
     net::recv_some(c.get(), rest, Deadline::after(5s));

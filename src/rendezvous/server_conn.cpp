@@ -166,13 +166,14 @@ void ServerCore::parse(Conn& c) {
 
 std::string ServerCore::who(const Conn& c) {
   return "client " + c.peer +
-         (c.rank == sw::kNoRank ? std::string() : " (claiming rank " + std::to_string(c.rank) + ")");
+         (c.rank == sw::kNoRank ? std::string()
+                                : " (claiming rank " + std::to_string(c.rank) + ")");
 }
 
 void ServerCore::refuse_hello(Conn& c, std::uint32_t id, sw::ErrorCode code,
                               const std::string& message) {
+  ++dropped_;  // before the reply goes out, so a client that reads it sees the count
   reply(c, error_frame(id, code, message));
-  ++dropped_;
   c.closing = true;
   flush(c);
 }
@@ -208,8 +209,7 @@ void ServerCore::hello(Conn& c, const sw::Frame& f) {
   }
   if (has_secret && mode != sw::Auth::hmac_sha256) {
     if (log_budget())
-      spdlog::warn("store: rejecting {}: it has no job secret and this store requires one",
-                   who(c));
+      spdlog::warn("store: rejecting {}: it has no job secret and this store requires one", who(c));
     return refuse_hello(c, f.id, sw::ErrorCode::secret_refused,
                         "the store requires the job's secret and this rank has none");
   }

@@ -43,12 +43,12 @@ struct Conn {
   std::size_t in_off = 0;
   std::string out;  ///< queued replies (from out_off on)
   std::size_t out_off = 0;
-  bool magic_ok = false;  ///< the 8-byte magic arrived
-  bool greeted = false;   ///< the handshake succeeded
-  bool closing = false;   ///< close once `out` is flushed (after an ERROR)
-  bool writing = false;   ///< EPOLLOUT is being watched
-  bool doomed = false;    ///< to be closed at the end of this event batch
-  bool refused = false;   ///< accepted past the connection cap: answer HELLO "overloaded"
+  bool magic_ok = false;    ///< the 8-byte magic arrived
+  bool greeted = false;     ///< the handshake succeeded
+  bool closing = false;     ///< close once `out` is flushed (after an ERROR)
+  bool writing = false;     ///< EPOLLOUT is being watched
+  bool doomed = false;      ///< to be closed at the end of this event batch
+  bool refused = false;     ///< accepted past the connection cap: answer HELLO "overloaded"
   bool challenged = false;  ///< CHALLENGE sent; its AUTH answer is awaited
   std::string server_nonce, client_nonce;
   std::uint32_t rank = storewire::kNoRank;  ///< the rank it claimed at HELLO

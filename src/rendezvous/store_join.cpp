@@ -35,9 +35,10 @@ void say_unauthenticated(const World& world, const JoinedStore& j) {
   static bool said = false;
   if (said) return;
   said = true;
-  spdlog::warn("rank {}: the store at {} is unauthenticated ({}): a local user who can reach it "
-               "may forge records; set GPUDIAG_SECRET or GPUDIAG_SECRET_FILE on every rank",
-               world.rank, j.store->address(), j.unauthenticated_why);
+  spdlog::warn(
+      "rank {}: the store at {} is unauthenticated ({}): a local user who can reach it "
+      "may forge records; set GPUDIAG_SECRET or GPUDIAG_SECRET_FILE on every rank",
+      world.rank, j.store->address(), j.unauthenticated_why);
 }
 
 }  // namespace

@@ -163,13 +163,11 @@ std::string random_nonce();
 /// nonce || token || rank), every field length-prefixed, so an answer to one
 /// server nonce is worth nothing for another (a replay fails).
 std::string client_proof(std::string_view secret, std::string_view server_nonce,
-                         std::string_view client_nonce, std::string_view token,
-                         std::uint32_t rank);
+                         std::string_view client_nonce, std::string_view token, std::uint32_t rank);
 /// The server's answer, under another label so a client's proof cannot be
 /// reflected back as the server's.
 std::string server_proof(std::string_view secret, std::string_view server_nonce,
-                         std::string_view client_nonce, std::string_view token,
-                         std::uint32_t rank);
+                         std::string_view client_nonce, std::string_view token, std::uint32_t rank);
 /// Constant-time comparison of two proofs (CRYPTO_memcmp).
 bool proofs_equal(std::string_view a, std::string_view b);
 

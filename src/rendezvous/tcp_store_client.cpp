@@ -27,8 +27,7 @@ const char* const kServerRemedy =
 
 }  // namespace
 
-const char* const kSecretRemedy =
-    "ranks of one job must share GPUDIAG_SECRET or --secret-file";
+const char* const kSecretRemedy = "ranks of one job must share GPUDIAG_SECRET or --secret-file";
 
 TcpStoreClient::TcpStoreClient(std::string host, int port, std::string token, Deadline deadline,
                                std::string secret, std::uint32_t rank)
@@ -49,8 +48,8 @@ TcpStoreClient::TcpStoreClient(std::string host, int port, std::string token, De
 void TcpStoreClient::secret_refused(const std::string& why) {
   fd_.reset();
   in_.clear();
-  throw UsageError("the store at " + address_ + " refused this rank's job secret: " +
-                   kSecretRemedy + " (" + why + ")");
+  throw UsageError("the store at " + address_ +
+                   " refused this rank's job secret: " + kSecretRemedy + " (" + why + ")");
 }
 
 net::Io TcpStoreClient::read_hello_frame(sw::Frame& f, Deadline deadline) {
@@ -96,10 +95,11 @@ net::Io TcpStoreClient::finish_handshake(sw::Frame& f, const std::string& client
       } catch (const sw::ProtocolError&) {
       }
       in_.erase(0, f.total);
-      if (!sw::proofs_equal(
-              proof, sw::server_proof(secret_, server_nonce, client_nonce, token_, rank_)))
-        secret_refused("the store did not prove it knows the job's secret: another job's "
-                       "store, or a process posing as it");
+      if (!sw::proofs_equal(proof,
+                            sw::server_proof(secret_, server_nonce, client_nonce, token_, rank_)))
+        secret_refused(
+            "the store did not prove it knows the job's secret: another job's "
+            "store, or a process posing as it");
       joined = true;
     }
     return io;  // an ERROR (or another frame) is left in `f` for the caller
@@ -107,8 +107,9 @@ net::Io TcpStoreClient::finish_handshake(sw::Frame& f, const std::string& client
   if (f.type == sw::Type::hello_ok) {
     in_.erase(0, f.total);
     if (!secret_.empty())
-      secret_refused("the store did not ask for it: it has no job secret, or is a process "
-                     "posing as the job's store");
+      secret_refused(
+          "the store did not ask for it: it has no job secret, or is a process "
+          "posing as the job's store");
     joined = true;
   }
   return net::Io::ok;
@@ -121,14 +122,14 @@ void TcpStoreClient::connect(Deadline deadline) {
     in_.clear();
     const std::string client_nonce = secret_.empty() ? std::string() : sw::random_nonce();
     std::string hello(sw::kMagic);
-    hello += sw::Writer(sw::Type::hello, 0)
-                 .u16(sw::kVersion)
-                 .str(token_)
-                 .u8(static_cast<std::uint8_t>(secret_.empty() ? sw::Auth::none
-                                                               : sw::Auth::hmac_sha256))
-                 .u32(rank_)
-                 .str(client_nonce)
-                 .finish();
+    hello +=
+        sw::Writer(sw::Type::hello, 0)
+            .u16(sw::kVersion)
+            .str(token_)
+            .u8(static_cast<std::uint8_t>(secret_.empty() ? sw::Auth::none : sw::Auth::hmac_sha256))
+            .u32(rank_)
+            .str(client_nonce)
+            .finish();
     auto io = net::send_all(fd_.get(), hello.data(), hello.size(), deadline);
     sw::Frame f{};
     if (io == net::Io::ok) io = read_hello_frame(f, deadline);

@@ -63,8 +63,8 @@ class TcpStoreClient : public Store {
   /// The handshake after HELLO's first answer `f`: CHALLENGE/AUTH when the
   /// job has a secret, then HELLO_OK (`joined`), or an ERROR frame left in `f`.
   /// Returns how the I/O went.
-  net::Io finish_handshake(storewire::Frame& f, const std::string& client_nonce,
-                           Deadline deadline, bool& joined);
+  net::Io finish_handshake(storewire::Frame& f, const std::string& client_nonce, Deadline deadline,
+                           bool& joined);
   /// Reads one handshake frame into `f`; the I/O outcome.
   net::Io read_hello_frame(storewire::Frame& f, Deadline deadline);
   [[noreturn]] void secret_refused(const std::string& why);

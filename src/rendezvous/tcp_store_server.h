@@ -8,14 +8,13 @@
 // others: bytes that are not the protocol's magic, a message above the size
 // cap (4 KiB before the handshake, what the protocol needs after it), a
 // connection that has not finished its handshake by the deadline, a wrong job
-// token or a failed proof of the job secret (answered with an error first), a client that does not read its
-// replies (its pending output passes a bound), and, when the bytes buffered
-// across all clients pass a bound, the client holding the most. Requests past
-// a limit (too many keys, a value too large, the store full, too many parked
-// requests) are answered with an error. Connections are capped below the
-// descriptor limit, which the server raises to its hard limit at start; at the
-// cap the oldest connection still in its handshake makes room, or the new
-// client is told the store is full. All limits: rendezvous/store_limits.h.
+// token or a failed proof of the job secret (answered with an error first), a client that does not
+// read its replies (its pending output passes a bound), and, when the bytes buffered across all
+// clients pass a bound, the client holding the most. Requests past a limit (too many keys, a value
+// too large, the store full, too many parked requests) are answered with an error. Connections are
+// capped below the descriptor limit, which the server raises to its hard limit at start; at the cap
+// the oldest connection still in its handshake makes room, or the new client is told the store is
+// full. All limits: rendezvous/store_limits.h.
 #pragma once
 
 #include <chrono>
