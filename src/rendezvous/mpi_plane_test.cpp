@@ -1,0 +1,70 @@
+// MpiPlane's digest, with real MPI: these tests need one process per rank, so
+// they skip unless started by mpirun (tests/integration/test_mpi_plane.py runs
+// them at 4 and 8 ranks). Rank 0 judges; the others get the digest and the
+// records they asked for, and their bytes per checkpoint do not depend on n.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include "comm/mpi.h"
+#include "rendezvous/plane.h"
+
+namespace gpudiag {
+namespace {
+
+std::string record(int r) {
+  return (r == 2 ? "bad" : "ok!") + std::string(297, static_cast<char>('a' + r % 26));
+}
+
+std::string count_bad(const Gathered& g) {
+  int bad = 0;
+  for (const auto& r : g.records)
+    if (r && r->rfind("bad", 0) == 0) ++bad;
+  return "bad=" + std::to_string(bad);
+}
+
+MpiSession& session() {
+  static MpiSession s;
+  return s;
+}
+
+TEST(MpiPlaneDigest, TheJudgesDigestReachesEveryRankAndAStoppedRankIsNamed) {
+  if (!std::getenv("OMPI_COMM_WORLD_SIZE") && !std::getenv("PMI_SIZE"))
+    GTEST_SKIP() << "needs mpirun: tests/integration/test_mpi_plane.py";
+  auto plane = make_mpi_plane(session());
+  const int n = plane->size(), me = plane->rank();
+  ASSERT_GE(n, 4);
+  // Checkpoint 1: everyone; rank 2 "failed"; each asks for rank 0's record.
+  auto g = plane->gather_all("exchange", record(me), Deadline::after_seconds(30), {}, {0},
+                             count_bad);
+  EXPECT_TRUE(g.judged);
+  EXPECT_TRUE(g.complete());
+  EXPECT_EQ(g.review, "bad=1");
+  EXPECT_EQ(g.records[0], record(0));
+  for (int r = 1; r < n; ++r)
+    EXPECT_EQ(g.records[r].has_value(), me == 0 || r == me) << "rank " << me << " record " << r;
+  const auto first = plane->bytes_moved();
+  // Checkpoint 2: the last rank is stopped; everyone else names it.
+  if (me != n - 1) {
+    auto g2 = plane->gather_all("all-reduce", record(me), Deadline::after_seconds(1), {}, {},
+                                count_bad);
+    EXPECT_TRUE(g2.judged);
+    EXPECT_EQ(g2.missing, std::vector<int>{n - 1});
+  } else {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    plane->gather_all("all-reduce", record(me), Deadline::after_seconds(1));
+  }
+  // A rank other than 0 sent a record and read a digest: bounded whatever n is.
+  if (me == 1) {
+    std::printf("mpi-plane-bytes rank 1: %llu %llu\n", static_cast<unsigned long long>(first),
+                static_cast<unsigned long long>(plane->bytes_moved() - first));
+    EXPECT_LT(first, 2 * 300u + 200u);
+    EXPECT_LT(plane->bytes_moved() - first, 300u + 200u);
+  }
+  session().barrier_within(Deadline::after_seconds(10));
+}
+
+}  // namespace
+}  // namespace gpudiag
