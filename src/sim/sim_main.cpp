@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.threads, "threads driving the ranks")->check(CLI::Range(1, 256));
   app.add_option("--timeout", o.timeout_s, "seconds a checkpoint waits for absent ranks");
   app.add_option("--record-bytes", o.record_bytes, "bytes of each rank's record");
+  app.add_flag("--all-to-all", o.all_to_all,
+               "every rank also reads every record (the checkpoint before the digest)");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
   try {

@@ -186,8 +186,9 @@ SimResult run_simulation(const SimOptions& o) {
 
   SimResult res;
   res.ranks = n;
-  std::vector<int> live;
+  std::vector<int> live, everyone;
   for (int r = 0; r < n; ++r) live.push_back(r);
+  if (o.all_to_all) everyone = live;
   std::vector<std::optional<RankRecord>> table(n);
   // Only the missing ranks each rank heard of are kept: a Gathered holds a
   // slot per rank, fine in a rank's own process, n^2 for n ranks in this one.
@@ -231,8 +232,8 @@ SimResult run_simulation(const SimOptions& o) {
     parallel_for(n, o.threads, [&](int r) {
       if (r != 0 && arrives(r))
         last[r] = planes[r]
-                      ->gather_all(name, records[r], Deadline::after_seconds(o.timeout_s), live, {},
-                                   review)
+                      ->gather_all(name, records[r], Deadline::after_seconds(o.timeout_s), live,
+                                   everyone, review)
                       .missing;
     });
     std::fprintf(stderr, "sim: checkpoint %s done at %.1f s (rank 0 judged in %.1f s)\n", name,

@@ -26,6 +26,8 @@ struct SimOptions {
   int threads = 8;
   double timeout_s = 2.0;  ///< each checkpoint's wait, as `check --timeout`
   int record_bytes = 600;  ///< a rank's record, about a real one's size
+  /// Every rank reads every record, as checkpoints did before the digest.
+  bool all_to_all = false;
 };
 
 struct SimResult {
