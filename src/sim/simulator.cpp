@@ -14,6 +14,7 @@
 
 #include "checks/record.h"
 #include "checks/verdict.h"
+#include "rendezvous/job_token.h"
 #include "rendezvous/store_plane.h"
 #include "rendezvous/tcp_store_client.h"
 #include "rendezvous/tcp_store_server.h"
@@ -46,7 +47,7 @@ void parallel_for(int n, int threads, const std::function<void(int)>& fn) {
 /// RSS in KiB.
 class StoreProcess {
  public:
-  explicit StoreProcess(int world_size) {
+  StoreProcess(int world_size, const std::string& secret) {
     int to_parent[2], control[2];
     if (pipe(to_parent) != 0 || pipe(control) != 0)
       throw Error(ExitCode::broken, "gpudiag-sim: pipe failed");
@@ -55,7 +56,7 @@ class StoreProcess {
     if (pid_ == 0) {
       close(to_parent[0]);
       close(control[1]);
-      serve(world_size, to_parent[1], control[0]);
+      serve(world_size, secret, to_parent[1], control[0]);
     }
     close(to_parent[1]);
     close(control[0]);
@@ -75,13 +76,15 @@ class StoreProcess {
   }
 
  private:
-  [[noreturn]] static void serve(int world_size, int out, int control) {
+  [[noreturn]] static void serve(int world_size, const std::string& secret, int out,
+                                 int control) {
     long long answer = -1;
     try {
       TcpStoreServerOptions o;
       o.bind_host = "127.0.0.1";
       o.token = kToken;
       o.world_size = world_size;
+      o.secret = secret;
       TcpStoreServer server(o);
       answer = server.port();
       write_number(out, answer);
@@ -156,7 +159,9 @@ SimResult run_simulation(const SimOptions& o) {
     throw UsageError("gpudiag-sim: --missing + --stop + --die must leave rank 0 and others",
                      "lower them");
   raise_descriptor_limit();
-  StoreProcess store(n);
+  // As gpudiag launch on one node: a random job secret, proven at each handshake.
+  const std::string secret = random_secret();
+  StoreProcess store(n, secret);
   const auto t0 = std::chrono::steady_clock::now();
 
   // The faulty ranks, spread over the job (never rank 0, the judge).
@@ -172,7 +177,8 @@ SimResult run_simulation(const SimOptions& o) {
   std::vector<std::unique_ptr<Plane>> planes(n);
   parallel_for(n, o.threads, [&](int r) {
     auto client = std::make_unique<TcpStoreClient>("127.0.0.1", store.port(), kToken,
-                                                   Deadline::after_seconds(60));
+                                                   Deadline::after_seconds(60), secret,
+                                                   static_cast<std::uint32_t>(r));
     planes[r] = make_store_plane(std::move(client),
                                  {r, n, r % 8, "simnode" + std::to_string(r / 8), 100000 + r},
                                  Deadline::after_seconds(60));
@@ -180,7 +186,7 @@ SimResult run_simulation(const SimOptions& o) {
   const double join_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "sim: %d ranks joined the store in %.1f s\n", n, join_s);
-  TcpStoreClient launcher("127.0.0.1", store.port(), kToken, Deadline::after_seconds(10));
+  TcpStoreClient launcher("127.0.0.1", store.port(), kToken, Deadline::after_seconds(10), secret);
   std::vector<std::string> records(n);
   for (int r = 0; r < n; ++r) records[r] = encode(sim_record(r, n, o.record_bytes));
 

@@ -1,7 +1,8 @@
 // The scale simulator: N simulated ranks in one process, each a real
 // TcpStoreClient and a real StorePlane, run through the check's checkpoint
 // sequence against a real TcpStoreServer (configured as `gpudiag launch`
-// hosts it) in a child process, so its peak RSS is its own.
+// hosts it on one node: world size, token, a random job secret) in a child
+// process, so its peak RSS is its own.
 //
 // A small pool of threads drives the ranks, not a thread per rank: at each
 // checkpoint every live rank first publishes its record (publish_record), then
