@@ -37,8 +37,8 @@ TEST(MpiPlaneDigest, TheJudgesDigestReachesEveryRankAndAStoppedRankIsNamed) {
   const int n = plane->size(), me = plane->rank();
   ASSERT_GE(n, 4);
   // Checkpoint 1: everyone; rank 2 "failed"; each asks for rank 0's record.
-  auto g = plane->gather_all("exchange", record(me), Deadline::after_seconds(30), {}, {0},
-                             count_bad);
+  auto g =
+      plane->gather_all("exchange", record(me), Deadline::after_seconds(30), {}, {0}, count_bad);
   EXPECT_TRUE(g.judged);
   EXPECT_TRUE(g.complete());
   EXPECT_EQ(g.review, "bad=1");
@@ -48,8 +48,8 @@ TEST(MpiPlaneDigest, TheJudgesDigestReachesEveryRankAndAStoppedRankIsNamed) {
   const auto first = plane->bytes_moved();
   // Checkpoint 2: the last rank is stopped; everyone else names it.
   if (me != n - 1) {
-    auto g2 = plane->gather_all("all-reduce", record(me), Deadline::after_seconds(1), {}, {},
-                                count_bad);
+    auto g2 =
+        plane->gather_all("all-reduce", record(me), Deadline::after_seconds(1), {}, {}, count_bad);
     EXPECT_TRUE(g2.judged);
     EXPECT_EQ(g2.missing, std::vector<int>{n - 1});
   } else {

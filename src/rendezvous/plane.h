@@ -19,8 +19,8 @@
 // under mpirun/srun --mpi=pmix), StorePlane (a TCP rendezvous store).
 #pragma once
 
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>

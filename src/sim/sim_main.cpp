@@ -1,7 +1,7 @@
 // gpudiag-sim: the scale simulator (see sim/simulator.h).
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "sim/simulator.h"
@@ -9,7 +9,8 @@
 
 int main(int argc, char** argv) {
   gpudiag::sim::SimOptions o;
-  CLI::App app{"gpudiag-sim: N simulated ranks through the check's checkpoints against a real store"};
+  CLI::App app{
+      "gpudiag-sim: N simulated ranks through the check's checkpoints against a real store"};
   app.add_option("--ranks", o.ranks, "simulated ranks")->check(CLI::Range(2, 100000));
   app.add_option("--missing", o.missing, "ranks that join but never reach a checkpoint");
   app.add_option("--stop", o.stop, "ranks that stop after the communicator checkpoint");

@@ -76,8 +76,7 @@ class StoreProcess {
   }
 
  private:
-  [[noreturn]] static void serve(int world_size, const std::string& secret, int out,
-                                 int control) {
+  [[noreturn]] static void serve(int world_size, const std::string& secret, int out, int control) {
     long long answer = -1;
     try {
       TcpStoreServerOptions o;
@@ -229,10 +228,10 @@ SimResult run_simulation(const SimOptions& o) {
         publish_record(*planes[r], records[r], Deadline::after_seconds(o.timeout_s));
     });
     const auto tj = std::chrono::steady_clock::now();
-    last[0] = planes[0]
-                  ->gather_all(name, records[0], Deadline::after_seconds(o.timeout_s), live, {},
-                               review)
-                  .missing;
+    last[0] =
+        planes[0]
+            ->gather_all(name, records[0], Deadline::after_seconds(o.timeout_s), live, {}, review)
+            .missing;
     const double judged_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - tj).count();
     parallel_for(n, o.threads, [&](int r) {

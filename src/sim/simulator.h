@@ -35,7 +35,7 @@ struct SimResult {
   int ranks = 0, checkpoints = 0;
   double seconds = 0;
   double store_peak_rss_mib = 0;
-  std::uint64_t bytes = 0;  ///< keys and values through the store, all ranks
+  std::uint64_t bytes = 0;      ///< keys and values through the store, all ranks
   int named = 0, expected = 0;  ///< absent ranks every live rank named, of those absent
   std::string summary() const;
 };
