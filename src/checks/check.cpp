@@ -77,6 +77,7 @@ class CheckRun {
     me.host_cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
     me.launcher = launcher_id(s.world.launcher);
     me.mpi_version = s.mpi_version;
+    result_.store_unauthenticated = s.store_unauthenticated;
     result_.warnings = s.world.warnings;
   }
 

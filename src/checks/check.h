@@ -55,10 +55,14 @@ struct CheckSetup {
   Plane* plane = nullptr;
   HostTransport* host_transport = nullptr;  ///< may be null if the host backend is impossible
   std::string mpi_version;                  ///< empty when not under MPI
+  /// Why the rendezvous store is unauthenticated (no job secret, torchrun's
+  /// agent store); empty when it is authenticated or not used.
+  std::string store_unauthenticated;
 };
 
 struct CheckResult {
   RankRecord me;
+  std::string store_unauthenticated;  ///< CheckSetup's, for the report
   /// The final table (records as last seen; nullopt for a rank never heard from).
   /// Complete on rank 0 only (the plane's judge; see rendezvous/plane.h):
   /// elsewhere it holds the records this rank read.

@@ -60,6 +60,10 @@ Job join_job(const Env& env, double timeout_s) {
     auto deadline = Deadline::after_seconds(timeout_s);
     job.store = join_store(w, env, deadline);
     spdlog::info("{}", job.store.how);
+    if (!job.store.authenticated)
+      job.setup.store_unauthenticated = job.store.unauthenticated_why.empty()
+                                            ? "no job secret"
+                                            : job.store.unauthenticated_why;
     StorePlaneIdentity id{w.rank, w.size, w.local_rank, job.setup.host, static_cast<int>(getpid())};
     job.plane = make_store_plane(std::move(job.store.store), id, deadline);
     job.transport = make_tcp_transport(ring_address(env), job_token(env).value);

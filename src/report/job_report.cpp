@@ -61,6 +61,10 @@ std::string versions_line(const CheckResult& result) {
     s += " (" + me.backend_why + ")";
   }
   if (!me.mpi_version.empty()) s += ", MPI " + me.mpi_version;
+  // Said where a reader of the verdict sees it: with no job secret, a local
+  // user could have written to the store this job met through.
+  if (!result.store_unauthenticated.empty())
+    s += ", store unauthenticated (" + result.store_unauthenticated + ")";
   s += ", gpudiag " GPUDIAG_VERSION;
   return s + "\n";
 }
@@ -122,6 +126,9 @@ nlohmann::json job_json(const CheckResult& result) {
   j["backend"] = result.me.backend;
   j["launcher"] = result.me.launcher;
   j["warnings"] = result.warnings;
+  j["store_authenticated"] = result.store_unauthenticated.empty();
+  if (!result.store_unauthenticated.empty())
+    j["store_unauthenticated_why"] = result.store_unauthenticated;
   auto& ranks = j["ranks"] = nlohmann::json::array();
   for (std::size_t r = 0; r < result.table.size(); ++r) {
     const auto& rec = result.table[r];

@@ -151,6 +151,7 @@ class JobSecret(unittest.TestCase):
         self.assertEqual(code, 0, err[-3000:])
         self.assertEqual(len(ok_lines("\n".join(l.split("]: ", 1)[-1] for l in out.splitlines()))), 2, out)
         self.assertNotIn("unauthenticated", err)
+        self.assertNotIn("unauthenticated", out)
 
     def test_two_jobs_by_hand_with_different_secrets_refuse_each_others_ranks(self):
         port = free_port()
@@ -206,6 +207,9 @@ class JobSecret(unittest.TestCase):
             said = [l for l in err.splitlines() if "is unauthenticated" in l]
             self.assertEqual(len(said), 1, err)
             self.assertIn(f"rank {r}: the store at 127.0.0.1:{port} is unauthenticated", said[0])
+        # The report says so too, where the verdict is read.
+        self.assertIn("store unauthenticated (no GPUDIAG_SECRET or GPUDIAG_SECRET_FILE)",
+                      results[0][1])
 
 
 if __name__ == "__main__":
