@@ -12,9 +12,10 @@
 
 namespace gpudiag::launch {
 
-/// Upper bound for --nproc-per-node: each child costs the launcher two pipes,
-/// and the default open-file limit (1024) must hold them all.
-inline constexpr int kMaxProcPerNode = 256;
+/// Upper bound for --nproc-per-node: each child costs the launcher two pipes
+/// and a store connection, and a common hard open-file limit (4096) must hold
+/// them all (the launcher raises its soft limit to the hard one).
+inline constexpr int kMaxProcPerNode = 1024;
 /// Upper bound for --nnodes, so the world size fits an int with room to spare.
 inline constexpr int kMaxNodes = 65536;
 

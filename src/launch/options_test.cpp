@@ -35,7 +35,7 @@ TEST(ValidateOptions, AcceptsAGoodJob) {
 TEST(ValidateOptions, RejectsCountsAndRanksOutOfRange) {
   auto o = good();
   o.nproc_per_node = 0;
-  EXPECT_NE(error_of(o).find("--nproc-per-node must be between 1 and 256, got 0"),
+  EXPECT_NE(error_of(o).find("--nproc-per-node must be between 1 and 1024, got 0"),
             std::string::npos);
   o = good(), o.nnodes = 0;
   EXPECT_NE(error_of(o).find("--nnodes"), std::string::npos);
