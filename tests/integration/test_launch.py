@@ -382,7 +382,7 @@ class Signals(unittest.TestCase):
 class BadArguments(unittest.TestCase):
     CASES = [
         (["--nproc-per-node", "0", "--", "check"], "--nproc-per-node must be between 1 and"),
-        (["--nproc-per-node", "999", "--", "check"], "--nproc-per-node must be between 1 and"),
+        (["--nproc-per-node", "99999", "--", "check"], "--nproc-per-node must be between 1 and"),
         (["--nnodes", "0", "--", "check"], "--nnodes must be between"),
         (["--nnodes", "2", "--node-rank", "2", "--master-addr", "n0", "--", "check"],
          "--node-rank 2 is outside [0, 2)"),
