@@ -162,16 +162,6 @@ std::size_t walk(const std::string& root, const struct stat& root_st, Walk& seen
 
 }  // namespace
 
-std::string file_kind(unsigned mode) {
-  if (S_ISREG(mode)) return "a regular file";
-  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISDIR(mode)) return "a directory";
-  return "not a regular file";
-}
-
 std::size_t StreamSource::read(char* buf, std::size_t n) {
   in_.read(buf, static_cast<std::streamsize>(n));
   if (in_.bad()) throw UsageError("read error in '" + name_ + "'", "check the file system");

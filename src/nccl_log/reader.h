@@ -20,6 +20,8 @@
 // is the number of processes (JobBuilder), which bounds the memory a log can make us hold.
 #pragma once
 
+#include "util/file_kind.h"
+
 #include <cstdint>
 #include <istream>
 #include <memory>
@@ -114,7 +116,6 @@ std::vector<std::string> list_logs(const std::vector<std::string>& paths);
 /// regular file.
 std::unique_ptr<ByteSource> open_log(const std::string& path);
 
-/// "a FIFO (named pipe)", "a character device", ... for a st_mode.
-std::string file_kind(unsigned mode);
+using gpudiag::file_kind;  // util/file_kind.h
 
 }  // namespace gpudiag::nccl_log

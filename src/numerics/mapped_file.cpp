@@ -124,16 +124,6 @@ UsageError not_a_file(const std::string& path, unsigned mode) {
 
 }  // namespace
 
-std::string file_kind(unsigned mode) {
-  if (S_ISREG(mode)) return "a regular file";
-  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISDIR(mode)) return "a directory";
-  return "not a regular file";
-}
-
 MappedFile::MappedFile(std::string path) : path_(std::move(path)) {
   // stat first: opening a FIFO blocks until a writer comes, opening a device may act on it.
   struct stat st {};

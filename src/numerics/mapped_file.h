@@ -16,6 +16,8 @@
 // previous disposition (by default: the process dies with SIGBUS, as before).
 #pragma once
 
+#include "util/file_kind.h"
+
 #include <string>
 
 #include "numerics/tensor.h"
@@ -45,8 +47,6 @@ class MappedFile {
   std::size_t size_ = 0;
 };
 
-/// "a FIFO (named pipe)", "a character device", ... for a st_mode that is not a regular
-/// file; "a regular file" for one that is.
-std::string file_kind(unsigned mode);
+using gpudiag::file_kind;  // util/file_kind.h
 
 }  // namespace gpudiag::numerics

@@ -179,3 +179,17 @@ def resume(pid):
         os.kill(pid, signal.SIGCONT)
     except ProcessLookupError:
         pass
+
+
+# The start of an attacker script run with `python3 -c` as another user: the
+# store's wire framing, from the standard library alone (that user may not
+# be able to read this checkout).
+STORE_WIRE_PRELUDE = r'''
+import socket, struct, sys, time
+MAGIC = b"GPDSTORE"
+def frame(t, i, payload=b""):
+    body = struct.pack("<BI", t, i) + payload
+    return struct.pack("<I", len(body)) + body
+def s(b):
+    return struct.pack("<I", len(b)) + b
+'''

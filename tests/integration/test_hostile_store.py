@@ -24,7 +24,7 @@ import tempfile
 import time
 import unittest
 
-from harness import BIN, free_port, ok_lines, rank_env
+from harness import STORE_WIRE_PRELUDE, BIN, free_port, ok_lines, rank_env
 
 ARGS = ["check", "--backend", "host", "--size", "1MiB", "--mem", "1MiB", "--iters", "1",
         "--timeout", "60"]
@@ -34,14 +34,7 @@ PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.execu
 
 # The attacker, run with `python3 -c`: needs nothing but the standard library,
 # and no file of this checkout (which `nobody` may not be able to read).
-ATTACKER = r'''
-import socket, struct, sys, time
-MAGIC = b"GPDSTORE"
-def frame(t, i, payload=b""):
-    body = struct.pack("<BI", t, i) + payload
-    return struct.pack("<I", len(body)) + body
-def s(b):
-    return struct.pack("<I", len(b)) + b
+ATTACKER = STORE_WIRE_PRELUDE + r'''
 def connect(port, until):
     while True:
         try:

@@ -15,7 +15,7 @@ import sys
 import tempfile
 import unittest
 
-from harness import BIN, free_port, ok_lines, rank_env
+from harness import STORE_WIRE_PRELUDE, BIN, free_port, ok_lines, rank_env
 
 ARGS = ["check", "--backend", "host", "--size", "1MiB", "--mem", "1MiB", "--iters", "1",
         "--timeout", "60"]
@@ -25,14 +25,8 @@ REFUSED = ("refused this rank's job secret: ranks of one job must share GPUDIAG_
 
 # forge TOKEN SECRET|- KEY VALUE: joins the store (with a proof of SECRET, or as
 # a client of before the secret when "-") and, if it gets in, sets KEY.
-ATTACKER = r'''
-import hashlib, hmac, os, socket, struct, sys, time
-MAGIC = b"GPDSTORE"
-def frame(t, i, payload=b""):
-    body = struct.pack("<BI", t, i) + payload
-    return struct.pack("<I", len(body)) + body
-def s(b):
-    return struct.pack("<I", len(b)) + b
+ATTACKER = STORE_WIRE_PRELUDE + r'''
+import hashlib, hmac, os
 def read_frame(c):
     buf = b""
     while len(buf) < 4 or len(buf) < 4 + struct.unpack("<I", buf[:4])[0]:
