@@ -17,6 +17,10 @@
 # Logs go to $GPUDIAG_GPU_LOGS (default $OUT if set, else ./gpu-logs).
 # GPUDIAG_CUDA_ARCHS overrides the architectures (e.g. "90;100");
 # GPUDIAG_SECOND_NCCL names the second libnccl.so.2 instead of PyTorch's.
+# GPUDIAG_PREBUILT=1 skips step 1 and uses the binaries already in the build
+# folder (built elsewhere for these GPUs, e.g. where the dependencies are).
+# When the loader finds no libnccl.so.2 and GPUDIAG_NCCL_LIB is unset, the
+# second NCCL (below) is used for every step, and the summary says so.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 root=$PWD
@@ -49,25 +53,66 @@ archs=${GPUDIAG_CUDA_ARCHS:-$(nvidia-smi --query-gpu=compute_cap --format=csv,no
 [[ $archs =~ ^[0-9]+(\;[0-9]+)*$ ]] ||
   die "cannot read the compute capabilities from nvidia-smi ('$archs'); set GPUDIAG_CUDA_ARCHS, e.g. 90"
 
-step "build ($build, CUDA architectures $archs)"
-GPUDIAG_BUILD_DIR=$build scripts/build.sh "-DCMAKE_CUDA_ARCHITECTURES=$archs" \
-  >"$logs/build.txt" 2>&1
-rc=$?
-record $rc
-((rc == 0)) || die "the build failed (exit $rc), see $logs/build.txt; nothing else ran"
-grep -q 'gpudiag: CUDA ON' "$logs/build.txt" ||
-  die "configured without CUDA (see $logs/build.txt): set CUDA_HOME or CUDAToolkit_ROOT"
-[[ -x $bin && -x $build/gpudiag_tests ]] || die "the build left no $bin or gpudiag_tests"
+if [[ -n ${GPUDIAG_PREBUILT:-} ]]; then
+  step "build: skipped (GPUDIAG_PREBUILT), using $build"
+  [[ -x $bin && -x $build/gpudiag_tests ]] || die "GPUDIAG_PREBUILT is set but $build holds no gpudiag and gpudiag_tests"
+  missing=$(ldd "$bin" "$build/gpudiag_tests" 2>&1 | grep 'not found' | sort -u)
+  [[ -z $missing ]] || die "the prebuilt binaries miss libraries here: $missing"
+else
+  step "build ($build, CUDA architectures $archs)"
+  GPUDIAG_BUILD_DIR=$build scripts/build.sh "-DCMAKE_CUDA_ARCHITECTURES=$archs" \
+    >"$logs/build.txt" 2>&1
+  rc=$?
+  record $rc
+  ((rc == 0)) || die "the build failed (exit $rc), see $logs/build.txt; nothing else ran"
+  grep -q 'gpudiag: CUDA ON' "$logs/build.txt" ||
+    die "configured without CUDA (see $logs/build.txt): set CUDA_HOME or CUDAToolkit_ROOT"
+  [[ -x $bin && -x $build/gpudiag_tests ]] || die "the build left no $bin or gpudiag_tests"
+fi
+
+# A second NCCL: the one PyTorch ships (pip's nvidia-nccl, else torch/lib), found
+# without importing torch.
+second_nccl() {
+  python3 - 2>/dev/null <<'EOF'
+import glob, importlib.util, os
+for name, pattern in (("nvidia.nccl", "lib/libnccl.so.2"), ("torch", "lib/libnccl*.so*")):
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        continue
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        for path in sorted(glob.glob(os.path.join(folder, pattern))):
+            print(path)
+            raise SystemExit
+EOF
+}
+nccl2=${GPUDIAG_SECOND_NCCL:-$(second_nccl)}
+# The NCCL every step loads: the loader's, else (said so) the second one.
+if [[ -z ${GPUDIAG_NCCL_LIB:-} ]] && ! ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2 '; then
+  if [[ -n $nccl2 && -f $nccl2 ]]; then
+    export GPUDIAG_NCCL_LIB=$nccl2
+    say "== the loader finds no libnccl.so.2: every step uses GPUDIAG_NCCL_LIB=$nccl2"
+  else
+    say "== the loader finds no libnccl.so.2 and there is no second NCCL: the NCCL steps will fail"
+  fi
+fi
 
 step "GPU unit tests"
 run unit-gpu 300 "$build/gpudiag_tests" \
   --gtest_filter='Device*:Cuda*:*Gpu*:*Nccl*Capture*:*CudaScan*'
 record $?
 grep -E '^\[ +(SKIPPED|FAILED|PASSED) +\]' "$logs/unit-gpu.txt" | tee -a "$logs/summary.txt"
-step "all unit tests (ctest -L unit)"
-run unit-all 300 ctest --test-dir "$build" -L unit -j "$(nproc)" --timeout 120 --output-on-failure
-record $?
-tail -3 "$logs/unit-all.txt"
+if [[ -n ${GPUDIAG_PREBUILT:-} ]]; then  # ctest's files name the folder it was built in
+  step "all unit tests (gpudiag_tests)"
+  run unit-all 300 "$build/gpudiag_tests"
+  record $?
+  grep -E '^\[ +(PASSED|FAILED|SKIPPED) +\]|tests ran' "$logs/unit-all.txt" | tail -8
+else
+  step "all unit tests (ctest -L unit)"
+  run unit-all 300 ctest --test-dir "$build" -L unit -j "$(nproc)" --timeout 120 --output-on-failure
+  record $?
+  tail -3 "$logs/unit-all.txt"
+fi
 
 # scan NAME ARGS...: gpudiag scan with its report in NAME.out and its log in NAME.err.
 scan() {
@@ -166,23 +211,6 @@ first_gpu=${CUDA_VISIBLE_DEVICES:-0}
 first_gpu=${first_gpu%%,*}
 one_gpu=(env NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 "$bin" launch --nproc-per-node 4 --no-gpudiag)
 
-# A second NCCL: the one PyTorch ships (pip's nvidia-nccl, else torch/lib), found
-# without importing torch.
-second_nccl() {
-  python3 - 2>/dev/null <<'EOF'
-import glob, importlib.util, os
-for name, pattern in (("nvidia.nccl", "lib/libnccl.so.2"), ("torch", "lib/libnccl*.so*")):
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        continue
-    for folder in (spec.submodule_search_locations or []) if spec else []:
-        for path in sorted(glob.glob(os.path.join(folder, pattern))):
-            print(path)
-            raise SystemExit
-EOF
-}
-nccl2=${GPUDIAG_SECOND_NCCL:-$(second_nccl)}
 if [[ -n $nccl2 && -f $nccl2 ]]; then
   step "second NCCL $nccl2: gpudiag info --nccl-lib"
   run info-nccl2 60 "$bin" info --nccl-lib "$nccl2"
