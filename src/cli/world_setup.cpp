@@ -64,7 +64,8 @@ Job join_job(const Env& env, double timeout_s) {
       job.setup.store_unauthenticated = job.store.unauthenticated_why.empty()
                                             ? "no job secret"
                                             : job.store.unauthenticated_why;
-    StorePlaneIdentity id{w.rank, w.size, w.local_rank, job.setup.host, static_cast<int>(getpid())};
+    StorePlaneIdentity id{w.rank,   w.size,   w.local_rank, job.setup.host,
+                          getpid(), job.store.served_by};
     job.plane = make_store_plane(std::move(job.store.store), id, deadline);
     job.transport = make_tcp_transport(ring_address(env), job_token(env).value);
   }

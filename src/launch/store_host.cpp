@@ -24,6 +24,7 @@ void StoreHost::on_job_start(JobInfo& job) {
     o.token = job.token;
     if (secret_) o.secret = secret_->key;
     o.world_size = job.world_size();  // caps follow from it; refuses a too-low `ulimit -n`
+    o.served_by = "gpudiag launch [" + host_ + "]";
     server_ = std::make_unique<TcpStoreServer>(o);
     job.master_port = server_->port();
   }

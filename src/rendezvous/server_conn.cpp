@@ -54,7 +54,10 @@ ServerCore::ServerCore(TcpStoreServerOptions opts)
       max_frame_(opts_.max_message_bytes ? opts_.max_message_bytes
                                          : storelimits::max_request_frame(opts_.world_size)),
       max_keys_(storelimits::max_keys_per_request(opts_.world_size)),
-      scratch_(kReadChunk) {}
+      scratch_(kReadChunk) {
+  std::vector<StoreState::WaiterId> none;
+  if (!opts_.served_by.empty()) state_.set("server", opts_.served_by, none);
+}
 
 std::uint32_t ServerCore::frame_cap(const Conn& c) const {
   return c.greeted ? max_frame_ : storelimits::kMaxHelloFrame;

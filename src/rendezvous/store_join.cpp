@@ -10,6 +10,7 @@
 #include "rendezvous/torch_store.h"
 #include "util/error.h"
 #include "util/strings.h"
+#include "world/host.h"
 
 namespace gpudiag {
 
@@ -95,6 +96,7 @@ JoinedStore join_store(const World& world, const Env& env, Deadline deadline) {
     j.store = std::make_unique<TorchStoreClient>(where.host, where.port, prefix, deadline);
     j.how = "joined the store at " + j.store->address() + " (served by the torchrun agent)";
     j.unauthenticated_why = "torchrun's agent store cannot authenticate";
+    j.served_by = "the torchrun agent [" + where.host + "]";
     say_unauthenticated(world, j);
     return j;
   }
@@ -107,6 +109,7 @@ JoinedStore join_store(const World& world, const Env& env, Deadline deadline) {
     o.token = token.value;
     o.world_size = world.size;
     if (secret) o.secret = secret->key;
+    o.served_by = "rank 0 [" + short_hostname() + "]";
     j.server = std::make_unique<TcpStoreServer>(o);
   }
   try {
@@ -125,6 +128,7 @@ JoinedStore join_store(const World& world, const Env& env, Deadline deadline) {
                            : " (served by rank 0") +
           (j.server ? "" : "; ") + "address from " + where.from + ", token from " + token.source +
           (secret ? ", secret from " + secret->source : std::string(", no secret")) + ")";
+  j.served_by = launcher_serves ? "gpudiag launch [" + where.host + "]" : "rank 0 [" + where.host + "]";
   j.authenticated = secret.has_value();
   if (!j.authenticated) {
     j.unauthenticated_why = "no GPUDIAG_SECRET or GPUDIAG_SECRET_FILE";

@@ -43,6 +43,9 @@ struct JoinedStore {
   std::unique_ptr<TcpStoreServer> server;  ///< set when this process serves it
   std::unique_ptr<Store> store;
   std::string how;  ///< "rank 0 serves tcp://vm:29500", ...
+  /// Who serves it, as far as this rank knows: "rank 0 [MASTER_ADDR]",
+  /// "gpudiag launch [MASTER_ADDR]", "the torchrun agent [MASTER_ADDR]".
+  std::string served_by;
   /// True when every connection to the store proves the job's secret (and
   /// the store proved it to this rank); false when any local user who can
   /// reach the store and compute the token may write to it.

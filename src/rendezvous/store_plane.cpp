@@ -3,9 +3,11 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
+#include <utility>
 
+#include "rendezvous/checkpoint_digest.h"
 #include "rendezvous/store_limits.h"
+#include "util/strings.h"
 #include "util/error.h"
 
 namespace gpudiag {
@@ -18,9 +20,14 @@ constexpr auto kFailureGrace = std::chrono::seconds(2);
 /// How long past its own deadline a rank waits for rank 0's digest: rank 0
 /// decides at its deadline, and may have started the checkpoint a little later.
 constexpr auto kJudgeGrace = std::chrono::seconds(5);
-/// The review text and the missing ranks described in a digest, at most.
-constexpr std::size_t kMaxReview = 64 * 1024;
-constexpr std::size_t kMaxNotes = 64;
+/// How long a request the store answers at once (anything but a GET or WAIT
+/// parked until its keys exist) may go unanswered before the store is
+/// suspected of having stopped: 2 s, plus 0.5 ms a rank for the busy store of
+/// a large job, at most 30 s. A second request confirms it (a rank that was
+/// itself stopped and resumed finds its first deadline past, not the store).
+std::chrono::milliseconds answer_window(int size) {
+  return std::chrono::milliseconds(std::min<std::int64_t>(2000 + size / 2, 30000));
+}
 
 /// Announcements a job of `size` ranks can make: each rank fails once per
 /// phase at most and a duplicate claim announces once; each launcher announces
@@ -36,7 +43,10 @@ std::string key(const char* what, int r) { return std::string(what) + "/" + std:
 class StorePlane : public Plane {
  public:
   StorePlane(std::unique_ptr<Store> store, const StorePlaneIdentity& me)
-      : store_(std::move(store)), me_(me) {}
+      : store_(std::move(store)),
+        me_(me),
+        window_(answer_window(me.size)),
+        server_(me.served_by.empty() ? "the process" : me.served_by) {}
 
   /// Claims the rank and says who holds it.
   void claim(Deadline deadline) {
@@ -52,6 +62,13 @@ class StorePlane : public Plane {
                                 ") and check LOCAL_RANK/GROUP_RANK arithmetic");
     }
     store_->set(key("hello", me_.rank), who, deadline);
+    // Who serves the store, and where, for the line that says it stopped
+    // answering: gpudiag's server says so itself ("rank 0 [node1]").
+    try {
+      if (auto v = store_->try_get("server", Deadline::after(window_)))
+        server_ = storelimits::store_text(*v, 128);
+    } catch (const Error&) {
+    }
   }
 
   int rank() const override { return me_.rank; }
@@ -61,7 +78,7 @@ class StorePlane : public Plane {
   void note_phase(const std::string& phase) override {
     if (lost_) return;
     try {
-      store_->set(key("phase", me_.rank), phase, Deadline::after(std::chrono::seconds(5)));
+      answered([&](Deadline d) { store_->set(key("phase", me_.rank), phase, d); });
     } catch (const Error& e) {
       note_lost(e);
     }
@@ -70,8 +87,8 @@ class StorePlane : public Plane {
   void announce_failure(const std::string& why) override {
     if (lost_) return;
     try {
-      own_.push_back(publish_failure(*store_, why, Deadline::after(std::chrono::seconds(5)),
-                                     FailureKind::failed));
+      own_.push_back(answered(
+          [&](Deadline d) { return publish_failure(*store_, why, d, FailureKind::failed); }));
     } catch (const Error& e) {
       note_lost(e);
     }
@@ -116,7 +133,7 @@ class StorePlane : public Plane {
       } else if (!need.empty()) {
         std::vector<std::string> keys;
         for (int r : need) keys.push_back(prefix + std::to_string(r));
-        auto values = multi_get(keys, Deadline::after(std::chrono::seconds(10)));
+        auto values = multi_get(keys);
         for (std::size_t i = 0; i < need.size(); ++i)
           if (need[i] != me_.rank) g.records[need[i]] = std::move(values[i]);
       }
@@ -153,8 +170,9 @@ class StorePlane : public Plane {
     wait_and_read_all(g, prefix, deadline, wait_for);
     g.judged = true;
     if (review) g.review = review(g);
-    if (g.review.size() > kMaxReview) g.review.resize(kMaxReview);
-    set(prefix + "digest", encode_digest(g), Deadline::after(std::chrono::seconds(10)));
+    if (g.review.size() > kMaxDigestReview) g.review.resize(kMaxDigestReview);
+    const std::string digest = encode_digest(g);
+    answered([&](Deadline d) { set(prefix + "digest", digest, d); });
   }
 
   /// Waits for the records of `wait_for` (every rank when empty) until the
@@ -180,11 +198,12 @@ class StorePlane : public Plane {
           until = until.min(Deadline::after(kFailureGrace));
         }
       if (!death_) poll_failures();  // a death may follow the first failure announced
+      if (lost_) throw Error(ExitCode::broken, *lost_);  // the store stopped answering
       if (death_ && only_the_dead_are_missing(needed, needed_ranks)) break;
     }
     if (all) g.aborted.reset();
     const std::string mine = *g.records[me_.rank];
-    auto values = multi_get(keys, Deadline::after(std::chrono::seconds(10)));
+    auto values = multi_get(keys);
     for (int r = 0; r < me_.size; ++r) g.records[r] = std::move(values[r]);
     if (!g.records[me_.rank]) g.records[me_.rank] = mine;
     g.find_missing();
@@ -200,56 +219,14 @@ class StorePlane : public Plane {
     while (!store_->wait({key}, until.min(Deadline::after(kSlice)))) {
       if (until.expired()) return false;
       poll_failures();
-      if (death_ && store_->try_get(dead_key(0), Deadline::after(std::chrono::seconds(5))))
+      if (lost_) throw Error(ExitCode::broken, *lost_);  // the store stopped answering
+      if (death_ && answered([&](Deadline d) { return store_->try_get(dead_key(0), d); }))
         return false;
     }
-    auto text = store_->try_get(key, Deadline::after(std::chrono::seconds(10)));
+    auto text = answered([&](Deadline d) { return store_->try_get(key, d); });
     if (!text) return false;
     bytes_ += key.size() + text->size();
-    return decode_digest(*text, g);
-  }
-
-  /// {"missing":[3,7],"notes":{"3":"pid .. on ..","7":".."},"aborted":"..","review":".."}
-  /// Notes are kept for the first kMaxNotes missing ranks, so the digest stays
-  /// under the store's value limit even when thousands are missing.
-  std::string encode_digest(const Gathered& g) const {
-    nlohmann::json j;
-    j["missing"] = g.missing;
-    nlohmann::json notes = nlohmann::json::object();
-    for (std::size_t i = 0; i < g.missing.size() && i < kMaxNotes; ++i)
-      notes[std::to_string(g.missing[i])] = g.notes[g.missing[i]];
-    j["notes"] = std::move(notes);
-    j["aborted"] = g.aborted ? nlohmann::json(*g.aborted) : nlohmann::json(nullptr);
-    j["review"] = g.review;
-    return j.dump();
-  }
-
-  /// Reads a digest from the store, which is not trusted: ranks out of range
-  /// are dropped, texts are cut to one line; false when it does not parse.
-  bool decode_digest(const std::string& text, Gathered& g) const {
-    try {
-      auto j = nlohmann::json::parse(text);
-      for (const auto& m : j.at("missing")) {
-        const int r = m.get<int>();
-        if (r >= 0 && r < me_.size && r != me_.rank && (g.missing.empty() || r > g.missing.back()))
-          g.missing.push_back(r);
-      }
-      for (const auto& [k, v] : j.at("notes").items()) {
-        auto r = storelimits::parse_bounded(k, 0, me_.size - 1);
-        if (r && v.is_string()) g.notes[*r] = storelimits::store_text(v.get<std::string>(), 512);
-      }
-      for (int r : g.missing) g.records[r].reset();
-      if (j.at("aborted").is_string())
-        g.aborted = storelimits::store_text(j["aborted"].get<std::string>(), 1024);
-      g.review = j.at("review").get<std::string>().substr(0, kMaxReview);
-      g.judged = true;
-      return true;
-    } catch (const std::exception& e) {
-      spdlog::warn("rank {}: ignoring a malformed checkpoint digest from the store: {}", me_.rank,
-                   e.what());
-      g.missing.clear();
-      return false;
-    }
+    return decode_digest(*text, me_.rank, me_.size, g);
   }
 
   void set(const std::string& k, const std::string& v, Deadline d) {
@@ -257,9 +234,8 @@ class StorePlane : public Plane {
     bytes_ += k.size() + v.size();
   }
 
-  std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>& keys,
-                                                    Deadline d) {
-    auto values = store_->multi_get(keys, d);
+  std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>& keys) {
+    auto values = answered([&](Deadline d) { return store_->multi_get(keys, d); });
     for (std::size_t i = 0; i < keys.size(); ++i)
       bytes_ += keys[i].size() + (values[i] ? values[i]->size() : 0);
     return values;
@@ -273,7 +249,7 @@ class StorePlane : public Plane {
       keys.push_back(key("hello", r));
       keys.push_back(key("phase", r));
     }
-    auto v = multi_get(keys, Deadline::after(std::chrono::seconds(10)));
+    auto v = multi_get(keys);
     for (std::size_t i = 0; i < missing.size(); ++i) {
       const auto& hello = v[2 * i];
       const auto& phase = v[2 * i + 1];
@@ -295,8 +271,7 @@ class StorePlane : public Plane {
     if (death_ || lost_ || Deadline::Clock::now() < next_failure_poll_) return;
     next_failure_poll_ = Deadline::Clock::now() + kFailurePollEvery;
     try {
-      auto d = Deadline::after(std::chrono::seconds(5));
-      auto text = store_->try_get("failures", d);
+      auto text = answered([&](Deadline d) { return store_->try_get("failures", d); });
       if (!text) return;
       auto count = storelimits::parse_bounded(*text, 0, max_announcements(me_.size));
       if (!count) {
@@ -314,7 +289,7 @@ class StorePlane : public Plane {
       std::vector<std::string> keys;
       for (std::int64_t n = seen_ + 1; n <= upto; ++n)
         keys.push_back("failure/" + std::to_string(n));
-      auto values = store_->multi_get(keys, d);
+      auto values = answered([&](Deadline d) { return store_->multi_get(keys, d); });
       for (std::size_t i = 0; i < values.size(); ++i) {
         if (!values[i]) break;  // announced but not written yet: read it next time
         ++seen_;
@@ -335,13 +310,12 @@ class StorePlane : public Plane {
   /// rank is marked dead by a launcher: nobody else is coming.
   bool only_the_dead_are_missing(const std::vector<std::string>& needed,
                                  const std::vector<int>& ranks) {
-    auto d = Deadline::after(std::chrono::seconds(5));
-    auto have = store_->multi_get(needed, d);
+    auto have = answered([&](Deadline d) { return store_->multi_get(needed, d); });
     std::vector<std::string> dead;
     for (std::size_t i = 0; i < needed.size(); ++i)
       if (!have[i]) dead.push_back(dead_key(ranks[i]));
     if (dead.empty()) return true;
-    auto marked = store_->multi_get(dead, d);
+    auto marked = answered([&](Deadline d) { return store_->multi_get(dead, d); });
     return std::all_of(marked.begin(), marked.end(), [](const auto& v) { return v.has_value(); });
   }
 
@@ -350,8 +324,39 @@ class StorePlane : public Plane {
     if (e.code() != ExitCode::timeout && !lost_) lost_ = e.one_line();
   }
 
+  /// Runs `call`, a request the store answers at once, with the answer window
+  /// as its deadline. Unanswered, a second request confirms: when that one
+  /// goes unanswered too, the store has stopped (its process stopped, hung or
+  /// cut off), and the error names who serves it; lost_ keeps it, so every
+  /// later call fails at once with the same line.
+  template <class Call>
+  auto answered(Call&& call) -> decltype(call(std::declval<Deadline>())) {
+    if (lost_) throw Error(ExitCode::broken, *lost_);
+    try {
+      return call(Deadline::after(window_));
+    } catch (const Error& e) {
+      if (e.code() != ExitCode::timeout) throw;
+      try {
+        store_->try_get("server", Deadline::after(window_));
+      } catch (const Error& probe) {
+        if (probe.code() != ExitCode::timeout) throw;
+        Error stopped(ExitCode::broken,
+                      server_ + " serving " + describe() + " stopped answering (two requests " +
+                          human_seconds(std::chrono::duration<double>(window_).count()) +
+                          " each without a reply)",
+                      "look at that process and its host: stopped (SIGSTOP, a debugger), "
+                      "swapping, or cut off from the network");
+        lost_ = stopped.one_line();
+        throw stopped;
+      }
+      throw;  // it answers: the store is only slow
+    }
+  }
+
   std::unique_ptr<Store> store_;
   StorePlaneIdentity me_;
+  std::chrono::milliseconds window_;  ///< answer_window(size)
+  std::string server_;                ///< who serves the store: "rank 0 [node1]"
   int seq_ = 0;
   std::optional<std::string> failure_, death_, lost_;
   std::vector<std::int64_t> own_;  ///< numbers of this rank's own announcements

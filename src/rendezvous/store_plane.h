@@ -15,6 +15,10 @@
 //                 process end
 //   dead/<r>      set by a launcher before it announces rank r's death, so a
 //                 checkpoint stops waiting for r at once
+//   server        set by gpudiag's server itself: who serves it, "rank 0 [node1]"
+// A request the store answers at once that goes unanswered for a window (2 s,
+// more in large jobs), twice, means the store stopped: every later call fails
+// with "<server> serving the store at ADDR stopped answering".
 // A checkpoint sets its own key, then waits for everyone's in short slices,
 // looking at `failures` between slices so a dead or failed peer ends the wait
 // at once instead of at the deadline.
@@ -37,6 +41,9 @@ struct StorePlaneIdentity {
   int local_rank = 0;
   std::string host;
   int pid = 0;
+  /// Who serves the store ("rank 0", "gpudiag launch", "the torchrun agent"),
+  /// until the store says itself (its `server` key: "rank 0 [node1]").
+  std::string served_by;
 };
 
 /// Claims the rank in `store`. Throws UsageError when another process holds it

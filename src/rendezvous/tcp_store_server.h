@@ -54,6 +54,10 @@ struct TcpStoreServerOptions {
   std::size_t max_stored_bytes = storelimits::kMaxStoredBytes;
   /// Connections held at most (0: from world_size and the descriptor limit).
   std::size_t max_connections = 0;
+  /// Who serves the store, "rank 0 [node1]" or "gpudiag launch [node1]": set
+  /// under the key `server` from the start (no client may change it), so a
+  /// rank can name it when it stops answering.
+  std::string served_by;
   /// A connection must complete its handshake within this time.
   std::chrono::milliseconds handshake_timeout{10000};
 };

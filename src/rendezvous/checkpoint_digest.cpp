@@ -1,0 +1,54 @@
+// The checkpoint digest's codec (see checkpoint_digest.h).
+#include "rendezvous/checkpoint_digest.h"
+
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
+
+#include "rendezvous/store_limits.h"
+
+namespace gpudiag {
+
+namespace {
+constexpr std::size_t kMaxNotes = 64;
+}
+
+std::string encode_digest(const Gathered& g) {
+  nlohmann::json j;
+  j["missing"] = g.missing;
+  nlohmann::json notes = nlohmann::json::object();
+  for (std::size_t i = 0; i < g.missing.size() && i < kMaxNotes; ++i)
+    notes[std::to_string(g.missing[i])] = g.notes[g.missing[i]];
+  j["notes"] = std::move(notes);
+  j["aborted"] = g.aborted ? nlohmann::json(*g.aborted) : nlohmann::json(nullptr);
+  j["review"] = g.review;
+  return j.dump();
+}
+
+bool decode_digest(const std::string& text, int self, int size, Gathered& g) {
+  try {
+    auto j = nlohmann::json::parse(text);
+    for (const auto& m : j.at("missing")) {
+      const int r = m.get<int>();
+      if (r >= 0 && r < size && r != self && (g.missing.empty() || r > g.missing.back()))
+        g.missing.push_back(r);
+    }
+    for (const auto& [k, v] : j.at("notes").items()) {
+      auto r = storelimits::parse_bounded(k, 0, size - 1);
+      if (r && v.is_string()) g.notes[*r] = storelimits::store_text(v.get<std::string>(), 512);
+    }
+    for (int r : g.missing) g.records[r].reset();
+    if (j.at("aborted").is_string())
+      g.aborted = storelimits::store_text(j["aborted"].get<std::string>(), 1024);
+    g.review = j.at("review").get<std::string>().substr(0, kMaxDigestReview);
+    g.judged = true;
+    return true;
+  } catch (const std::exception& e) {
+    spdlog::warn("rank {}: ignoring a malformed checkpoint digest from the store: {}", self,
+                 e.what());
+    g.missing.clear();
+    return false;
+  }
+}
+
+}  // namespace gpudiag

@@ -1,0 +1,27 @@
+// The digest rank 0 publishes at each checkpoint of a store plane
+// (cp/<n>/digest), so the other ranks read one small value instead of every
+// record: who is missing and what is known of them, why the checkpoint was
+// aborted, and the judge's review of the table. JSON:
+//   {"missing":[3,7],"notes":{"3":"pid .. on ..","7":".."},"aborted":"..","review":".."}
+// Notes are kept for the first 64 missing ranks, so the digest stays under
+// the store's value limit even when thousands are missing. A digest read back
+// comes from the store and is not trusted: ranks out of range are dropped,
+// texts cut to one line, the review to 64 KiB.
+#pragma once
+
+#include <string>
+
+#include "rendezvous/plane.h"
+
+namespace gpudiag {
+
+/// The review text kept in a digest, at most.
+inline constexpr std::size_t kMaxDigestReview = 64 * 1024;
+
+std::string encode_digest(const Gathered& g);
+
+/// Fills `g` (sized for `size` ranks) from `text`; false when it does not
+/// parse (`g.missing` is then left empty). Rank `self` is never missing.
+bool decode_digest(const std::string& text, int self, int size, Gathered& g);
+
+}  // namespace gpudiag
