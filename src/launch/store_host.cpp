@@ -25,6 +25,8 @@ void StoreHost::on_job_start(JobInfo& job) {
     if (secret_) o.secret = secret_->key;
     o.world_size = job.world_size();  // caps follow from it; refuses a too-low `ulimit -n`
     o.served_by = "gpudiag launch [" + host_ + "]";
+    o.owned_keys = true;
+    o.launcher_clients = true;  // every node's launcher reports its ranks' deaths
     server_ = std::make_unique<TcpStoreServer>(o);
     job.master_port = server_->port();
   }

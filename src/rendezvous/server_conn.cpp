@@ -54,7 +54,8 @@ ServerCore::ServerCore(TcpStoreServerOptions opts)
       max_frame_(opts_.max_message_bytes ? opts_.max_message_bytes
                                          : storelimits::max_request_frame(opts_.world_size)),
       max_keys_(storelimits::max_keys_per_request(opts_.world_size)),
-      scratch_(kReadChunk) {
+      scratch_(kReadChunk),
+      owners_(opts_.owned_keys ? opts_.world_size : 0, opts_.launcher_clients) {
   std::vector<StoreState::WaiterId> none;
   if (!opts_.served_by.empty()) state_.set("server", opts_.served_by, none);
 }
@@ -236,8 +237,21 @@ void ServerCore::hello(Conn& c, const sw::Frame& f) {
     reply(c, sw::Writer(sw::Type::challenge, f.id).str(c.server_nonce).finish());
     return;
   }
-  c.greeted = true;
+  greet(c);
   reply(c, sw::Writer(sw::Type::hello_ok, f.id).u16(sw::kVersion).finish());
+}
+
+void ServerCore::greet(Conn& c) {
+  c.greeted = true;
+  auto duplicates = owners_.greeted(c.id, c.rank, c.peer);
+  if (!duplicates) return;
+  if (log_budget())
+    spdlog::warn("store: {} claims a rank another connection holds: it may not write that "
+                 "rank's records (a duplicate RANK, or a process posing as it)",
+                 who(c));
+  std::vector<StoreState::WaiterId> woken;
+  state_.set("duplicates", std::move(*duplicates), woken);
+  wake(woken);
 }
 
 void ServerCore::auth(Conn& c, const sw::Frame& f) {
@@ -256,7 +270,7 @@ void ServerCore::auth(Conn& c, const sw::Frame& f) {
     return refuse_hello(c, f.id, sw::ErrorCode::secret_refused,
                         "this rank's proof of the job secret is wrong");
   }
-  c.greeted = true;
+  greet(c);
   c.challenged = false;
   auto mine = sw::server_proof(opts_.secret, c.server_nonce, c.client_nonce, opts_.token, c.rank);
   reply(c, sw::Writer(sw::Type::hello_ok, f.id).u16(sw::kVersion).str(mine).finish());
@@ -271,6 +285,10 @@ void ServerCore::request(Conn& c, const sw::Frame& f) {
       auto key = r.str();
       auto value = r.str();
       r.expect_done();
+      if (auto why = owners_.refuse(c.id, c.rank, key, false)) {
+        refuse(c, f.id, *why);
+        break;
+      }
       if (!fits(c, f.id, key, value.size())) break;
       state_.set(key, std::move(value), woken);
       reply(c, sw::Writer(sw::Type::ok, f.id).finish());
@@ -294,6 +312,10 @@ void ServerCore::request(Conn& c, const sw::Frame& f) {
       auto key = r.str();
       auto delta = r.i64();
       r.expect_done();
+      if (auto why = owners_.refuse(c.id, c.rank, key, true)) {
+        refuse(c, f.id, *why);
+        break;
+      }
       if (!fits(c, f.id, key, 20)) break;
       auto sum = state_.add(key, delta, woken);
       reply(c, sum ? sw::Writer(sw::Type::integer, f.id).i64(*sum).finish()

@@ -26,6 +26,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "rendezvous/key_owners.h"
 #include "rendezvous/socket.h"
 #include "rendezvous/store_state.h"
 #include "rendezvous/store_wire.h"
@@ -103,6 +104,8 @@ class ServerCore {
   /// Answers `c`'s handshake with ERROR `code` and closes it once sent.
   void refuse_hello(Conn& c, std::uint32_t id, storewire::ErrorCode code,
                     const std::string& message);
+  /// The handshake succeeded: `c` is greeted, and its rank claim recorded.
+  void greet(Conn& c);
   /// "client 10.0.0.5:4242 (claiming rank 3)", for log lines.
   static std::string who(const Conn& c);
   void request(Conn& c, const storewire::Frame& f);
@@ -138,6 +141,7 @@ class ServerCore {
   std::chrono::steady_clock::time_point log_window_end_{};
   std::size_t logged_in_window_ = 0, suppressed_ = 0;
   StoreState state_;
+  KeyOwners owners_;
   std::unordered_map<StoreState::WaiterId, Pending> pending_;
   StoreState::WaiterId next_waiter_ = 1;
   std::vector<std::uint64_t> doomed_;

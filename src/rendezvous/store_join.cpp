@@ -110,6 +110,7 @@ JoinedStore join_store(const World& world, const Env& env, Deadline deadline) {
     o.world_size = world.size;
     if (secret) o.secret = secret->key;
     o.served_by = "rank 0 [" + short_hostname() + "]";
+    o.owned_keys = true;  // no launcher here: connections without a rank report nothing
     j.server = std::make_unique<TcpStoreServer>(o);
   }
   try {

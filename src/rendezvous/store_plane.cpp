@@ -249,13 +249,18 @@ class StorePlane : public Plane {
       keys.push_back(key("hello", r));
       keys.push_back(key("phase", r));
     }
+    keys.push_back("duplicates");  // the server's own: ranks claimed twice
     auto v = multi_get(keys);
+    const auto& twice = v.back();
     for (std::size_t i = 0; i < missing.size(); ++i) {
       const auto& hello = v[2 * i];
       const auto& phase = v[2 * i + 1];
       if (!hello)
         g.notes[missing[i]] =
-            "never joined the store: not started, or cannot reach " + store_->address();
+            "never joined the store: not started, or cannot reach " + store_->address() +
+            (twice ? "; but " + storelimits::store_text(*twice, 512) +
+                         ": a duplicate RANK takes another rank's place"
+                   : "");
       else
         g.notes[missing[i]] = storelimits::store_text(*hello, 256) + ", last phase: " +
                               storelimits::store_text(phase.value_or("start"), 64);

@@ -16,6 +16,8 @@
 //   dead/<r>      set by a launcher before it announces rank r's death, so a
 //                 checkpoint stops waiting for r at once
 //   server        set by gpudiag's server itself: who serves it, "rank 0 [node1]"
+//   duplicates    set by gpudiag's server itself: ranks claimed by a second
+//                 connection, which may not write them (key_owners.h)
 // A request the store answers at once that goes unanswered for a window (2 s,
 // more in large jobs), twice, means the store stopped: every later call fails
 // with "<server> serving the store at ADDR stopped answering".

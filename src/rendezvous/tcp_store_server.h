@@ -58,6 +58,12 @@ struct TcpStoreServerOptions {
   /// under the key `server` from the start (no client may change it), so a
   /// rank can name it when it stops answering.
   std::string served_by;
+  /// Rank ownership of keys (rendezvous/key_owners.h): a rank's records are
+  /// taken only from the first connection that claimed that rank. Needs
+  /// world_size. `launcher_clients`: connections that claim no rank may
+  /// report deaths and failures (gpudiag launch's); else they may not.
+  bool owned_keys = false;
+  bool launcher_clients = false;
   /// A connection must complete its handshake within this time.
   std::chrono::milliseconds handshake_timeout{10000};
 };

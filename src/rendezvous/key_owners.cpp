@@ -1,0 +1,106 @@
+// Who may write which key of gpudiag's store (see key_owners.h): the key's
+// family and rank are parsed from its text, then checked against the
+// connection's claim and the first claimant of each rank.
+#include "rendezvous/key_owners.h"
+
+#include "rendezvous/store_limits.h"
+#include "rendezvous/store_wire.h"
+
+namespace gpudiag {
+
+namespace {
+
+constexpr std::size_t kMaxDuplicatesNamed = 8;
+
+/// "hello/7" with family "hello/" -> 7; nullopt when `key` is not
+/// `family` followed by a rank number.
+std::optional<std::int64_t> rank_of(const std::string& key, const std::string& family) {
+  if (key.compare(0, family.size(), family) != 0) return std::nullopt;
+  return storelimits::parse_bounded(key.substr(family.size()), 0, storewire::kNoRank - 1);
+}
+
+/// "cp/<n>/<rest>": <rest>, when `key` is a checkpoint key.
+std::optional<std::string> checkpoint_tail(const std::string& key) {
+  if (key.compare(0, 3, "cp/") != 0) return std::nullopt;
+  auto slash = key.find('/', 3);
+  if (slash == std::string::npos || !storelimits::parse_bounded(key.substr(3, slash - 3), 0, 1 << 30))
+    return std::nullopt;
+  return key.substr(slash + 1);
+}
+
+std::string claim_text(std::uint32_t rank) {
+  return rank == storewire::kNoRank ? "no rank (a launcher)" : "rank " + std::to_string(rank);
+}
+
+}  // namespace
+
+KeyOwners::KeyOwners(int world_size, bool launchers_allowed)
+    : owner_(world_size > 0 ? static_cast<std::size_t>(world_size) : 0, 0),
+      launchers_(launchers_allowed) {}
+
+std::optional<std::string> KeyOwners::greeted(std::uint64_t conn, std::uint32_t rank,
+                                              const std::string& peer) {
+  if (rank >= owner_.size()) return std::nullopt;
+  if (owner_[rank] == 0) {
+    owner_[rank] = conn;
+    return std::nullopt;
+  }
+  if (duplicates_.size() < kMaxDuplicatesNamed)
+    duplicates_.push_back("rank " + std::to_string(rank) + " (again, from " + peer + ")");
+  std::string text = "a second connection claimed ";
+  for (std::size_t i = 0; i < duplicates_.size(); ++i)
+    text += (i ? ", " : "") + duplicates_[i];
+  return text;
+}
+
+bool KeyOwners::is_owner(std::uint64_t conn, std::uint32_t rank) const {
+  return rank < owner_.size() && owner_[rank] == conn;
+}
+
+/// `conn` may write the keys of `rank`: it claimed it and, within the world, owns it.
+bool KeyOwners::owns(std::uint64_t conn, std::uint32_t rank) const {
+  return rank != storewire::kNoRank && (rank >= owner_.size() || owner_[rank] == conn);
+}
+
+std::optional<std::string> KeyOwners::refuse(std::uint64_t conn, std::uint32_t rank,
+                                             const std::string& key, bool is_add) const {
+  if (key == "server" || key == "duplicates") return "the key '" + key + "' is the store's own";
+  if (owner_.empty()) return std::nullopt;  // ownership off
+  const std::string who = "this connection claimed " + claim_text(rank);
+  auto per_rank = [&](std::int64_t r) -> std::optional<std::string> {
+    if (static_cast<std::uint32_t>(r) == rank && owns(conn, rank)) return std::nullopt;
+    if (static_cast<std::uint32_t>(r) != rank)
+      return "the key '" + key + "' belongs to rank " + std::to_string(r) + " and " + who;
+    return "the key '" + key + "' belongs to the first connection that claimed rank " +
+           std::to_string(r) + ", and this one claimed it again (a duplicate RANK?)";
+  };
+  for (const char* family : {"hello/", "phase/"})
+    if (auto r = rank_of(key, family)) return per_rank(*r);
+  if (auto r = rank_of(key, "claim/")) {
+    if (is_add && static_cast<std::uint32_t>(*r) == rank) return std::nullopt;  // a duplicate learns so
+    return per_rank(*r);
+  }
+  if (auto tail = checkpoint_tail(key)) {
+    if (*tail == "digest")
+      return is_owner(conn, 0) ? std::nullopt
+                               : std::optional<std::string>("the checkpoint digest '" + key +
+                                                            "' is rank 0's and " + who);
+    if (auto r = storelimits::parse_bounded(*tail, 0, storewire::kNoRank - 1)) return per_rank(*r);
+    return std::nullopt;
+  }
+  const bool launcher = rank == storewire::kNoRank && launchers_;
+  if (rank_of(key, "dead/"))
+    return launcher ? std::nullopt
+                    : std::optional<std::string>("only a launcher reports a death ('" + key +
+                                                 "'), and " + who);
+  if (key == "failures" || rank_of(key, "failure/")) {
+    if (launcher || (rank < owner_.size() && is_owner(conn, rank)) ||
+        (rank != storewire::kNoRank && rank >= owner_.size()))
+      return std::nullopt;
+    return "only a rank's own connection or a launcher announces a failure ('" + key + "'), and " +
+           who + (rank == storewire::kNoRank ? "" : " after another connection");
+  }
+  return std::nullopt;
+}
+
+}  // namespace gpudiag
