@@ -194,8 +194,8 @@ cat "$logs/links.txt"
 # tells hosts apart by NCCL_HOSTID, so each rank gets its own and NCCL connects
 # them over its network transport (sockets on lo). gpudiag launch runs a program
 # other than gpudiag only with --no-gpudiag; then rank 0 serves the store (the
-# launcher does not) and no death is published, so the others learn of a dead
-# rank from NCCL and the checkpoints' --timeout. With RANK_PID_DIR set, the
+# launcher does not), and the store announces the death of a rank whose
+# connection closes without a goodbye. With RANK_PID_DIR set, the
 # wrapper also notes each rank's pid (exec keeps it) for the fault runs.
 wrapper=$logs/rank-wrapper.sh
 cat >"$wrapper" <<EOF

@@ -53,6 +53,14 @@ std::optional<std::string> KeyOwners::greeted(std::uint64_t conn, std::uint32_t 
   return text;
 }
 
+std::optional<std::int64_t> KeyOwners::claim_answer(std::uint64_t conn, std::uint32_t rank,
+                                                    const std::string& key) const {
+  if (rank >= owner_.size()) return std::nullopt;
+  auto r = rank_of(key, "claim/");
+  if (!r || static_cast<std::uint32_t>(*r) != rank) return std::nullopt;
+  return owner_[rank] == conn ? 1 : 2;
+}
+
 bool KeyOwners::is_owner(std::uint64_t conn, std::uint32_t rank) const {
   return rank < owner_.size() && owner_[rank] == conn;
 }
@@ -74,7 +82,7 @@ std::optional<std::string> KeyOwners::refuse(std::uint64_t conn, std::uint32_t r
     return "the key '" + key + "' belongs to the first connection that claimed rank " +
            std::to_string(r) + ", and this one claimed it again (a duplicate RANK?)";
   };
-  for (const char* family : {"hello/", "phase/"})
+  for (const char* family : {"hello/", "phase/", "bye/"})
     if (auto r = rank_of(key, family)) return per_rank(*r);
   if (auto r = rank_of(key, "claim/")) {
     if (is_add && static_cast<std::uint32_t>(*r) == rank) return std::nullopt;  // a duplicate learns so

@@ -8,7 +8,7 @@
 // or an outsider posing as it). With ownership on:
 //   claim/<r>             the owner of r; a duplicate of r may only ADD to it,
 //                         so it learns that it is one (duplicate RANK)
-//   hello/<r> phase/<r> cp/<n>/<r>
+//   hello/<r> phase/<r> bye/<r> cp/<n>/<r>
 //                         the owner of r only
 //   cp/<n>/digest         the owner of rank 0 (the judge)
 //   failures failure/<n>  owners of any rank, and launchers where allowed
@@ -44,9 +44,17 @@ class KeyOwners {
   std::optional<std::string> refuse(std::uint64_t conn, std::uint32_t rank, const std::string& key,
                                     bool is_add) const;
 
+  /// What an ADD to `key` from `conn` (which claimed `rank`) answers when
+  /// `key` is that rank's claim: 1 for its owner, 2 for a duplicate, whatever
+  /// the order the two ADDs arrive in (ownership goes by handshake order).
+  std::optional<std::int64_t> claim_answer(std::uint64_t conn, std::uint32_t rank,
+                                           const std::string& key) const;
+
+  /// `conn` is the first connection that claimed `rank` (within the world).
+  bool is_owner(std::uint64_t conn, std::uint32_t rank) const;
+
  private:
   bool owns(std::uint64_t conn, std::uint32_t rank) const;
-  bool is_owner(std::uint64_t conn, std::uint32_t rank) const;
 
   std::vector<std::uint64_t> owner_;  ///< by rank; 0 while unclaimed (connection ids start at 1)
   bool launchers_ = false;

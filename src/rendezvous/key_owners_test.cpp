@@ -23,6 +23,10 @@ TEST(KeyOwners, ARanksRecordsComeOnlyFromTheFirstConnectionThatClaimedIt) {
   ASSERT_TRUE(dup);
   EXPECT_EQ(*dup, "a second connection claimed rank 1 (again, from b:2)");
   EXPECT_FALSE(o.refuse(11, 1, "claim/1", true));
+  // Whoever's ADD comes first, the owner hears 1 and the duplicate 2.
+  EXPECT_EQ(o.claim_answer(11, 1, "claim/1"), 2);
+  EXPECT_EQ(o.claim_answer(10, 1, "claim/1"), 1);
+  EXPECT_FALSE(o.claim_answer(10, 1, "claim/2"));
   for (const char* k : {"claim/1", "hello/1", "cp/0/1", "failures", "failure/1"})
     EXPECT_TRUE(o.refuse(11, 1, k, false)) << k;
   EXPECT_FALSE(o.refuse(11, 1, "anything/else", false));

@@ -89,6 +89,7 @@ void ServerCore::bury() {
 }
 
 void ServerCore::close_conn(Conn& c) {
+  announce_if_lost(c);
   for (auto wid : c.parked) {
     state_.cancel(wid);
     pending_.erase(wid);
@@ -241,6 +242,35 @@ void ServerCore::hello(Conn& c, const sw::Frame& f) {
   reply(c, sw::Writer(sw::Type::hello_ok, f.id).u16(sw::kVersion).finish());
 }
 
+void ServerCore::announce_if_lost(const Conn& c) {
+  if (!opts_.deaths_from_connections || !c.greeted || !owners_.is_owner(c.id, c.rank)) return;
+  const std::string r = std::to_string(c.rank);
+  if (state_.find("bye/" + r) || state_.find("dead/" + r)) return;
+  // Said as a launcher says it, "rank 2 [node1-2] (pid 42) ...", from the
+  // rank's hello "pid 42 on node1 (local rank 2)" when it parses.
+  std::string who = "rank " + r;
+  if (const std::string* hello = state_.find("hello/" + r)) {
+    unsigned long long pid = 0;
+    int local = 0;
+    char host[256] = {};
+    if (std::sscanf(hello->c_str(), "pid %llu on %255s (local rank %d)", &pid, host, &local) == 3)
+      who += " [" + storelimits::store_text(host, 128) + "-" + std::to_string(local) + "] (pid " +
+             std::to_string(pid) + ")";
+  }
+  const std::string* phase = state_.find("phase/" + r);
+  const std::string why =
+      who + " closed its connection to the store " +
+      (phase ? "in its " + storelimits::store_text(*phase, 64) + " phase" : "before its first phase") +
+      ": its process died, was killed or exited early" +
+      (opts_.served_by.empty() ? "" : " (seen by the store, served by " + opts_.served_by + ")");
+  spdlog::info("store: {}", why);
+  std::vector<StoreState::WaiterId> woken;
+  state_.set("dead/" + r, "1", woken);  // before the announcement, as a launcher does
+  if (auto n = state_.add("failures", 1, woken))
+    state_.set("failure/" + std::to_string(*n), "died\t" + why, woken);
+  wake(woken);
+}
+
 void ServerCore::greet(Conn& c) {
   c.greeted = true;
   auto duplicates = owners_.greeted(c.id, c.rank, c.peer);
@@ -318,6 +348,7 @@ void ServerCore::request(Conn& c, const sw::Frame& f) {
       }
       if (!fits(c, f.id, key, 20)) break;
       auto sum = state_.add(key, delta, woken);
+      if (auto claim = owners_.claim_answer(c.id, c.rank, key); sum && claim) sum = claim;
       reply(c, sum ? sw::Writer(sw::Type::integer, f.id).i64(*sum).finish()
                    : error_frame(f.id, sw::ErrorCode::not_an_integer,
                                  "the value of key '" + key +

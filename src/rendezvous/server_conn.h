@@ -106,6 +106,9 @@ class ServerCore {
                     const std::string& message);
   /// The handshake succeeded: `c` is greeted, and its rank claim recorded.
   void greet(Conn& c);
+  /// `c` is closing: when it owns a rank that did not say goodbye, announces
+  /// that rank's death (deaths_from_connections).
+  void announce_if_lost(const Conn& c);
   /// "client 10.0.0.5:4242 (claiming rank 3)", for log lines.
   static std::string who(const Conn& c);
   void request(Conn& c, const storewire::Frame& f);

@@ -111,6 +111,7 @@ JoinedStore join_store(const World& world, const Env& env, Deadline deadline) {
     if (secret) o.secret = secret->key;
     o.served_by = "rank 0 [" + short_hostname() + "]";
     o.owned_keys = true;  // no launcher here: connections without a rank report nothing
+    o.deaths_from_connections = true;  // ... so the store reports a rank's lost connection
     j.server = std::make_unique<TcpStoreServer>(o);
   }
   try {

@@ -71,6 +71,16 @@ class StorePlane : public Plane {
     }
   }
 
+  /// Says goodbye, so a store that reports ranks whose connection closes
+  /// (ranks started by hand) does not take this rank's exit for a death.
+  ~StorePlane() override {
+    if (lost_) return;
+    try {
+      store_->set(key("bye", me_.rank), "1", Deadline::after(std::chrono::seconds(2)));
+    } catch (const Error&) {
+    }
+  }
+
   int rank() const override { return me_.rank; }
   int size() const override { return me_.size; }
   std::string describe() const override { return "the store at " + store_->address(); }

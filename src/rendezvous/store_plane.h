@@ -5,6 +5,9 @@
 //   claim/<r>     counter: a second process claiming rank r gets 2 -> duplicate RANK
 //   hello/<r>     "pid <p> on <host> (local rank <l>)": who holds rank r
 //   phase/<r>     the phase rank r last entered
+//   bye/<r>       rank r ended in order (set as its plane goes away); a store
+//                 served by rank 0 announces the death of a rank whose
+//                 connection closes without it
 //   cp/<n>/<r>    rank r's record at checkpoint n
 //   cp/<n>/digest rank 0's digest of checkpoint n (see plane.h): the missing
 //                 ranks and their notes, the abort, the check's review

@@ -64,6 +64,11 @@ struct TcpStoreServerOptions {
   /// report deaths and failures (gpudiag launch's); else they may not.
   bool owned_keys = false;
   bool launcher_clients = false;
+  /// With no launcher to see a rank's process end (ranks started by hand):
+  /// when the connection that owns a rank closes before the rank said
+  /// goodbye (its `bye/<r>` key), the server announces that rank's death
+  /// itself, as a launcher would. Needs owned_keys.
+  bool deaths_from_connections = false;
   /// A connection must complete its handshake within this time.
   std::chrono::milliseconds handshake_timeout{10000};
 };

@@ -87,12 +87,15 @@ class ByHand(unittest.TestCase):
         out = self.ranks.stdout(skip=(2,))
         broken = broken_lines(out)
         self.assertEqual(len(broken), 3, out)
-        self.assertTrue(any("rank 2" in m["reason"] for m in broken), out)
-        self.assertTrue(all(c != 0 for i, c in enumerate(self.ranks.codes) if i != 2))
-        # No launcher saw it die: the report says it went missing in the all-reduce.
+        # No launcher saw it die; the store (rank 0's) saw its connection close
+        # without a goodbye and told everyone, so every survivor names it and
+        # exits 1, whether it was in the collective or at a checkpoint.
+        for m in broken:
+            self.assertIn("rank 2 [", m["reason"])
+            self.assertIn("closed its connection to the store in its all-reduce phase", m["reason"])
+        self.assertEqual([c for i, c in enumerate(self.ranks.codes) if i != 2], [1, 1, 1])
         self.assertIn("summary: 0/4 ranks OK", out)
-        self.assertIn("rank 2 gone: last phase: all-reduce, did not reach the all-reduce checkpoint",
-                      out)
+        self.assertIn("rank 2 dead: closed its connection to the store in its all-reduce phase", out)
 
     def test_unresolvable_master_addr(self):
         env = rank_env(1, 2, free_port(), addr="no-such-host.invalid")

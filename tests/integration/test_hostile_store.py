@@ -68,13 +68,16 @@ if mode == "forge":  # forge TOKEN KEY VALUE
     c.sendall(frame(2, 1, s(sys.argv[4].encode()) + s(sys.argv[5].encode())))
     print("reply", read_frame(c))
 elif mode == "write":  # TOKEN RANK|- AFTER KEY VALUE|+N: once key AFTER exists, SET (or ADD)
-    c = connect(port, until); c.settimeout(15)
     tok = sys.argv[3].encode()
+    w = connect(port, until); w.settimeout(15)  # waits, claiming no rank
+    w.sendall(MAGIC + frame(1, 0, struct.pack("<H", 1) + s(tok)))
+    assert read_frame(w) == 0x81, "handshake refused"
+    w.sendall(frame(3, 1, s(sys.argv[5].encode())))  # GET, answered once the key exists
+    read_frame(w)
+    c = connect(port, until); c.settimeout(15)  # then writes, claiming RANK (or none)
     claim = b"" if sys.argv[4] == "-" else struct.pack("<BI", 0, int(sys.argv[4])) + s(b"n" * 32)
     c.sendall(MAGIC + frame(1, 0, struct.pack("<H", 1) + s(tok) + claim))
     assert read_frame(c) == 0x81, "handshake refused"
-    c.sendall(frame(3, 1, s(sys.argv[5].encode())))  # GET, answered once the key exists
-    read_frame(c)
     key, value = sys.argv[6].encode(), sys.argv[7]
     if value.startswith("+"):
         c.sendall(frame(5, 2, s(key) + struct.pack("<q", int(value[1:]))))
