@@ -17,10 +17,12 @@ namespace gpudiag::launch {
 /// rank_environment()) and PATH finds a --no-gpudiag program. `observer`,
 /// if given, hears the job start and each child end.
 ///
-/// Returns the launcher's exit status: 0 when every child exited 0; else the
-/// first failing child's (its exit code, or 128 + its signal); else, when the
-/// launcher was interrupted, 128 + that signal; else 3 when --timeout ended
-/// the job. Throws gpudiag::Error when the job cannot start (the program is
+/// Returns the launcher's exit status, decided from how every child ended and
+/// never from which ended first (job_exit_status() in job_status.h): 128 +
+/// the signal that interrupted the launcher; else 4, 2, a child's own death
+/// by a signal (128 + it), 1, 3 (also when --timeout or --exit-timeout
+/// stopped the job), any other code, in that order; 0 when every child
+/// exited 0. Throws gpudiag::Error when the job cannot start (the program is
 /// missing, no free port, fork fails); children already started are killed.
 int run_launch(const LaunchOptions& options, const Env& env, LaunchObserver* observer = nullptr);
 

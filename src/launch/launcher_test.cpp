@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -75,6 +76,49 @@ TEST(RunLaunch, ObserverAdjustsTheJobAndHearsEveryExit) {
     EXPECT_EQ(recorder.exits[i].status, ExitStatus::killed(SIGTERM));
     EXPECT_GT(recorder.exits[i].pid, 0);
   }
+}
+
+/// For --no-gpudiag ranks: rank $FIRST exits $FIRST_CODE at once; rank $THEN
+/// waits until the launcher has reaped rank $FIRST (its pid is gone), then
+/// exits $THEN_CODE; every other rank exits 0. So the launcher sees the two
+/// failures in this order on every run.
+constexpr const char* kExitsInOrder = R"sh(
+case $RANK in
+  "$FIRST") echo $$ > "$OUT/pid.tmp"; mv "$OUT/pid.tmp" "$OUT/pid"; exit "$FIRST_CODE" ;;
+  "$THEN") while [ ! -e "$OUT/pid" ]; do sleep 0.01; done
+           while kill -0 "$(cat "$OUT/pid")" 2>/dev/null; do sleep 0.01; done
+           exit "$THEN_CODE" ;;
+esac
+exit 0)sh";
+
+/// Runs 3 ranks of kExitsInOrder; returns the launcher's exit status.
+int run_in_order(int first, int first_code, int then, int then_code, LaunchObserver* observer) {
+  TempDir dir;
+  Env env = Env::from_process();
+  env.set("OUT", dir.path().string());
+  env.set("FIRST", std::to_string(first));
+  env.set("FIRST_CODE", std::to_string(first_code));
+  env.set("THEN", std::to_string(then));
+  env.set("THEN_CODE", std::to_string(then_code));
+  LaunchOptions o;
+  o.nproc_per_node = 3;
+  o.no_gpudiag = true;
+  o.grace_s = 120;  // the later rank ends on its own, long before this
+  o.command = {"sh", "-c", kExitsInOrder};
+  return run_launch(o, env, observer);
+}
+
+TEST(RunLaunch, ExitStatusDoesNotDependOnWhichRankFailedFirst) {
+  // Rank 1 times out (3) first, rank 2 names the failure (1) after: 1.
+  Recorder recorder;
+  EXPECT_EQ(run_in_order(1, 3, 2, 1, &recorder), 1);
+  ASSERT_EQ(recorder.exits.size(), 3u);
+  auto first = std::find_if(recorder.exits.begin(), recorder.exits.end(),
+                            [](const ChildExit& e) { return e.first_failure; });
+  ASSERT_NE(first, recorder.exits.end());
+  EXPECT_EQ(first->rank, 1);  // the order really was the "wrong" one
+  // The same fault the other way round gives the same status.
+  EXPECT_EQ(run_in_order(2, 1, 1, 3, nullptr), 1);
 }
 
 TEST(RunLaunch, AThrowingJobStartStartsNothing) {

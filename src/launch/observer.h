@@ -26,7 +26,8 @@ struct ChildExit {
   pid_t pid = 0;
   ExitStatus status;
   /// The first child on this node that failed (non-zero exit or a signal)
-  /// while the job was running normally; the launcher's exit status is its.
+  /// while the job was running normally: the one that made the launcher stop
+  /// the others (the exit status is decided from every child; job_status.h).
   bool first_failure = false;
   /// The launcher had signalled it (after a failure, a signal or --timeout).
   bool stopped_by_launcher = false;

@@ -36,11 +36,14 @@ std::string job_summary(const std::vector<RankOutcome>& outcomes, const std::str
       first = "rank " + std::to_string(o.rank) + " " + o.status->describe() + " (first failure)";
     } else {
       auto what = o.status ? o.status->describe() : std::string("did not exit");
+      // A rank the launcher had signalled but that died of another signal
+      // (a crash, a kill from outside) was not stopped by the launcher.
+      bool stopped = o.status && o.status->signaled ? o.killed_by_launcher : o.stopped_by_launcher;
       auto same = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
-        return g.what == what && g.stopped == o.stopped_by_launcher;
+        return g.what == what && g.stopped == stopped;
       });
       if (same == groups.end())
-        groups.push_back({what, o.stopped_by_launcher, {o.rank}});
+        groups.push_back({what, stopped, {o.rank}});
       else
         same->ranks.push_back(o.rank);
     }

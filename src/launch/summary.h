@@ -19,6 +19,9 @@ struct RankOutcome {
   std::optional<ExitStatus> status;
   bool first_failure = false;
   bool stopped_by_launcher = false;
+  /// It died of a signal the launcher itself had sent it (so the death is an
+  /// effect of the job's end, not a cause; see job_status.h).
+  bool killed_by_launcher = false;
 };
 
 /// {0,1,2,5,7,8} -> "0-2,5,7,8": runs of three or more as a range (input in
@@ -26,7 +29,9 @@ struct RankOutcome {
 std::string format_ranks(std::vector<int> ranks);
 
 /// "4/4 ranks OK", or e.g. "1/4 ranks OK; rank 3 exited with status 1 (first
-/// failure); ranks 0,2 killed by SIGTERM (stopped by the launcher)".
+/// failure); ranks 0,2 killed by SIGTERM (stopped by the launcher)". A rank
+/// killed by a signal is "stopped by the launcher" only if the launcher sent
+/// that signal (killed_by_launcher).
 /// `note` (e.g. "interrupted by SIGINT"), when not empty, is appended.
 std::string job_summary(const std::vector<RankOutcome>& outcomes, const std::string& note);
 

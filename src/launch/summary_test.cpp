@@ -19,15 +19,28 @@ TEST(JobSummary, AllOk) {
 
 TEST(JobSummary, NamesTheFirstFailureThenGroupsTheRest) {
   std::vector<RankOutcome> o{
-      {0, ExitStatus::killed(15), false, true}, {1, ExitStatus::exited(0)},
-      {2, ExitStatus::killed(15), false, true}, {3, ExitStatus::exited(1), true, false},
-      {4, ExitStatus::exited(1), false, false}, {5, std::nullopt, false, true},
+      {0, ExitStatus::killed(15), false, true, true}, {1, ExitStatus::exited(0)},
+      {2, ExitStatus::killed(15), false, true, true}, {3, ExitStatus::exited(1), true, false},
+      {4, ExitStatus::exited(1), false, false},       {5, std::nullopt, false, true},
   };
   EXPECT_EQ(job_summary(o, "exit status 1"),
             "1/6 ranks OK; rank 3 exited with status 1 (first failure); "
             "ranks 0,2 killed by SIGTERM (stopped by the launcher); "
             "rank 4 exited with status 1; "
             "rank 5 did not exit (stopped by the launcher); exit status 1");
+}
+
+TEST(JobSummary, ASignalTheLauncherDidNotSendIsNotItsStop) {
+  // Rank 1 got the launcher's SIGTERM, ignored it, and was then SIGKILLed from
+  // outside; rank 2 was killed at --exit-timeout (the launcher's own SIGKILL).
+  std::vector<RankOutcome> o{
+      {0, ExitStatus::exited(1), true, false},
+      {1, ExitStatus::killed(9), false, true, false},
+      {2, ExitStatus::killed(9), false, false, true},
+  };
+  EXPECT_EQ(job_summary(o, ""),
+            "0/3 ranks OK; rank 0 exited with status 1 (first failure); "
+            "rank 1 killed by SIGKILL; rank 2 killed by SIGKILL (stopped by the launcher)");
 }
 
 TEST(ExitStatus, DescribesLikeAShell) {

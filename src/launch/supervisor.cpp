@@ -7,9 +7,11 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 
+#include "launch/job_status.h"
 #include "launch/summary.h"
 #include "util/error.h"
 
@@ -46,8 +48,19 @@ struct Supervisor::Slot {
   std::optional<ExitStatus> status;
   bool first_failure = false;
   bool stopped_by_launcher = false;
+  /// Every signal the launcher sent it, one bit per signal number.
+  std::uint64_t sent_signals = 0;
   std::optional<Deadline> exit_by;  ///< set when its status line went through
   bool hung_on_exit = false;
+
+  void send(int sig) {
+    child.signal(sig);
+    if (sig > 0 && sig < 64) sent_signals |= std::uint64_t{1} << sig;
+  }
+  bool killed_by_launcher() const {
+    return status && status->signaled && status->value > 0 && status->value < 64 &&
+           (sent_signals >> status->value & 1);
+  }
 };
 
 Supervisor::Supervisor(std::vector<RankProcess> ranks, bool prefix, StopPolicy policy,
@@ -60,7 +73,7 @@ Supervisor::Supervisor(std::vector<RankProcess> ranks, bool prefix, StopPolicy p
     auto err = r.child.take_stderr();
     slots_.push_back(Slot{r.rank, r.local_rank, std::move(r.child),
                           Relay(std::move(out), tag, out_), Relay(std::move(err), tag, err_),
-                          std::nullopt, false, false, std::nullopt, false});
+                          std::nullopt, false, false, 0, std::nullopt, false});
   }
   if (policy_.timeout_s > 0) job_deadline_ = Deadline::after_seconds(policy_.timeout_s);
 }
@@ -81,11 +94,19 @@ int Supervisor::run() {
   }
   for (auto& s : slots_) s.out.close(), s.err.close();
 
-  std::vector<RankOutcome> outcomes;
+  auto ends = outcomes();
+  int status = job_exit_status(ends, {interrupted_by_, timed_out_ || exit_timed_out_, gave_up_});
+  say(job_summary(ends, summary_note(status)));
+  return status;
+}
+
+std::vector<RankOutcome> Supervisor::outcomes() const {
+  std::vector<RankOutcome> out;
+  out.reserve(slots_.size());
   for (const auto& s : slots_)
-    outcomes.push_back({s.rank, s.status, s.first_failure, s.stopped_by_launcher});
-  say(job_summary(outcomes, summary_note()));
-  return exit_status();
+    out.push_back(
+        {s.rank, s.status, s.first_failure, s.stopped_by_launcher, s.killed_by_launcher()});
+  return out;
 }
 
 void Supervisor::reap() {
@@ -194,11 +215,12 @@ void Supervisor::watch_exits() {
       s.exit_by = Deadline::after_seconds(policy_.exit_timeout_s);
     if (s.exit_by && s.exit_by->expired()) {
       s.hung_on_exit = true;
+      exit_timed_out_ = true;
       say("rank " + std::to_string(s.rank) + " (pid " + std::to_string(s.child.pid()) +
           ") printed its status but did not exit within --exit-timeout " +
           seconds(policy_.exit_timeout_s) +
           " (a hang in teardown: CUDA, NCCL or MPI finalize?); sending SIGKILL");
-      s.child.signal(SIGKILL);
+      s.send(SIGKILL);
     }
   }
 }
@@ -230,7 +252,7 @@ void Supervisor::poll_once() {
 void Supervisor::signal_live(int sig) {
   for (auto& s : slots_) {
     if (s.status) continue;
-    s.child.signal(sig);
+    s.send(sig);
     s.stopped_by_launcher = true;
   }
 }
@@ -251,21 +273,15 @@ bool Supervisor::any_output_open() const {
                      [](const Slot& s) { return s.out.open() || s.err.open(); });
 }
 
-int Supervisor::exit_status() const {
-  if (first_failure_) return slots_[*first_failure_].status->shell_status();
-  if (interrupted_by_) return 128 + interrupted_by_;
-  if (timed_out_) return static_cast<int>(ExitCode::timeout);
-  if (gave_up_) return static_cast<int>(ExitCode::broken);
-  return 0;
-}
-
-std::string Supervisor::summary_note() const {
+std::string Supervisor::summary_note(int status) const {
+  std::vector<std::string> parts;
+  if (interrupted_by_) parts.push_back("interrupted by " + signal_name(interrupted_by_));
+  if (timed_out_) parts.push_back("stopped by --timeout " + seconds(policy_.timeout_s));
+  if (exit_timed_out_)
+    parts.push_back("killed at --exit-timeout " + seconds(policy_.exit_timeout_s));
+  if (status != 0) parts.push_back("exit status " + std::to_string(status));
   std::string note;
-  if (interrupted_by_) note = "interrupted by " + signal_name(interrupted_by_);
-  if (timed_out_) note = "stopped by --timeout " + seconds(policy_.timeout_s);
-  int status = exit_status();
-  if (status != 0)
-    note += (note.empty() ? "" : "; ") + std::string("exit status ") + std::to_string(status);
+  for (const auto& p : parts) note += (note.empty() ? "" : "; ") + p;
   return note;
 }
 

@@ -14,7 +14,10 @@
 //     seconds later (a CUDA/NCCL/MPI teardown hang): reported, then SIGKILL.
 // A child that survives SIGKILL for 5 s is reported and left to init, so the
 // launcher itself always ends. After the last child, output still in the
-// pipes is drained for at most 2 s.
+// pipes is drained for at most 2 s. The exit status comes from how every
+// child ended (job_status.h), not from which one failed first; the loop only
+// records what it did itself: the signals it sent each child, an interrupt,
+// a deadline.
 #pragma once
 
 #include <optional>
@@ -25,6 +28,7 @@
 #include "launch/observer.h"
 #include "launch/output.h"
 #include "launch/signal_pipe.h"
+#include "launch/summary.h"
 #include "util/deadline.h"
 
 namespace gpudiag::launch {
@@ -57,7 +61,7 @@ class Supervisor {
   Supervisor& operator=(const Supervisor&) = delete;
 
   /// Supervises until every child has ended (or is given up on); prints the
-  /// one-line summary; returns the launcher's exit status (see launcher.h).
+  /// one-line summary; returns the launcher's exit status (job_status.h).
   int run();
 
  private:
@@ -74,8 +78,8 @@ class Supervisor {
   std::vector<int> live_ranks() const;
   bool all_ended() const;
   bool any_output_open() const;
-  int exit_status() const;
-  std::string summary_note() const;
+  std::vector<RankOutcome> outcomes() const;
+  std::string summary_note(int status) const;
   void say(const std::string& message);
 
   Sink out_{1};
@@ -90,6 +94,8 @@ class Supervisor {
   int interrupted_by_ = 0;
   int stop_signals_ = 0;
   bool timed_out_ = false;
+  /// A rank was killed for hanging past --exit-timeout.
+  bool exit_timed_out_ = false;
   bool gave_up_ = false;
   /// The signal the next SIGKILL message says the ranks ignored.
   std::string last_request_;
