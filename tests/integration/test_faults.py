@@ -124,6 +124,23 @@ class ByHand(unittest.TestCase):
         self.assertIn(f"port {port} is already in use", self.ranks.err[0])
         self.assertNotEqual(self.ranks.codes[1], 0)
 
+    def test_port_taken_is_reported_before_rank_0_waits_for_anything(self):
+        # Rank 1 never starts, so a rank 0 that got past the port would wait
+        # for it until --timeout 600; at debug level it would also log the
+        # store it serves and the connections it takes. It must only refuse.
+        with socket.socket() as squatter:
+            squatter.bind(("0.0.0.0", 0))
+            squatter.listen()
+            port = squatter.getsockname()[1]
+            p = run([BIN, "--log-level", "debug", "check", "--backend", "host", "--timeout", "600"],
+                    env=rank_env(0, 2, port), timeout=120)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        lines = p.stderr.splitlines()
+        self.assertEqual(len(lines), 1, p.stderr)
+        self.assertTrue(lines[0].startswith(f"gpudiag: port {port} is already in use on this host"),
+                        lines[0])
+        self.assertEqual(p.stdout, "")
+
     def test_world_size_mismatch(self):
         port = free_port()
         envs = [rank_env(r, 4, port) for r in range(4)]

@@ -6,11 +6,15 @@ is forced, never hoped for: a rank that must end later blocks reading a fifo
 that the test writes only once the launcher has said, on its stderr, that the
 other rank failed first. The test holds each fifo open for reading and writing
 itself, so neither side can block on opening it.
+
+Also here: a master port already in use under the launcher is one line and
+exit status 2 before any rank starts.
 """
 
 import os
 import re
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -149,6 +153,30 @@ esac"""
         self.assertEqual(summary(err), "gpudiag launch: 0/4 ranks OK; rank 0 exited with status 1 "
                                        "(first failure); ranks 1,2 killed by SIGTERM (stopped by "
                                        "the launcher); rank 3 killed by SIGKILL; exit status 137")
+
+
+@unittest.skipUnless(BIN and os.path.exists(BIN), "GPUDIAG_BIN is not set to the built binary")
+class PortInUse(unittest.TestCase):
+    def test_is_one_line_and_status_2_before_any_rank_starts(self):
+        with socket.socket() as squatter:
+            squatter.bind(("0.0.0.0", 0))
+            squatter.listen()
+            port = squatter.getsockname()[1]
+            # At debug level the launcher logs "launch: ranks 0-1 of 2 ..." as it
+            # starts them, and any store connection; the ranks' --timeout is far
+            # beyond the guard, so a rank that waited on this port would still be
+            # waiting when the guard fired.
+            job = Launcher(self, ["--nproc-per-node", "2", "--master-port", str(port), "--",
+                                  "check", "--backend", "host", "--timeout", "600"],
+                           log_level="debug")
+            code, out, err = job.finish()
+        self.assertEqual(code, 2, err)
+        lines = err.splitlines()
+        self.assertEqual(len(lines), 1, err)
+        self.assertTrue(lines[0].startswith(f"gpudiag: port {port} is already in use on this "
+                                            "host ("), lines[0])
+        self.assertIn("pick another MASTER_PORT", lines[0])
+        self.assertEqual(out, "", "a rank started although the store could not be served")
 
 
 if __name__ == "__main__":
