@@ -1,232 +1,32 @@
-// Per-dtype scan loops. Each loop body is branch-free integer work over one
-// block (at most kBlock elements, so 32-bit counters cannot overflow) and is
-// written for the compiler's auto-vectoriser (this file is built with -O3).
-#include "numerics/scan_kernels.h"
-
-#include <algorithm>
-#include <cstring>
-#include <limits>
-#include <type_traits>
+// scan_range: the per-dtype loops of scan_kernels_impl.h built for the
+// baseline instruction set here, and for AVX2 in scan_kernels_avx2.cpp; on
+// x86-64 the AVX2 copy runs when the processor has it (checked once).
+#include "numerics/scan_kernels_impl.h"
 
 namespace gpudiag::numerics {
 
+TensorStats scan_range_baseline(const TensorView& v, std::uint64_t begin, std::uint64_t end) {
+  return scan_range_here(v, begin, end);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+TensorStats scan_range_avx2(const TensorView& v, std::uint64_t begin, std::uint64_t end);
+
 namespace {
-
-constexpr std::size_t kBlock = 4096;
-constexpr double kThresholds[3] = {1e2, 1e3, 1e4};
-
-struct Counts {
-  std::uint64_t nan = 0, pos_inf = 0, neg_inf = 0, zero = 0, subnormal = 0, ge[3] = {0, 0, 0};
-};
-
-template <class U>
-struct FloatParams {
-  U abs_mask, nan_above, inf, neg_inf, min_normal_minus_1, threshold[3];
-};
-
-template <class U, bool kHasInf>
-void float_block(const U* __restrict x, std::size_t n, const FloatParams<U>& p, U& mn, U& mx,
-                 Counts& c) {
-  std::uint32_t nan = 0, pinf = 0, ninf = 0, zero = 0, sub = 0, g0 = 0, g1 = 0, g2 = 0;
-  U lo = mn, hi = mx;
-  for (std::size_t i = 0; i < n; ++i) {
-    const U v = x[i];
-    const U a = static_cast<U>(v & p.abs_mask);
-    lo = a < lo ? a : lo;
-    hi = a > hi ? a : hi;
-    nan += a > p.nan_above;
-    if constexpr (kHasInf) {
-      pinf += v == p.inf;
-      ninf += v == p.neg_inf;
-    }
-    zero += a == 0;
-    sub += static_cast<U>(a - 1) < p.min_normal_minus_1;  // 1 <= a < min_normal
-    g0 += a >= p.threshold[0];
-    g1 += a >= p.threshold[1];
-    g2 += a >= p.threshold[2];
-  }
-  mn = lo, mx = hi;
-  c.nan += nan, c.pos_inf += pinf, c.neg_inf += ninf, c.zero += zero, c.subnormal += sub;
-  c.ge[0] += g0, c.ge[1] += g1, c.ge[2] += g2;
+const bool kHaveAvx2 = __builtin_cpu_supports("avx2");
 }
-
-template <class S>
-void int_block(const S* __restrict x, std::size_t n, const std::make_unsigned_t<S> (&above)[3],
-               S& mn, S& mx, Counts& c) {
-  using U = std::make_unsigned_t<S>;
-  std::uint32_t zero = 0, g0 = 0, g1 = 0, g2 = 0;
-  S lo = mn, hi = mx;
-  for (std::size_t i = 0; i < n; ++i) {
-    const S v = x[i];
-    U mag = static_cast<U>(v);
-    if constexpr (std::is_signed_v<S>) mag = v < 0 ? static_cast<U>(U{0} - mag) : mag;
-    const S a = static_cast<S>(mag);  // the framework's abs: wraps the most negative value
-    lo = a < lo ? a : lo;
-    hi = a > hi ? a : hi;
-    zero += v == 0;
-    g0 += mag > above[0];
-    g1 += mag > above[1];
-    g2 += mag > above[2];
-  }
-  mn = lo, mx = hi;
-  c.zero += zero, c.ge[0] += g0, c.ge[1] += g1, c.ge[2] += g2;
-}
-
-void bool_block(const std::uint8_t* __restrict x, std::size_t n, std::uint8_t& mn, std::uint8_t& mx,
-                Counts& c) {
-  std::uint32_t zero = 0;
-  std::uint8_t lo = mn, hi = mx;
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint8_t v = x[i] != 0;
-    lo = v < lo ? v : lo;
-    hi = v > hi ? v : hi;
-    zero += v == 0;
-  }
-  mn = lo, mx = hi;
-  c.zero += zero;
-}
-
-template <class T>
-T byteswap(T v) {
-  if constexpr (sizeof(T) == 2)
-    return static_cast<T>(__builtin_bswap16(static_cast<std::uint16_t>(v)));
-  if constexpr (sizeof(T) == 4)
-    return static_cast<T>(__builtin_bswap32(static_cast<std::uint32_t>(v)));
-  if constexpr (sizeof(T) == 8)
-    return static_cast<T>(__builtin_bswap64(static_cast<std::uint64_t>(v)));
-  return v;
-}
-
-/// Calls block(ptr, n) over elements [begin, end) of `v` as T, reading in
-/// place when aligned little-endian, else through a swapped/aligned copy.
-template <class T, class Block>
-void for_each_block(const TensorView& v, std::uint64_t begin, std::uint64_t end, Block&& block) {
-  const std::uint8_t* p = v.data + begin * sizeof(T);
-  const std::uint64_t n = end - begin;
-  const bool swap = v.order == ByteOrder::big && sizeof(T) > 1;
-  const bool direct = !swap && reinterpret_cast<std::uintptr_t>(p) % alignof(T) == 0;
-  alignas(64) T buf[kBlock];
-  for (std::uint64_t off = 0; off < n; off += kBlock) {
-    const std::size_t m = static_cast<std::size_t>(std::min<std::uint64_t>(kBlock, n - off));
-    if (direct) {
-      block(reinterpret_cast<const T*>(p) + off, m);
-      continue;
-    }
-    std::memcpy(buf, p + off * sizeof(T), m * sizeof(T));
-    if (swap)
-      for (std::size_t i = 0; i < m; ++i) buf[i] = byteswap(buf[i]);
-    block(buf, m);
-  }
-}
-
-void fill_counts(TensorStats& s, const Counts& c) {
-  s.nan = c.nan, s.pos_inf = c.pos_inf, s.neg_inf = c.neg_inf, s.zero = c.zero;
-  s.subnormal = c.subnormal, s.ge_1e2 = c.ge[0], s.ge_1e3 = c.ge[1], s.ge_1e4 = c.ge[2];
-}
-
-template <class U>
-TensorStats scan_float(const TensorView& v, std::uint64_t begin, std::uint64_t end) {
-  const FloatFormat& f = float_format(v.dtype);
-  FloatParams<U> p{};
-  p.abs_mask = static_cast<U>(f.sign_mask - 1);
-  p.nan_above = static_cast<U>(f.nan_above());
-  p.inf = static_cast<U>(f.inf);
-  p.neg_inf = static_cast<U>(f.inf | f.sign_mask);
-  p.min_normal_minus_1 = static_cast<U>(f.min_normal - 1);
-  for (int k = 0; k < 3; ++k)
-    p.threshold[k] = static_cast<U>(float_threshold_bits(v.dtype, kThresholds[k]));
-  U mn = std::numeric_limits<U>::max(), mx = 0;
-  Counts c;
-  for_each_block<U>(v, begin, end, [&](const U* x, std::size_t n) {
-    if (f.has_inf)
-      float_block<U, true>(x, n, p, mn, mx, c);
-    else
-      float_block<U, false>(x, n, p, mn, mx, c);
-  });
-  // NaN patterns are above every threshold pattern: take them back out.
-  for (auto& g : c.ge) g -= c.nan;
-  TensorStats s;
-  s.count = end - begin;
-  fill_counts(s, c);
-  if (s.nan > 0) {
-    s.abs_min = s.abs_max = std::numeric_limits<double>::quiet_NaN();
-  } else {
-    s.abs_min = float_bits_to_double(v.dtype, mn);
-    s.abs_max = float_bits_to_double(v.dtype, mx);
-  }
-  return s;
-}
-
-template <class S>
-TensorStats scan_int(const TensorView& v, std::uint64_t begin, std::uint64_t end) {
-  using U = std::make_unsigned_t<S>;
-  U above[3];  // |x| >= t  <=>  |x| > t - 1, clamped so it never matches when t > max
-  for (int k = 0; k < 3; ++k) {
-    const double t1 = kThresholds[k] - 1;
-    above[k] = t1 >= static_cast<double>(std::numeric_limits<U>::max())
-                   ? std::numeric_limits<U>::max()
-                   : static_cast<U>(t1);
-  }
-  S mn = std::numeric_limits<S>::max(), mx = std::numeric_limits<S>::min();
-  Counts c;
-  for_each_block<S>(v, begin, end,
-                    [&](const S* x, std::size_t n) { int_block<S>(x, n, above, mn, mx, c); });
-  TensorStats s;
-  s.count = end - begin;
-  fill_counts(s, c);
-  s.abs_min = static_cast<double>(mn);
-  s.abs_max = static_cast<double>(mx);
-  return s;
-}
-
-TensorStats scan_bool(const TensorView& v, std::uint64_t begin, std::uint64_t end) {
-  std::uint8_t mn = 1, mx = 0;
-  Counts c;
-  for_each_block<std::uint8_t>(
-      v, begin, end, [&](const std::uint8_t* x, std::size_t n) { bool_block(x, n, mn, mx, c); });
-  TensorStats s;
-  s.count = end - begin;
-  fill_counts(s, c);
-  s.abs_min = mn;
-  s.abs_max = mx;
-  return s;
-}
-
-}  // namespace
 
 TensorStats scan_range(const TensorView& v, std::uint64_t begin, std::uint64_t end) {
-  if (begin >= end) return {};
-  switch (v.dtype) {
-    case DType::F64:
-      return scan_float<std::uint64_t>(v, begin, end);
-    case DType::F32:
-      return scan_float<std::uint32_t>(v, begin, end);
-    case DType::F16:
-    case DType::BF16:
-      return scan_float<std::uint16_t>(v, begin, end);
-    case DType::F8_E4M3:
-    case DType::F8_E5M2:
-      return scan_float<std::uint8_t>(v, begin, end);
-    case DType::I64:
-      return scan_int<std::int64_t>(v, begin, end);
-    case DType::I32:
-      return scan_int<std::int32_t>(v, begin, end);
-    case DType::I16:
-      return scan_int<std::int16_t>(v, begin, end);
-    case DType::I8:
-      return scan_int<std::int8_t>(v, begin, end);
-    case DType::U64:
-      return scan_int<std::uint64_t>(v, begin, end);
-    case DType::U32:
-      return scan_int<std::uint32_t>(v, begin, end);
-    case DType::U16:
-      return scan_int<std::uint16_t>(v, begin, end);
-    case DType::U8:
-      return scan_int<std::uint8_t>(v, begin, end);
-    case DType::BOOL:
-      return scan_bool(v, begin, end);
-  }
-  return {};
+  return kHaveAvx2 ? scan_range_avx2(v, begin, end) : scan_range_here(v, begin, end);
 }
+
+const char* scan_kernel_isa() { return kHaveAvx2 ? "avx2" : "sse2"; }
+#else
+TensorStats scan_range(const TensorView& v, std::uint64_t begin, std::uint64_t end) {
+  return scan_range_here(v, begin, end);
+}
+
+const char* scan_kernel_isa() { return "generic"; }
+#endif
 
 }  // namespace gpudiag::numerics

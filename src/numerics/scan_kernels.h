@@ -19,4 +19,11 @@ namespace gpudiag::numerics {
 /// as needed) into a small stack buffer first.
 TensorStats scan_range(const TensorView& v, std::uint64_t begin, std::uint64_t end);
 
+/// The same loops built for the baseline instruction set, whatever the
+/// processor has (scan_range may run an AVX2 copy): for tests that compare both.
+TensorStats scan_range_baseline(const TensorView& v, std::uint64_t begin, std::uint64_t end);
+
+/// The instruction set scan_range's loops run with here: "avx2", "sse2", "generic".
+const char* scan_kernel_isa();
+
 }  // namespace gpudiag::numerics

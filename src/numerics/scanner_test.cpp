@@ -132,6 +132,25 @@ TEST_P(EveryDType, EachSpecialValueAloneMatchesTheReference) {
   }
 }
 
+TEST_P(EveryDType, DenseSpecialsDoNotWrapTheNarrowCountersOnEitherInstructionSet) {
+  // Counters as wide as the elements count at most a sub-block before they
+  // are flushed: a tensor made of one special value only is the worst case.
+  const DType t = GetParam();
+  for (std::uint64_t bits : specials(t)) {
+    std::mt19937_64 rng(1);
+    const auto data = make_data(t, 70001, rng, std::vector<std::uint64_t>(70001, bits));
+    const TensorView v = view(t, data);
+    const TensorStats expected = reference_scan(v);
+    EXPECT_SAME_STATS(scan_range(v, 0, v.count), expected) << "pattern 0x" << std::hex << bits;
+    EXPECT_SAME_STATS(scan_range_baseline(v, 0, v.count), expected)
+        << "baseline, pattern 0x" << std::hex << bits;
+  }
+  std::mt19937_64 rng(99);
+  const auto mixed = make_data(t, 10007, rng, specials(t));
+  EXPECT_SAME_STATS(scan_range_baseline(view(t, mixed), 0, 10007), reference_scan(view(t, mixed)))
+      << "baseline (" << scan_kernel_isa() << " here)";
+}
+
 TEST_P(EveryDType, ThreadedMisalignedAndBigEndianAgree) {
   const DType t = GetParam();
   const std::size_t es = dtype_size(t);
