@@ -56,6 +56,11 @@ Runner setup_scan(CLI::App& app) {
                    ? std::string()
                    : "unknown dtype '" + s + "' (try bf16, f16, f8_e4m3, f8_e5m2)";
       });
+  sub->add_option("--near-limit", cli->options.near_limit,
+                  "headroom: name the first frame whose abs max reaches this fraction of its "
+                  "dtype's largest finite value (on stderr and in --json)")
+      ->default_val(0.5)
+      ->check(CLI::Range(1e-6, 1.0));
   sub->add_option("--threads", cli->options.threads,
                   "CPU scanner threads (default: one per hardware thread)")
       ->check(CLI::Range(0, 4096));

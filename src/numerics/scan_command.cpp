@@ -4,14 +4,17 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 
 #include "numerics/frames.h"
+#include "numerics/insights.h"
 #include "numerics/inputs.h"
 #include "numerics/loose_report.h"
 #include "numerics/scan_json.h"
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace gpudiag::numerics {
 
@@ -52,7 +55,7 @@ std::vector<TensorView> views_of(const std::vector<const TensorInfo*>& tensors) 
 }
 
 int scan_frames(const ScanOptions& o, const std::vector<InputFile>& inputs, Scanner& scanner,
-                ScanJson& json, std::ostream& out) {
+                ScanJson& json, Insights& insights, std::ostream& out) {
   const std::vector<Batch> batches = assemble_batches(inputs);
   for (auto n : o.detector.trace_batches) {
     bool present = false;
@@ -68,6 +71,7 @@ int scan_frames(const ScanOptions& o, const std::vector<InputFile>& inputs, Scan
     const auto views = views_of(batch.tensors);
     const auto stats = scanner.scan(views);
     json.add_batch(batch, stats);
+    insights.add_batch(batch, stats);
     if (!detector.feed(batch, stats)) break;
   }
   out.flush();
@@ -89,7 +93,7 @@ int scan_frames(const ScanOptions& o, const std::vector<InputFile>& inputs, Scan
 }
 
 int scan_loose(const std::vector<InputFile>& inputs, Scanner& scanner, ScanJson& json,
-               std::ostream& out) {
+               Insights& insights, std::ostream& out) {
   bool found = false;
   print_loose_header(out);
   for (const auto& in : inputs) {
@@ -98,11 +102,29 @@ int scan_loose(const std::vector<InputFile>& inputs, Scanner& scanner, ScanJson&
     for (const auto& t : tensors) views.push_back(view_of(*t.tensor));
     const auto stats = scanner.scan(views);
     found = print_loose_file(out, in.path(), tensors, stats) || found;
+    for (std::size_t i = 0; i < tensors.size(); ++i)
+      insights.add_loose(in.path() + " (" + tensors[i].label + ")", *tensors[i].tensor, stats[i]);
     json.add_loose_file(in.path(), tensors, stats);
   }
   out.flush();
   json.set_result(found, nullptr);
   return static_cast<int>(found ? ExitCode::broken : ExitCode::ok);
+}
+
+/// The one line a clean scan ends with, on stderr.
+void print_summary(const Insights& in, bool frames, double seconds) {
+  std::string line = "gpudiag scan: clean: ";
+  if (frames)
+    line += std::to_string(in.batches) + (in.batches == 1 ? " batch, " : " batches, ") +
+            std::to_string(in.frames) + " frames, ";
+  line += std::to_string(in.tensors) + (in.tensors == 1 ? " tensor, " : " tensors, ") +
+          human_bytes(in.bytes) + " in " + human_seconds(seconds);
+  if (seconds >= 0.01) {
+    char rate[32];
+    std::snprintf(rate, sizeof rate, " (%.2f GB/s)", static_cast<double>(in.bytes) / seconds / 1e9);
+    line += rate;
+  }
+  std::fprintf(stderr, "%s, no inf or nan\n", line.c_str());
 }
 
 }  // namespace
@@ -123,8 +145,15 @@ int run_scan(const ScanOptions& o, std::ostream& out) {
   spdlog::info("scan: {} file(s), scanner {}", files.size(), scanner->describe());
   ScanJson json(frames ? "frames" : "tensors", scanner->describe(), files, !o.json_path.empty());
   json.set_options(o.detector);
-  const int code = frames ? scan_frames(o, inputs, *scanner, json, out)
-                          : scan_loose(inputs, *scanner, json, out);
+  Insights insights(o.near_limit);
+  const auto t0 = std::chrono::steady_clock::now();
+  const int code = frames ? scan_frames(o, inputs, *scanner, json, insights, out)
+                          : scan_loose(inputs, *scanner, json, insights, out);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  insights.print(stderr);
+  if (code == 0) print_summary(insights, frames, seconds);
+  json.set_insights(insights.json());
   if (!o.json_path.empty()) json.write(o.json_path);
   return code;
 }

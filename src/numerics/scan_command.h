@@ -23,6 +23,7 @@ struct ScanOptions {
   unsigned threads = 0;            ///< 0: one per hardware thread
   ScanDevice device = ScanDevice::automatic;
   int gpu = -1;  ///< --gpu: CUDA device ordinal; -1: the local rank's (scan_gpu.h)
+  double near_limit = 0.5;  ///< --near-limit: the headroom fraction (insights.h)
 };
 
 /// Runs the scan, writing the report to `out`; returns the exit status

@@ -134,6 +134,10 @@ void ScanJson::add_loose_file(const std::string& path, std::span<const LooseTens
   }
 }
 
+void ScanJson::set_insights(nlohmann::json insights) {
+  if (enabled_) doc_["insights"] = std::move(insights);
+}
+
 void ScanJson::set_result(bool found, const DetectorResult* r) {
   if (!enabled_) return;
   ojson j;

@@ -26,6 +26,8 @@ class ScanJson {
                       std::span<const TensorStats> stats);
   /// `result` is null in tensors mode; `found` says whether any nan/inf was seen.
   void set_result(bool found, const DetectorResult* result);
+  /// What the reference report cannot tell (insights.h), under "insights".
+  void set_insights(nlohmann::json insights);
 
   /// Writes the document; throws UsageError when the file cannot be written.
   void write(const std::string& path) const;
