@@ -8,6 +8,8 @@
 
 #include "cli/commands.h"
 #include "numerics/scan_command.h"
+#include "numerics/scan_diff.h"
+#include "util/error.h"
 
 namespace gpudiag::cli {
 
@@ -20,6 +22,7 @@ struct ScanCli {
   long long abort_after = -1;
   std::string dtype;
   std::string device = "cpu";
+  std::vector<std::string> diff;
 };
 
 }  // namespace
@@ -34,8 +37,13 @@ Runner setup_scan(CLI::App& app) {
       "Exit status: 0 clean, 1 inf/nan found (or the GPU failed), 2 bad input, 3 the GPU hung.");
   sub->add_option("paths", cli->options.paths,
                   "dump files or directories (every *.safetensors and *.npy)")
-      ->required()
       ->check(CLI::ExistingPath);
+  sub->add_option("--diff", cli->diff,
+                  "instead of the report: two batches side by side and the entries whose abs "
+                  "max grew most from A to B; each a batch number of the dumps given as paths, "
+                  "a dump holding one batch, or DUMP@N")
+      ->expected(2)
+      ->type_name("A B");
   sub->add_option("--max-frames", cli->max_frames,
                   "frames to show before the first inf/nan (max_frames_to_save)")
       ->default_val(21)
@@ -86,6 +94,10 @@ Runner setup_scan(CLI::App& app) {
     if (o.device == numerics::ScanDevice::cpu && o.gpu >= 0)
       spdlog::warn("--gpu {} is ignored by the CPU scanner; add --device cuda to scan on it",
                    o.gpu);
+    if (!cli->diff.empty()) return numerics::run_diff(o, cli->diff[0], cli->diff[1], std::cout);
+    if (o.paths.empty())
+      throw UsageError("scan needs at least one dump file or directory",
+                       "gpudiag scan DUMP_DIR (see gpudiag scan --help)");
     return numerics::run_scan(o, std::cout);
   };
 }

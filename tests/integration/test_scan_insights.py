@@ -119,5 +119,51 @@ class Insights(unittest.TestCase):
         self.assertEqual(insights["dtype_hint"]["looks_like"], "BF16")
 
 
+class Diff(unittest.TestCase):
+    """`scan --diff A B`: the entries whose abs max grew most between two batches."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dump = os.path.join(self.tmp.name, "dump")
+        b = DumpBuilder()
+        frames(b, 1, big=100.0)
+        frames(b, 3, big=25000.0, tiny=1e-6)  # lin's output grew 250x; norm appears only here
+        b.write(self.dump)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_batches_of_one_dump_aligned_frame_by_frame(self):
+        js = os.path.join(self.tmp.name, "diff.json")
+        r = scan(self.dump, "--diff", "1", "3", "--json", js)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertEqual(lines[0], f"gpudiag scan --diff: batch 1 of {self.dump} -> batch 3 of {self.dump}: "
+                                   "4 entries aligned (0 only in A, 2 only in B), 1 grew")
+        self.assertRegex(lines[2], r"^x2\.50e\+02 +1\.00e\+02 +2\.50e\+04 +0 +lin Linear output$")
+        with open(js) as f:
+            doc = json.load(f)
+        self.assertEqual(doc["schema"], "gpudiag.scan-diff/1")
+        self.assertEqual(doc["rows"][0]["entry"], "lin Linear output")
+
+    def test_two_dumps_each_named_by_path(self):
+        other = os.path.join(self.tmp.name, "other")
+        b = DumpBuilder()
+        frames(b, 0, big=float("inf"))
+        b.write(other)
+        r = scan("--diff", self.dump + "@1", other)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("to inf", r.stdout.splitlines()[2])
+
+    def test_a_side_that_is_not_one_batch_is_one_line_and_exit_2(self):
+        for args, says in (((self.dump, "--diff", "1", "9"), "holds no batch 9 (it holds 1, 3)"),
+                           (("--diff", self.dump, self.dump + "@3"), "holds several batches (it holds 1, 3)"),
+                           (("--diff", "1", "3"), "names a batch of the dumps given as paths")):
+            r = scan(*args)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(says, r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()
