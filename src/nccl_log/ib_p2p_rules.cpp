@@ -137,7 +137,7 @@ void rule_p2p(const Job& job, std::vector<Finding>& out) {
     }
     if (!p.p2p_disabled.empty()) disabled.add(p, p.p2p_disabled.front());
     if (auto it = p.env.find("NCCL_P2P_DISABLE"); it != p.env.end() && it->second != "0")
-      by_env.add(p, p.first_line, it->second);
+      by_env.add(p, p.env_evidence.at("NCCL_P2P_DISABLE"), it->second);  // the line setting it
   }
   failed.emit(out, "p2p-failed", Severity::problem,
               "GPU peer-to-peer (CUDA IPC / peer access) between GPUs of one node failed",

@@ -1,6 +1,7 @@
 // Rules across ranks: versions and choices that must agree, ranks that never finished init,
 // and the first WARN of the whole run with its error chain.
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 #include <tuple>
@@ -36,16 +37,29 @@ std::string describe(const Groups& groups) {
   return join(parts, "; ");
 }
 
+using Fact = std::function<Evidence(const ProcessSummary&)>;
+
 /// Processes outside the largest group: the ones that disagree with the majority. With no
-/// clear majority (a tie for largest) every process is named.
-void add_minority(const Groups& groups, Collector& c, Evidence (*evidence)(const ProcessSummary&)) {
+/// clear majority (a tie for largest) every process is named. The evidence is the line that
+/// states each side's value (`evidence`): the odd ones out first, then one of the majority,
+/// so the quoted lines show the disagreement itself.
+void add_minority(const Groups& groups, Collector& c, const Fact& evidence) {
   std::size_t largest = 0, ties = 0;
   for (const auto& [v, ps] : groups) largest = std::max(largest, ps.size());
   for (const auto& [v, ps] : groups) ties += ps.size() == largest;
+  const ProcessSummary* majority = nullptr;
   for (const auto& [v, ps] : groups) {
-    if (ps.size() == largest && ties == 1) continue;
+    if (ps.size() == largest && ties == 1) {
+      majority = ps.front();
+      continue;
+    }
     for (const auto* p : ps) c.add(*p, evidence(*p));
   }
+  if (!majority || c.empty()) return;
+  Evidence e = evidence(*majority);
+  if (e.text.empty()) return;
+  if (c.evidence.size() >= 3) c.evidence.pop_back();
+  c.evidence.push_back(std::move(e));
 }
 
 /// What a few well-known WARN texts mean, for the first-warn finding.
@@ -99,8 +113,16 @@ void rule_disagree(const Job& job, std::vector<Finding>& out) {
     if (!p.net_plugin.empty()) plugins[p.net_plugin].push_back(&p);
   }
   if (nets.size() > 1) {
+    // The line that states the network: "Using network IB" / "Using network Socket"; when
+    // every rank says the same name and only the NICs differ (RoCE or InfiniBand), the
+    // "NET/IB : Using [0]mlx5_0:1/RoCE" line.
+    bool one_name = true;
+    for (const auto& [kind, ps] : nets)
+      for (const auto* p : ps) one_name &= p->network == nets.begin()->second.front()->network;
     Collector c;
-    add_minority(nets, c, [](const ProcessSummary& p) { return p.last_line; });
+    add_minority(nets, c, [one_name](const ProcessSummary& p) {
+      return one_name && !p.ib_evidence.text.empty() ? p.ib_evidence : p.network_evidence;
+    });
     c.emit(out, "ranks-disagree", Severity::problem,
            "ranks use different networks: " + describe(nets),
            "the odd ranks could not use the network the others use: check their NET/IB lines "
@@ -154,12 +176,22 @@ void rule_disagree(const Job& job, std::vector<Finding>& out) {
       auto it = p->env.find(key);
       values[it == p->env.end() ? std::string("unset") : "=" + it->second].push_back(p);
     }
+    // Who: the odd ones out. Evidence: the line that sets each value, one per value, the
+    // minority's first (a rank that leaves it unset has no line to quote).
     Collector c;
-    for (const auto* p : with_env)  // quote the lines that set it
-      if (auto it = p->env_evidence.find(key); it != p->env_evidence.end()) c.add(*p, it->second);
-    add_minority(values, c, [](const ProcessSummary& p) {
-      return p.bootstrap.empty() ? p.first_line : p.bootstrap_evidence;
-    });
+    add_minority(values, c, [](const ProcessSummary&) { return Evidence{}; });
+    c.evidence.clear();
+    std::vector<std::pair<std::size_t, const Evidence*>> settings;  // (ranks with it, line)
+    for (const auto& [value, ps] : values)
+      for (const auto* p : ps)
+        if (auto it = p->env_evidence.find(key); it != p->env_evidence.end()) {
+          settings.emplace_back(ps.size(), &it->second);
+          break;
+        }
+    std::stable_sort(settings.begin(), settings.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (std::size_t i = 0; i < settings.size() && i < 3; ++i)
+      c.evidence.push_back(*settings[i].second);
     c.emit(out, "ranks-disagree", Severity::note,
            key + " differs between ranks: " + describe(values),
            "launchers pass environment variables only where told to (mpirun -x, srun "

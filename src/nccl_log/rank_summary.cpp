@@ -72,16 +72,17 @@ bool read_socket_nics(ProcessSummary& p, std::string_view msg, const Evidence& e
   return true;
 }
 
-bool read_network(ProcessSummary& p, std::string_view msg) {
+bool read_network(ProcessSummary& p, std::string_view msg, const Evidence& e) {
   for (std::string_view marker : {"Using network ", "Using internal Network "}) {
     if (!msg.starts_with(marker)) continue;
     p.network = std::string(trim(msg.substr(marker.size())));
+    p.network_evidence = e;
     return true;
   }
   return false;
 }
 
-bool read_ib(ProcessSummary& p, std::string_view msg) {
+bool read_ib(ProcessSummary& p, std::string_view msg, const Evidence& e) {
   if (!msg.starts_with("NET/IB")) return false;
   if (msg.find("No device found") != std::string_view::npos) {
     p.ib_absent = true;
@@ -108,7 +109,10 @@ bool read_ib(ProcessSummary& p, std::string_view msg) {
     if (w.find("/IB") != std::string_view::npos || w.find("/RoCE") != std::string_view::npos)
       nics.emplace_back(w);
   }
-  if (!nics.empty()) p.ib_nics = std::move(nics);
+  if (!nics.empty()) {
+    p.ib_nics = std::move(nics);
+    p.ib_evidence = e;
+  }
   return true;
 }
 
@@ -284,7 +288,7 @@ void absorb(ProcessSummary& p, const Line& line, const std::string& file, std::s
     return;
   }
   read_version(p, msg, e) || read_bootstrap(p, msg, e) || read_socket_nics(p, msg, e) ||
-      read_network(p, msg) || read_ib(p, msg) || read_plugin(p, msg, e) || read_transport(p, msg) ||
+      read_network(p, msg, e) || read_ib(p, msg, e) || read_plugin(p, msg, e) || read_transport(p, msg) ||
       read_comm(p, msg) || read_legacy_rank(p, msg) || read_env(p, msg, e);
 }
 

@@ -68,7 +68,9 @@ struct ProcessSummary {
   std::vector<Interface> socket_nics;  ///< "NET/Socket : Using ..."
   Evidence socket_evidence;
   std::string network;               ///< "IB", "Socket", "IBext_v8", "AWS Libfabric", ...
+  Evidence network_evidence;         ///< the "Using network X" line
   std::vector<std::string> ib_nics;  ///< "mlx5_0:1/IB", "mlx5_bond_0:1/RoCE"
+  Evidence ib_evidence;              ///< the "NET/IB : Using [0]mlx5_0:1/RoCE ..." line
   std::string net_plugin;            ///< "internal", or the plugin path / name
   Evidence plugin_evidence;
   bool ib_absent = false;      ///< "NET/IB : No device found."
