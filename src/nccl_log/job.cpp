@@ -2,9 +2,12 @@
 // streamed into JobBuilder (job.h).
 #include "nccl_log/job.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <tuple>
 
+#include "nccl_log/sniff.h"
 #include "util/error.h"
 
 namespace gpudiag::nccl_log {
@@ -23,6 +26,19 @@ struct Pending {
   std::size_t lineno;
   std::string raw;
 };
+
+/// "nccl-log: skipped 2 of 5 files, not NCCL logs: 'run/r.json' (a gpudiag report), ...":
+/// one line, the first few named.
+std::string skipped_notice(const std::vector<SkippedFile>& skipped, std::size_t total) {
+  constexpr std::size_t kNamed = 4;
+  std::string out = "nccl-log: skipped " + std::to_string(skipped.size()) + " of " +
+                    std::to_string(total) + " file" + (total == 1 ? "" : "s") +
+                    ", not NCCL logs: ";
+  for (std::size_t i = 0; i < skipped.size() && i < kNamed; ++i)
+    out += (i ? ", '" : "'") + skipped[i].path + "' (" + skipped[i].why + ")";
+  if (skipped.size() > kNamed) out += " and " + std::to_string(skipped.size() - kNamed) + " more";
+  return out;
+}
 
 }  // namespace
 
@@ -86,8 +102,9 @@ void JobBuilder::add_stream(std::istream& in, const std::string& name) {
   add_source(source, name);
 }
 
-void JobBuilder::add_source(ByteSource& bytes, const std::string& name) {
+bool JobBuilder::add_source(ByteSource& bytes, const std::string& name, bool only_if_nccl) {
   SourceFile source{name};
+  const std::size_t other_before = job_.other_lines, junk_before = job_.junk_lines;
   std::map<int, std::string> last_key;          // launcher rank -> last process key
   std::map<int, std::vector<Pending>> pending;  // bare version lines waiting for a process
   LineSplitter splitter(bytes, name, limits_, bytes_read_);
@@ -103,6 +120,7 @@ void JobBuilder::add_source(ByteSource& bytes, const std::string& name) {
     const std::string_view raw = piece.text;
     const std::size_t lineno = piece.lineno;
     auto line = parse_line(raw);
+    if (line && is_gpudiag_quote(raw)) line.reset();  // evidence a gpudiag report quoted
     if (!piece.whole) {
       if (lineno != cut_line) {
         end_cut_line();
@@ -143,8 +161,14 @@ void JobBuilder::add_source(ByteSource& bytes, const std::string& name) {
   source.lines = splitter.lines();
   job_.junk_lines += splitter.junk();
   bytes_read_ += splitter.bytes();
+  if (only_if_nccl && source.nccl_lines == 0) {  // not a log: as if never read
+    job_.other_lines = other_before;
+    job_.junk_lines = junk_before;
+    return false;
+  }
   job_.file_positions.emplace(name, job_.files.size());
   job_.files.push_back(std::move(source));
+  return true;
 }
 
 Job JobBuilder::finish() {
@@ -175,16 +199,27 @@ Job JobBuilder::finish() {
 Job read_job(const std::vector<std::string>& paths, const InputLimits& limits) {
   if (paths.empty())
     throw UsageError("no log file or directory given", "gpudiag nccl-log FILE|DIR...");
-  const std::vector<std::string> files = list_logs(paths);
+  const std::vector<LogFile> files = list_log_files(paths);
   JobBuilder builder(limits);
+  std::vector<SkippedFile> skipped;
   for (const auto& file : files) {
-    auto source = open_log(file);
-    builder.add_source(*source, file);
+    if (file.path != "<stdin>") {
+      const FileVerdict v = judge_file(file.path);
+      if (v == FileVerdict::gpudiag_report || (v == FileVerdict::binary && file.in_directory)) {
+        skipped.push_back({file.path, verdict_reason(v)});
+        continue;
+      }
+    }
+    auto source = open_log(file.path);
+    if (!builder.add_source(*source, file.path, file.in_directory))
+      skipped.push_back({file.path, "no NCCL line"});
   }
   Job job = builder.finish();
+  job.skipped = std::move(skipped);
+  if (!job.skipped.empty()) spdlog::warn("{}", skipped_notice(job.skipped, files.size()));
   if (job.nccl_lines == 0) {
-    std::string what =
-        files.size() == 1 ? "'" + files[0] + "'" : std::to_string(files.size()) + " files";
+    std::string what = files.size() == 1 ? "'" + files[0].path + "'"
+                                         : std::to_string(files.size()) + " files";
     throw UsageError(
         "no NCCL log lines in " + what + " (expected lines like 'host:pid:tid [0] NCCL INFO ...')",
         "run the job with NCCL_DEBUG=INFO and pass its output or its NCCL_DEBUG_FILE files");

@@ -7,7 +7,9 @@
 // found through a hash map, so a job of a million processes reads in linear time. Lines
 // without a host part go to a process named after their file. The bare "NCCL version X" line,
 // which has no host part, goes to the process of the previous NCCL line in the same file and
-// launcher stream (that is where NCCL prints it), or the next one.
+// launcher stream (that is where NCCL prints it), or the next one. Files that are not NCCL
+// logs (gpudiag's own reports above all, whose quoted evidence would count twice) are
+// recognised and skipped (sniff.h).
 #pragma once
 
 #include <istream>
@@ -28,8 +30,15 @@ struct SourceFile {
   std::size_t nccl_lines = 0;  ///< lines that parsed as NCCL lines
 };
 
+/// A file of a run directory that was not read as a log, and why (sniff.h).
+struct SkippedFile {
+  std::string path;
+  std::string why;  ///< "a gpudiag report", "binary data", "no NCCL line"
+};
+
 struct Job {
   std::vector<SourceFile> files;          ///< in the order read
+  std::vector<SkippedFile> skipped;       ///< not NCCL logs, in the order met
   std::vector<ProcessSummary> processes;  ///< sorted by rank, then host, then pid
   std::size_t nccl_lines = 0;
   std::size_t other_lines = 0;  ///< non-blank lines with no NCCL line in them (binary ones too)
@@ -52,7 +61,9 @@ class JobBuilder {
   /// Reads every line of `in`; `name` is how evidence will cite the file.
   void add_stream(std::istream& in, const std::string& name);
   /// Reads every line of `source`; throws UsageError past the limits' total input.
-  void add_source(ByteSource& source, const std::string& name);
+  /// `only_if_nccl`: a source without a single NCCL line leaves no trace in the job (its
+  /// lines are not counted, it is not listed in files) and false is returned.
+  bool add_source(ByteSource& source, const std::string& name, bool only_if_nccl = false);
   /// Sorts the processes and returns the job; the builder is empty afterwards.
   Job finish();
 
@@ -71,7 +82,9 @@ class JobBuilder {
 };
 
 /// Reads files and directories (directories: every regular file below them, sorted by path);
-/// "-" reads standard input (reader.h: list_logs).
+/// "-" reads standard input (reader.h: list_log_files). gpudiag's own reports are never read;
+/// inside a directory, binary files and files without an NCCL line are skipped too (sniff.h).
+/// Skipped files are listed in Job::skipped and named in one warning on stderr.
 /// Throws UsageError naming the path when one cannot be read or is not a regular file, when a
 /// directory holds no files, when the input passes limits.max_bytes, or when no NCCL line is
 /// found anywhere.

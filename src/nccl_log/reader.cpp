@@ -271,7 +271,13 @@ bool LineSplitter::next(Piece& out) {
 // --- paths ----------------------------------------------------------------------------------
 
 std::vector<std::string> list_logs(const std::vector<std::string>& paths) {
-  std::vector<std::string> files;
+  std::vector<std::string> out;
+  for (auto& f : list_log_files(paths)) out.push_back(std::move(f.path));
+  return out;
+}
+
+std::vector<LogFile> list_log_files(const std::vector<std::string>& paths) {
+  std::vector<LogFile> files;
   bool stdin_too = false;
   Walk seen;
   for (const auto& path : paths) {
@@ -288,16 +294,18 @@ std::vector<std::string> list_logs(const std::vector<std::string>& paths) {
                        "check the path and its permissions");
     }
     if (S_ISDIR(st.st_mode)) {
-      if (walk(path, st, seen, files) == 0)
+      std::vector<std::string> found;
+      if (walk(path, st, seen, found) == 0)
         throw UsageError("'" + path + "' is a directory with no files in it",
                          "pass the run directory that holds the NCCL_DEBUG_FILE logs");
+      for (auto& f : found) files.push_back({std::move(f), true});
     } else if (S_ISREG(st.st_mode) || shell_descriptor(path)) {
-      if (seen.files.insert({st.st_dev, st.st_ino}).second) files.push_back(path);
+      if (seen.files.insert({st.st_dev, st.st_ino}).second) files.push_back({path, false});
     } else {
       throw not_a_file(path, st.st_mode);
     }
   }
-  if (stdin_too) files.insert(files.begin(), "<stdin>");
+  if (stdin_too) files.insert(files.begin(), LogFile{"<stdin>", false});
   return files;
 }
 

@@ -106,9 +106,18 @@ class LineSplitter {
   std::uint64_t bytes_ = 0;
 };
 
+/// One file to read, and whether it was found inside a directory (then files that are not
+/// NCCL logs are skipped: sniff.h) or named directly.
+struct LogFile {
+  std::string path;
+  bool in_directory = false;
+};
+
 /// The files `paths` name, in reading order: "-" becomes "<stdin>" (first), directories
 /// their regular files sorted by path. Throws UsageError for a path that does not exist or
 /// is not a regular file (see above), a directory that cannot be listed or holds no file.
+std::vector<LogFile> list_log_files(const std::vector<std::string>& paths);
+/// list_log_files' paths alone.
 std::vector<std::string> list_logs(const std::vector<std::string>& paths);
 
 /// Opens one file list_logs returned ("<stdin>": standard input) for reading, never

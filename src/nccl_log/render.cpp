@@ -167,6 +167,9 @@ std::string render_text(const Report& report) {
   out += "; " + std::to_string(job.files.size()) + " file" + (job.files.size() == 1 ? "" : "s") +
          ", " + std::to_string(job.nccl_lines) + " NCCL lines, " + std::to_string(job.other_lines) +
          " other lines";
+  if (!job.skipped.empty())
+    out += ", " + std::to_string(job.skipped.size()) + " file" +
+           (job.skipped.size() == 1 ? "" : "s") + " skipped (not NCCL logs)";
   if (job.junk_lines > 0)
     out += ", " + std::to_string(job.junk_lines) + " skipped as junk (binary bytes, lines over " +
            human_bytes(kMaxLineBytes) + ")";
@@ -221,6 +224,8 @@ nlohmann::ordered_json render_json(const Report& report) {
   j["files"] = nlohmann::ordered_json::array();
   for (const auto& f : job.files)
     j["files"].push_back({{"path", f.path}, {"lines", f.lines}, {"nccl_lines", f.nccl_lines}});
+  j["skipped_files"] = nlohmann::ordered_json::array();
+  for (const auto& f : job.skipped) j["skipped_files"].push_back({{"path", f.path}, {"why", f.why}});
   j["hosts"] = job.hosts();
   j["multi_node"] = job.multi_node();
   j["nccl_lines"] = job.nccl_lines;
