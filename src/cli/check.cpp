@@ -37,6 +37,10 @@ struct CheckCli {
 std::optional<nccl_log::CapturePlan> start_nccl_capture(const CheckCli& o, Job& job) {
   if (o.nccl_debug.empty()) return std::nullopt;
   const auto& w = job.setup.world;
+  if (o.check.backend == "host") {  // NCCL never runs: no directory, one line
+    if (w.rank == 0) spdlog::warn("{}", nccl_log::not_used_notice("host"));
+    return std::nullopt;
+  }
   std::string dir = o.nccl_debug_dir.empty()
                         ? nccl_log::default_run_dir(job.setup.env, std::chrono::system_clock::now()).string()
                         : std::filesystem::absolute(o.nccl_debug_dir).string();
@@ -58,10 +62,8 @@ std::optional<nccl_log::CapturePlan> start_nccl_capture(const CheckCli& o, Job& 
 
 /// Rank 0's reading of the captured logs, below the job summary.
 void summarize_nccl_capture(const nccl_log::CapturePlan& plan, const CheckResult& result) {
-  if (result.me.backend != "nccl") {
-    write_all(STDOUT_FILENO, "nccl-log: the " + result.me.backend +
-                                 " backend does not use NCCL; nothing was captured in " +
-                                 plan.run_dir.string() + "\n");
+  if (result.me.backend != "nccl") {  // --backend auto chose the host: run() removed the dir
+    spdlog::warn("{}", nccl_log::not_used_notice(result.me.backend));
     return;
   }
   try {
@@ -86,6 +88,7 @@ int run(const CheckCli& o) {
   write_all(STDOUT_FILENO, status_line(result.me));
   // Everyone has printed before rank 0 adds the summary below the lines.
   job.meet_after_printing(result, o.check.timeout_s);
+  if (capture && result.me.backend != "nccl") nccl_log::discard_capture(*capture);
   if (result.me.rank == 0) {
     write_all(STDOUT_FILENO, versions_line(result) + summary_table(result));
     if (capture) summarize_nccl_capture(*capture, result);

@@ -98,6 +98,10 @@ CapturePlan prepare_capture(const CaptureRequest& request) {
   plan.run_dir = absolute_run_dir(request.run_dir);
 
   std::error_code ec;
+  for (fs::path d = plan.run_dir; !d.empty() && !fs::exists(d, ec); d = d.parent_path()) {
+    plan.created = d;
+    if (d == d.root_path()) break;
+  }
   fs::create_directories(plan.run_dir, ec);
   if (ec || !fs::is_directory(plan.run_dir))
     throw UsageError("cannot create NCCL log directory '" + plan.run_dir.string() +
@@ -139,6 +143,17 @@ void apply_capture(const CapturePlan& plan) {
   for (const auto& [name, value] : plan.env)
     if (::setenv(name.c_str(), value.c_str(), 1) != 0)
       throw Error(ExitCode::internal, "setenv " + name + " failed: " + std::strerror(errno));
+}
+
+void discard_capture(const CapturePlan& plan) {
+  if (plan.created.empty()) return;
+  for (fs::path d = plan.run_dir;; d = d.parent_path()) {
+    if (::rmdir(d.c_str()) != 0 || d == plan.created || d == d.parent_path()) return;
+  }
+}
+
+std::string not_used_notice(const std::string& backend) {
+  return "--nccl-debug: NCCL is not used by the " + backend + " backend; nothing to capture";
 }
 
 std::string shell_exports(const CapturePlan& plan) {

@@ -54,6 +54,9 @@ struct CapturePlan {
   std::string debug_file;          ///< the NCCL_DEBUG_FILE value
   std::filesystem::path log_file;  ///< the exact log path when host and pid were given
   std::vector<std::pair<std::string, std::string>> env;  ///< variables to set, in order
+  /// The outermost directory prepare_capture created (run_dir or a parent of it); empty when
+  /// run_dir existed already. discard_capture removes no more than this.
+  std::filesystem::path created;
 };
 
 /// Validates the request, creates the run directory and returns what to set. Throws
@@ -63,6 +66,15 @@ CapturePlan prepare_capture(const CaptureRequest& request);
 
 /// Sets the plan's variables in this process (overwriting). Call before NCCL's first call.
 void apply_capture(const CapturePlan& plan);
+
+/// Undoes prepare_capture when NCCL never ran (a backend without NCCL): removes the
+/// directories it created, from run_dir up to `created`, each only if it is empty. Never
+/// throws; a directory that holds anything stays.
+void discard_capture(const CapturePlan& plan);
+
+/// The one line said when --nccl-debug meets a backend that does not use NCCL:
+/// "--nccl-debug: NCCL is not used by the host backend; nothing to capture".
+std::string not_used_notice(const std::string& backend);
 
 /// "export NCCL_DEBUG='INFO'" lines for a shell, one per variable.
 std::string shell_exports(const CapturePlan& plan);

@@ -165,5 +165,30 @@ TEST_F(NcclLogCapture, RealNcclSubstitutesHostAndPidLikeWeDo) {
   EXPECT_TRUE(fs::exists(file)) << file;
 }
 
+TEST_F(NcclLogCapture, DiscardRemovesOnlyWhatItCreatedAndOnlyWhenEmpty) {
+  CaptureRequest req;
+  req.run_dir = base_ / "a" / "b" / "run";
+  auto plan = prepare_capture(req);
+  EXPECT_EQ(plan.created, base_);  // base_ itself did not exist yet
+  discard_capture(plan);
+  EXPECT_FALSE(fs::exists(base_));
+
+  fs::create_directories(base_ / "kept");  // existed before: stays
+  req.run_dir = base_ / "kept";
+  plan = prepare_capture(req);
+  EXPECT_TRUE(plan.created.empty());
+  discard_capture(plan);
+  EXPECT_TRUE(fs::is_directory(base_ / "kept"));
+
+  req.run_dir = base_ / "new" / "run";  // a log in it: stays, and so do its parents
+  plan = prepare_capture(req);
+  EXPECT_EQ(plan.created, base_ / "new");
+  std::ofstream(plan.run_dir / "nccl.rank0.h.1.log") << "h:1:1 [0] NCCL INFO x\n";
+  discard_capture(plan);
+  EXPECT_TRUE(fs::exists(plan.run_dir / "nccl.rank0.h.1.log"));
+  EXPECT_EQ(not_used_notice("host"),
+            "--nccl-debug: NCCL is not used by the host backend; nothing to capture");
+}
+
 }  // namespace
 }  // namespace gpudiag::nccl_log

@@ -315,6 +315,119 @@ class BadAndOddInput(unittest.TestCase):
             self.assertEqual(json.loads(r.stdout)["nccl_lines"], 46 * 3000)
 
 
+class RunDirectoryWithOtherFiles(unittest.TestCase):
+    """A run directory also holds nccl-log's own earlier reports and files that are no logs:
+    they are named on stderr as skipped and change no finding."""
+
+    def fill_and_compare(self, logs_dir, prefix=None):
+        with tempfile.TemporaryDirectory() as d:
+            run_dir = os.path.join(d, "run")
+            os.mkdir(run_dir)
+            for name in sorted(os.listdir(logs_dir)):
+                with open(os.path.join(logs_dir, name), errors="surrogateescape") as src, \
+                        open(os.path.join(run_dir, name), "w", errors="surrogateescape") as dst:
+                    for i, line in enumerate(src):
+                        # torchrun --tee: "[default<local rank>]:" before each line
+                        dst.write(f"[default{len(name) % 4}]:{line}" if prefix else line)
+            before = run("--json", run_dir)
+            self.assertIn(before.returncode, (0, 1), before.stderr)
+            text = run(run_dir)
+            self.assertEqual(text.returncode, before.returncode)
+            self.assertEqual(text.stderr, "")
+            # What a user does: keep the reports beside the logs, and other files too.
+            with open(os.path.join(run_dir, "nccl-log.json"), "w") as f:
+                f.write(before.stdout)
+            with open(os.path.join(run_dir, "nccl-log.txt"), "w") as f:
+                f.write(text.stdout)
+            with open(os.path.join(run_dir, "notes.txt"), "w") as f:
+                f.write("rerun after the switch firmware update\n")
+            shutil.copy(fixture("garbage", "random_bytes.bin"), os.path.join(run_dir, "core.bin"))
+
+            after = run("--json", run_dir)
+            self.assertEqual(after.returncode, before.returncode, after.stderr)
+            old, new = json.loads(before.stdout), json.loads(after.stdout)
+            self.assertEqual(new["findings"], old["findings"])
+            self.assertEqual(new["processes"], old["processes"])
+            self.assertEqual(new["hosts"], old["hosts"])
+            self.assertEqual(new["files"], old["files"])
+            self.assertEqual(new["other_lines"], old["other_lines"])
+            skipped = {os.path.basename(f["path"]): f["why"] for f in new["skipped_files"]}
+            self.assertEqual(skipped, {"nccl-log.json": "a gpudiag report",
+                                       "nccl-log.txt": "a gpudiag report",
+                                       "notes.txt": "no NCCL line",
+                                       "core.bin": "binary data"})
+            # One line on stderr names every skipped file and why.
+            lines = after.stderr.strip().splitlines()
+            self.assertEqual(len(lines), 1, after.stderr)
+            self.assertIn("skipped 4 of", lines[0])
+            for name, why in skipped.items():
+                self.assertIn(f"{name}' ({why})", lines[0])
+            # The text report says the same as before, plus the count of skipped files.
+            again = run(run_dir)
+            self.assertEqual(again.stdout.split("\n", 1)[1], text.stdout.split("\n", 1)[1])
+            self.assertIn("4 files skipped (not NCCL logs)", again.stdout.splitlines()[0])
+            return new
+
+    def test_per_node_logs_with_reports_beside_them(self):
+        rep = self.fill_and_compare(fixture("nccl1267_per_node"))
+        self.assertEqual(len(rep["hosts"]), 3)
+
+    def test_per_rank_captures_with_findings(self):
+        rep = self.fill_and_compare(fixture("generated", "capture_lo_vs_eth0"))
+        self.assertTrue(findings(rep, "ranks-disagree"))
+
+    def test_torchrun_prefixed_logs_invent_no_hosts(self):
+        rep = self.fill_and_compare(fixture("nccl1267_per_node"), prefix=True)
+        self.assertEqual(rep["hosts"], ["instance-8g-96c-2", "instance-8g-96c-3",
+                                        "instance-8g-96c-4"])
+
+    def test_a_report_named_directly_is_not_read(self):
+        log = fixture("nccl_tests166_connection_abort.log")
+        with tempfile.TemporaryDirectory() as d:
+            saved = os.path.join(d, "report.json")
+            with open(saved, "w") as f:
+                f.write(run("--json", log).stdout)
+            r = run("--json", log, saved)
+            self.assertEqual(r.returncode, 1)
+            self.assertEqual(json.loads(r.stdout)["findings"],
+                             json.loads(run("--json", log).stdout)["findings"])
+            self.assertIn("report.json' (a gpudiag report)", r.stderr)
+
+
+class NcclDebugWithoutNccl(unittest.TestCase):
+    """`check --nccl-debug` on the host backend: NCCL never runs, so nothing is captured."""
+
+    def test_host_backend_says_so_once_and_leaves_no_folder(self):
+        with tempfile.TemporaryDirectory() as d:
+            env = {k: v for k, v in os.environ.items()
+                   if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+            r = subprocess.run([BIN, "launch", "--nproc-per-node", "2", "--", "check",
+                                "--backend", "host", "--size", "1MiB", "--iters", "1",
+                                "--nccl-debug", "info"],
+                               cwd=d, env=env, capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertEqual(r.stdout.count("is OK (global rank:"), 2, r.stdout)
+            said = [l for l in (r.stdout + r.stderr).splitlines() if "NCCL is not used" in l]
+            self.assertEqual(len(said), 1, r.stdout + r.stderr)
+            self.assertIn("--nccl-debug: NCCL is not used by the host backend; nothing to capture",
+                          said[0])
+            self.assertNotIn("nothing was captured", r.stdout + r.stderr)
+            self.assertNotIn("NCCL logs of every rank go to", r.stderr)
+            self.assertEqual(os.listdir(d), [])
+
+    def test_a_named_run_directory_is_not_created_either(self):
+        with tempfile.TemporaryDirectory() as d:
+            run_dir = os.path.join(d, "logs", "run1")
+            r = subprocess.run([BIN, "check", "--backend", "host", "--nccl-debug",
+                                "--nccl-debug-dir", run_dir],
+                               cwd=d, capture_output=True, text=True, timeout=120,
+                               env={k: v for k, v in os.environ.items()
+                                    if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")})
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertEqual(r.stderr.count("NCCL is not used by the host backend"), 1, r.stderr)
+            self.assertEqual(os.listdir(d), [])
+
+
 class CaptureWithRealNccl(unittest.TestCase):
     def test_print_env_rejects_unknown_subsystem(self):
         with tempfile.TemporaryDirectory() as d:
