@@ -1,5 +1,5 @@
 // The `gpudiag-frames/1` dump model: batches of frames of entries, assembled
-// from one or more safetensors files (DESIGN.md has the contract).
+// from one or more safetensors files (docs/formats.md has the contract).
 //
 // Each tensor is named "<frame>.<entry>|<module path>|<class name>|<label>";
 // a non-tensor entry is a "__metadata__" key of that form whose value is

@@ -1,4 +1,4 @@
-// The status line each rank prints (contract, DESIGN.md):
+// The status line each rank prints (contract, docs/formats.md):
 //   [HOSTNAME-LOCALRANK] is OK (global rank: RANK/WORLD_SIZE)
 //   [HOSTNAME-LOCALRANK] is broken: REASON
 // written with a single write(2) so lines of different ranks sharing a pipe or
