@@ -67,7 +67,8 @@ constexpr const char* kSocketRank2 =
     "b:3:3 [0] NCCL INFO Channel 00/0 : 2[0] -> 0[0] [send] via NET/Socket/0\n";
 
 TEST(NcclLogEvidence, DifferentNetworksQuoteTheUsingNetworkLinesOfBothSides) {
-  auto fs = find_problems(build({{"r0.log", kIbRank0}, {"r1.log", kIbRank1}, {"r2.log", kSocketRank2}}));
+  auto fs =
+      find_problems(build({{"r0.log", kIbRank0}, {"r1.log", kIbRank1}, {"r2.log", kSocketRank2}}));
   const Finding& f = one(fs, "ranks-disagree", "different networks");
   EXPECT_EQ(f.who, (std::vector<std::string>{"rank 2 (b:3)"}));
   ASSERT_EQ(f.evidence.size(), 2u) << testing::PrintToString(texts(f));
@@ -100,8 +101,8 @@ TEST(NcclLogEvidence, ManyOddRanksStillLeaveRoomForTheMajoritysLine) {
     const bool ib = r < 5;
     std::string host = ib ? "a" : "b", pid = std::to_string(100 + r);
     std::string pre = host + ":" + pid + ":" + pid + " [0] NCCL INFO ";
-    std::istringstream in(pre + "Using network " + (ib ? "IB" : "Socket") + "\n" + pre +
-                          "comm 0x" + pid + " rank " + std::to_string(r) +
+    std::istringstream in(pre + "Using network " + (ib ? "IB" : "Socket") + "\n" + pre + "comm 0x" +
+                          pid + " rank " + std::to_string(r) +
                           " nranks 9 cudaDev 0 busId 1000 - Init COMPLETE\n");
     b.add_stream(in, "r" + std::to_string(r) + ".log");
   }
@@ -115,16 +116,18 @@ TEST(NcclLogEvidence, ManyOddRanksStillLeaveRoomForTheMajoritysLine) {
 }
 
 TEST(NcclLogEvidence, BootstrapAndPluginDisagreementsQuoteTheirOwnLines) {
-  auto fs = find_problems(build({{"a.log",
-                                  "h:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
-                                  "h:1:1 [0] NCCL INFO NET/Plugin: No plugin found (libnccl-net.so)\n"
-                                  "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n"
-                                  "h:2:2 [1] NCCL INFO Bootstrap : Using lo:127.0.0.1<0>\n"
-                                  "h:2:2 [1] NCCL INFO NET/Plugin: Loaded net plugin IBext_v8\n"
-                                  "h:2:2 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via P2P/IPC\n"}}));
+  auto fs =
+      find_problems(build({{"a.log",
+                            "h:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
+                            "h:1:1 [0] NCCL INFO NET/Plugin: No plugin found (libnccl-net.so)\n"
+                            "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n"
+                            "h:2:2 [1] NCCL INFO Bootstrap : Using lo:127.0.0.1<0>\n"
+                            "h:2:2 [1] NCCL INFO NET/Plugin: Loaded net plugin IBext_v8\n"
+                            "h:2:2 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via P2P/IPC\n"}}));
   const Finding& boot = one(fs, "ranks-disagree", "bootstrap over different interfaces");
   EXPECT_EQ(boot.evidence.size(), 2u);
-  for (const auto& e : boot.evidence) EXPECT_NE(e.text.find("Bootstrap : Using"), std::string::npos);
+  for (const auto& e : boot.evidence)
+    EXPECT_NE(e.text.find("Bootstrap : Using"), std::string::npos);
   const Finding& plugin = one(fs, "ranks-disagree", "different NCCL net plugins");
   EXPECT_EQ(plugin.evidence.size(), 2u);
   for (const auto& e : plugin.evidence) EXPECT_NE(e.text.find("NET/Plugin"), std::string::npos);
@@ -158,8 +161,9 @@ TEST(NcclLogEvidence, AVariableSetOnSomeRanksOnlyQuotesTheSettingLine) {
                                   "b:3:3 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.3<0>\n"}}));
   const Finding& f = one(fs, "ranks-disagree", "NCCL_IB_DISABLE differs");
   EXPECT_EQ(f.who, (std::vector<std::string>{"b:3"}));
-  EXPECT_EQ(texts(f), (std::vector<std::string>{
-                          "b:3:3 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1."}));
+  EXPECT_EQ(
+      texts(f),
+      (std::vector<std::string>{"b:3:3 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1."}));
 }
 
 TEST(NcclLogEvidence, P2pDisabledByTheEnvironmentQuotesTheVariable) {
@@ -168,8 +172,9 @@ TEST(NcclLogEvidence, P2pDisabledByTheEnvironmentQuotesTheVariable) {
                                   "n:1:1 [0] NCCL INFO NCCL_P2P_DISABLE set by environment to 1\n"
                                   "n:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via SHM\n"}}));
   const Finding& f = one(fs, "p2p-disabled", "NCCL_P2P_DISABLE=1");
-  EXPECT_EQ(texts(f), (std::vector<std::string>{
-                          "n:1:1 [0] NCCL INFO NCCL_P2P_DISABLE set by environment to 1"}));
+  EXPECT_EQ(
+      texts(f),
+      (std::vector<std::string>{"n:1:1 [0] NCCL INFO NCCL_P2P_DISABLE set by environment to 1"}));
 }
 
 TEST(NcclLogEvidence, VersionMismatchQuotesBothVersions) {
@@ -185,12 +190,13 @@ TEST(NcclLogEvidence, VersionMismatchQuotesBothVersions) {
 }
 
 TEST(NcclLogEvidence, InterfaceFindingsQuoteTheInterfaceLines) {
-  auto fs = find_problems(build({{"a.log",
-                                  "h:1:1 [0] NCCL INFO Bootstrap : Using lo:127.0.0.1<0>\n"
-                                  "h:1:1 [0] NCCL INFO NET/Socket : Using [0]docker0:172.17.0.1<0>\n"
-                                  "h:1:1 [0] NCCL INFO Using network Socket\n"
-                                  "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] via NET/Socket/0\n"
-                                  "g:2:2 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>\n"}}));
+  auto fs =
+      find_problems(build({{"a.log",
+                            "h:1:1 [0] NCCL INFO Bootstrap : Using lo:127.0.0.1<0>\n"
+                            "h:1:1 [0] NCCL INFO NET/Socket : Using [0]docker0:172.17.0.1<0>\n"
+                            "h:1:1 [0] NCCL INFO Using network Socket\n"
+                            "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] via NET/Socket/0\n"
+                            "g:2:2 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>\n"}}));
   EXPECT_EQ(texts(one(fs, "loopback-interface")),
             (std::vector<std::string>{"h:1:1 [0] NCCL INFO Bootstrap : Using lo:127.0.0.1<0>"}));
   EXPECT_EQ(texts(one(fs, "container-interface")),

@@ -32,8 +32,7 @@ struct Pending {
 std::string skipped_notice(const std::vector<SkippedFile>& skipped, std::size_t total) {
   constexpr std::size_t kNamed = 4;
   std::string out = "nccl-log: skipped " + std::to_string(skipped.size()) + " of " +
-                    std::to_string(total) + " file" + (total == 1 ? "" : "s") +
-                    ", not NCCL logs: ";
+                    std::to_string(total) + " file" + (total == 1 ? "" : "s") + ", not NCCL logs: ";
   for (std::size_t i = 0; i < skipped.size() && i < kNamed; ++i)
     out += (i ? ", '" : "'") + skipped[i].path + "' (" + skipped[i].why + ")";
   if (skipped.size() > kNamed) out += " and " + std::to_string(skipped.size() - kNamed) + " more";
@@ -218,8 +217,8 @@ Job read_job(const std::vector<std::string>& paths, const InputLimits& limits) {
   job.skipped = std::move(skipped);
   if (!job.skipped.empty()) spdlog::warn("{}", skipped_notice(job.skipped, files.size()));
   if (job.nccl_lines == 0) {
-    std::string what = files.size() == 1 ? "'" + files[0].path + "'"
-                                         : std::to_string(files.size()) + " files";
+    std::string what =
+        files.size() == 1 ? "'" + files[0].path + "'" : std::to_string(files.size()) + " files";
     throw UsageError(
         "no NCCL log lines in " + what + " (expected lines like 'host:pid:tid [0] NCCL INFO ...')",
         "run the job with NCCL_DEBUG=INFO and pass its output or its NCCL_DEBUG_FILE files");

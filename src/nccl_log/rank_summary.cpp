@@ -288,8 +288,9 @@ void absorb(ProcessSummary& p, const Line& line, const std::string& file, std::s
     return;
   }
   read_version(p, msg, e) || read_bootstrap(p, msg, e) || read_socket_nics(p, msg, e) ||
-      read_network(p, msg, e) || read_ib(p, msg, e) || read_plugin(p, msg, e) || read_transport(p, msg) ||
-      read_comm(p, msg) || read_legacy_rank(p, msg) || read_env(p, msg, e);
+      read_network(p, msg, e) || read_ib(p, msg, e) || read_plugin(p, msg, e) ||
+      read_transport(p, msg) || read_comm(p, msg) || read_legacy_rank(p, msg) ||
+      read_env(p, msg, e);
 }
 
 std::vector<Interface> parse_interfaces(std::string_view list) {

@@ -225,7 +225,8 @@ nlohmann::ordered_json render_json(const Report& report) {
   for (const auto& f : job.files)
     j["files"].push_back({{"path", f.path}, {"lines", f.lines}, {"nccl_lines", f.nccl_lines}});
   j["skipped_files"] = nlohmann::ordered_json::array();
-  for (const auto& f : job.skipped) j["skipped_files"].push_back({{"path", f.path}, {"why", f.why}});
+  for (const auto& f : job.skipped)
+    j["skipped_files"].push_back({{"path", f.path}, {"why", f.why}});
   j["hosts"] = job.hosts();
   j["multi_node"] = job.multi_node();
   j["nccl_lines"] = job.nccl_lines;

@@ -23,16 +23,18 @@ bool contains(std::string_view s, std::string_view needle) {
   return s.find(needle) != std::string_view::npos;
 }
 
-std::string_view first_nonblank_line(std::string_view head) {
+/// The first `n` lines of `head` that are not blank.
+std::vector<std::string_view> first_lines(std::string_view head, std::size_t n) {
+  std::vector<std::string_view> out;
   std::size_t pos = 0;
-  while (pos < head.size()) {
+  while (pos < head.size() && out.size() < n) {
     auto end = head.find('\n', pos);
     auto line = head.substr(pos, end == std::string_view::npos ? head.npos : end - pos);
-    if (line.find_first_not_of(" \t\r") != std::string_view::npos) return line;
+    if (line.find_first_not_of(" \t\r") != std::string_view::npos) out.push_back(line);
     if (end == std::string_view::npos) break;
     pos = end + 1;
   }
-  return {};
+  return out;
 }
 
 /// nccl-log's text header, "NCCL logs: 3 processes on 2 hosts (a, b); 3 files, ...", with
@@ -51,7 +53,9 @@ bool json_report(std::string_view head) {
   if (first == std::string_view::npos || head[first] != '{') return false;
   for (std::string_view key : {"\"schema\": \"gpudiag", "\"schema\":\"gpudiag", "\"gpudiag\":"})
     if (contains(head, key)) return true;
-  return contains(head, "\"nccl_lines\":") && contains(head, "\"processes\":");
+  // nccl-log's report: every entry of its leading "files" list has "nccl_lines", so the key
+  // is in the head however many files the report lists.
+  return contains(head, "\"nccl_lines\":");
 }
 
 /// NUL together with other control bytes: a binary format. NULs alone may be the zero-filled
@@ -86,8 +90,10 @@ bool any_nccl_line(std::string_view head) {
 }  // namespace
 
 FileVerdict judge_head(std::string_view head) {
-  if (json_report(head) || text_report_header(first_nonblank_line(head)))
-    return FileVerdict::gpudiag_report;
+  if (json_report(head)) return FileVerdict::gpudiag_report;
+  // The header leads the report; a few lines of stderr may come first (`2>&1 > report.txt`).
+  for (auto line : first_lines(head, 4))
+    if (text_report_header(line)) return FileVerdict::gpudiag_report;
   if (binary_head(head) && !any_nccl_line(head)) return FileVerdict::binary;
   return FileVerdict::log;
 }

@@ -7,9 +7,9 @@
 // judged before it is read, from its first block (64 KiB, read without blocking):
 //
 //   - gpudiag's own report: a JSON document ('{' first) whose head carries gpudiag's keys
-//     ("schema": "gpudiag-...", "gpudiag": VERSION, or nccl-log's "nccl_lines" and
-//     "findings"), or text whose first line is nccl-log's header ("NCCL logs: N processes on
-//     M hosts; ..."). Never read, whether found in a directory or named directly.
+//     ("schema": "gpudiag-...", "gpudiag": VERSION, or nccl-log's "nccl_lines"), or text
+//     with nccl-log's header ("NCCL logs: N processes on M hosts; ...") in its first four
+//     non-blank lines. Never read, whether found in a directory or named directly.
 //   - binary data: a NUL byte in the first 4 KiB (as grep and git decide), and no NCCL line
 //     in the block. Skipped inside a directory; read (as junk) when named directly.
 //   - otherwise the file is read; one inside a directory that turns out to hold no NCCL line

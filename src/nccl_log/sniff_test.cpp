@@ -23,14 +23,16 @@ TEST(NcclLogSniff, LogsAreLogs) {
   EXPECT_EQ(judge_head("h:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"),
             FileVerdict::log);
   EXPECT_EQ(judge_head("[default2]:h:1:1 [0] NCCL INFO Using network IB\n"), FileVerdict::log);
-  EXPECT_EQ(judge_head("Traceback (most recent call last):\n"), FileVerdict::log);  // read, then judged
+  EXPECT_EQ(judge_head("Traceback (most recent call last):\n"),
+            FileVerdict::log);  // read, then judged
   EXPECT_EQ(judge_head(""), FileVerdict::log);
   // A zero-filled head (a crashed node's log) is junk the splitter reads past, not a binary file.
   EXPECT_EQ(judge_head(std::string(8192, '\0') + "h:1:1 [0] NCCL INFO Using network IB\n"),
             FileVerdict::log);
   // Docker's json-file driver wraps each log line in a JSON object: not gpudiag's.
-  EXPECT_EQ(judge_head("{\"log\":\"h:1:1 [0] NCCL INFO Using network IB\\n\",\"stream\":\"stderr\"}\n"),
-            FileVerdict::log);
+  EXPECT_EQ(
+      judge_head("{\"log\":\"h:1:1 [0] NCCL INFO Using network IB\\n\",\"stream\":\"stderr\"}\n"),
+      FileVerdict::log);
 }
 
 TEST(NcclLogSniff, GpudiagReportsAreRecognised) {
@@ -40,6 +42,16 @@ TEST(NcclLogSniff, GpudiagReportsAreRecognised) {
             FileVerdict::gpudiag_report);
   EXPECT_EQ(judge_head("{\n  \"files\": [],\n  \"skipped_files\": [],\n  \"hosts\": [],\n"
                        "  \"multi_node\": false,\n  \"nccl_lines\": 3,\n  \"processes\": ["),
+            FileVerdict::gpudiag_report);
+  // A report of many files: only its "files" list fits in the head.
+  std::string many = "{\n  \"files\": [\n";
+  while (many.size() < 70000)
+    many +=
+        "    {\"path\": \"run/nccl.rank1.node1.4242.log\", \"lines\": 120, \"nccl_lines\": 96},\n";
+  EXPECT_EQ(judge_head(std::string_view(many).substr(0, 65536)), FileVerdict::gpudiag_report);
+  // Saved with its stderr in front (`gpudiag nccl-log run 2>&1 > report.txt`).
+  EXPECT_EQ(judge_head("gpudiag warning: nccl-log: skipped 1 of 3 files, not NCCL logs: 'x'\n"
+                       "NCCL logs: 2 processes on 2 hosts (a, b); 2 files, 9 NCCL lines\n"),
             FileVerdict::gpudiag_report);
   EXPECT_EQ(judge_head("{\"schema\": \"gpudiag-nccl-log/1\", \"files\": []}"),
             FileVerdict::gpudiag_report);
@@ -57,7 +69,8 @@ TEST(NcclLogSniff, BinaryFilesAreRecognised) {
 }
 
 TEST(NcclLogSniff, QuotesOfLogLinesInATextReport) {
-  EXPECT_TRUE(is_gpudiag_quote("  log:  run/nccl.a.1.log:12: a:1:1 [0] NCCL INFO Using network IB"));
+  EXPECT_TRUE(
+      is_gpudiag_quote("  log:  run/nccl.a.1.log:12: a:1:1 [0] NCCL INFO Using network IB"));
   EXPECT_TRUE(is_gpudiag_quote("[rank0]:   log:  /x/y.log:3: [default2]:a:1:1 [0] NCCL WARN x"));
   EXPECT_FALSE(is_gpudiag_quote("a:1:1 [0] NCCL INFO Using network IB"));
   EXPECT_FALSE(is_gpudiag_quote("a:1:1 [0] NCCL INFO  log:  something: else"));
@@ -97,8 +110,15 @@ TEST_F(NcclLogRunDir, OwnReportsAndOtherFilesChangeNothing) {
   ASSERT_EQ(before.job.processes.size(), 2u);
   write("report.txt", render_text(before));
   write("report.json", render_json(before).dump(2) + "\n");
-  write("check.out", "[a-0] is OK (global rank: 0/2)\n\nNCCL logs in " + dir_.string() +
-                         " (gpudiag nccl-log DIR reads them again):\n" + render_text(before));
+  // `gpudiag check --nccl-debug` output: short, the report's header is near the top; long
+  // (many ranks), only its quotes of log lines tell it apart.
+  const std::string appended = "NCCL logs in " + dir_.string() +
+                               " (gpudiag nccl-log DIR reads them again):\n" + render_text(before);
+  write("check-1.out", "[a-0] is OK (global rank: 0/1)\n\n" + appended);
+  std::string many;
+  for (int r = 0; r < 8; ++r)
+    many += "[a-" + std::to_string(r) + "] is OK (global rank: " + std::to_string(r) + "/8)\n";
+  write("check-8.out", many + "\n" + appended);
   write("notes.txt", "rerun after fixing the switch\n");
   write("weights.bin", std::string("\x58\x02\0\0\0\0\0\0{}", 10));
   const Report after = read();
@@ -109,7 +129,8 @@ TEST_F(NcclLogRunDir, OwnReportsAndOtherFilesChangeNothing) {
   EXPECT_EQ(after.job.other_lines, before.job.other_lines);
   std::map<std::string, std::string> skipped;
   for (const auto& s : after.job.skipped) skipped[fs::path(s.path).filename().string()] = s.why;
-  EXPECT_EQ(skipped, (std::map<std::string, std::string>{{"check.out", "no NCCL line"},
+  EXPECT_EQ(skipped, (std::map<std::string, std::string>{{"check-1.out", "a gpudiag report"},
+                                                         {"check-8.out", "no NCCL line"},
                                                          {"notes.txt", "no NCCL line"},
                                                          {"report.json", "a gpudiag report"},
                                                          {"report.txt", "a gpudiag report"},
