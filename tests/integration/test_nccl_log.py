@@ -147,6 +147,17 @@ class FindingsOnRealLogs(unittest.TestCase):
         self.assertIn("2.19.3", f["title"])
         self.assertEqual(sorted(f["who"]), ["rank 0 (nodeA:1000)", "rank 1 (nodeB:2000)"])
 
+    def test_different_networks_quote_the_using_network_lines(self):
+        # constructed: no public log of one job on two networks was found (SOURCES.md)
+        _, rep = report(fixture("constructed", "network_mismatch"))
+        f = [f for f in findings(rep, "ranks-disagree") if "different networks" in f["title"]]
+        self.assertEqual(len(f), 1, rep["findings"])
+        self.assertEqual(f[0]["who"], ["rank 2 (nodeB:4200)"])
+        texts = [e["text"] for e in f[0]["evidence"]]
+        self.assertEqual(texts, ["nodeB:4200:4210 [0] NCCL INFO Using network Socket",
+                                 "nodeA:3100:3110 [0] NCCL INFO Using network IB"])
+        self.assertFalse(any("Channel" in t or "COMPLETE" in t for t in texts), texts)
+
     def test_same_version_everywhere_is_not_a_mismatch(self):
         _, rep = report(fixture("nccl1267_per_node"))
         self.assertEqual(findings(rep, "version-mismatch"), [])
