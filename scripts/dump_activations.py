@@ -1,13 +1,28 @@
-"""Dump a PyTorch model's activations for `gpudiag scan`.
+"""Dump a PyTorch model's activations, or just their statistics, for `gpudiag scan`.
 
 ActivationDumper hooks every module's forward (like the overflow detector of
 the debugging guide does) and, for each batch, writes the frames it saw to
-`out_dir` in the `gpudiag-frames/1` format: one safetensors file per batch
-(split into parts when large), each tensor named
-`<frame>.<entry>|<module path>|<class name>|<label>`, non-tensor entries as
-`None` / `not a tensor` metadata. Tensors are copied to the CPU at hook time,
-so later in-place operations do not change what was recorded, and written
-bit-exact (bf16 and fp8 included). Needs only torch and numpy.
+`out_dir`, in one of two modes:
+
+- mode="stats" (the default): each tensor is scanned at hook time by
+  libgpudiag_scan.so through ctypes (gpudiag_scan.py; a CUDA tensor where it
+  lives, on its current stream) and only its statistics are written, one
+  `gpudiag-frames-stats/1` JSON file per batch (`batch-000003.stats.json`),
+  a few hundred bytes per tensor;
+- mode="tensors": the tensors themselves, copied to the CPU at hook time (so
+  later in-place operations do not change what was recorded), in the
+  `gpudiag-frames/1` format: one safetensors file per batch (split into parts
+  when large), each tensor named `<frame>.<entry>|<module path>|<class
+  name>|<label>`, non-tensor entries as `None` / `not a tensor` metadata,
+  bit-exact (bf16 and fp8 included).
+
+`gpudiag scan` prints the same report from either. Under a launcher (RANK or
+LOCAL_RANK set, or rank= given) file names carry the rank
+(`batch-000003.rank00001.stats.json`), so the ranks of a job never overwrite
+each other's files. With stop_on_nan=True (the default, like the detector)
+the dumper raises FloatingPointError at the first frame that holds a nan or
+inf, after writing that batch, so keep_last can never delete the batch that
+held the cause.
 
 In a training loop:
 
@@ -30,6 +45,24 @@ import numpy as np
 import torch
 
 FORMAT = "gpudiag-frames/1"
+STATS_FORMAT = "gpudiag-frames-stats/1"
+
+
+def env_rank():
+    """RANK, else LOCAL_RANK, as an int; None when neither is set (one process)."""
+    for name in ("RANK", "LOCAL_RANK"):
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    return None
+
+
+def json_stats(s):
+    """The scanner's statistics as the stats format writes them."""
+    out = dict(s)
+    for k in ("abs_min", "abs_max"):
+        v = out[k]
+        out[k] = "nan" if v != v else ("inf" if v == float("inf") else v)
+    return out
 
 # torch dtype -> (safetensors name, same-size dtype numpy understands, or None)
 _DTYPES = {
@@ -101,10 +134,26 @@ class ActivationDumper:
     batches: batch numbers to record (0-based), or None for all.
     keep_last: keep only the files of this many most recent batches (None: all),
         so a long run keeps the batches before a failure without filling the disk.
-    max_file_bytes: start a new part file of the same batch beyond this size.
+    max_file_bytes: start a new part file of the same batch beyond this size (tensors).
+    mode: "stats" (statistics through libgpudiag_scan.so) or "tensors".
+    rank: put this rank in the file names; default RANK or LOCAL_RANK when set.
+    stop_on_nan: raise FloatingPointError at the first nan/inf, after writing its batch.
+    lib: the path of libgpudiag_scan.so (default: see gpudiag_scan.py).
     """
 
-    def __init__(self, model, out_dir, batches=None, keep_last=None, max_file_bytes=1 << 31):
+    def __init__(self, model, out_dir, batches=None, keep_last=None, max_file_bytes=1 << 31,
+                 mode="stats", rank=None, stop_on_nan=True, lib=None):
+        if mode not in ("stats", "tensors"):
+            raise ValueError(f"mode must be 'stats' or 'tensors', not {mode!r}")
+        self.mode = mode
+        self.scanner = None
+        if mode == "stats":
+            import gpudiag_scan  # beside this file
+            self.scanner = gpudiag_scan.load(lib)
+        self.rank = env_rank() if rank is None else int(rank)
+        self.stop_on_nan = stop_on_nan
+        self.stopped = None  # the FloatingPointError's message once raised
+        self._stats_frames = []
         self.model = model
         self.out_dir = os.fspath(out_dir)
         self.batches = None if batches is None else {int(b) for b in batches}
@@ -145,9 +194,18 @@ class ActivationDumper:
         return self.batches is None or self.batch_number in self.batches
 
     def _hook(self, module, inputs, output):
+        if self.stopped:
+            return
         recording = self._recording()
         if recording:
-            self._record(module, inputs, output)
+            bad = self._record_stats(module, inputs, output) if self.scanner else \
+                self._record(module, inputs, output)
+            if bad and self.stop_on_nan:
+                self._flush(final=True)
+                self._frame = 0  # written: close() has nothing left to write
+                self.stopped = (f"ActivationDumper: {bad} in batch {self.batch_number}; the dump in "
+                                f"{self.out_dir} holds that batch: gpudiag scan {self.out_dir}")
+                raise FloatingPointError(self.stopped)
         if module is self.model:
             if recording:
                 self._flush(final=True)
@@ -172,20 +230,51 @@ class ActivationDumper:
         else:
             yield "output", output
 
+    def _record_stats(self, module, inputs, output):
+        """Scans the frame's tensors; returns "nan/inf in <module> <label>" for the first bad one."""
+        import gpudiag_scan
+        path = self.module_names.get(module, "?")
+        cls = module.__class__.__name__
+        entries, bad = [], None
+        for label, value in self._entries(module, inputs, output):
+            if torch.is_tensor(value):
+                code = gpudiag_scan.Library.code(value.dtype)
+                if code is None:
+                    self._warn_dtype(value.dtype)
+                    entries.append({"label": label, "kind": "not a tensor"})
+                    continue
+                s = self.scanner.scan(value)
+                if bad is None and (s["nan"] or s["pos_inf"] or s["neg_inf"]):
+                    bad = f"nan/inf in {path or 'the model'} {cls} {label}"
+                entries.append({"label": label, "dtype": gpudiag_scan.NAMES[code],
+                                "shape": list(value.shape), "stats": json_stats(s)})
+            else:
+                entries.append({"label": label, "kind": "None" if value is None else "not a tensor"})
+        self._stats_frames.append({"module": path, "class": cls, "entries": entries})
+        self._frame += 1
+        return bad
+
+    def _warn_dtype(self, dtype):
+        if dtype not in self._warned:
+            warnings.warn(f"ActivationDumper: {dtype} has no safetensors dtype; "
+                          f"recorded as 'not a tensor'")
+            self._warned.add(dtype)
+
     def _record(self, module, inputs, output):
         path = self.module_names.get(module, "?")
         cls = module.__class__.__name__
+        bad = None
         for index, (label, value) in enumerate(self._entries(module, inputs, output)):
             key = f"{self._frame}.{index}|{path}|{cls}|{label}"
             if torch.is_tensor(value):
                 if value.dtype not in _DTYPES:
-                    if value.dtype not in self._warned:
-                        warnings.warn(f"ActivationDumper: {value.dtype} has no safetensors dtype; "
-                                      f"recorded as 'not a tensor'")
-                        self._warned.add(value.dtype)
+                    self._warn_dtype(value.dtype)
                     self._meta[key] = "not a tensor"
                     continue
                 copy = value.detach().to("cpu", copy=True)
+                if (self.stop_on_nan and bad is None and copy.is_floating_point()
+                        and not bool(torch.isfinite(copy).all())):
+                    bad = f"nan/inf in {path or 'the model'} {cls} {label}"
                 self._tensors[key] = copy
                 self._bytes += copy.numel() * copy.element_size()
             elif value is None:
@@ -195,17 +284,31 @@ class ActivationDumper:
         self._frame += 1
         if self._bytes >= self.max_file_bytes:
             self._flush(final=False)
+        return bad
 
     def _flush(self, final):
         n = self.batch_number
-        if final and self._part == 0:
-            name = f"batch-{n:06d}.safetensors"
+        base = f"batch-{n:06d}" + ("" if self.rank is None else f".rank{self.rank:05d}")
+        if self.scanner:
+            path = os.path.join(self.out_dir, base + ".stats.json")
+            doc = {"format": STATS_FORMAT, "batch_number": n}
+            if self.rank is not None:
+                doc["rank"] = self.rank
+            doc["frames"] = self._stats_frames
+            tmp = path + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(doc, f, separators=(",", ":"))
+            os.replace(tmp, path)
+            self._stats_frames = []
         else:
-            name = f"batch-{n:06d}-part-{self._part:03d}.safetensors"
-        path = os.path.join(self.out_dir, name)
-        meta = {"format": FORMAT, "batch_number": str(n)}
-        meta.update(self._meta)
-        write_safetensors(path, self._tensors, meta)
+            name = base + (".safetensors" if final and self._part == 0
+                           else f"-part-{self._part:03d}.safetensors")
+            path = os.path.join(self.out_dir, name)
+            meta = {"format": FORMAT, "batch_number": str(n)}
+            if self.rank is not None:
+                meta["rank"] = str(self.rank)
+            meta.update(self._meta)
+            write_safetensors(path, self._tensors, meta)
         if not self._files or self._files[-1][0] != n:
             self._files.append((n, []))
         self._files[-1][1].append(path)

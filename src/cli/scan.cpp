@@ -69,6 +69,9 @@ Runner setup_scan(CLI::App& app) {
                   "dtype's largest finite value (on stderr and in --json)")
       ->default_val(0.5)
       ->check(CLI::Range(1e-6, 1.0));
+  sub->add_option("--rank", cli->options.rank,
+                  "stats dumps of a multi-rank job: the rank whose *.stats.json files to scan")
+      ->check(CLI::Range(0, (1 << 20) - 1));
   sub->add_option("--threads", cli->options.threads,
                   "CPU scanner threads (default: one per hardware thread)")
       ->check(CLI::Range(0, 4096));

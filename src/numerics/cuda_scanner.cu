@@ -17,6 +17,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <cub/block/block_reduce.cuh>
 #include <cub/device/device_reduce.cuh>
 #include <limits>
@@ -303,26 +305,43 @@ class CudaScanner final : public Scanner {
     check(cudaMemcpyAsync(chunk_->get(), staging_[slot]->get(), n * dtype_size(v.dtype),
                           cudaMemcpyHostToDevice, stream()),
           gpu_, "cudaMemcpyAsync(tensor chunk to the device)");
+    reduce_into_host(chunk_->get(), v.dtype, n, v.order == ByteOrder::big, stream());
+  }
+
+ public:
+  /// Statistics of `n` elements of `t` already on this scanner's device at
+  /// `x`, computed on the caller's `stream` (so they see what was queued on
+  /// it before) and waited for with the deadline. One call at a time.
+  TensorStats scan_resident(const void* x, std::uint64_t n, DType t, cudaStream_t s) {
+    set_device(device_);
+    if (n == 0) return {};
+    reduce_into_host(x, t, n, false, s);
+    wait(s);
+    return decode(*static_cast<const DevStats*>(result_host_->get()), t, n);
+  }
+
+ private:
+  /// Queues on `s`: the kernel over `n` elements at `x`, the block merge, and
+  /// the copy of the result into pinned host memory.
+  void reduce_into_host(const void* x, DType t, std::uint64_t n, bool swap, cudaStream_t s) {
     const int blocks =
         static_cast<int>(std::min<std::uint64_t>(kMaxBlocks, (n + kThreads - 1) / kThreads));
-    launch(v.dtype, n, v.order == ByteOrder::big, blocks);
+    launch(x, t, n, swap, blocks, s);
     check(cudaGetLastError(), gpu_, "scan kernel launch");
     std::size_t temp = temp_->bytes();
     check(cub::DeviceReduce::Reduce(temp_->get(), temp, partials(), results(), blocks, MergeStats(),
-                                    identity(), stream()),
+                                    identity(), s),
           gpu_, "cub::DeviceReduce::Reduce");
     check(cudaMemcpyAsync(result_host_->get(), results(), sizeof(DevStats), cudaMemcpyDeviceToHost,
-                          stream()),
+                          s),
           gpu_, "cudaMemcpyAsync(result to the host)");
   }
 
-  void launch(DType t, std::uint64_t n, bool swap, int blocks) {
+  void launch(const void* x, DType t, std::uint64_t n, bool swap, int blocks, cudaStream_t s) {
     const Params p = params_for(t);
     DevStats* partial = partials();
-    const void* x = chunk_->get();
     auto go = [&]<class U, DKind K>() {
-      scan_kernel<U, K>
-          <<<blocks, kThreads, 0, stream()>>>(static_cast<const U*>(x), n, p, swap, partial);
+      scan_kernel<U, K><<<blocks, kThreads, 0, s>>>(static_cast<const U*>(x), n, p, swap, partial);
     };
     switch (t) {
       case DType::F64:
@@ -360,10 +379,11 @@ class CudaScanner final : public Scanner {
   /// CUDA error (a faulted kernel, an Xid) is Error(broken); the deadline
   /// passing is a TimeoutError, and the scanner then leaks its buffers
   /// rather than free them into the hung device (see the destructor).
-  void wait() {
+  void wait() { wait(stream()); }
+  void wait(cudaStream_t s) {
     const auto deadline = Deadline::after_seconds(kChunkTimeoutSeconds);
     for (;;) {
-      const cudaError_t e = cudaStreamQuery(stream());
+      const cudaError_t e = cudaStreamQuery(s);
       if (e == cudaSuccess) return;
       if (e != cudaErrorNotReady) check(e, gpu_, "scanning a chunk (copy, kernel or reduction)");
       if (deadline.expired()) {
@@ -390,6 +410,18 @@ class CudaScanner final : public Scanner {
 };
 
 }  // namespace
+
+TensorStats scan_device_buffer(const void* data, std::uint64_t count, DType dtype, void* stream,
+                               int device) {
+  // One scanner (its device buffers) per device, made on first use; calls on
+  // one device take turns on its buffers.
+  static std::mutex mutex;
+  static std::map<int, std::unique_ptr<CudaScanner>> scanners;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& s = scanners[device];
+  if (!s) s = std::make_unique<CudaScanner>(device);
+  return s->scan_resident(data, count, dtype, static_cast<cudaStream_t>(stream));
+}
 
 std::unique_ptr<Scanner> make_cuda_scanner(std::string* why_not, int ordinal) {
   const CudaStatus status = probe_cuda();

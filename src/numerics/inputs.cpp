@@ -32,12 +32,13 @@ std::vector<std::string> expand_paths(const std::vector<std::string>& paths) {
     std::vector<std::string> found;
     for (const auto& e : fs::directory_iterator(p, ec)) {
       const auto ext = e.path().extension();
-      if ((ext == ".safetensors" || ext == ".npy") && !e.is_directory())
+      const bool stats = e.path().filename().string().ends_with(".stats.json");
+      if ((ext == ".safetensors" || ext == ".npy" || stats) && !e.is_directory())
         found.push_back(e.path().string());
     }
     if (ec) throw UsageError(p + ": cannot list the directory: " + ec.message());
     if (found.empty())
-      throw UsageError(p + ": the directory has no .safetensors or .npy files",
+      throw UsageError(p + ": the directory has no .safetensors, .npy or .stats.json files",
                        "point gpudiag scan at the directory the dumper wrote");
     std::sort(found.begin(), found.end());
     out.insert(out.end(), found.begin(), found.end());

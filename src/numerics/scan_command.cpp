@@ -4,7 +4,9 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cstring>
 #include <fstream>
 
@@ -13,6 +15,7 @@
 #include "numerics/inputs.h"
 #include "numerics/loose_report.h"
 #include "numerics/scan_json.h"
+#include "numerics/stats_dump.h"
 #include "util/error.h"
 #include "util/strings.h"
 
@@ -54,22 +57,46 @@ std::vector<TensorView> views_of(const std::vector<const TensorInfo*>& tensors) 
   return views;
 }
 
-int scan_frames(const ScanOptions& o, const std::vector<InputFile>& inputs, Scanner& scanner,
-                ScanJson& json, Insights& insights, std::ostream& out) {
-  const std::vector<Batch> batches = assemble_batches(inputs);
+/// In the oldest batch of the dump, the first nan/inf (in run order) is in
+/// its first frame, or in a parameter (a weight already broken when the
+/// batch began): whatever produced it ran before the first batch the dump kept.
+void warn_if_cause_is_older(const Batch& b, const std::vector<TensorStats>& stats) {
+  for (const Frame& f : b.frames)
+    for (const Entry& e : f.entries) {
+      if (e.kind != EntryKind::tensor || e.slot >= stats.size() ||
+          !(stats[e.slot].has_nan() || stats[e.slot].has_inf()))
+        continue;
+      const bool parameter = !e.label.starts_with("input") && !e.label.starts_with("output");
+      if (&f == &b.frames.front() || parameter)
+        spdlog::warn(
+            "the oldest batch of the dump (batch {}) starts with nan/inf ({} {} {}): the cause is "
+            "earlier than this dump (keep_last deleted it, or the dump started late); dump from "
+            "an earlier batch, or let the dumper stop at the first nan (stop_on_nan=True)",
+            b.number, f.module.empty() ? "the model" : f.module, f.class_name, e.label);
+      return;
+    }
+}
+
+/// The statistics of batch i of a replay, scanned or read.
+using StatsOf = std::function<std::vector<TensorStats>(std::size_t)>;
+
+/// Replays batches through the reference detector (frames dumps, tensors or stats).
+int replay(const ScanOptions& o, const std::vector<Batch>& batches, const StatsOf& stats_of,
+           ScanJson& json, Insights& insights, std::ostream& out) {
   for (auto n : o.detector.trace_batches) {
     bool present = false;
     for (const auto& b : batches) present = present || b.number == n;
     if (!present) spdlog::warn("--trace-batches: batch {} is not in the dump", n);
   }
   Detector detector(o.detector, out);
-  for (const auto& batch : batches) {
+  for (std::size_t i = 0; i < batches.size(); ++i) {
+    const Batch& batch = batches[i];
     if (o.detector.abort_after_batch && batch.number > *o.detector.abort_after_batch) {
       detector.feed(batch, {});  // stops without scanning
       break;
     }
-    const auto views = views_of(batch.tensors);
-    const auto stats = scanner.scan(views);
+    const auto stats = stats_of(i);
+    if (i == 0) warn_if_cause_is_older(batch, stats);
     json.add_batch(batch, stats);
     insights.add_batch(batch, stats);
     if (!detector.feed(batch, stats)) break;
@@ -92,6 +119,14 @@ int scan_frames(const ScanOptions& o, const std::vector<InputFile>& inputs, Scan
   return static_cast<int>(r.first ? ExitCode::broken : ExitCode::ok);
 }
 
+int scan_frames(const ScanOptions& o, const std::vector<InputFile>& inputs, Scanner& scanner,
+                ScanJson& json, Insights& insights, std::ostream& out) {
+  const std::vector<Batch> batches = assemble_batches(inputs);
+  return replay(
+      o, batches, [&](std::size_t i) { return scanner.scan(views_of(batches[i].tensors)); }, json,
+      insights, out);
+}
+
 int scan_loose(const std::vector<InputFile>& inputs, Scanner& scanner, ScanJson& json,
                Insights& insights, std::ostream& out) {
   bool found = false;
@@ -111,6 +146,19 @@ int scan_loose(const std::vector<InputFile>& inputs, Scanner& scanner, ScanJson&
   return static_cast<int>(found ? ExitCode::broken : ExitCode::ok);
 }
 
+void print_summary(const Insights& in, bool frames, double seconds);
+
+/// After a scan: the insights and summary on stderr, the JSON file.
+void finish(const ScanOptions& o, ScanJson& json, const Insights& insights, int code, bool frames,
+            std::chrono::steady_clock::time_point t0) {
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  insights.print(stderr);
+  if (code == 0) print_summary(insights, frames, seconds);
+  json.set_insights(insights.json());
+  if (!o.json_path.empty()) json.write(o.json_path);
+}
+
 /// The one line a clean scan ends with, on stderr.
 void print_summary(const Insights& in, bool frames, double seconds) {
   std::string line = "gpudiag scan: clean: ";
@@ -127,6 +175,24 @@ void print_summary(const Insights& in, bool frames, double seconds) {
   std::fprintf(stderr, "%s, no inf or nan\n", line.c_str());
 }
 
+/// A `gpudiag-frames-stats/1` dump: the statistics are read, not scanned.
+int scan_stats(const ScanOptions& o, const std::vector<std::string>& files, std::ostream& out) {
+  for (const auto& f : files)
+    if (!is_stats_path(f))
+      throw UsageError(f + " is a tensor file among statistics files (*.stats.json)",
+                       "scan a stats dump and a tensor dump in separate runs");
+  const StatsDump dump = read_stats_dump(files, o.rank);
+  spdlog::info("scan: {} stats file(s), nothing to scan", files.size());
+  ScanJson json("frames", "none (statistics read from a stats dump)", files, !o.json_path.empty());
+  json.set_options(o.detector);
+  Insights insights(o.near_limit);
+  const auto t0 = std::chrono::steady_clock::now();
+  const int code = replay(
+      o, dump.batches, [&](std::size_t i) { return dump.stats[i]; }, json, insights, out);
+  finish(o, json, insights, code, true, t0);
+  return code;
+}
+
 }  // namespace
 
 int run_scan(const ScanOptions& o, std::ostream& out) {
@@ -134,6 +200,8 @@ int run_scan(const ScanOptions& o, std::ostream& out) {
     throw UsageError("--json " + o.json_path + ": cannot open for writing: " + std::strerror(errno),
                      "check that the directory exists and is writable");
   const auto files = expand_paths(o.paths);
+  if (std::any_of(files.begin(), files.end(), is_stats_path)) return scan_stats(o, files, out);
+  if (o.rank >= 0) spdlog::warn("--rank {} applies to stats dumps only", o.rank);
   std::vector<InputFile> inputs;
   inputs.reserve(files.size());
   if (!open_all(files, o.npy_dtype, inputs)) return static_cast<int>(ExitCode::usage);
@@ -149,12 +217,7 @@ int run_scan(const ScanOptions& o, std::ostream& out) {
   const auto t0 = std::chrono::steady_clock::now();
   const int code = frames ? scan_frames(o, inputs, *scanner, json, insights, out)
                           : scan_loose(inputs, *scanner, json, insights, out);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  insights.print(stderr);
-  if (code == 0) print_summary(insights, frames, seconds);
-  json.set_insights(insights.json());
-  if (!o.json_path.empty()) json.write(o.json_path);
+  finish(o, json, insights, code, frames, t0);
   return code;
 }
 

@@ -24,6 +24,7 @@ struct ScanOptions {
   ScanDevice device = ScanDevice::automatic;
   int gpu = -1;  ///< --gpu: CUDA device ordinal; -1: the local rank's (scan_gpu.h)
   double near_limit = 0.5;  ///< --near-limit: the headroom fraction (insights.h)
+  int rank = -1;            ///< --rank: the rank whose stats files to scan (stats_dump.h)
 };
 
 /// Runs the scan, writing the report to `out`; returns the exit status

@@ -107,7 +107,7 @@ void ScanJson::add_batch(const Batch& batch, std::span<const TensorStats> stats)
       ojson ej;
       ej["label"] = e.label;
       ej["kind"] = kind_name(e.kind);
-      ej["file"] = e.file->path();
+      if (e.file) ej["file"] = e.file->path();  // none in a stats dump
       if (e.kind == EntryKind::tensor) {
         ej["tensor"] = tensor_json(*batch.tensors[e.slot]);
         ej["stats"] = stats_json(stats[e.slot]);

@@ -34,6 +34,14 @@ std::unique_ptr<Scanner> make_cpu_scanner(unsigned threads);
 /// device is visible. Throws UsageError when `gpu` is not a visible device.
 std::unique_ptr<Scanner> make_cuda_scanner(std::string* why_not, int gpu = -1);
 
+/// Statistics of `count` elements of `dtype` in device memory of CUDA device
+/// `device`, computed on `stream` (a cudaStream_t; null: the legacy default
+/// stream) after what is already queued there, waited for with a deadline.
+/// Throws Error (a CUDA error, no such device, a build without CUDA) or
+/// TimeoutError. For the C ABI (capi/gpudiag/scan.h).
+TensorStats scan_device_buffer(const void* data, std::uint64_t count, DType dtype, void* stream,
+                               int device);
+
 /// cpu, cuda (UsageError when unavailable), or automatic (cuda when a device
 /// is usable, else cpu). `gpu` as for make_cuda_scanner; the CPU ignores it.
 std::unique_ptr<Scanner> make_scanner(ScanDevice device, unsigned threads, int gpu = -1);

@@ -1,8 +1,10 @@
 """`gpudiag scan` against the reference detector itself: transformers'
 DebugUnderflowOverflow, hooked on a real model that trains until its
 activations overflow, prints its report; ActivationDumper records the same
-run; `gpudiag scan` on the dump must print that report byte for byte, with
-the CPU scanner and (on a GPU) the CUDA one.
+run, as tensors and as statistics (mode="stats", CUDA tensors scanned where
+they live through libgpudiag_scan.so); `gpudiag scan` on either dump must
+print that report byte for byte, with the CPU scanner and (on a GPU) the
+CUDA one.
 
 Needs `transformers` for python3: skipped, and said so, where it is missing
 (Debian's python3 has none). The model runs on the GPU when torch sees one
@@ -53,7 +55,9 @@ def run(dtype, out_dir):
     """Trains until the real detector raises; returns what it printed."""
     torch.manual_seed(0)
     model = Net().to(DEVICE, dtype).train()
-    dumper = dump_activations.ActivationDumper(model, out_dir)  # hooked first: sees every frame
+    # Both dumpers hook first, so they see every frame; neither stops the run.
+    dumpers = [dump_activations.ActivationDumper(model, os.path.join(out_dir, mode), mode=mode,
+                                                 stop_on_nan=False) for mode in ("tensors", "stats")]
     detector = DebugUnderflowOverflow(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     printed = io.StringIO()
@@ -73,7 +77,8 @@ def run(dtype, out_dir):
     except ValueError as e:
         stopped = "inf/nan detected" in str(e)
     finally:
-        dumper.close()
+        for d in dumpers:
+            d.close()
     return printed.getvalue(), stopped
 
 
@@ -91,9 +96,10 @@ class RealDetector(unittest.TestCase):
         self.assertTrue(stopped, "the model never overflowed: the detector did not stop it")
         self.assertIn("Detected inf/nan during batch_number=", printed)
         devices = ["cpu", "cuda"] if CUDA else ["cpu"]
-        for device in devices:
-            with self.subTest(dtype=str(dtype), scanner=device):
-                r = scan(out, "--device", device)
+        # The stats dump was scanned at hook time, on the GPU for CUDA tensors.
+        for dump, device in [("tensors", d) for d in devices] + [("stats", "cpu")]:
+            with self.subTest(dtype=str(dtype), dump=dump, scanner=device):
+                r = scan(os.path.join(out, dump), "--device", device)
                 self.assertEqual(r.returncode, 1, r.stderr)
                 self.assertEqual(r.stdout.splitlines(), printed.splitlines())
                 self.assertEqual(r.stdout, printed)

@@ -85,7 +85,8 @@ class TinyLM(nn.Module):
 def train(model, steps, dumper_dir, detector_options, batches=None):
     """Trains until the detector stops the run; returns (detector, steps run)."""
     torch.manual_seed(1)
-    dumper = dump_activations.ActivationDumper(model, dumper_dir, batches=batches)
+    dumper = dump_activations.ActivationDumper(model, dumper_dir, batches=batches, mode="tensors",
+                                              stop_on_nan=False)
     detector = LiveDetector(model, **detector_options)  # hooks after the dumper's: the dumper sees every frame
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
     step = 0
@@ -179,7 +180,7 @@ class Dumper(unittest.TestCase):
         bits = torch.tensor([0x7FC1, 0xFF80, 0x8000, 0x0001, 0x7F7F, 0x3F80], dtype=torch.int32)
         x = bits.to(torch.int16).view(torch.bfloat16)  # a NaN payload, -inf, -0, a subnormal, max, 1
         model = nn.Sequential(nn.Identity())
-        dumper = dump_activations.ActivationDumper(model, self.dir)
+        dumper = dump_activations.ActivationDumper(model, self.dir, mode="tensors", stop_on_nan=False)
         model(x)
         dumper.close()
         model(x)  # no hooks left: no second file
@@ -198,7 +199,7 @@ class Dumper(unittest.TestCase):
             linear.weight.copy_(torch.eye(4))
             linear.bias.zero_()
         model = nn.Sequential(linear, nn.ReLU(inplace=True))
-        with dump_activations.ActivationDumper(model, self.dir):
+        with dump_activations.ActivationDumper(model, self.dir, mode="tensors"):
             model(torch.full((1, 4), -1.0))
         tensors, _ = read_safetensors(os.path.join(self.dir, "batch-000000.safetensors"))
         # ReLU zeroed the Linear's output in place after the Linear frame was recorded.
@@ -207,7 +208,8 @@ class Dumper(unittest.TestCase):
 
     def test_parts_keep_last_and_an_unfinished_batch(self):
         model = TinyLM().to(torch.bfloat16)
-        dumper = dump_activations.ActivationDumper(model, self.dir, keep_last=2, max_file_bytes=4096)
+        dumper = dump_activations.ActivationDumper(model, self.dir, keep_last=2, max_file_bytes=4096,
+                                                  mode="tensors")
         detector = LiveDetector(model, trace_batches=[0, 1, 2, 3])
         for _ in range(3):
             model(torch.randint(0, 50, (2, 6)))
