@@ -1,5 +1,13 @@
 // gpudiag: the subcommand table and the one place errors become exit codes.
+//
+// main parses the command line (CLI11, with the help formatter of
+// cli/help.h), turns any parse error into one line with a hint (a mistyped
+// subcommand or option gets "did you mean"), sets up logging, and runs the
+// subcommand's Runner, mapping gpudiag::Error to its exit status.
+// --log-level is accepted before and after the subcommand; it is exported as
+// GPUDIAG_LOG_LEVEL so that `gpudiag launch` hands it to its ranks.
 #include <spdlog/spdlog.h>
+#include <stdlib.h>
 
 #include <cstdio>
 #include <new>
@@ -7,6 +15,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/help.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/strings.h"
@@ -41,37 +50,81 @@ std::string suggest(const std::string& word) {
   return best;
 }
 
+void add_log_level(CLI::App* app, std::string& level) {
+  app->add_option("--log-level", level,
+                  "diagnostics on stderr: trace|debug|info|warn|error|off (default: "
+                  "GPUDIAG_LOG_LEVEL, else SPDLOG_LEVEL, else warn); launch passes it to its ranks")
+      ->type_name("LEVEL")
+      // The choices are in the description; the option column says LEVEL.
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"})
+                  .description(""));
+}
+
+/// The first unknown option of a parsed subcommand, with a suggestion:
+/// "check: unknown option --bakend, did you mean --backend?". Empty when the
+/// extra arguments are not options.
+std::string unknown_option(CLI::App& app) {
+  for (auto* sub : app.get_subcommands()) {
+    for (const auto& arg : sub->remaining()) {
+      if (!arg.starts_with("--")) continue;
+      auto name = arg.substr(0, arg.find('='));
+      auto guess = gpudiag::cli::suggest_option(sub, name);
+      return sub->get_name() + ": unknown option " + name +
+             (guess.empty() ? "" : ", did you mean " + guess + "?") + "; try: gpudiag " +
+             sub->get_name() + " --help";
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"gpudiag: diagnose multi-GPU networks and find inf/nan in dumped activations"};
+  app.formatter(std::make_shared<gpudiag::cli::HelpFormatter>());
   app.set_version_flag("--version", std::string("gpudiag ") + GPUDIAG_VERSION);
   std::string log_level;
-  app.add_option("--log-level", log_level, "trace|debug|info|warn|error|off (default: SPDLOG_LEVEL, else warn)")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  add_log_level(&app, log_level);
   app.require_subcommand(1, 1);
+  app.footer("Each subcommand's --help has its options, examples and exit status.");
 
   std::vector<gpudiag::cli::Runner> runners;
   for (const auto& s : kSubcommands) runners.push_back(s.setup(app));
+  for (auto* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    add_log_level(sub, log_level);
+    gpudiag::cli::add_help_footer(sub);
+  }
 
+  if (argc < 2) {  // bare `gpudiag`: the usage, as a usage error
+    std::fputs(app.help("gpudiag").c_str(), stderr);
+    return static_cast<int>(gpudiag::ExitCode::usage);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    if (argc > 1 && argv[1][0] != '-' && !is_subcommand(argv[1])) {
+    if (argv[1][0] != '-' && !is_subcommand(argv[1])) {
       auto guess = suggest(argv[1]);
       std::fprintf(stderr, "gpudiag: unknown subcommand '%s'%s; try: gpudiag --help\n", argv[1],
                    guess.empty() ? "" : (", did you mean '" + guess + "'?").c_str());
       return static_cast<int>(gpudiag::ExitCode::usage);
     }
+    if (dynamic_cast<const CLI::ExtrasError*>(&e)) {
+      if (auto line = unknown_option(app); !line.empty()) {
+        std::fprintf(stderr, "gpudiag: %s\n", line.c_str());
+        return static_cast<int>(gpudiag::ExitCode::usage);
+      }
+    }
     // One line, like every other error: what was wrong and where to look.
-    std::string where = argc > 1 && is_subcommand(argv[1]) ? std::string(" ") + argv[1] : "";
+    std::string where = is_subcommand(argv[1]) ? std::string(" ") + argv[1] : "";
     std::fprintf(stderr, "gpudiag: %s; try: gpudiag%s --help\n", e.what(), where.c_str());
     return static_cast<int>(gpudiag::ExitCode::usage);
   }
 
-  gpudiag::setup_logging(log_level);
   try {
+    gpudiag::setup_logging(log_level, gpudiag::Env::from_process());
+    // The ranks a launcher starts inherit it (see util/log.h).
+    if (!log_level.empty()) ::setenv("GPUDIAG_LOG_LEVEL", log_level.c_str(), 1);
     for (std::size_t i = 0; i < std::size(kSubcommands); ++i)
       if (app.got_subcommand(kSubcommands[i].name)) return runners[i]();
     return static_cast<int>(gpudiag::ExitCode::usage);

@@ -138,6 +138,7 @@ class CheckRun {
     plane_.note_phase(phase);
     test_hook_.on_phase(phase);  // GPUDIAG_TEST_RAISE (test_hook.h)
     if (!me().ok) return;
+    spdlog::debug("entering the {} phase", phase);
     auto t0 = Deadline::Clock::now();
     // Waits on peers have their own deadlines; this catches the calls that
     // cannot have one. A phase may wait on peers once per iteration, hence

@@ -8,6 +8,7 @@
 
 #include "checks/check.h"
 #include "cli/commands.h"
+#include "cli/json_output.h"
 #include "cli/world_setup.h"
 #include "report/bench_report.h"
 #include "report/job_report.h"
@@ -42,25 +43,28 @@ int run(BenchCli o) {
   set_log_tag("rank " + std::to_string(job.setup.world.rank));
   CheckResult result = run_check(o.check, job.setup);
   int json_status = 0;
+  const int out = human_fd(o.json_path);  // stderr when the JSON takes stdout
   // A benchmark prints results, not OK lines; a broken rank still says why.
-  if (!result.me.ok) write_all(STDOUT_FILENO, status_line(result.me));
+  if (!result.me.ok) write_all(out, status_line(result.me));
   job.meet_after_printing(result, o.check.timeout_s);
   bool slow_links = false;
   if (result.me.rank == 0) {
-    write_all(STDOUT_FILENO, versions_line(result));
+    write_all(out, versions_line(result));
     // A failed job gets the check's job report: who failed, where, and why.
     nlohmann::json json = job_json(result);
+    const char* schema = kCheckSchema;
     if (job_ok(result) && o.links) {
       auto verdict = link_verdict(result);
       slow_links = verdict.slow_links > 0;
-      write_all(STDOUT_FILENO, link_table(result, verdict));
+      write_all(out, link_table(result, verdict));
       json = link_json(result, verdict);
+      schema = kLinksSchema;
     } else if (job_ok(result)) {
-      write_all(STDOUT_FILENO, bench_table(result));
+      write_all(out, bench_table(result));
       json = bench_json(result);
+      schema = kBenchSchema;
     }
-    if (!o.json_path.empty())
-      json_status = write_output_file("--json", o.json_path, json.dump(2) + "\n");
+    if (!o.json_path.empty()) json_status = emit_json(o.json_path, schema, json);
   }
   int status = job.finish(result);
   if (status == 0) status = json_status;
@@ -112,7 +116,7 @@ Runner setup_bench(CLI::App& app) {
                   "auto: serial when a host has more ranks than CPUs")
       ->check(CLI::IsMember({"auto", "rounds", "serial"}))
       ->capture_default_str();
-  sub->add_option("--json", o->json_path, "write the results as JSON (rank 0)");
+  add_json_option(sub, o->json_path, "rank 0 writes the results (the job report if it failed)");
   return [o] { return run(*o); };
 }
 

@@ -10,6 +10,7 @@
 
 #include "checks/check.h"
 #include "cli/commands.h"
+#include "cli/json_output.h"
 #include "cli/world_setup.h"
 #include "nccl_log/capture.h"
 #include "nccl_log/render.h"
@@ -56,23 +57,24 @@ std::optional<nccl_log::CapturePlan> start_nccl_capture(const CheckCli& o, Job& 
   req.rank = w.rank;
   auto plan = nccl_log::prepare_capture(req);
   nccl_log::apply_capture(plan);
-  if (w.rank == 0) spdlog::warn("--nccl-debug: NCCL logs of every rank go to {}", plan.run_dir.string());
+  // A notice, not a warning: nothing may be wrong.
+  if (w.rank == 0) spdlog::info("--nccl-debug: NCCL logs of every rank go to {}", plan.run_dir.string());
   return plan;
 }
 
 /// Rank 0's reading of the captured logs, below the job summary.
-void summarize_nccl_capture(const nccl_log::CapturePlan& plan, const CheckResult& result) {
+void summarize_nccl_capture(int out, const nccl_log::CapturePlan& plan, const CheckResult& result) {
   if (result.me.backend != "nccl") {  // --backend auto chose the host: run() removed the dir
     spdlog::warn("{}", nccl_log::not_used_notice(result.me.backend));
     return;
   }
   try {
     auto report = nccl_log::summarize({plan.run_dir.string()});
-    write_all(STDOUT_FILENO, "\nNCCL logs in " + plan.run_dir.string() + " (gpudiag nccl-log " +
+    write_all(out, "\nNCCL logs in " + plan.run_dir.string() + " (gpudiag nccl-log " +
                                  plan.run_dir.string() + " reads them again):\n" +
                                  nccl_log::render_text(report));
   } catch (const Error& e) {
-    write_all(STDOUT_FILENO, "nccl-log: " + e.one_line() + "\n");
+    write_all(out, "nccl-log: " + e.one_line() + "\n");
   }
 }
 
@@ -85,15 +87,15 @@ int run(const CheckCli& o) {
 
   CheckResult result = run_check(o.check, job.setup);
   int json_status = 0;
-  write_all(STDOUT_FILENO, status_line(result.me));
+  const int out = human_fd(o.json_path);  // stderr when the JSON takes stdout
+  write_all(out, status_line(result.me));
   // Everyone has printed before rank 0 adds the summary below the lines.
   job.meet_after_printing(result, o.check.timeout_s);
   if (capture && result.me.backend != "nccl") nccl_log::discard_capture(*capture);
   if (result.me.rank == 0) {
-    write_all(STDOUT_FILENO, versions_line(result) + summary_table(result));
-    if (capture) summarize_nccl_capture(*capture, result);
-    if (!o.json_path.empty())
-      json_status = write_output_file("--json", o.json_path, job_json(result).dump(2) + "\n");
+    write_all(out, versions_line(result) + summary_table(result));
+    if (capture) summarize_nccl_capture(out, *capture, result);
+    if (!o.json_path.empty()) json_status = emit_json(o.json_path, kCheckSchema, job_json(result));
   }
   const int status = job.finish(result);
   return status != 0 ? status : json_status;
@@ -128,10 +130,12 @@ Runner setup_check(CLI::App& app) {
   sub->add_option("--device", o->check.device, "CUDA device ordinal (default: local rank)")
       ->check(CLI::NonNegativeNumber);
   add_nccl_lib_option(sub, o->check.nccl_lib);
-  sub->add_option("--json", o->json_path, "write the job report as JSON (rank 0)");
+  add_json_option(sub, o->json_path, "rank 0 writes the job report");
   sub->add_option("--nccl-debug", o->nccl_debug,
-                  "capture NCCL's log of every rank (info or trace) and explain it at the end")
-      ->check(CLI::IsMember({"info", "trace", "INFO", "TRACE"}))
+                  "capture every rank's NCCL log and explain it at the end; off unless given, "
+                  "and --nccl-debug alone means info")
+      ->type_name("LEVEL")
+      ->check(CLI::IsMember({"info", "trace"}, CLI::ignore_case))
       ->expected(0, 1)
       ->default_str("info");
   sub->add_option("--nccl-debug-subsys", o->nccl_debug_subsys,

@@ -1,7 +1,11 @@
 // gpudiag info: what this rank would use and why; no MPI or NCCL initialised.
+// The text and the JSON (schema gpudiag-info/1) say the same, so with
+// `--json -` only the JSON is printed; with `--json FILE` the text still goes
+// to stdout.
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/json_output.h"
 #include "report/status_line.h"
 #include "util/error.h"
 #include "world/info.h"
@@ -10,22 +14,25 @@ namespace gpudiag::cli {
 
 Runner setup_info(CLI::App& app) {
   struct Options {
-    bool json = false;
+    std::string json;
     int device = -1;
     std::string nccl_lib;
   };
   auto o = std::make_shared<Options>();
   auto* sub = app.add_subcommand(
       "info", "Show the launcher, rank, GPU, CUDA/NCCL/MPI versions and relevant environment");
-  sub->add_flag("--json", o->json, "print JSON instead of text");
+  add_json_option(sub, o->json, "write what this rank would use");
   sub->add_option("--device", o->device, "CUDA device ordinal (default: local rank)")
       ->check(CLI::NonNegativeNumber);
   add_nccl_lib_option(sub, o->nccl_lib);
   return [o] {
     auto info = collect_info(Env::from_process(), o->device, o->nccl_lib);
+    const int status = static_cast<int>(info.contains("error") ? ExitCode::usage : ExitCode::ok);
     // One write per rank so blocks of ranks sharing a terminal stay whole.
-    write_all(STDOUT_FILENO, o->json ? info.dump(2) + "\n" : render_info(info));
-    return static_cast<int>(info.contains("error") ? ExitCode::usage : ExitCode::ok);
+    if (!json_to_stdout(o->json)) write_all(STDOUT_FILENO, render_info(info));
+    if (o->json.empty()) return status;
+    const int json_status = emit_json(o->json, kInfoSchema, info);
+    return status != 0 ? status : json_status;
   };
 }
 

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/json_output.h"
+#include "cli/launch_json.h"
 #include "launch/launcher.h"
 #include "launch/options.h"
 #include "launch/store_host.h"
@@ -58,12 +60,14 @@ Runner setup_launch(CLI::App& app) {
   sub->add_flag("--no-prefix", *no_prefix, "Do not prefix output lines with \"[rankN]: \"");
   sub->add_flag("--no-gpudiag", options->no_gpudiag,
                 "Run the program after -- (searched in PATH) instead of a gpudiag subcommand");
+  auto json_path = std::make_shared<std::string>();
+  add_json_option(sub, *json_path, "the launcher writes the job's summary (ranks, exits, times)");
   sub->positionals_at_end();
   sub->add_option("command", options->command,
                   "After --: the gpudiag subcommand and its options (or, with --no-gpudiag, a "
                   "program and its arguments)");
 
-  return [&app, options, no_prefix, secret_file]() -> int {
+  return [&app, options, no_prefix, secret_file, json_path]() -> int {
     options->prefix = !*no_prefix;
     std::vector<std::string> subcommands;
     for (const auto* s : app.get_subcommands([](CLI::App*) { return true; }))
@@ -72,11 +76,18 @@ Runner setup_launch(CLI::App& app) {
     // gpudiag ranks meet in a store the launcher serves; a foreign program
     // (--no-gpudiag) may want MASTER_PORT for its own, so it gets none.
     auto env = Env::from_process();
+    // The ranks' logs then carry the relay's prefix alone (util/log.h).
+    env.set("GPUDIAG_LAUNCH_PREFIX", options->prefix ? "1" : "0");
     auto secret = secret_file->empty()
                       ? job_secret(env)
                       : std::optional(read_secret_file(*secret_file, "--secret-file"));
     launch::StoreHost store_host(short_hostname(), std::move(secret));
-    return launch::run_launch(*options, env, options->no_gpudiag ? nullptr : &store_host);
+    JobRecorder recorder(options->no_gpudiag ? nullptr : &store_host);
+    const int status = launch::run_launch(*options, env, &recorder);
+    if (json_path->empty()) return status;
+    const int json_status =
+        emit_json(*json_path, kLaunchSchema, recorder.document(options->command, status));
+    return status != 0 ? status : json_status;
   };
 }
 

@@ -1,17 +1,24 @@
 // gpudiag nccl-log: explain NCCL_DEBUG=INFO logs, or print the environment that captures them.
 //
-//   gpudiag nccl-log FILE|DIR... [--json]
+//   gpudiag nccl-log FILE|DIR... [--json FILE|-]
 //   gpudiag nccl-log --print-env RUN_DIR [--level info|trace] [--subsys INIT,NET,...]
+//
+// `--json -` prints the JSON report (schema gpudiag-nccl-log/1) alone: it says
+// what the text says. `--json FILE` writes it and prints the text. `--json`
+// was a flag before the JSON convention, so `--json LOG...` read LOG; that
+// still works (json_target()), and `--json` never writes over a log.
 //
 // Exit status: 0 no problem found, 1 problems found, 2 bad input (unreadable path, a FIFO or
 // device given as a file, more than --max-input of input, no NCCL lines at all, unknown
 // subsystem).
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/json_output.h"
 #include "nccl_log/capture.h"
 #include "nccl_log/render.h"
 #include "util/error.h"
@@ -22,14 +29,34 @@ namespace {
 
 struct NcclLogOptions {
   std::vector<std::string> paths;
-  bool json = false;
+  std::string json;
   std::string print_env;
   std::string level = "info";
   std::vector<std::string> subsys;
   std::uint64_t max_input = nccl_log::kDefaultMaxInput;
 };
 
-int run_nccl_log(const NcclLogOptions& opt) {
+/// Where the JSON goes, keeping `--json` a flag for those who wrote it as one:
+/// a value that is an existing directory, or an existing file not named
+/// *.json, is a log to read (and the JSON goes to stdout); `--json -` with no
+/// log given reads standard input, as the flag `--json` before `-` did.
+std::string json_target(NcclLogOptions& opt) {
+  namespace fs = std::filesystem;
+  const std::string& v = opt.json;
+  if (v.empty() || v == kJsonStdout) {
+    if (v == kJsonStdout && opt.paths.empty()) opt.paths.push_back("-");
+    return v;
+  }
+  std::error_code ec;
+  const auto st = fs::status(v, ec);
+  const bool is_log = !ec && fs::exists(st) &&
+                      (fs::is_directory(st) || fs::path(v).extension() != ".json");
+  if (!is_log) return v;
+  opt.paths.insert(opt.paths.begin(), v);
+  return kJsonStdout;
+}
+
+int run_nccl_log(NcclLogOptions& opt) {
   if (!opt.print_env.empty()) {
     if (!opt.paths.empty())
       throw UsageError(
@@ -43,20 +70,20 @@ int run_nccl_log(const NcclLogOptions& opt) {
     std::cout << nccl_log::shell_exports(plan);
     return 0;
   }
+  const std::string json = json_target(opt);
   if (opt.paths.empty())
     throw UsageError("no log file or directory given",
                      "gpudiag nccl-log FILE|DIR... (or --print-env DIR to capture logs)");
   nccl_log::InputLimits limits;
   limits.max_bytes = opt.max_input;
   auto report = nccl_log::summarize(opt.paths, limits);
-  if (opt.json)
-    std::cout << nccl_log::render_json(report).dump(
-                     2, ' ', false, nlohmann::ordered_json::error_handler_t::replace)
-              << "\n";
-  else
-    std::cout << nccl_log::render_text(report);
+  if (!json_to_stdout(json)) std::cout << nccl_log::render_text(report);
   std::cout.flush();
-  return report.exit_code();
+  if (json.empty()) return report.exit_code();
+  auto doc = nccl_log::render_json(report);
+  doc["schema"] = kNcclLogSchema;
+  const int json_status = emit_json(json, std::move(doc));
+  return json_status != 0 ? json_status : report.exit_code();
 }
 
 }  // namespace
@@ -68,7 +95,7 @@ Runner setup_nccl_log(CLI::App& app) {
   sub->add_option("paths", opt->paths,
                   "log files or run directories: one interleaved capture, or per-rank "
                   "NCCL_DEBUG_FILE files; - reads standard input");
-  sub->add_flag("--json", opt->json, "print the report as JSON");
+  add_json_option(sub, opt->json, "write the report");
   sub->add_option("--max-input", opt->max_input,
                   "stop with an error after reading this much in all (e.g. a pipe that never "
                   "ends)")

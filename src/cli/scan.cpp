@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/json_output.h"
 #include "numerics/scan_command.h"
 #include "numerics/scan_diff.h"
 #include "util/error.h"
@@ -33,8 +34,7 @@ Runner setup_scan(CLI::App& app) {
       "scan",
       "Find inf/nan in dumped activations (gpudiag-frames/1 dumps from "
       "scripts/dump_activations.py, "
-      "or plain .safetensors / .npy files) and print the overflow detector's report. "
-      "Exit status: 0 clean, 1 inf/nan found (or the GPU failed), 2 bad input, 3 the GPU hung.");
+      "or plain .safetensors / .npy files) and print the overflow detector's report");
   sub->add_option("paths", cli->options.paths,
                   "dump files or directories (every *.safetensors and *.npy)")
       ->check(CLI::ExistingPath);
@@ -54,8 +54,7 @@ Runner setup_scan(CLI::App& app) {
   sub->add_option("--abort-after-batch", cli->abort_after,
                   "stop after this batch has finished (abort_after_batch_num)")
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--json", cli->options.json_path,
-                  "also write every statistic as JSON to this file");
+  add_json_option(sub, cli->options.json_path, "also write every statistic");
   sub->add_option(
          "--dtype", cli->dtype,
          "element type of .npy files that store raw elements (bf16, f8_e4m3, f8_e5m2, ...)")
@@ -97,11 +96,13 @@ Runner setup_scan(CLI::App& app) {
     if (o.device == numerics::ScanDevice::cpu && o.gpu >= 0)
       spdlog::warn("--gpu {} is ignored by the CPU scanner; add --device cuda to scan on it",
                    o.gpu);
-    if (!cli->diff.empty()) return numerics::run_diff(o, cli->diff[0], cli->diff[1], std::cout);
+    // With --json - the report goes to stderr and stdout holds the JSON alone.
+    std::ostream& out = json_to_stdout(o.json_path) ? std::cerr : std::cout;
+    if (!cli->diff.empty()) return numerics::run_diff(o, cli->diff[0], cli->diff[1], out);
     if (o.paths.empty())
       throw UsageError("scan needs at least one dump file or directory",
                        "gpudiag scan DUMP_DIR (see gpudiag scan --help)");
-    return numerics::run_scan(o, std::cout);
+    return numerics::run_scan(o, out);
   };
 }
 

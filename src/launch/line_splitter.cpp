@@ -8,7 +8,9 @@ LineSplitter::LineSplitter(std::string prefix, std::size_t max_line)
     : prefix_(std::move(prefix)), max_line_(std::max<std::size_t>(max_line, 1)) {}
 
 void LineSplitter::emit(std::string_view line, std::string& out) const {
-  out.append(prefix_);
+  // A gpudiag JSON document on one line (cli/json_output.h) goes out bare, so
+  // the ranks' `--json -` documents form one JSON Lines stream.
+  if (!line.starts_with(kJsonLineStart)) out.append(prefix_);
   out.append(line);
   out.push_back('\n');
 }

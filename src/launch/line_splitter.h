@@ -6,7 +6,10 @@
 // arrives, emits only complete lines (prefixed, e.g. "[rank3]: "), and at the
 // end of the stream emits the tail with a newline added. A line longer than
 // `max_line` bytes is emitted in pieces of that size, so one rank that never
-// prints a newline cannot make the launcher hold unbounded memory.
+// prints a newline cannot make the launcher hold unbounded memory. A line
+// that starts with kJsonLineStart (a gpudiag `--json -` document on one line)
+// is emitted without the prefix, so the ranks' documents form one JSON Lines
+// stream (docs/json.md); one longer than `max_line` is cut like any other.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +17,9 @@
 #include <string_view>
 
 namespace gpudiag::launch {
+
+/// How every compact gpudiag JSON document begins (docs/json.md).
+inline constexpr std::string_view kJsonLineStart = "{\"schema\":\"gpudiag-";
 
 class LineSplitter {
  public:

@@ -56,6 +56,14 @@ TEST(LineSplitter, EmptyPrefixPassesLinesThrough) {
   EXPECT_EQ(out, "a\nb\n");
 }
 
+TEST(LineSplitter, GpudiagJsonLinesGoOutWithoutThePrefix) {
+  LineSplitter s("[rank1]: ");
+  std::string out;
+  s.feed("text\n{\"schema\":\"gpudiag-info/1\",\"rank\":1}\n{\"other\":1}\n", out);
+  EXPECT_EQ(out,
+            "[rank1]: text\n{\"schema\":\"gpudiag-info/1\",\"rank\":1}\n[rank1]: {\"other\":1}\n");
+}
+
 TEST(LineSplitter, CutsOverlongLinesAtTheLimit) {
   LineSplitter s("p:", 4);
   std::string out;

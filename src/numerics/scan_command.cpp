@@ -196,7 +196,7 @@ int scan_stats(const ScanOptions& o, const std::vector<std::string>& files, std:
 }  // namespace
 
 int run_scan(const ScanOptions& o, std::ostream& out) {
-  if (!o.json_path.empty() && !std::ofstream(o.json_path, std::ios::app))
+  if (!o.json_path.empty() && o.json_path != "-" && !std::ofstream(o.json_path, std::ios::app))
     throw UsageError("--json " + o.json_path + ": cannot open for writing: " + std::strerror(errno),
                      "check that the directory exists and is writable");
   const auto files = expand_paths(o.paths);

@@ -18,7 +18,7 @@ namespace gpudiag::numerics {
 struct ScanOptions {
   std::vector<std::string> paths;
   DetectorOptions detector;
-  std::string json_path;           ///< empty: no JSON
+  std::string json_path;           ///< empty: no JSON; "-": stdout
   std::optional<DType> npy_dtype;  ///< --dtype for raw .npy elements
   unsigned threads = 0;            ///< 0: one per hardware thread
   ScanDevice device = ScanDevice::automatic;

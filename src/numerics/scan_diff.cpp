@@ -7,10 +7,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <memory>
 
 #include <nlohmann/json.hpp>
+
+#include <unistd.h>
 
 #include "numerics/frames.h"
 #include "numerics/inputs.h"
@@ -181,7 +184,7 @@ int run_diff(const ScanOptions& o, const std::string& a_spec, const std::string&
   if (rows.size() > kDiffRows) out << "... and " << rows.size() - kDiffRows << " more grew\n";
   out.flush();
   if (!o.json_path.empty()) {
-    nlohmann::ordered_json doc = {{"schema", "gpudiag.scan-diff/1"},
+    nlohmann::ordered_json doc = {{"schema", "gpudiag-scan-diff/1"},
                                   {"a", a->name},
                                   {"b", b->name},
                                   {"aligned", aligned},
@@ -189,8 +192,15 @@ int run_diff(const ScanOptions& o, const std::string& a_spec, const std::string&
                                   {"only_in_b", in_b.size() - aligned},
                                   {"grew", rows.size()},
                                   {"rows", listed}};
+    if (o.json_path == "-") {  // stdout: indented on a terminal, else one line (docs/json.md)
+      std::cout << doc.dump(::isatty(STDOUT_FILENO) == 1 ? 2 : -1, ' ', false,
+                            nlohmann::ordered_json::error_handler_t::replace)
+                << "\n";
+      std::cout.flush();
+      return 0;
+    }
     std::ofstream f(o.json_path);
-    f << doc.dump(2) << "\n";
+    f << doc.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
     if (!f.flush())
       throw UsageError("--json " + o.json_path + ": cannot write it",
                        "check that the directory exists, is writable and not full");

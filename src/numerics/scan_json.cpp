@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <iostream>
+
+#include <unistd.h>
 
 #include "util/error.h"
 
@@ -166,6 +169,13 @@ void ScanJson::set_result(bool found, const DetectorResult* r) {
 
 void ScanJson::write(const std::string& path) const {
   if (!enabled_) return;
+  if (path == "-") {  // stdout: indented on a terminal, else one line (docs/json.md)
+    std::cout << doc_.dump(::isatty(STDOUT_FILENO) == 1 ? 2 : -1, ' ', false,
+                           nlohmann::ordered_json::error_handler_t::replace)
+              << '\n';
+    std::cout.flush();
+    return;
+  }
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (!f) throw UsageError("--json " + path + ": cannot open for writing: " + std::strerror(errno));
   // Tensor names come from files and may hold invalid UTF-8: replace it

@@ -29,7 +29,8 @@ class ScanJson {
   /// What the reference report cannot tell (insights.h), under "insights".
   void set_insights(nlohmann::json insights);
 
-  /// Writes the document; throws UsageError when the file cannot be written.
+  /// Writes the document to `path`, or to stdout when it is "-"; throws
+  /// UsageError when the file cannot be written.
   void write(const std::string& path) const;
 
   const nlohmann::ordered_json& document() const { return doc_; }

@@ -143,7 +143,7 @@ class Diff(unittest.TestCase):
         self.assertRegex(lines[2], r"^x2\.50e\+02 +1\.00e\+02 +2\.50e\+04 +0 +lin Linear output$")
         with open(js) as f:
             doc = json.load(f)
-        self.assertEqual(doc["schema"], "gpudiag.scan-diff/1")
+        self.assertEqual(doc["schema"], "gpudiag-scan-diff/1")
         self.assertEqual(doc["rows"][0]["entry"], "lin Linear output")
 
     def test_two_dumps_each_named_by_path(self):

@@ -1,0 +1,160 @@
+// The help formatter and the subcommands' help footers (help.h). The value
+// word is read from CLI11's own type string, "BASE:VALIDATOR:VALIDATOR",
+// whose parts are the base type (UINT, TEXT, or a name given with
+// type_name()) and each validator's description (SIZE [...], {a,b}, FILE,
+// SECONDS, "UINT in [lo - hi]").
+#include "cli/help.h"
+
+#include <sstream>
+#include <vector>
+
+#include "util/strings.h"
+
+namespace gpudiag::cli {
+
+namespace {
+
+std::vector<std::string> parts_of(const std::string& type) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  int depth = 0;  // a ':' inside [..] or {..} is not a separator
+  for (std::size_t i = 0; i <= type.size(); ++i) {
+    if (i == type.size() || (type[i] == ':' && depth == 0)) {
+      parts.push_back(type.substr(start, i - start));
+      start = i + 1;
+    } else if (type[i] == '[' || type[i] == '{' || type[i] == '(') {
+      ++depth;
+    } else if (type[i] == ']' || type[i] == '}' || type[i] == ')') {
+      --depth;
+    }
+  }
+  return parts;
+}
+
+std::string choices(std::string set) {  // "{auto,nccl,host}" -> "auto|nccl|host"
+  set = set.substr(1, set.size() - 2);
+  for (auto& c : set)
+    if (c == ',') c = '|';
+  return set;
+}
+
+std::string base_word(const std::string& base) {
+  if (base == "UINT" || base == "INT" || base == "NONNEGATIVE" || base == "POSITIVE") return "N";
+  if (base == "FLOAT") return "NUMBER";
+  return base;
+}
+
+struct Footer {
+  const char* name;
+  const char* examples;
+  const char* exit_status;
+};
+
+constexpr const char* kRankExits =
+    "  0 every rank OK; 1 this rank saw a failure it can name; 2 bad command line, environment\n"
+    "  or --json file; 3 a peer did not answer within --timeout; 4 internal error\n";
+
+const Footer kFooters[] = {
+    {"check",
+     "  gpudiag launch --nproc-per-node 8 -- check              # one rank per GPU\n"
+     "  gpudiag launch --nproc-per-node 2 -- check --backend host\n"
+     "  mpirun -np 16 gpudiag check --json report.json\n"
+     "  gpudiag launch --nproc-per-node 8 -- check --nccl-debug  # and explain NCCL's logs\n",
+     kRankExits},
+    {"bench",
+     "  gpudiag launch --nproc-per-node 8 -- bench --min 1MiB --max 1GiB\n"
+     "  mpirun -np 16 gpudiag bench --links --json links.json\n",
+     "  as check's, and 1 when --links found a slow link\n"},
+    {"launch",
+     "  gpudiag launch --nproc-per-node 8 -- check\n"
+     "  gpudiag launch --nproc-per-node 8 --nnodes 2 --node-rank 0 --master-addr node0 -- check\n"
+     "  gpudiag launch --nproc-per-node 4 --json job.json -- info --json -\n",
+     "  from how every rank ended (README, Exit status): 128 + a signal that interrupted the\n"
+     "  launcher, else 4, 2, 128 + a rank's own fatal signal, 1, 3, another code, 0\n"},
+    {"scan",
+     "  gpudiag scan dumps/\n"
+     "  gpudiag scan dumps/ --trace-batches 1,3 --abort-after-batch 3\n"
+     "  gpudiag scan weights.safetensors act.npy --json - | python3 -m json.tool\n",
+     "  0 clean; 1 inf/nan found (or the GPU failed); 2 bad input; 3 the GPU hung\n"},
+    {"nccl-log",
+     "  gpudiag nccl-log run.log\n"
+     "  gpudiag nccl-log gpudiag-nccl-1234/ --json report.json\n"
+     "  NCCL_DEBUG=INFO torchrun ... 2>&1 | gpudiag nccl-log -\n"
+     "  eval \"$(gpudiag nccl-log --print-env /shared/nccl-run)\"\n",
+     "  0 no problem found; 1 problems found; 2 bad input (unreadable path, no NCCL lines, ...)\n"},
+    {"info",
+     "  gpudiag info\n"
+     "  gpudiag launch --nproc-per-node 4 -- info --json -   # JSON Lines, one per rank\n",
+     "  0 fine; 2 the environment does not make sense (a half-set rank, a bad --device)\n"},
+};
+
+}  // namespace
+
+HelpFormatter::HelpFormatter() { column_width(36); }
+
+std::string value_word(const CLI::Option* opt) {
+  if (opt->get_type_size() == 0) return {};
+  auto parts = parts_of(opt->get_type_name());
+  if (parts.size() == 1 && parts.front().empty()) return {};  // --help, --version
+  std::string word = base_word(parts.front());
+  for (std::size_t i = 1; i < parts.size(); ++i) {
+    const auto& p = parts[i];
+    if (p.starts_with("SIZE")) word = "SIZE";
+    else if (p.starts_with("{")) word = choices(p);
+    else if (p == "SECONDS" || p == "FILE" || p == "DIR") word = p;
+    else if (p.starts_with("PATH")) word = "PATH";
+    // Ranges ("UINT in [0 - 1000]") and NONNEGATIVE say nothing a user needs here.
+  }
+  if (opt->get_delimiter() != '\0') word += "[,...]";
+  else if (opt->get_expected_max() > 1) word += " ...";
+  if (opt->get_expected_min() == 0) word = "[" + word + "]";
+  return word;
+}
+
+std::string HelpFormatter::make_option_opts(const CLI::Option* opt) const {
+  std::string out;
+  if (auto word = value_word(opt); !word.empty()) out = " " + word;
+  if (opt->get_required() && !opt->get_positional()) out += " (required)";
+  return out;
+}
+
+std::string HelpFormatter::make_option_desc(const CLI::Option* opt) const {
+  std::string desc = opt->get_description();
+  const std::string& def = opt->get_default_str();
+  // An optional value's default_str is what the bare option means: its
+  // description says so, and it is no default. Flags have none to show.
+  if (opt->get_type_size() == 0 || opt->get_expected_min() == 0 || def.empty()) return desc;
+  if (desc.find("default") != std::string::npos) return desc;
+  return desc + " (default: " + def + ")";
+}
+
+void add_help_footer(CLI::App* sub) {
+  for (const auto& f : kFooters) {
+    if (sub->get_name() != f.name) continue;
+    bool sizes = false;
+    for (const auto* opt : sub->get_options()) sizes = sizes || value_word(opt) == "SIZE";
+    sub->footer(std::string("Examples:\n") + f.examples + "\nExit status:\n" + f.exit_status +
+                (sizes ? "\nSIZE: bytes with an optional unit, e.g. 256MiB (4096, 64KiB, 1GiB; "
+                         "KB = KiB = 1024)."
+                       : ""));
+  }
+}
+
+std::string suggest_option(const CLI::App* sub, const std::string& word) {
+  std::string best;
+  std::size_t best_d = 3;
+  std::vector<std::string> names{"--help"};
+  for (const auto* opt : sub->get_options())
+    for (const auto& l : opt->get_lnames()) names.push_back("--" + l);
+  for (const auto& name : names) {
+    auto d = edit_distance(word, name);
+    if (d < best_d) best_d = d, best = name;
+  }
+  // A prefix of one option (--nproc) is as good a hint as a typo.
+  if (best.empty())
+    for (const auto& name : names)
+      if (word.size() > 3 && name.starts_with(word)) return name;
+  return best;
+}
+
+}  // namespace gpudiag::cli

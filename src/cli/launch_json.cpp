@@ -1,0 +1,102 @@
+// JobRecorder (launch_json.h). Ranks are listed by global rank; a rank that
+// never ended (given up on after SIGKILL) has "exit": null. "summary" is
+// launch::job_summary() over the same outcomes, so the document and the
+// launcher's last line count the same ranks as OK.
+#include "cli/launch_json.h"
+
+#include <ctime>
+
+#include "launch/summary.h"
+
+namespace gpudiag::cli {
+
+namespace {
+
+std::string iso_utc(std::chrono::system_clock::time_point t) {
+  const std::time_t secs = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  ::gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+nlohmann::json exit_json(const launch::ExitStatus& s) {
+  return {{"code", s.signaled ? nlohmann::json() : nlohmann::json(s.value)},
+          {"signal", s.signaled ? nlohmann::json(launch::signal_name(s.value)) : nlohmann::json()},
+          {"shell_status", s.shell_status()},
+          {"describe", s.describe()}};
+}
+
+}  // namespace
+
+void JobRecorder::on_job_start(launch::JobInfo& job) {
+  if (inner_) inner_->on_job_start(job);
+  job_ = job;
+  started_ = true;
+  wall_start_ = std::chrono::system_clock::now();
+  start_ = std::chrono::steady_clock::now();
+}
+
+void JobRecorder::on_child_exit(const launch::ChildExit& exit) {
+  if (inner_) inner_->on_child_exit(exit);
+  auto& end = ends_[exit.rank];
+  end.exit = exit;
+  end.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  ++end.times;
+}
+
+nlohmann::json JobRecorder::document(const std::vector<std::string>& command,
+                                     int exit_status) const {
+  const double seconds =
+      started_ ? std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count()
+               : 0.0;
+  nlohmann::json ranks = nlohmann::json::array();
+  nlohmann::json first = nullptr;
+  std::vector<launch::RankOutcome> outcomes;
+  int ok = 0;
+  for (int local = 0; local < job_.nproc_per_node; ++local) {
+    const int rank = job_.rank_of(local);
+    nlohmann::json r = {{"rank", rank}, {"local_rank", local}};
+    launch::RankOutcome outcome;
+    outcome.rank = rank;
+    if (auto it = ends_.find(rank); it != ends_.end()) {
+      const auto& e = it->second;
+      r["pid"] = e.exit.pid;
+      r["exit"] = exit_json(e.exit.status);
+      r["ok"] = e.exit.status.ok();
+      r["seconds"] = e.seconds;
+      r["first_failure"] = e.exit.first_failure;
+      r["stopped_by_launcher"] = e.exit.stopped_by_launcher;
+      if (e.times > 1) r["ended_times"] = e.times;
+      ok += e.exit.status.ok() ? 1 : 0;
+      outcome.status = e.exit.status;
+      outcome.first_failure = e.exit.first_failure;
+      outcome.stopped_by_launcher = e.exit.stopped_by_launcher;
+      outcome.killed_by_launcher = e.exit.stopped_by_launcher && e.exit.status.signaled;
+      if (e.exit.first_failure)
+        first = {{"rank", rank}, {"pid", e.exit.pid}, {"exit", exit_json(e.exit.status)}};
+    } else {
+      r["exit"] = nullptr;  // never ended: left behind after SIGKILL
+      r["ok"] = false;
+    }
+    outcomes.push_back(outcome);
+    ranks.push_back(std::move(r));
+  }
+  return {{"command", command},
+          {"nnodes", job_.nnodes},
+          {"node_rank", job_.node_rank},
+          {"nproc_per_node", job_.nproc_per_node},
+          {"world_size", job_.world_size()},
+          {"master", job_.master_addr + ":" + std::to_string(job_.master_port)},
+          {"started_at", started_ ? iso_utc(wall_start_) : ""},
+          {"seconds", seconds},
+          {"exit_status", exit_status},
+          {"ok", exit_status == 0},
+          {"ranks_ok", ok},
+          {"first_failure", first},
+          {"summary", launch::job_summary(outcomes, "")},
+          {"ranks", std::move(ranks)}};
+}
+
+}  // namespace gpudiag::cli

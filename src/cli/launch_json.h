@@ -1,0 +1,44 @@
+// `gpudiag launch --json FILE|-`: the job's summary as a document (schema
+// gpudiag-launch/1, docs/json.md). A JobRecorder is the LaunchObserver the
+// launcher is given: it passes every event on to the store host (first, so a
+// death is published as early as before) and notes the times, the pids and
+// how each rank ended; document() turns that and the launcher's exit status
+// into the summary, the same words as the launcher's last line.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "launch/observer.h"
+
+namespace gpudiag::cli {
+
+class JobRecorder : public launch::LaunchObserver {
+ public:
+  /// `inner` (may be null) hears every event first.
+  explicit JobRecorder(launch::LaunchObserver* inner) : inner_(inner) {}
+
+  void on_job_start(launch::JobInfo& job) override;
+  void on_child_exit(const launch::ChildExit& exit) override;
+
+  /// The summary once the launch returned `exit_status`.
+  nlohmann::json document(const std::vector<std::string>& command, int exit_status) const;
+
+ private:
+  struct End {
+    launch::ChildExit exit;
+    double seconds = 0;  ///< from the job's start
+    int times = 0;       ///< how many times this rank ended (restarts)
+  };
+  launch::LaunchObserver* inner_;
+  launch::JobInfo job_;
+  bool started_ = false;
+  std::chrono::system_clock::time_point wall_start_;
+  std::chrono::steady_clock::time_point start_;
+  std::map<int, End> ends_;  ///< by global rank
+};
+
+}  // namespace gpudiag::cli
