@@ -64,14 +64,17 @@ void add_log_level(CLI::App* app, std::string& level) {
 /// "check: unknown option --bakend, did you mean --backend?". Empty when the
 /// extra arguments are not options.
 std::string unknown_option(CLI::App& app) {
-  for (auto* sub : app.get_subcommands()) {
-    for (const auto& arg : sub->remaining()) {
+  std::vector<CLI::App*> apps{&app};
+  for (auto* sub : app.get_subcommands()) apps.push_back(sub);
+  for (auto* a : apps) {
+    for (const auto& arg : a->remaining()) {
       if (!arg.starts_with("--")) continue;
       auto name = arg.substr(0, arg.find('='));
-      auto guess = gpudiag::cli::suggest_option(sub, name);
-      return sub->get_name() + ": unknown option " + name +
-             (guess.empty() ? "" : ", did you mean " + guess + "?") + "; try: gpudiag " +
-             sub->get_name() + " --help";
+      auto guess = gpudiag::cli::suggest_option(a, name);
+      const std::string who = a == &app ? "" : a->get_name() + ": ";
+      const std::string help = a == &app ? "gpudiag --help" : "gpudiag " + a->get_name() + " --help";
+      return who + "unknown option " + name +
+             (guess.empty() ? "" : ", did you mean " + guess + "?") + "; try: " + help;
     }
   }
   return {};

@@ -21,7 +21,7 @@ Runner setup_info(CLI::App& app) {
   auto o = std::make_shared<Options>();
   auto* sub = app.add_subcommand(
       "info", "Show the launcher, rank, GPU, CUDA/NCCL/MPI versions and relevant environment");
-  add_json_option(sub, o->json, "write what this rank would use");
+  add_json_option(sub, o->json, "write what this rank would use (- prints only the JSON)", false);
   sub->add_option("--device", o->device, "CUDA device ordinal (default: local rank)")
       ->check(CLI::NonNegativeNumber);
   add_nccl_lib_option(sub, o->nccl_lib);

@@ -12,9 +12,12 @@
 
 namespace gpudiag::cli {
 
-CLI::Option* add_json_option(CLI::App* sub, std::string& path, const std::string& what) {
-  return sub->add_option("--json", path, what + " as JSON to FILE, or to stdout with - (then the "
-                                                "text goes to stderr); docs/json.md")
+CLI::Option* add_json_option(CLI::App* sub, std::string& path, const std::string& what,
+                             bool text_moves) {
+  return sub->add_option("--json", path,
+                         what + " as JSON to FILE, or to stdout with -" +
+                             (text_moves ? " (then the text goes to stderr)" : "") +
+                             "; docs/json.md")
       ->type_name("FILE|-")
       ->expected(0, 1)
       ->default_str(kJsonStdout);

@@ -28,7 +28,9 @@ inline constexpr const char* kJsonStdout = "-";
 
 /// Adds `--json [FILE|-]` to `sub`; `what` says what is written. A bare
 /// `--json` means stdout (as info and nccl-log's flag always did).
-CLI::Option* add_json_option(CLI::App* sub, std::string& path, const std::string& what);
+/// `text_moves`: with `-`, this subcommand's text goes to stderr (so says the help).
+CLI::Option* add_json_option(CLI::App* sub, std::string& path, const std::string& what,
+                             bool text_moves = true);
 
 /// True when `path` (the --json value) is stdout.
 inline bool json_to_stdout(const std::string& path) { return path == kJsonStdout; }

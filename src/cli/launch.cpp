@@ -61,7 +61,7 @@ Runner setup_launch(CLI::App& app) {
   sub->add_flag("--no-gpudiag", options->no_gpudiag,
                 "Run the program after -- (searched in PATH) instead of a gpudiag subcommand");
   auto json_path = std::make_shared<std::string>();
-  add_json_option(sub, *json_path, "the launcher writes the job's summary (ranks, exits, times)");
+  add_json_option(sub, *json_path, "when the ranks have ended, write the job's summary", false);
   sub->positionals_at_end();
   sub->add_option("command", options->command,
                   "After --: the gpudiag subcommand and its options (or, with --no-gpudiag, a "

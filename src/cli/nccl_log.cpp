@@ -95,7 +95,7 @@ Runner setup_nccl_log(CLI::App& app) {
   sub->add_option("paths", opt->paths,
                   "log files or run directories: one interleaved capture, or per-rank "
                   "NCCL_DEBUG_FILE files; - reads standard input");
-  add_json_option(sub, opt->json, "write the report");
+  add_json_option(sub, opt->json, "write the report (- prints only the JSON)", false);
   sub->add_option("--max-input", opt->max_input,
                   "stop with an error after reading this much in all (e.g. a pipe that never "
                   "ends)")

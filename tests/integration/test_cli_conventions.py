@@ -239,6 +239,9 @@ class Help(unittest.TestCase):
         r = gpudiag("launch", "--nproc-per-nod", "2", "--", "info")
         self.assertEqual(r.returncode, 2)
         self.assertIn("did you mean --nproc-per-node?", r.stderr)
+        r = gpudiag("--log-levl", "debug", "info")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown option --log-levl, did you mean --log-level?", r.stderr)
 
 
 if __name__ == "__main__":
