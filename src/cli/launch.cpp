@@ -4,12 +4,14 @@
 // launch::run_launch(); see docs/launch.md. The job's secret (--secret-file,
 // GPUDIAG_SECRET, GPUDIAG_SECRET_FILE) is read here, before any rank starts,
 // so a file others may read is refused in one line.
+#include <unistd.h>
+
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "cli/commands.h"
-#include "cli/json_output.h"
-#include "cli/launch_json.h"
+#include "gpu/cuda.h"
 #include "launch/launcher.h"
 #include "launch/options.h"
 #include "launch/store_host.h"
@@ -19,20 +21,87 @@
 
 namespace gpudiag::cli {
 
+namespace {
+
+/// Options whose torchrun syntax CLI11 cannot check: read after parsing.
+struct TorchrunText {
+  std::string nproc = "1";
+  std::string nnodes = "1";
+  std::string rdzv_conf;
+  std::string tee;
+  std::string redirects;
+  std::string monitor_interval;
+};
+
+void read_torchrun_text(const TorchrunText& t, launch::LaunchOptions& o) {
+  launch::parse_nnodes(t.nnodes, o);
+  if (t.nproc == "gpu" || t.nproc == "auto") {
+    auto cuda = probe_cuda();
+    o.nproc_per_node = launch::parse_nproc(t.nproc, cuda.usable ? cuda.device_count : 0,
+                                           static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
+  } else {
+    o.nproc_per_node =
+        launch::parse_nproc(t.nproc, 0, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
+  }
+  if (!t.rdzv_conf.empty()) launch::parse_rdzv_conf(t.rdzv_conf, o);
+  if (!t.tee.empty()) o.tee = launch::parse_std_spec("--tee", t.tee, o.nproc_per_node);
+  if (!t.redirects.empty())
+    o.redirects = launch::parse_std_spec("--redirects", t.redirects, o.nproc_per_node);
+}
+
+}  // namespace
+
 Runner setup_launch(CLI::App& app) {
   auto options = std::make_shared<launch::LaunchOptions>();
   auto* sub =
       app.add_subcommand("launch",
                          "Start N ranks of a gpudiag subcommand on this node (torchrun-style): "
                          "gpudiag launch --nproc-per-node N [options] -- SUBCOMMAND [its options]");
-  sub->add_option("--nproc-per-node,--nproc_per_node", options->nproc_per_node,
-                  "Processes (usually one per GPU) on this node")
+  // torchrun's spellings are taken as they are: value syntaxes (gpu, MIN:MAX,
+  // 0:3,1:2, HOST[:PORT], k=v) are parsed by launch/options.h after CLI11.
+  auto text = std::make_shared<TorchrunText>();
+  sub->add_option("--nproc-per-node,--nproc_per_node", text->nproc,
+                  "Processes on this node: N, gpu (visible GPUs), cpu (CPUs) or auto (GPUs if "
+                  "any, else CPUs)")
       ->capture_default_str();
-  sub->add_option("--nnodes", options->nnodes, "Nodes in the job")->capture_default_str();
-  sub->add_option("--node-rank,--node_rank", options->node_rank, "This node's rank, 0..nnodes-1")
+  sub->add_option("--nnodes", text->nnodes,
+                  "Nodes in the job: N, or MIN:MAX (elastic: wait for MIN, take up to MAX)")
       ->capture_default_str();
+  sub->add_option("--node-rank,--node_rank", options->node_rank,
+                  "This node's rank, 0..nnodes-1 (default 0; assigned at the rendezvous when "
+                  "left out under --rdzv-endpoint)");
   sub->add_option("--master-addr,--master_addr", options->master_addr,
                   "Address of node rank 0 (default 127.0.0.1; required with --nnodes > 1)");
+  sub->add_flag("--standalone", options->standalone,
+                "One node, its own rendezvous on a free local port");
+  sub->add_option("--rdzv-endpoint,--rdzv_endpoint", options->rdzv_endpoint,
+                  "HOST[:PORT] where the nodes' launchers meet (port default 29400); node ranks "
+                  "are assigned there");
+  sub->add_option("--rdzv-backend,--rdzv_backend", options->rdzv_backend,
+                  "c10d, static or gpudiag: all meet in gpudiag's own store; static needs "
+                  "--node-rank");
+  sub->add_option("--rdzv-id,--rdzv_id", options->rdzv_id,
+                  "The job's id, the same on every node: tells two jobs on one endpoint apart");
+  sub->add_option("--rdzv-conf,--rdzv_conf", text->rdzv_conf,
+                  "join_timeout=S (wait for MIN nodes, default 600), last_call_timeout=S (then "
+                  "for more, default 3)");
+  sub->add_option("--max-restarts,--max_restarts", options->max_restarts,
+                  "Restart the whole local group up to N times after a rank fails")
+      ->capture_default_str();
+  sub->add_option("-t,--tee", text->tee,
+                  "Also write rank output to --log-dir: 1 stdout, 2 stderr, 3 both, or "
+                  "LOCAL_RANK:V,...");
+  sub->add_option("-r,--redirects", text->redirects,
+                  "Write rank output only to --log-dir: 1 stdout, 2 stderr, 3 both, or "
+                  "LOCAL_RANK:V,...");
+  sub->add_option("--log-dir,--log_dir", options->log_dir,
+                  "Folder for DIR/<rdzv id>_<launch id>/attempt_K/<local rank>/{stdout,stderr}.log "
+                  "(alone: both streams, still also on the console)");
+  auto ignored = std::make_shared<bool>(false);
+  sub->add_flag("--no-python,--no_python", *ignored,
+                "Accepted for torchrun's command lines: gpudiag ranks never run python");
+  sub->add_option("--monitor-interval,--monitor_interval", text->monitor_interval,
+                  "Accepted for torchrun's command lines: gpudiag watches its ranks continuously");
   sub->add_option("--master-port,--master_port", options->master_port,
                   "Rendezvous port (default: a free port on one node, 29500 on several)");
   sub->add_option("--grace", options->grace_s,
@@ -60,15 +129,14 @@ Runner setup_launch(CLI::App& app) {
   sub->add_flag("--no-prefix", *no_prefix, "Do not prefix output lines with \"[rankN]: \"");
   sub->add_flag("--no-gpudiag", options->no_gpudiag,
                 "Run the program after -- (searched in PATH) instead of a gpudiag subcommand");
-  auto json_path = std::make_shared<std::string>();
-  add_json_option(sub, *json_path, "when the ranks have ended, write the job's summary", false);
   sub->positionals_at_end();
   sub->add_option("command", options->command,
                   "After --: the gpudiag subcommand and its options (or, with --no-gpudiag, a "
                   "program and its arguments)");
 
-  return [&app, options, no_prefix, secret_file, json_path]() -> int {
+  return [&app, options, no_prefix, secret_file, text]() -> int {
     options->prefix = !*no_prefix;
+    read_torchrun_text(*text, *options);
     std::vector<std::string> subcommands;
     for (const auto* s : app.get_subcommands([](CLI::App*) { return true; }))
       subcommands.push_back(s->get_name());
@@ -76,18 +144,16 @@ Runner setup_launch(CLI::App& app) {
     // gpudiag ranks meet in a store the launcher serves; a foreign program
     // (--no-gpudiag) may want MASTER_PORT for its own, so it gets none.
     auto env = Env::from_process();
-    // The ranks' logs then carry the relay's prefix alone (util/log.h).
-    env.set("GPUDIAG_LAUNCH_PREFIX", options->prefix ? "1" : "0");
     auto secret = secret_file->empty()
                       ? job_secret(env)
                       : std::optional(read_secret_file(*secret_file, "--secret-file"));
-    launch::StoreHost store_host(short_hostname(), std::move(secret));
-    JobRecorder recorder(options->no_gpudiag ? nullptr : &store_host);
-    const int status = launch::run_launch(*options, env, &recorder);
-    if (json_path->empty()) return status;
-    const int json_status =
-        emit_json(*json_path, kLaunchSchema, recorder.document(options->command, status));
-    return status != 0 ? status : json_status;
+    const bool meets = launch::meeting(*options) == launch::Meeting::rendezvous;
+    if (options->no_gpudiag && !meets) return launch::run_launch(*options, env);
+    launch::RendezvousTimes times{options->join_timeout_s, options->last_call_s};
+    return launch::run_launch(*options, env, [&]() -> std::unique_ptr<launch::LaunchObserver> {
+      return std::make_unique<launch::StoreHost>(short_hostname(), secret, !options->no_gpudiag,
+                                                 times);
+    });
   };
 }
 

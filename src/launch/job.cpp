@@ -39,17 +39,30 @@ JobInfo resolve_job(const LaunchOptions& o, const Env& env) {
   JobInfo job;
   job.nproc_per_node = o.nproc_per_node;
   job.nnodes = o.nnodes;
-  job.node_rank = o.node_rank;
-  job.master_addr = o.master_addr.empty() ? "127.0.0.1" : o.master_addr;
-  if (o.master_port)
-    job.master_port = *o.master_port;
-  else
-    job.master_port = o.nnodes == 1 ? pick_free_port() : kDefaultMultiNodePort;
-  job.port_given = o.master_port.has_value();
+  job.min_nodes = min_nodes(o);
+  job.rendezvous = meeting(o) == Meeting::rendezvous;
+  job.node_rank = o.node_rank ? *o.node_rank : (job.rendezvous ? -1 : 0);
+  job.max_restarts = o.max_restarts;
+  if (!o.rdzv_id.empty()) job.run_id = o.rdzv_id;
+  if (!o.rdzv_endpoint.empty()) {
+    auto [host, port] = parse_endpoint(o.rdzv_endpoint);
+    job.master_addr = host, job.master_port = port, job.port_given = true;
+  } else {
+    job.master_addr = o.master_addr.empty() ? "127.0.0.1" : o.master_addr;
+    if (o.master_port)
+      job.master_port = *o.master_port;
+    else
+      job.master_port = o.nnodes == 1 && !job.rendezvous ? pick_free_port() : kDefaultMultiNodePort;
+    job.port_given = o.master_port.has_value() || job.rendezvous;
+  }
   // One node: nobody else needs to agree, so a fresh random token unless one
   // is exported. Several nodes: the project's rule, which every node applies
-  // to the same inputs (GPUDIAG_TOKEN, the SLURM job, the torchrun run).
-  if (o.nnodes == 1 && env.get_or("GPUDIAG_TOKEN", "").empty())
+  // to the same inputs (GPUDIAG_TOKEN, --rdzv-id, the SLURM job, the torchrun run).
+  if (!env.get_or("GPUDIAG_TOKEN", "").empty())
+    job.token = job_token(env).value;
+  else if (!o.rdzv_id.empty())
+    job.token = "rdzv-" + o.rdzv_id;
+  else if (o.nnodes == 1 && !job.rendezvous)
     job.token = random_hex(2);
   else
     job.token = job_token(env).value;
@@ -70,6 +83,8 @@ std::vector<std::pair<std::string, std::string>> rank_variables(const JobInfo& j
       {"MASTER_PORT", std::to_string(job.master_port)},
       {"GPUDIAG_LAUNCH_ID", job.launch_id},
       {"GPUDIAG_TOKEN", job.token},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(job.restart_count)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(job.max_restarts)},
   };
 }
 

@@ -39,6 +39,18 @@ struct JobInfo {
   /// Further variables for every child (e.g. GPUDIAG_STORE=launcher from a
   /// LaunchObserver that serves the store); rank_variables() still win.
   std::vector<std::pair<std::string, std::string>> extra_env;
+  /// The launchers meet at master_addr:master_port before any rank starts
+  /// (Meeting::rendezvous): node_rank (-1 until assigned) and nnodes are
+  /// settled there by a LaunchObserver (node_rendezvous.h).
+  bool rendezvous = false;
+  /// The elastic range's MIN (nnodes is MAX until the rendezvous settles it).
+  int min_nodes = 1;
+  /// --rdzv-id, or "none".
+  std::string run_id = "none";
+  /// Which attempt this is (0 first) and how many restarts are allowed; the
+  /// children see them as TORCHELASTIC_RESTART_COUNT / _MAX_RESTARTS.
+  int restart_count = 0;
+  int max_restarts = 0;
 
   int world_size() const { return nnodes * nproc_per_node; }
   /// Global rank of the child with local rank `local_rank` on this node.
@@ -47,8 +59,11 @@ struct JobInfo {
 
 /// Fills in defaults for validated options. `env` is the launcher's
 /// environment. The token is GPUDIAG_TOKEN when set and non-empty; else, on
-/// one node, 128 random bits; else job_token(env) (SLURM job and step,
-/// torchrun run id, or a fixed name), which every node computes alike.
+/// one node, 128 random bits; else "rdzv-<id>" with --rdzv-id; else
+/// job_token(env) (SLURM job and step, torchrun run id, or a fixed name),
+/// which every node computes alike. Under a rendezvous the master address and
+/// port are the endpoint's (--rdzv-endpoint, default port 29400; else
+/// --master-addr and --master-port, default 29500).
 /// Picking a free port binds a socket; throws gpudiag::Error if it cannot.
 JobInfo resolve_job(const LaunchOptions& options, const Env& env);
 

@@ -1,9 +1,16 @@
 #include "launch/launcher.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,12 +34,61 @@ std::string self_name() {
   return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("gpudiag");
 }
 
-}  // namespace
+/// Where each rank's stdout.log and stderr.log go (torchrun's layout):
+/// DIR/<run id>_<launch id>/attempt_<k>/<local rank>/. Empty `base`: no files.
+struct LogPlan {
+  std::string base;
+  const LaunchOptions* options = nullptr;
 
-int run_launch(const LaunchOptions& options, const Env& env, LaunchObserver* observer) {
-  LaunchObserver no_observer;
-  LaunchObserver& watcher = observer ? *observer : no_observer;
+  int to_files(int local) const {
+    const auto& o = *options;
+    const auto l = static_cast<std::size_t>(local);
+    int mask = (o.tee.empty() ? 0 : o.tee[l]) | (o.redirects.empty() ? 0 : o.redirects[l]);
+    return o.tee.empty() && o.redirects.empty() ? kStdOut | kStdErr : mask;
+  }
+  int console_only_not(int local) const {
+    return options->redirects.empty() ? 0 : options->redirects[static_cast<std::size_t>(local)];
+  }
+};
 
+std::shared_ptr<LogFile> open_log(const std::string& dir, const char* name) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  auto path = dir + "/" + name;
+  net::Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd)
+    throw UsageError("launch: cannot write the rank log " + path + ": " + std::strerror(errno),
+                     "give --log-dir a folder this user may write");
+  return std::make_shared<LogFile>(std::move(fd));
+}
+
+LogPlan plan_logs(const LaunchOptions& o, const JobInfo& first) {
+  LogPlan plan{{}, &o};
+  if (o.log_dir.empty() && o.tee.empty() && o.redirects.empty()) return plan;
+  std::string root = o.log_dir;
+  if (root.empty()) {
+    char tmpl[] = "/tmp/gpudiag-launch-XXXXXX";
+    if (!::mkdtemp(tmpl))
+      throw Error(ExitCode::internal, std::string("launch: mkdtemp: ") + std::strerror(errno));
+    root = tmpl;
+  }
+  plan.base = root + "/" + first.run_id + "_" + first.launch_id;
+  return plan;
+}
+
+void say(const std::string& message) {
+  std::string line = "gpudiag launch: " + message + "\n";
+  (void)!::write(2, line.data(), line.size());
+}
+
+struct Attempt {
+  int status = 0;
+  bool restartable = false;
+  std::string failure;
+};
+
+Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver& watcher,
+                    int restart, double timeout_s, LogPlan& logs) {
   SpawnSpec spec;
   if (options.no_gpudiag) {
     spec.path = find_program(options.command.front(), env);
@@ -44,29 +100,86 @@ int run_launch(const LaunchOptions& options, const Env& env, LaunchObserver* obs
   }
 
   JobInfo job = resolve_job(options, env);
+  job.restart_count = restart;
   watcher.on_job_start(job);
+  if (job.node_rank < 0 || job.node_rank >= job.nnodes)
+    throw Error(ExitCode::internal, "launch: the job's node rank became " +
+                                        std::to_string(job.node_rank) + " of " +
+                                        std::to_string(job.nnodes));
   spdlog::info("launch: ranks {}-{} of {} on this node (node {} of {}), master {}:{}",
                job.rank_of(0), job.rank_of(job.nproc_per_node - 1), job.world_size(), job.node_rank,
                job.nnodes, job.master_addr, job.master_port);
   if (job.master_port < 1 || job.master_port > 65535)
     throw Error(ExitCode::internal,
                 "launch: the job's master port became " + std::to_string(job.master_port));
+  if (restart == 0) logs = plan_logs(options, job);
+  const auto attempt_dir = logs.base + "/attempt_" + std::to_string(restart);
+  if (!logs.base.empty()) say("rank logs go to " + attempt_dir + "/<local rank>/{stdout,stderr}.log");
 
   // Before the first fork, so no SIGINT or SIGCHLD from here on is lost.
   SignalPipe signals;
   std::vector<RankProcess> ranks;
   ranks.reserve(static_cast<std::size_t>(job.nproc_per_node));
   for (int local = 0; local < job.nproc_per_node; ++local) {
+    std::shared_ptr<LogFile> out_log, err_log;
+    bool out_console = true, err_console = true;
+    if (!logs.base.empty()) {
+      const auto dir = attempt_dir + "/" + std::to_string(local);
+      const int files = logs.to_files(local), quiet = logs.console_only_not(local);
+      if (files & kStdOut) out_log = open_log(dir, "stdout.log");
+      if (files & kStdErr) err_log = open_log(dir, "stderr.log");
+      out_console = !(quiet & kStdOut);
+      err_console = !(quiet & kStdErr);
+    }
     spec.envp = to_envp(rank_environment(env, job, local));
-    ranks.push_back({job.rank_of(local), local, ChildProcess::spawn(spec)});
+    ranks.push_back({job.rank_of(local), local, ChildProcess::spawn(spec), std::move(out_log),
+                     std::move(err_log), out_console, err_console});
   }
 
   Supervisor supervisor(std::move(ranks), options.prefix,
-                        {options.grace_s, options.kill_after_s, options.timeout_s,
+                        {options.grace_s, options.kill_after_s, timeout_s,
                          effective_exit_timeout(options)},
-                        watcher,
-                        signals);
-  return supervisor.run();
+                        watcher, signals);
+  Attempt out;
+  out.status = supervisor.run();
+  out.restartable = supervisor.restartable();
+  out.failure = supervisor.failure();
+  return out;
+}
+
+int run_attempts(const LaunchOptions& options, const Env& env,
+                 const std::function<LaunchObserver&(int)>& observer_for) {
+  const auto started = std::chrono::steady_clock::now();
+  LogPlan logs{{}, &options};
+  for (int restart = 0;; ++restart) {
+    double timeout_s = options.timeout_s;
+    if (timeout_s > 0) {
+      timeout_s -= std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      if (timeout_s <= 0.001) timeout_s = 0.001;
+    }
+    auto attempt = run_attempt(options, env, observer_for(restart), restart, timeout_s, logs);
+    if (attempt.status == 0 || !attempt.restartable || restart >= options.max_restarts)
+      return attempt.status;
+    say("restarting the whole local group (restart " + std::to_string(restart + 1) + " of " +
+        std::to_string(options.max_restarts) + ", --max-restarts) after " + attempt.failure);
+  }
+}
+
+}  // namespace
+
+int run_launch(const LaunchOptions& options, const Env& env, LaunchObserver* observer) {
+  LaunchObserver no_observer;
+  LaunchObserver& watcher = observer ? *observer : no_observer;
+  return run_attempts(options, env, [&](int) -> LaunchObserver& { return watcher; });
+}
+
+int run_launch(const LaunchOptions& options, const Env& env, const ObserverFactory& make_observer) {
+  std::unique_ptr<LaunchObserver> current;
+  return run_attempts(options, env, [&](int) -> LaunchObserver& {
+    current.reset();  // the last attempt's store goes before the next one's starts
+    current = make_observer();
+    return *current;
+  });
 }
 
 }  // namespace gpudiag::launch

@@ -6,6 +6,9 @@
 // observer.h (the seam for a hosted store).
 #pragma once
 
+#include <functional>
+#include <memory>
+
 #include "launch/observer.h"
 #include "launch/options.h"
 #include "util/env.h"
@@ -24,6 +27,16 @@ namespace gpudiag::launch {
 /// stopped the job), any other code, in that order; 0 when every child
 /// exited 0. Throws gpudiag::Error when the job cannot start (the program is
 /// missing, no free port, fork fails); children already started are killed.
+///
+/// With --max-restarts N, a job that ended because a rank failed (not by a
+/// signal to the launcher or a deadline) is started again as a whole, up to N
+/// times, each attempt saying so; the status is the last attempt's. This
+/// overload gives every attempt the same `observer`.
 int run_launch(const LaunchOptions& options, const Env& env, LaunchObserver* observer = nullptr);
+
+/// Makes a fresh observer per attempt (a hosted store must not outlive its
+/// ranks: restarted ranks start over in a new store).
+using ObserverFactory = std::function<std::unique_ptr<LaunchObserver>()>;
+int run_launch(const LaunchOptions& options, const Env& env, const ObserverFactory& make_observer);
 
 }  // namespace gpudiag::launch

@@ -1,5 +1,7 @@
 #include "launch/options.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 
@@ -46,6 +48,161 @@ void validate_command(const LaunchOptions& o, const std::vector<std::string>& su
 
 }  // namespace
 
+namespace {
+
+int parse_int(const std::string& flag, const std::string& text, int lo, int hi) {
+  char* end = nullptr;
+  errno = 0;
+  long v = text.empty() ? 0 : std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || !end || *end || errno || v < lo || v > hi)
+    throw UsageError("launch: " + flag + " '" + text + "' is not a whole number from " +
+                     std::to_string(lo) + " to " + std::to_string(hi));
+  return static_cast<int>(v);
+}
+
+double parse_seconds(const std::string& what, const std::string& text) {
+  char* end = nullptr;
+  double v = text.empty() ? -1 : std::strtod(text.c_str(), &end);
+  if (text.empty() || !end || *end || !std::isfinite(v) || v < 0 || v > 30 * 86400)
+    throw UsageError("launch: " + what + " '" + text + "' is not a number of seconds",
+                     "e.g. --rdzv-conf join_timeout=600,last_call_timeout=3");
+  return v;
+}
+
+void validate_rendezvous(const LaunchOptions& o) {
+  const auto& b = o.rdzv_backend;
+  if (!b.empty() && b != "c10d" && b != "static" && b != "gpudiag")
+    throw UsageError("launch: --rdzv-backend '" + b + "' is not supported",
+                     "use c10d, static or gpudiag (all meet in gpudiag's own store)");
+  if (o.standalone && (o.nnodes != 1 || o.min_nodes > 1))
+    throw UsageError("launch: --standalone runs one node, but --nnodes asks for " +
+                         std::to_string(o.nnodes),
+                     "drop --standalone, or --nnodes");
+  if (o.standalone && !o.rdzv_endpoint.empty())
+    throw UsageError("launch: --standalone picks its own local endpoint; --rdzv-endpoint " +
+                         o.rdzv_endpoint + " contradicts it",
+                     "drop one of the two");
+  if (b == "static" && o.min_nodes > 0 && o.min_nodes < o.nnodes)
+    throw UsageError("launch: --rdzv-backend static takes a fixed --nnodes, not a range",
+                     "use --rdzv-backend c10d for --nnodes MIN:MAX");
+  if (b == "static" && o.nnodes > 1 && !o.node_rank)
+    throw UsageError("launch: --rdzv-backend static needs --node-rank on every node",
+                     "give each node its --node-rank, or use --rdzv-backend c10d to have them "
+                     "assigned");
+  if (!o.rdzv_endpoint.empty()) parse_endpoint(o.rdzv_endpoint);
+  if (o.rdzv_id.size() > 128 ||
+      o.rdzv_id.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                  "._-") != std::string::npos)
+    throw UsageError("launch: --rdzv-id '" + o.rdzv_id + "' may hold only letters, digits, '.', "
+                     "'_' and '-' (at most 128)");
+  if (o.join_timeout_s < 0 || o.last_call_s < 0)
+    throw UsageError("launch: rendezvous timeouts must not be negative");
+}
+
+}  // namespace
+
+int parse_nproc(const std::string& text, int gpus, int cpus) {
+  if (text == "gpu") {
+    if (gpus < 1)
+      throw UsageError("launch: --nproc-per-node gpu: no GPU is visible on this host",
+                       "check nvidia-smi and CUDA_VISIBLE_DEVICES, or give a number");
+    return gpus;
+  }
+  if (text == "cpu") return cpus;
+  if (text == "auto") return gpus > 0 ? gpus : cpus;
+  if (text.empty() || text.find_first_not_of("0123456789-+") != std::string::npos)
+    throw UsageError("launch: --nproc-per-node '" + text + "' is not a number, gpu, cpu or auto");
+  return parse_int("--nproc-per-node", text, 1, kMaxProcPerNode);
+}
+
+void parse_nnodes(const std::string& text, LaunchOptions& o) {
+  auto colon = text.find(':');
+  if (colon == std::string::npos) {
+    o.nnodes = parse_int("--nnodes", text, 1, kMaxNodes);
+    o.min_nodes = 0;
+    return;
+  }
+  int lo = parse_int("--nnodes MIN", text.substr(0, colon), 1, kMaxNodes);
+  int hi = parse_int("--nnodes MAX", text.substr(colon + 1), 1, kMaxNodes);
+  if (lo > hi)
+    throw UsageError("launch: --nnodes " + text + " has MIN above MAX",
+                     "write MIN:MAX, e.g. --nnodes 1:4");
+  o.nnodes = hi;
+  o.min_nodes = lo == hi ? 0 : lo;
+}
+
+std::vector<int> parse_std_spec(const std::string& flag, const std::string& text, int nproc) {
+  auto bad = [&]() {
+    return UsageError("launch: " + flag + " '" + text + "' is not 0-3 or LOCAL_RANK:0-3,...",
+                      "0 none, 1 stdout, 2 stderr, 3 both; e.g. " + flag + " 3 or " + flag +
+                          " 0:3,1:2");
+  };
+  std::vector<int> out(static_cast<std::size_t>(nproc), 0);
+  if (text.size() == 1 && text[0] >= '0' && text[0] <= '3') {
+    std::fill(out.begin(), out.end(), text[0] - '0');
+    return out;
+  }
+  for (const auto& item : split(text, ',')) {
+    auto colon = item.find(':');
+    if (colon == std::string::npos || item.size() != colon + 2 || item[colon + 1] < '0' ||
+        item[colon + 1] > '3' || colon == 0 ||
+        item.substr(0, colon).find_first_not_of("0123456789") != std::string::npos)
+      throw bad();
+    int local = parse_int(flag + " local rank", item.substr(0, colon), 0, kMaxProcPerNode);
+    if (local >= nproc)
+      throw UsageError("launch: " + flag + " names local rank " + std::to_string(local) +
+                       ", but --nproc-per-node is " + std::to_string(nproc));
+    out[static_cast<std::size_t>(local)] = item[colon + 1] - '0';
+  }
+  return out;
+}
+
+std::pair<std::string, int> parse_endpoint(const std::string& text) {
+  std::string host = text, port;
+  if (text.starts_with("[")) {  // [v6]:port
+    auto close = text.find(']');
+    if (close == std::string::npos) throw UsageError("launch: --rdzv-endpoint '" + text + "' has no ']'");
+    host = text.substr(1, close - 1);
+    if (close + 1 < text.size()) {
+      if (text[close + 1] != ':') throw UsageError("launch: --rdzv-endpoint '" + text + "' is not HOST[:PORT]");
+      port = text.substr(close + 2);
+    }
+  } else if (auto colon = text.rfind(':'); colon != std::string::npos &&
+                                           text.find(':') == colon) {
+    host = text.substr(0, colon), port = text.substr(colon + 1);
+  }
+  if (host.empty())
+    throw UsageError("launch: --rdzv-endpoint '" + text + "' names no host",
+                     "give HOST:PORT of the node that serves the rendezvous, e.g. node0:29400");
+  int p = port.empty() ? kDefaultRdzvPort : parse_int("--rdzv-endpoint port", port, 1, 65535);
+  return {host, p};
+}
+
+void parse_rdzv_conf(const std::string& text, LaunchOptions& o) {
+  for (const auto& item : split(text, ',')) {
+    if (item.empty()) continue;
+    auto eq = item.find('=');
+    auto key = item.substr(0, eq);
+    auto value = eq == std::string::npos ? std::string() : item.substr(eq + 1);
+    if (key == "join_timeout") o.join_timeout_s = parse_seconds("--rdzv-conf join_timeout", value);
+    else if (key == "last_call_timeout") o.last_call_s = parse_seconds("--rdzv-conf last_call_timeout", value);
+    else if (key == "timeout" || key == "read_timeout" || key == "close_timeout" ||
+             key == "is_host" || key == "store_type")
+      continue;  // torchrun's knobs for its own store: gpudiag's store has its own deadlines
+    else
+      throw UsageError("launch: --rdzv-conf key '" + key + "' is not known",
+                       "use join_timeout=S and last_call_timeout=S");
+  }
+}
+
+Meeting meeting(const LaunchOptions& o) {
+  if (o.standalone) return Meeting::alone;
+  if (o.rdzv_backend == "static") return o.nnodes > 1 ? Meeting::by_hand : Meeting::alone;
+  if (!o.rdzv_endpoint.empty() || o.min_nodes > 0) return Meeting::rendezvous;
+  if (o.nnodes == 1) return Meeting::alone;
+  return o.node_rank ? Meeting::by_hand : Meeting::rendezvous;
+}
+
 void validate(const LaunchOptions& o, const std::vector<std::string>& subcommands) {
   if (o.nproc_per_node < 1 || o.nproc_per_node > kMaxProcPerNode)
     throw UsageError("launch: --nproc-per-node must be between 1 and " +
@@ -55,8 +212,8 @@ void validate(const LaunchOptions& o, const std::vector<std::string>& subcommand
   if (o.nnodes < 1 || o.nnodes > kMaxNodes)
     throw UsageError("launch: --nnodes must be between 1 and " + std::to_string(kMaxNodes) +
                      ", got " + std::to_string(o.nnodes));
-  if (o.node_rank < 0 || o.node_rank >= o.nnodes)
-    throw UsageError("launch: --node-rank " + std::to_string(o.node_rank) + " is outside [0, " +
+  if (o.node_rank && (*o.node_rank < 0 || *o.node_rank >= o.nnodes))
+    throw UsageError("launch: --node-rank " + std::to_string(*o.node_rank) + " is outside [0, " +
                          std::to_string(o.nnodes) + ")",
                      "number the nodes 0 to " + std::to_string(o.nnodes - 1) +
                          " and give each its own --node-rank");
@@ -64,11 +221,25 @@ void validate(const LaunchOptions& o, const std::vector<std::string>& subcommand
     throw UsageError(
         "launch: --master-port " + std::to_string(*o.master_port) + " is not a TCP port",
         "use a free port between 1024 and 65535 (the same on every node)");
-  if (o.nnodes > 1 && o.master_addr.empty())
-    throw UsageError("launch: --nnodes " + std::to_string(o.nnodes) + " needs --master-addr",
+  validate_rendezvous(o);
+  auto how = meeting(o);
+  if (how != Meeting::alone && o.rdzv_endpoint.empty() && o.master_addr.empty())
+    throw UsageError("launch: --nnodes " + std::to_string(o.nnodes) +
+                         " needs --master-addr (or --rdzv-endpoint)",
                      "give the address of the node with --node-rank 0, reachable from every node");
   if (o.grace_s < 0 || o.kill_after_s < 0 || o.timeout_s < 0)
     throw UsageError("launch: --grace, --kill-after and --timeout must not be negative");
+  if (o.max_restarts < 0 || o.max_restarts > 1000)
+    throw UsageError("launch: --max-restarts must be between 0 and 1000, got " +
+                     std::to_string(o.max_restarts));
+  if (o.max_restarts > 0 && !o.no_gpudiag && how != Meeting::alone)
+    throw UsageError("launch: --max-restarts with gpudiag ranks works on one node only",
+                     "the other nodes' ranks cannot rejoin a store whose ranks were restarted; "
+                     "run each node's check again instead");
+  if (!o.tee.empty() && o.tee.size() != static_cast<std::size_t>(o.nproc_per_node))
+    throw UsageError("launch: --tee was read for another --nproc-per-node");
+  if (!o.redirects.empty() && o.redirects.size() != static_cast<std::size_t>(o.nproc_per_node))
+    throw UsageError("launch: --redirects was read for another --nproc-per-node");
   validate_command(o, subcommands);
 }
 

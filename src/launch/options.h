@@ -4,10 +4,15 @@
 // LaunchOptions is filled by the command line (src/cli/launch.cpp) or by a
 // test; validate() rejects a bad combination with a one-line UsageError that
 // names the option and what to do, so a job never starts half-configured.
+// The parse_* functions turn torchrun's value syntaxes into plain fields, each
+// with its own one-line error: `--nproc-per-node N|gpu|cpu|auto`, `--nnodes N`
+// or `MIN:MAX`, `--rdzv-endpoint HOST[:PORT]`, `--tee`/`--redirects` (one
+// value 0-3 or a per-local-rank map `0:1,1:3`) and `--rdzv-conf k=v,...`.
 #pragma once
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gpudiag::launch {
@@ -19,10 +24,17 @@ inline constexpr int kMaxProcPerNode = 1024;
 /// Upper bound for --nnodes, so the world size fits an int with room to spare.
 inline constexpr int kMaxNodes = 65536;
 
+/// Which of a rank's streams go somewhere (torchrun's Std): 1 stdout, 2 stderr, 3 both.
+inline constexpr int kStdOut = 1, kStdErr = 2;
+
 struct LaunchOptions {
   int nproc_per_node = 1;
+  /// Nodes in the job; with an elastic range (`--nnodes MIN:MAX`), MAX.
   int nnodes = 1;
-  int node_rank = 0;
+  /// The elastic range's MIN; 0: a fixed count (MIN = nnodes).
+  int min_nodes = 0;
+  /// Not given: 0 without a rendezvous endpoint, else assigned at the rendezvous.
+  std::optional<int> node_rank;
   /// Empty: 127.0.0.1 on one node; required when nnodes > 1.
   std::string master_addr;
   /// Not given: a free port on one node, 29500 on several (like torchrun).
@@ -41,6 +53,27 @@ struct LaunchOptions {
   bool prefix = true;
   /// Run `command` as a program (searched in PATH) instead of a gpudiag subcommand.
   bool no_gpudiag = false;
+  /// torchrun's rendezvous: --standalone (one node, a free local port),
+  /// --rdzv-endpoint HOST[:PORT] (empty: none; the port defaults to 29400),
+  /// --rdzv-backend c10d|static|gpudiag (empty: not given), --rdzv-id.
+  bool standalone = false;
+  std::string rdzv_endpoint;
+  std::string rdzv_backend;
+  std::string rdzv_id;
+  /// Seconds to wait for MIN nodes (torchrun's join_timeout, 600).
+  double join_timeout_s = 600.0;
+  /// Seconds to wait for more nodes, up to MAX, once MIN have joined
+  /// (torchrun's last_call_timeout; shorter here: 3).
+  double last_call_s = 3.0;
+  /// Restarts of the whole local group after a rank fails.
+  int max_restarts = 0;
+  /// Per local rank (index), the streams copied to --log-dir files (tee) and
+  /// the streams sent only there (redirects); empty: none.
+  std::vector<int> tee;
+  std::vector<int> redirects;
+  /// Where per-rank stdout.log/stderr.log go; empty: a fresh /tmp folder when
+  /// tee or redirects ask for files, else no files.
+  std::string log_dir;
   /// Everything after `--`: a gpudiag subcommand and its options, or a program and its arguments.
   std::vector<std::string> command;
 };
@@ -50,6 +83,31 @@ struct LaunchOptions {
 /// address on several nodes, negative timeouts, an empty command, or (unless
 /// no_gpudiag) a first word that is not one of `subcommands` or is `launch`.
 void validate(const LaunchOptions& options, const std::vector<std::string>& subcommands);
+
+/// The rendezvous endpoint's default port, as torchrun's.
+inline constexpr int kDefaultRdzvPort = 29400;
+
+/// `--nproc-per-node` text: a count, `gpu` (the visible GPUs; an error when
+/// there are none), `cpu` (`cpus`) or `auto` (GPUs if any, else CPUs), as torchrun.
+int parse_nproc(const std::string& text, int gpus, int cpus);
+/// `--nnodes` text, `N` or `MIN:MAX`, into o.nnodes and o.min_nodes.
+void parse_nnodes(const std::string& text, LaunchOptions& o);
+/// `--tee`/`--redirects` text (`3` or `0:1,1:2`) into one value per local rank.
+std::vector<int> parse_std_spec(const std::string& flag, const std::string& text, int nproc);
+/// HOST[:PORT] (IPv6 in brackets) into host and port (kDefaultRdzvPort when left out).
+std::pair<std::string, int> parse_endpoint(const std::string& text);
+/// `--rdzv-conf join_timeout=S,last_call_timeout=S` into o; other keys are refused.
+void parse_rdzv_conf(const std::string& text, LaunchOptions& o);
+
+/// How the nodes of this job meet.
+enum class Meeting {
+  alone,    ///< one node, nobody to meet (also --standalone)
+  by_hand,  ///< --node-rank on every node, node 0 serves the store at --master-addr:--master-port
+  rendezvous,  ///< launchers meet at the endpoint, node ranks and the node count settled there
+};
+Meeting meeting(const LaunchOptions& o);
+/// The minimum node count (min_nodes, or nnodes when fixed).
+inline int min_nodes(const LaunchOptions& o) { return o.min_nodes > 0 ? o.min_nodes : o.nnodes; }
 
 /// --exit-timeout as given, or its automatic value (see exit_timeout_s).
 double effective_exit_timeout(const LaunchOptions& options);

@@ -38,12 +38,13 @@ bool Relay::pump() {
     close();
     return false;
   }
+  if (file_) file_->sink.write(std::string_view(buf, static_cast<std::size_t>(n)));
   batch_.clear();
   splitter_.feed(std::string_view(buf, static_cast<std::size_t>(n)), batch_);
   if (!saw_status_ && (batch_.find("] is OK (global rank: ") != std::string::npos ||
                        batch_.find("] is broken: ") != std::string::npos))
     saw_status_ = true;
-  sink_->write(batch_);
+  if (console_) sink_->write(batch_);
   return true;
 }
 
@@ -56,7 +57,7 @@ void Relay::close() {
   if (!pipe_.valid()) return;
   batch_.clear();
   splitter_.finish(batch_);
-  sink_->write(batch_);
+  if (console_) sink_->write(batch_);
   pipe_.reset();
 }
 

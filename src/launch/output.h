@@ -8,6 +8,7 @@
 // interleave and no thread per child is needed.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -32,6 +33,13 @@ class Sink {
   bool broken_ = false;
 };
 
+/// A per-rank log file (--log-dir): its descriptor and the Sink writing it.
+struct LogFile {
+  explicit LogFile(net::Fd file) : fd(std::move(file)), sink(fd.get()) {}
+  net::Fd fd;
+  Sink sink;
+};
+
 /// One child stream on its way to a Sink.
 class Relay {
  public:
@@ -51,6 +59,12 @@ class Relay {
   /// True once a gpudiag status line ("[host-N] is OK (global rank: ...)" or
   /// "[host-N] is broken: ...") went through: the rank's work is done.
   bool saw_status() const { return saw_status_; }
+  /// Also writes the stream, as it comes and without prefixes, to `file`
+  /// (torchrun's --tee), or only there when `console` is false (--redirects).
+  void copy_to(std::shared_ptr<LogFile> file, bool console) {
+    file_ = std::move(file);
+    console_ = console;
+  }
 
  private:
   net::Fd pipe_;
@@ -58,6 +72,8 @@ class Relay {
   Sink* sink_;
   std::string batch_;
   bool saw_status_ = false;
+  std::shared_ptr<LogFile> file_;
+  bool console_ = true;
 };
 
 }  // namespace gpudiag::launch

@@ -1,44 +1,128 @@
+// StoreHost: see store_host.h. Node 0 (or, under a rendezvous, the launcher
+// that binds the endpoint's port first) serves the store from this process;
+// every launcher keeps one client for the rendezvous and for death notices.
 #include "launch/store_host.h"
 
+#include <netdb.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cstdlib>
+#include <memory>
+
+#include "rendezvous/socket.h"
 #include "rendezvous/store_plane.h"
 #include "rendezvous/tcp_store_client.h"
 #include "util/error.h"
 
 namespace gpudiag::launch {
 
+namespace {
+
+/// Whether `host` names an address of this machine: a UDP socket binds to it.
+bool is_local_address(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), "0", &hints, &res) != 0) return false;
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> guard(res, freeaddrinfo);
+  for (auto* ai = res; ai; ai = ai->ai_next) {
+    net::Fd s(::socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (s && ::bind(s.get(), ai->ai_addr, ai->ai_addrlen) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 void StoreHost::on_job_start(JobInfo& job) {
-  if (!secret_ && job.nnodes == 1) secret_ = JobSecret{random_secret(), "drawn by gpudiag launch"};
+  if (!secret_ && job.nnodes == 1 && !job.rendezvous)
+    secret_ = JobSecret{random_secret(), "drawn by gpudiag launch"};
   if (!secret_)
     spdlog::warn(
         "launch: the job's store is unauthenticated: {} nodes cannot share a secret "
         "gpudiag launch draws; set GPUDIAG_SECRET (or --secret-file) to the same value "
         "on every node",
-        job.nnodes);
-  if (job.node_rank == 0) {
-    TcpStoreServerOptions o;
+        job.rendezvous ? std::string("several") : std::to_string(job.nnodes));
+  if (job.rendezvous)
+    meet(job);
+  else if (job.node_rank == 0)
     // A port the user did not choose is taken by the server itself (port 0),
     // which leaves no window for another process to grab it.
-    o.port = job.port_given ? job.master_port : 0;
-    o.token = job.token;
-    if (secret_) o.secret = secret_->key;
-    o.world_size = job.world_size();  // caps follow from it; refuses a too-low `ulimit -n`
-    o.served_by = "gpudiag launch [" + host_ + "]";
-    o.owned_keys = true;
-    o.launcher_clients = true;  // every node's launcher reports its ranks' deaths
-    server_ = std::make_unique<TcpStoreServer>(o);
-    job.master_port = server_->port();
+    start_server(job, job.port_given ? job.master_port : 0);
+  if (gpudiag_ranks_) {
+    job.extra_env.emplace_back("GPUDIAG_STORE", "launcher");
+    if (secret_) job.extra_env.emplace_back("GPUDIAG_SECRET", secret_->key);
   }
-  job.extra_env.emplace_back("GPUDIAG_STORE", "launcher");
-  if (secret_) job.extra_env.emplace_back("GPUDIAG_SECRET", secret_->key);
   job_ = job;
+}
+
+void StoreHost::start_server(JobInfo& job, int port) {
+  TcpStoreServerOptions o;
+  o.port = port;
+  o.token = job.token;
+  if (secret_) o.secret = secret_->key;
+  o.world_size = job.world_size();  // caps follow from it; refuses a too-low `ulimit -n`
+  o.served_by = "gpudiag launch [" + host_ + "]";
+  o.owned_keys = true;
+  o.launcher_clients = true;  // every node's launcher reports its ranks' deaths
+  server_ = std::make_unique<TcpStoreServer>(o);
+  job.master_port = server_->port();
+}
+
+void StoreHost::meet(JobInfo& job) {
+  const auto where = net::host_port(job.master_addr, job.master_port);
+  if (is_local_address(job.master_addr)) {
+    try {
+      start_server(job, job.master_port);
+    } catch (const UsageError& e) {
+      // The socket layer says "already in use" for EADDRINUSE: then another
+      // launcher on this host serves the endpoint (or a stranger holds the
+      // port, which the token check at connection time tells apart).
+      if (std::string(e.what()).find("already in use") == std::string::npos) throw;
+    }
+  }
+  client_ = std::make_unique<TcpStoreClient>(
+      server_ ? "127.0.0.1" : job.master_addr, job.master_port, job.token,
+      Deadline::after_seconds(times_.join_timeout_s), secret_ ? secret_->key : std::string());
+  NodeView mine{host_, static_cast<int>(::getpid()), job.nproc_per_node, job.min_nodes, job.nnodes,
+                job.node_rank};
+  Membership m;
+  try {
+    m = meet_nodes(*client_, mine, times_, where);
+  } catch (const Error&) {
+    if (server_) wait_for_acks(*client_, 3.0);  // let the others read the verdict first
+    throw;
+  }
+  job.node_rank = m.node_rank;
+  job.nnodes = m.nnodes;
+  spdlog::info("launch: the rendezvous at {} ({}) settled {} node(s); this one is node {}", where,
+               server_ ? "served here" : "a client", m.nnodes, m.node_rank);
+  if (gpudiag_ranks_) return;
+  // A foreign program meets its peers on its own MASTER_ADDR:MASTER_PORT, which
+  // must not be the rendezvous store's: node 0 picks one and tells the others.
+  const auto call = Deadline::after_seconds(times_.join_timeout_s);
+  if (m.node_rank == 0) {
+    auto addr = net::local_ip_towards(job.master_addr, job.master_port);
+    job.master_addr = addr.empty() ? "127.0.0.1" : addr;
+    job.master_port = pick_free_port();
+    client_->set("rdzv/master", job.master_addr + " " + std::to_string(job.master_port), call);
+  } else {
+    auto text = client_->get("rdzv/master", call);
+    auto space = text.rfind(' ');
+    int port = space == std::string::npos ? 0 : std::atoi(text.c_str() + space + 1);
+    if (port < 1 || port > 65535)
+      throw UsageError("launch: node 0 published a bad master address '" + text + "'");
+    job.master_addr = text.substr(0, space);
+    job.master_port = port;
+  }
 }
 
 Store* StoreHost::client() {
   if (!client_ && !client_failed_) {
     try {
-      std::string host = job_.node_rank == 0 ? "127.0.0.1" : job_.master_addr;
+      std::string host = server_ ? "127.0.0.1" : job_.master_addr;
       client_ = std::make_unique<TcpStoreClient>(host, job_.master_port, job_.token,
                                                  Deadline::after(std::chrono::seconds(3)),
                                                  secret_ ? secret_->key : std::string());

@@ -10,12 +10,22 @@
 // GPUDIAG_SECRET (in their environment, which other users cannot read; never
 // on a command line). Several nodes cannot share a random one: without a
 // given secret their store is unauthenticated, which is said once.
+//
+// Under a rendezvous (JobInfo::rendezvous) the store lives at the endpoint:
+// the first launcher on the endpoint's host to bind its port serves it (a
+// launcher that finds the port taken, or runs on another host, is a client),
+// every launcher meets the others there (node_rendezvous.h), and the job's
+// node rank and node count are what the rendezvous settled. With
+// `gpudiag_ranks` false (--no-gpudiag) the ranks are told nothing of the
+// store: node 0 picks a free port for the program's own MASTER_PORT and
+// publishes it as `rdzv/master`.
 #pragma once
 
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "launch/node_rendezvous.h"
 #include "launch/observer.h"
 #include "rendezvous/job_token.h"
 #include "rendezvous/store.h"
@@ -26,17 +36,27 @@ namespace gpudiag::launch {
 class StoreHost : public LaunchObserver {
  public:
   /// `secret`: the one given to the launcher, if any.
-  explicit StoreHost(std::string host, std::optional<JobSecret> secret = std::nullopt)
-      : host_(std::move(host)), secret_(std::move(secret)) {}
+  explicit StoreHost(std::string host, std::optional<JobSecret> secret = std::nullopt,
+                     bool gpudiag_ranks = true, RendezvousTimes times = {})
+      : host_(std::move(host)),
+        secret_(std::move(secret)),
+        gpudiag_ranks_(gpudiag_ranks),
+        times_(times) {}
   void on_job_start(JobInfo& job) override;
   void on_child_exit(const ChildExit& exit) override;
 
  private:
   /// A client of the job's store, connected on first use.
   Store* client();
+  /// Serves the endpoint if this launcher binds its port first, connects,
+  /// meets the other launchers and settles job.node_rank and job.nnodes.
+  void meet(JobInfo& job);
+  void start_server(JobInfo& job, int port);
 
   std::string host_;
   std::optional<JobSecret> secret_;
+  bool gpudiag_ranks_ = true;
+  RendezvousTimes times_;
   JobInfo job_;
   std::unique_ptr<TcpStoreServer> server_;
   std::unique_ptr<Store> client_;

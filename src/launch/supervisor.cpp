@@ -74,6 +74,8 @@ Supervisor::Supervisor(std::vector<RankProcess> ranks, bool prefix, StopPolicy p
     slots_.push_back(Slot{r.rank, r.local_rank, std::move(r.child),
                           Relay(std::move(out), tag, out_), Relay(std::move(err), tag, err_),
                           std::nullopt, false, false, 0, std::nullopt, false});
+    if (r.out_log || !r.out_console) slots_.back().out.copy_to(r.out_log, r.out_console);
+    if (r.err_log || !r.err_console) slots_.back().err.copy_to(r.err_log, r.err_console);
   }
   if (policy_.timeout_s > 0) job_deadline_ = Deadline::after_seconds(policy_.timeout_s);
 }
@@ -98,6 +100,16 @@ int Supervisor::run() {
   int status = job_exit_status(ends, {interrupted_by_, timed_out_ || exit_timed_out_, gave_up_});
   say(job_summary(ends, summary_note(status)));
   return status;
+}
+
+bool Supervisor::restartable() const {
+  return first_failure_ && !interrupted_by_ && !timed_out_ && !exit_timed_out_ && !gave_up_;
+}
+
+std::string Supervisor::failure() const {
+  if (!first_failure_) return {};
+  const auto& s = slots_[*first_failure_];
+  return "rank " + std::to_string(s.rank) + " " + (s.status ? s.status->describe() : "failed");
 }
 
 std::vector<RankOutcome> Supervisor::outcomes() const {

@@ -20,6 +20,7 @@
 // a deadline.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,6 +49,10 @@ struct RankProcess {
   int rank = 0;
   int local_rank = 0;
   ChildProcess child;
+  /// --log-dir files for its stdout and stderr (null: none), and whether each
+  /// stream still goes to the launcher's own stdout/stderr.
+  std::shared_ptr<LogFile> out_log, err_log;
+  bool out_console = true, err_console = true;
 };
 
 class Supervisor {
@@ -63,6 +68,11 @@ class Supervisor {
   /// Supervises until every child has ended (or is given up on); prints the
   /// one-line summary; returns the launcher's exit status (job_status.h).
   int run();
+  /// After run(): the job ended because a rank failed (not a signal to the
+  /// launcher, --timeout, --exit-timeout or a rank that would not die), so a
+  /// restart may help. `failure()` then says which rank and how.
+  bool restartable() const;
+  std::string failure() const;
 
  private:
   struct Slot;

@@ -1,0 +1,197 @@
+// The launchers' rendezvous: see node_rendezvous.h for the protocol. The
+// store has no compare-and-set, so every decision is either an ADD (arrival
+// numbers, who closes the round) or derived alike by every launcher from the
+// same published views (disagreements, node ranks), which needs no agreement
+// protocol beyond the store itself.
+#include "launch/node_rendezvous.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <sstream>
+
+#include "util/deadline.h"
+#include "util/error.h"
+
+namespace gpudiag::launch {
+
+namespace {
+
+constexpr const char* kArrivals = "rdzv/arrivals";
+constexpr const char* kSize = "rdzv/size";
+constexpr const char* kClose = "rdzv/close";
+constexpr const char* kAcks = "rdzv/acks";
+constexpr auto kPollWait = std::chrono::milliseconds(100);
+constexpr auto kCall = std::chrono::seconds(5);
+
+std::string node_key(int arrival) { return "rdzv/node/" + std::to_string(arrival); }
+
+std::string nodes_text(const NodeView& v) {
+  return v.min_nodes == v.max_nodes ? std::to_string(v.max_nodes)
+                                    : std::to_string(v.min_nodes) + ":" + std::to_string(v.max_nodes);
+}
+
+std::string hosts_of(const std::vector<NodeView>& views) {
+  std::string out;
+  for (const auto& v : views) out += (out.empty() ? "" : ", ") + v.who();
+  return out.empty() ? "none" : out;
+}
+
+std::int64_t parse_count(const std::optional<std::string>& text) {
+  if (!text) return 0;
+  try {
+    return std::stoll(*text);
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+}  // namespace
+
+std::string NodeView::who() const { return host + " (launcher pid " + std::to_string(pid) + ")"; }
+
+std::string encode_view(const NodeView& v) {
+  return "gpudiag-node/1 " + v.host + " " + std::to_string(v.pid) + " " + std::to_string(v.nproc) +
+         " " + std::to_string(v.min_nodes) + " " + std::to_string(v.max_nodes) + " " +
+         std::to_string(v.node_rank);
+}
+
+std::optional<NodeView> decode_view(const std::string& text) {
+  std::istringstream in(text);
+  std::string tag;
+  NodeView v;
+  if (!(in >> tag >> v.host >> v.pid >> v.nproc >> v.min_nodes >> v.max_nodes >> v.node_rank) ||
+      tag != "gpudiag-node/1" || v.nproc < 1 || v.min_nodes < 1 || v.max_nodes < v.min_nodes)
+    return std::nullopt;
+  std::string rest;
+  if (in >> rest) return std::nullopt;
+  return v;
+}
+
+std::optional<std::string> disagreement(const std::vector<NodeView>& views) {
+  if (views.empty()) return std::nullopt;
+  const auto& a = views.front();
+  for (std::size_t i = 1; i < views.size(); ++i) {
+    const auto& b = views[i];
+    std::string flag, va, vb;
+    if (b.nproc != a.nproc)
+      flag = "--nproc-per-node", va = std::to_string(a.nproc), vb = std::to_string(b.nproc);
+    else if (b.min_nodes != a.min_nodes || b.max_nodes != a.max_nodes)
+      flag = "--nnodes", va = nodes_text(a), vb = nodes_text(b);
+    else
+      continue;
+    return "launch: the nodes disagree on " + flag + ": " + va + " on " + a.who() + ", " + vb +
+           " on " + b.who() + "; try: give every node the same " + flag;
+  }
+  return std::nullopt;
+}
+
+std::vector<int> assign_node_ranks(const std::vector<NodeView>& views) {
+  const int n = static_cast<int>(views.size());
+  std::vector<int> ranks(views.size(), -1);
+  std::vector<int> holder(views.size(), -1);  // by rank: the view that claimed it
+  for (int i = 0; i < n; ++i) {
+    int r = views[static_cast<std::size_t>(i)].node_rank;
+    if (r < 0) continue;
+    if (r >= n)
+      throw UsageError("launch: --node-rank " + std::to_string(r) + " on " +
+                           views[static_cast<std::size_t>(i)].who() + ", but the rendezvous has " +
+                           std::to_string(n) + " nodes",
+                       "number the nodes 0 to " + std::to_string(n - 1) +
+                           ", or leave --node-rank out to have ranks assigned");
+    if (holder[static_cast<std::size_t>(r)] >= 0)
+      throw UsageError("launch: two nodes claim --node-rank " + std::to_string(r) + ": " +
+                           views[static_cast<std::size_t>(holder[static_cast<std::size_t>(r)])].who() +
+                           " and " + views[static_cast<std::size_t>(i)].who(),
+                       "give each node its own --node-rank, or leave it out everywhere");
+    holder[static_cast<std::size_t>(r)] = i;
+    ranks[static_cast<std::size_t>(i)] = r;
+  }
+  int next = 0;
+  for (auto& r : ranks) {
+    if (r >= 0) continue;
+    while (holder[static_cast<std::size_t>(next)] >= 0) ++next;
+    holder[static_cast<std::size_t>(next)] = 0;
+    r = next;
+  }
+  return ranks;
+}
+
+Membership meet_nodes(Store& store, const NodeView& mine, RendezvousTimes times,
+                      const std::string& where) {
+  auto call = [] { return Deadline::after(kCall); };
+  const auto arrival = store.add(kArrivals, 1, call());
+  store.set(node_key(static_cast<int>(arrival)), encode_view(mine), call());
+  struct Ack {  // every verdict, good or bad, is acknowledged once
+    Store& store;
+    ~Ack() {
+      try {
+        store.add(kAcks, 1, Deadline::after(std::chrono::seconds(2)));
+      } catch (const std::exception&) {
+      }
+    }
+  } ack{store};
+
+  const auto join_by = Deadline::after_seconds(times.join_timeout_s);
+  std::optional<Deadline> last_call;
+  std::vector<NodeView> views;
+  for (;;) {
+    const auto arrivals = store.add(kArrivals, 0, call());
+    std::vector<std::string> keys{kSize};
+    for (std::int64_t a = 1; a <= arrivals; ++a) keys.push_back(node_key(static_cast<int>(a)));
+    auto values = store.multi_get(keys, call());
+    views.clear();
+    for (std::size_t i = 1; i < values.size(); ++i) {
+      if (!values[i]) break;  // arrived, view not yet written: keep arrival order whole
+      if (auto v = decode_view(*values[i])) views.push_back(*v);
+    }
+    if (auto why = disagreement(views)) throw UsageError(*why);
+    if (auto size = parse_count(values[0]); size > 0) {
+      if (arrival > size)
+        throw UsageError("launch: the rendezvous at " + where + " closed with " +
+                             std::to_string(size) + " node(s) (" +
+                             hosts_of({views.begin(), views.begin() + std::min<std::ptrdiff_t>(
+                                                                          size, static_cast<std::ptrdiff_t>(views.size()))}) +
+                             ") before this node joined",
+                         "start every node within --rdzv-conf last_call_timeout of the first " +
+                             std::to_string(mine.min_nodes) + ", or raise --nnodes MAX");
+      if (static_cast<std::int64_t>(views.size()) >= size) {
+        views.resize(static_cast<std::size_t>(size));
+        break;
+      }
+    } else if (arrival > mine.max_nodes) {
+      throw UsageError("launch: the rendezvous at " + where + " already has --nnodes " +
+                           nodes_text(mine) + " nodes: " + hosts_of(views),
+                       "this node is one too many; check --nnodes, or use another --rdzv-id "
+                       "or port for another job");
+    } else if (arrivals >= mine.min_nodes) {
+      if (!last_call) last_call = Deadline::after_seconds(times.last_call_s);
+      if ((arrivals >= mine.max_nodes || last_call->expired()) &&
+          store.add(kClose, 1, call()) == 1)
+        store.set(kSize, std::to_string(std::min<std::int64_t>(arrivals, mine.max_nodes)), call());
+    } else if (join_by.expired()) {
+      throw TimeoutError("launch: only " + std::to_string(arrivals) + " of " +
+                             std::to_string(mine.min_nodes) + " nodes joined the rendezvous at " +
+                             where + " within " + std::to_string(static_cast<int>(times.join_timeout_s)) +
+                             " s: " + hosts_of(views),
+                         "start the other nodes with the same --rdzv-endpoint, or lower --nnodes");
+    }
+    store.wait({kSize}, Deadline::after(kPollWait));
+  }
+  auto ranks = assign_node_ranks(views);
+  return {ranks[static_cast<std::size_t>(arrival - 1)], static_cast<int>(views.size()), views};
+}
+
+void wait_for_acks(Store& store, double seconds) {
+  const auto until = Deadline::after_seconds(seconds);
+  try {
+    while (!until.expired()) {
+      auto arrivals = store.add(kArrivals, 0, until);
+      if (store.add(kAcks, 0, until) >= arrivals) return;
+      store.wait({"rdzv/never"}, Deadline::after(std::chrono::milliseconds(50)).min(until));
+    }
+  } catch (const std::exception&) {
+  }
+}
+
+}  // namespace gpudiag::launch
