@@ -110,5 +110,35 @@ TEST(ResolveJob, GivenPortIsKept) {
   EXPECT_TRUE(job.port_given);
 }
 
+TEST(ResolveJob, ARendezvousMeetsAtItsEndpointUnderItsId) {
+  LaunchOptions o;
+  o.nproc_per_node = 2, o.nnodes = 2, o.command = {"check"};
+  o.rdzv_endpoint = "node0:1234";
+  o.rdzv_id = "job42";
+  auto job = resolve_job(o, Env());
+  EXPECT_TRUE(job.rendezvous);
+  EXPECT_EQ(job.node_rank, -1);  // assigned at the rendezvous
+  EXPECT_EQ(job.master_addr, "node0");
+  EXPECT_EQ(job.master_port, 1234);
+  EXPECT_EQ(job.token, "rdzv-job42");
+  EXPECT_EQ(resolve_job(o, Env({{"GPUDIAG_TOKEN", "mine"}})).token, "mine");
+  o.rdzv_endpoint = "node0";
+  EXPECT_EQ(resolve_job(o, Env()).master_port, 29400);
+  o.rdzv_endpoint.clear(), o.master_addr = "node1";  // no --node-rank: meet at the master
+  job = resolve_job(o, Env());
+  EXPECT_TRUE(job.rendezvous);
+  EXPECT_EQ(job.master_port, 29500);
+}
+
+TEST(RankEnvironment, TellsTheRestartCount) {
+  LaunchOptions o;
+  o.command = {"check"}, o.max_restarts = 3;
+  auto job = resolve_job(o, Env());
+  job.restart_count = 2;
+  auto env = as_map(rank_environment(Env({{"TORCHELASTIC_RESTART_COUNT", "9"}}), job, 0));
+  EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "2");
+  EXPECT_EQ(env["TORCHELASTIC_MAX_RESTARTS"], "3");
+}
+
 }  // namespace
 }  // namespace gpudiag::launch

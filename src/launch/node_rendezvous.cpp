@@ -182,6 +182,46 @@ Membership meet_nodes(Store& store, const NodeView& mine, RendezvousTimes times,
   return {ranks[static_cast<std::size_t>(arrival - 1)], static_cast<int>(views.size()), views};
 }
 
+std::optional<std::string> watch_hand_numbered(Store& store, const NodeView& mine, int nnodes,
+                                               bool serving, const std::function<bool()>& stop) {
+  auto call = [] { return Deadline::after(kCall); };
+  const auto me = std::to_string(mine.node_rank);
+  store.set("rdzv/hand/" + me, encode_view(mine), call());
+  std::optional<std::string> verdict;
+  if (store.add("rdzv/hand-claim/" + me, 1, call()) > 1)
+    verdict = "launch: two nodes were started with --node-rank " + me + " (one is " + mine.who() +
+              "); try: give each node its own --node-rank, or leave it out and use "
+              "--rdzv-endpoint to have ranks assigned";
+  std::vector<std::string> keys;
+  for (int r = 0; r < nnodes; ++r) keys.push_back("rdzv/hand/" + std::to_string(r));
+  keys.push_back("rdzv/hand-claim/" + me);  // a later node given the same rank
+  std::size_t seen = 0;
+  while (!verdict && !stop()) {
+    auto values = store.multi_get(keys, call());
+    if (parse_count(values.back()) > 1) {
+      verdict = "launch: two nodes were started with --node-rank " + me + " (one is " +
+                mine.who() + "); try: give each node its own --node-rank";
+      break;
+    }
+    values.pop_back();
+    std::vector<NodeView> views;
+    for (const auto& v : values)
+      if (v)
+        if (auto view = decode_view(*v)) views.push_back(*view);
+    seen = views.size();
+    verdict = disagreement(views);
+    if (!verdict && views.size() == keys.size()) return std::nullopt;  // all here, all agree
+    if (!verdict) store.wait({"rdzv/hand-never"}, Deadline::after(kPollWait));
+  }
+  if (!verdict) return std::nullopt;
+  store.add("rdzv/hand-acks", 1, call());
+  const auto until = Deadline::after(std::chrono::seconds(3));
+  while (serving && !until.expired() &&
+         store.add("rdzv/hand-acks", 0, call()) < static_cast<std::int64_t>(seen))
+    store.wait({"rdzv/hand-never"}, Deadline::after(std::chrono::milliseconds(50)));
+  return verdict;
+}
+
 void wait_for_acks(Store& store, double seconds) {
   const auto until = Deadline::after_seconds(seconds);
   try {

@@ -21,6 +21,7 @@
 // other launcher to have read the verdict before an error takes the store down.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -72,6 +73,18 @@ struct RendezvousTimes {
 /// claimed twice, a closed or full round) or TimeoutError (MIN never came).
 Membership meet_nodes(Store& store, const NodeView& mine, RendezvousTimes times,
                       const std::string& where);
+
+/// Nodes numbered by hand (--node-rank on each, Meeting::by_hand) start their
+/// ranks at once, so their views are compared beside the job: `mine` is set
+/// as `rdzv/hand/<node rank>` and an ADD to `rdzv/hand-claim/<node rank>`
+/// finds a rank given twice; then the views of nodes 0..nnodes-1 are read
+/// every 100 ms until all are there. Returns the first disagreement (or a
+/// rank claimed twice) as a one-line message, nullopt once every view agrees
+/// or when `stop()` turns true. `serving`: this launcher holds the store, so
+/// on a disagreement it waits (at most 3 s) until every node present has
+/// acknowledged it.
+std::optional<std::string> watch_hand_numbered(Store& store, const NodeView& mine, int nnodes,
+                                               bool serving, const std::function<bool()>& stop);
 
 /// For the launcher that serves the store: waits (at most `seconds`) until
 /// every launcher that arrived has acknowledged its verdict.

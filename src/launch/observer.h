@@ -10,10 +10,14 @@
 // child is started and the error ends the launch. on_child_exit runs right after a child is reaped,
 // before the launcher acts on it (so a death is published before the other ranks are stopped); an
 // exception from it is logged and otherwise ignored, because supervising the remaining children
-// matters more.
+// matters more. stop_reason() is polled by the loop, for a verdict an observer reaches
+// on its own thread.
 #pragma once
 
 #include <sys/types.h>
+
+#include <optional>
+#include <string>
 
 #include "launch/exit_status.h"
 #include "launch/job.h"
@@ -40,6 +44,10 @@ class LaunchObserver {
   virtual void on_job_start(JobInfo& job) { (void)job; }
   /// A child has ended and been reaped.
   virtual void on_child_exit(const ChildExit& exit) { (void)exit; }
+  /// Asked on every pass of the launcher's loop (at least every 500 ms): a
+  /// reason to stop the whole job now, with exit status 2, found beside it
+  /// (nodes numbered by hand that disagree on the job's shape). Must not block.
+  virtual std::optional<std::string> stop_reason() { return std::nullopt; }
 };
 
 }  // namespace gpudiag::launch

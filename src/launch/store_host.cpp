@@ -51,6 +51,8 @@ void StoreHost::on_job_start(JobInfo& job) {
     // A port the user did not choose is taken by the server itself (port 0),
     // which leaves no window for another process to grab it.
     start_server(job, job.port_given ? job.master_port : 0);
+  if (!job.rendezvous && job.nnodes > 1 && gpudiag_ranks_)
+    watcher_ = std::thread([this, job] { watch(job); });
   if (gpudiag_ranks_) {
     job.extra_env.emplace_back("GPUDIAG_STORE", "launcher");
     if (secret_) job.extra_env.emplace_back("GPUDIAG_SECRET", secret_->key);
@@ -116,6 +118,41 @@ void StoreHost::meet(JobInfo& job) {
       throw UsageError("launch: node 0 published a bad master address '" + text + "'");
     job.master_addr = text.substr(0, space);
     job.master_port = port;
+  }
+}
+
+StoreHost::~StoreHost() {
+  stop_ = true;
+  if (watcher_.joinable()) watcher_.join();
+}
+
+std::optional<std::string> StoreHost::stop_reason() {
+  std::lock_guard lock(mu_);
+  return verdict_;
+}
+
+void StoreHost::watch(JobInfo job) {
+  try {
+    std::unique_ptr<TcpStoreClient> c;
+    while (!c && !stop_) {
+      try {  // short tries: node 0 may start later, and the job may end first
+        c = std::make_unique<TcpStoreClient>(server_ ? "127.0.0.1" : job.master_addr,
+                                             job.master_port, job.token,
+                                             Deadline::after(std::chrono::seconds(1)),
+                                             secret_ ? secret_->key : std::string());
+      } catch (const TimeoutError&) {
+      }
+    }
+    if (!c) return;
+    NodeView mine{host_, static_cast<int>(::getpid()), job.nproc_per_node, job.nnodes, job.nnodes,
+                  job.node_rank};
+    auto verdict = watch_hand_numbered(*c, mine, job.nnodes, server_ != nullptr,
+                                       [this] { return stop_.load(); });
+    std::lock_guard lock(mu_);
+    verdict_ = std::move(verdict);
+  } catch (const std::exception& e) {
+    // The ranks meet the same store and will say what is wrong with it.
+    spdlog::debug("launch: comparing the nodes' views failed: {}", e.what());
   }
 }
 

@@ -18,10 +18,15 @@
 // node rank and node count are what the rendezvous settled. With
 // `gpudiag_ranks` false (--no-gpudiag) the ranks are told nothing of the
 // store: node 0 picks a free port for the program's own MASTER_PORT and
-// publishes it as `rdzv/master`.
+// publishes it as `rdzv/master`. Nodes numbered by hand start their ranks at
+// once; a thread compares their views beside the job and stop_reason() hands
+// a disagreement to the launcher's loop.
 #pragma once
 
+#include <atomic>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <optional>
 #include <string>
 
@@ -42,8 +47,11 @@ class StoreHost : public LaunchObserver {
         secret_(std::move(secret)),
         gpudiag_ranks_(gpudiag_ranks),
         times_(times) {}
+  ~StoreHost() override;
   void on_job_start(JobInfo& job) override;
   void on_child_exit(const ChildExit& exit) override;
+  /// Nodes numbered by hand that disagree (found by the watcher thread).
+  std::optional<std::string> stop_reason() override;
 
  private:
   /// A client of the job's store, connected on first use.
@@ -52,6 +60,8 @@ class StoreHost : public LaunchObserver {
   /// meets the other launchers and settles job.node_rank and job.nnodes.
   void meet(JobInfo& job);
   void start_server(JobInfo& job, int port);
+  /// The watcher thread's body under Meeting::by_hand (watch_hand_numbered()).
+  void watch(JobInfo job);
 
   std::string host_;
   std::optional<JobSecret> secret_;
@@ -61,6 +71,10 @@ class StoreHost : public LaunchObserver {
   std::unique_ptr<TcpStoreServer> server_;
   std::unique_ptr<Store> client_;
   bool client_failed_ = false;
+  std::thread watcher_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::optional<std::string> verdict_;
 };
 
 /// "rank 3 [node2-1] (pid 4242) was killed by SIGKILL (seen by gpudiag launch on node2)".

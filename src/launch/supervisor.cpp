@@ -91,6 +91,8 @@ int Supervisor::run() {
     }
     act_on_deadlines();
     watch_exits();
+    if (!stopped_for_ && phase_ == Phase::running)
+      if (auto why = observer_.stop_reason()) stop_for(*why);
     if (gave_up_) break;
     poll_once();
   }
@@ -98,12 +100,13 @@ int Supervisor::run() {
 
   auto ends = outcomes();
   int status = job_exit_status(ends, {interrupted_by_, timed_out_ || exit_timed_out_, gave_up_});
+  if (stopped_for_ && !interrupted_by_) status = static_cast<int>(ExitCode::usage);
   say(job_summary(ends, summary_note(status)));
   return status;
 }
 
 bool Supervisor::restartable() const {
-  return first_failure_ && !interrupted_by_ && !timed_out_ && !exit_timed_out_ && !gave_up_;
+  return first_failure_ && !stopped_for_ && !interrupted_by_ && !timed_out_ && !exit_timed_out_ && !gave_up_;
 }
 
 std::string Supervisor::failure() const {
@@ -178,6 +181,21 @@ void Supervisor::on_signal(int sig) {
   signal_live(SIGKILL);
   kill_at_.reset();
   give_up_at_ = Deadline::after(kGiveUpAfterKill);
+}
+
+void Supervisor::stop_for(const std::string& why) {
+  stopped_for_ = true;
+  phase_ = Phase::stopping;
+  auto line = why.starts_with("launch: ") ? why.substr(8) : why;
+  std::string remedy;
+  if (auto at = line.find("; try: "); at != std::string::npos)
+    remedy = line.substr(at), line.resize(at);
+  auto live = live_ranks();
+  if (!live.empty()) line += "; stopping " + ranks_phrase(live);
+  say(line + remedy);
+  signal_live(SIGTERM);
+  last_request_ = "SIGTERM";
+  kill_at_ = Deadline::after_seconds(policy_.kill_after_s);
 }
 
 void Supervisor::act_on_deadlines() {
@@ -289,6 +307,7 @@ std::string Supervisor::summary_note(int status) const {
   std::vector<std::string> parts;
   if (interrupted_by_) parts.push_back("interrupted by " + signal_name(interrupted_by_));
   if (timed_out_) parts.push_back("stopped by --timeout " + seconds(policy_.timeout_s));
+  if (stopped_for_) parts.push_back("stopped at the rendezvous");
   if (exit_timed_out_)
     parts.push_back("killed at --exit-timeout " + seconds(policy_.exit_timeout_s));
   if (status != 0) parts.push_back("exit status " + std::to_string(status));

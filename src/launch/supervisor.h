@@ -82,6 +82,8 @@ class Supervisor {
   void on_exit(std::size_t index);
   void on_signal(int sig);
   void act_on_deadlines();
+  /// The observer gave a reason to stop (stop_reason()): say it, SIGTERM all.
+  void stop_for(const std::string& why);
   void watch_exits();
   void poll_once();
   void signal_live(int sig);
@@ -107,6 +109,8 @@ class Supervisor {
   /// A rank was killed for hanging past --exit-timeout.
   bool exit_timed_out_ = false;
   bool gave_up_ = false;
+  /// Stopped at the observer's word; the exit status is then 2.
+  bool stopped_for_ = false;
   /// The signal the next SIGKILL message says the ranks ignored.
   std::string last_request_;
   std::optional<Deadline> job_deadline_, term_at_, kill_at_, give_up_at_, drain_until_;

@@ -1,0 +1,242 @@
+"""gpudiag launch takes torchrun's command line: real launchers, real ranks, loopback.
+
+--standalone; launchers meeting at --rdzv-endpoint with node ranks assigned
+there; an elastic --nnodes MIN:MAX; nodes that disagree on --nproc-per-node
+told so by every launcher within seconds; --max-restarts restarting the local
+group; --log-dir/--tee/--redirects files in torchrun's layout; torchrun's
+underscore spellings and value syntaxes, and a one-line error with exit status
+2 for each bad value. Nothing here sleeps to reach a phase: launchers are
+started together and waited for with a hang guard.
+"""
+
+import glob
+import os
+import re
+import subprocess
+import tempfile
+import time
+import unittest
+
+from harness import BIN, free_port, ok_lines
+
+HANG_GUARD = 60  # seconds; every job here ends well before it
+
+
+def clean_env(**extra):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("GPUDIAG_", "TORCHELASTIC_", "SLURM_", "OMPI_", "PMIX"))
+           and k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    env.update(extra)
+    return env
+
+
+def launch(*args, env=None):
+    return subprocess.run([BIN, "launch", *args], capture_output=True, text=True,
+                          timeout=HANG_GUARD, env=env or clean_env())
+
+
+class Launchers:
+    """Several launchers started at once; each one's exit status and output."""
+
+    def __init__(self, test, arg_lists, env=None):
+        self.test = test
+        self.started = time.monotonic()
+        self.procs = [subprocess.Popen([BIN, "launch", *a], stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True, env=env or clean_env())
+                      for a in arg_lists]
+        test.addCleanup(self.kill)
+
+    def finish(self):
+        results = []
+        for p in self.procs:
+            try:
+                out, err = p.communicate(timeout=HANG_GUARD)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                self.test.fail(f"a launcher still ran after {HANG_GUARD} s")
+            results.append((p.returncode, out, err))
+        self.elapsed = time.monotonic() - self.started
+        return results
+
+    def kill(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+
+
+CHECK = ["--", "check", "--backend", "host", "--timeout", "120"]
+
+
+@unittest.skipUnless(BIN and os.path.exists(BIN), "GPUDIAG_BIN is not set to the built binary")
+class TorchrunCommandLine(unittest.TestCase):
+
+    def ranks_ok(self, stdout):
+        return sorted((int(m["rank"]), int(m["size"])) for m in ok_lines(
+            "\n".join(re.sub(r"^\[rank\d+\]: ", "", l) for l in stdout.splitlines())))
+
+    def test_standalone_check_with_four_ranks(self):
+        r = launch("--standalone", "--nproc-per-node", "4", *CHECK)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        self.assertEqual(self.ranks_ok(r.stdout), [(i, 4) for i in range(4)])
+        self.assertIn("gpudiag launch: 4/4 ranks OK", r.stderr)
+
+    def test_two_launchers_at_an_endpoint_get_node_ranks_there(self):
+        port = free_port()
+        node = ["--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"job{port}", "--nnodes", "2",
+                "--nproc-per-node", "2", *CHECK]
+        results = Launchers(self, [node, node]).finish()
+        for code, out, err in results:
+            self.assertEqual(code, 0, err[-3000:])
+            self.assertIn("2/2 ranks OK", err)
+        ranks = [self.ranks_ok(out) for _, out, _ in results]
+        # Each node got its own node rank: ranks 0-1 on one, 2-3 on the other.
+        self.assertEqual(sorted(ranks), [[(0, 4), (1, 4)], [(2, 4), (3, 4)]])
+
+    def test_elastic_range_takes_the_two_launchers_started(self):
+        port = free_port()
+        node = ["--rdzv-endpoint", f"127.0.0.1:{port}", "--nnodes", "1:3",
+                "--rdzv-conf", "last_call_timeout=5", "--nproc-per-node", "2", *CHECK]
+        results = Launchers(self, [node, node]).finish()
+        for code, out, err in results:
+            self.assertEqual(code, 0, err[-3000:])
+        self.assertEqual(sorted(r for _, out, _ in results for r in self.ranks_ok(out)),
+                         [(i, 4) for i in range(4)])
+
+    def test_nodes_that_disagree_on_nproc_are_told_by_every_launcher(self):
+        port = free_port()
+        node = ["--rdzv-endpoint", f"127.0.0.1:{port}", "--nnodes", "2", "--timeout", "120"]
+        job = Launchers(self, [[*node, "--nproc-per-node", "2", *CHECK],
+                               [*node, "--nproc-per-node", "3", *CHECK]])
+        results = job.finish()
+        self.assertLess(job.elapsed, 10, "the disagreement must be told within seconds")
+        lines = []
+        for code, out, err in results:
+            self.assertEqual(code, 2, err[-3000:])
+            self.assertEqual(out, "", "no rank may start")
+            line = [l for l in err.splitlines() if "disagree" in l]
+            self.assertEqual(len(line), 1, err)
+            self.assertRegex(line[0], r"the nodes disagree on --nproc-per-node: ([23]) on \S+ "
+                                      r"\(launcher pid \d+\), (?!\1)[23] on \S+ \(launcher pid \d+\); "
+                                      r"try: give every node the same --nproc-per-node")
+            lines.append(line[0])
+        self.assertEqual(lines[0], lines[1], "both launchers say the same")
+
+    def test_nodes_numbered_by_hand_that_disagree_are_told_by_both(self):
+        # Before: every rank waited out --timeout and blamed "rank 2 never joined".
+        port = free_port()
+        node = ["--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", str(port),
+                "--timeout", "120"]
+        job = Launchers(self, [[*node, "--node-rank", "0", "--nproc-per-node", "2", *CHECK],
+                               [*node, "--node-rank", "1", "--nproc-per-node", "3", *CHECK]])
+        results = job.finish()
+        self.assertLess(job.elapsed, 10, "the disagreement must be told within seconds")
+        for code, _, err in results:
+            self.assertEqual(code, 2, err[-3000:])
+            self.assertRegex(err, r"gpudiag launch: the nodes disagree on --nproc-per-node: 2 on "
+                                  r"\S+ \(launcher pid \d+\), 3 on \S+ \(launcher pid \d+\); "
+                                  r"stopping ranks [\d,-]+; try: give every node the same")
+            self.assertNotIn("never joined", err)
+
+    def test_nodes_that_disagree_on_nnodes_are_told(self):
+        port = free_port()
+        node = ["--rdzv-endpoint", f"127.0.0.1:{port}", "--nproc-per-node", "1"]
+        job = Launchers(self, [[*node, "--nnodes", "2", *CHECK], [*node, "--nnodes", "3", *CHECK]])
+        for code, _, err in job.finish():
+            self.assertEqual(code, 2, err[-3000:])
+            self.assertRegex(err, r"disagree on --nnodes: [23] on .*, [23] on ")
+        self.assertLess(job.elapsed, 10)
+
+    def test_max_restarts_restarts_the_group_once_after_a_failure(self):
+        with tempfile.TemporaryDirectory() as d:
+            mark = os.path.join(d, "failed-once")
+            script = (f'if [ "$RANK" = 1 ] && [ ! -e {mark} ]; then touch {mark}; exit 1; fi; '
+                      'echo "attempt $TORCHELASTIC_RESTART_COUNT of $TORCHELASTIC_MAX_RESTARTS"')
+            r = launch("--max-restarts", "1", "--nproc-per-node", "2", "--grace", "0",
+                       "--no-gpudiag", "--", "sh", "-c", script)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("gpudiag launch: restarting the whole local group (restart 1 of 1, "
+                      "--max-restarts) after rank 1 exited with status 1", r.stderr)
+        self.assertIn("[rank0]: attempt 1 of 1", r.stdout)
+        self.assertIn("[rank1]: attempt 1 of 1", r.stdout)
+        self.assertTrue(r.stderr.rstrip().endswith("gpudiag launch: 2/2 ranks OK"), r.stderr)
+
+    def test_max_restarts_gives_up_after_n(self):
+        r = launch("--max_restarts", "2", "--nproc-per-node", "1", "--no-gpudiag", "--",
+                   "sh", "-c", "exit 5")
+        self.assertEqual(r.returncode, 5, r.stderr)
+        self.assertEqual(r.stderr.count("restarting the whole local group"), 2, r.stderr)
+
+    def test_log_dir_tee_and_redirects(self):
+        script = 'echo "out $RANK"; echo "err $RANK" >&2'
+        with tempfile.TemporaryDirectory() as d:
+            r = launch("--log-dir", d, "--rdzv-id", "myrun", "--nproc-per-node", "2",
+                       "--no-gpudiag", "--", "sh", "-c", script)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("[rank1]: out 1", r.stdout)  # --log-dir alone: the console too
+            [run_dir] = glob.glob(os.path.join(d, "myrun_*"))
+            for local in (0, 1):
+                base = os.path.join(run_dir, "attempt_0", str(local))
+                with open(os.path.join(base, "stdout.log")) as f:
+                    self.assertEqual(f.read(), f"out {local}\n")
+                with open(os.path.join(base, "stderr.log")) as f:
+                    self.assertEqual(f.read(), f"err {local}\n")
+        with tempfile.TemporaryDirectory() as d:
+            r = launch("--log_dir", d, "--redirects", "3", "--tee", "0:0,1:0", "--nproc-per-node",
+                       "2", "--no-gpudiag", "--", "sh", "-c", script)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertNotIn("out 0", r.stdout)  # redirected: the files only
+            self.assertNotIn("err 1", r.stderr)
+            self.assertEqual(len(glob.glob(os.path.join(d, "none_*", "attempt_0", "*", "*.log"))), 4)
+        with tempfile.TemporaryDirectory() as d:
+            r = launch("--log-dir", d, "-t", "1", "--nproc-per-node", "1", "--no-gpudiag", "--",
+                       "sh", "-c", script)
+            self.assertIn("[rank0]: out 0", r.stdout)
+            logs = sorted(os.path.basename(p) for p in glob.glob(os.path.join(d, "*", "*", "0", "*")))
+            self.assertEqual(logs, ["stdout.log"])
+
+    def test_underscore_spellings_and_torchrun_words(self):
+        port = free_port()
+        show = 'echo "$RANK $WORLD_SIZE $MASTER_ADDR $MASTER_PORT"'
+        with tempfile.TemporaryDirectory() as d:
+            r = launch("--nproc_per_node", "2", "--nnodes", "1", "--node_rank", "0",
+                       "--master_addr", "127.0.0.1", "--master_port", str(port), "--no_python",
+                       "--rdzv_backend", "static", "--rdzv_id", "x1", "--max_restarts", "0",
+                       "--log_dir", d, "--monitor_interval", "1", "--no-python",
+                       "--no-gpudiag", "--", "sh", "-c", show)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(f"[rank1]: 1 2 127.0.0.1 {port}", r.stdout)
+        r = launch("--nproc-per-node", "cpu", "--no-gpudiag", "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(f"{os.cpu_count()}/{os.cpu_count()} ranks OK", r.stderr)
+
+    def test_bad_values_are_one_line_and_exit_2(self):
+        cases = [
+            (["--nproc-per-node", "gpus"], "--nproc-per-node 'gpus' is not a number, gpu, cpu or auto"),
+            (["--nnodes", "3:1"], "--nnodes 3:1 has MIN above MAX"),
+            (["--nnodes", "x"], "--nnodes 'x' is not a whole number"),
+            (["--rdzv-backend", "etcd"], "--rdzv-backend 'etcd' is not supported"),
+            (["--rdzv-endpoint", "host:99999"], "--rdzv-endpoint port '99999'"),
+            (["--rdzv-conf", "colour=blue"], "--rdzv-conf key 'colour' is not known"),
+            (["--rdzv-id", "a/b"], "--rdzv-id 'a/b' may hold only"),
+            (["--tee", "7"], "--tee '7' is not 0-3"),
+            (["--redirects", "0:3,5:1"], "--redirects names local rank 5"),
+            (["--max-restarts", "-1"], "--max-restarts must be between 0 and 1000"),
+            (["--standalone", "--nnodes", "2"], "--standalone runs one node"),
+            (["--rdzv-backend", "static", "--nnodes", "2", "--master-addr", "h"],
+             "static needs --node-rank"),
+            (["--rdzv-endpoint", "127.0.0.1:1", "--nnodes", "2", "--max-restarts", "1"],
+             "--max-restarts with gpudiag ranks works on one node only"),
+        ]
+        if not os.path.exists("/dev/nvidia0"):
+            cases.append((["--nproc-per-node", "gpu"], "--nproc-per-node gpu: no GPU is visible"))
+        for args, message in cases:
+            with self.subTest(args=args):
+                r = launch(*args, "--", "check")
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(message, r.stderr)
+                self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
