@@ -112,13 +112,14 @@ int parse_nproc(const std::string& text, int gpus, int cpus) {
   if (text == "auto") return gpus > 0 ? gpus : cpus;
   if (text.empty() || text.find_first_not_of("0123456789-+") != std::string::npos)
     throw UsageError("launch: --nproc-per-node '" + text + "' is not a number, gpu, cpu or auto");
-  return parse_int("--nproc-per-node", text, 1, kMaxProcPerNode);
+  // The range is validate()'s to check, with the same words as for a test's LaunchOptions.
+  return parse_int("--nproc-per-node", text, -1000000000, 1000000000);
 }
 
 void parse_nnodes(const std::string& text, LaunchOptions& o) {
   auto colon = text.find(':');
   if (colon == std::string::npos) {
-    o.nnodes = parse_int("--nnodes", text, 1, kMaxNodes);
+    o.nnodes = parse_int("--nnodes", text, -1000000000, 1000000000);  // range: validate()
     o.min_nodes = 0;
     return;
   }
@@ -212,6 +213,9 @@ void validate(const LaunchOptions& o, const std::vector<std::string>& subcommand
   if (o.nnodes < 1 || o.nnodes > kMaxNodes)
     throw UsageError("launch: --nnodes must be between 1 and " + std::to_string(kMaxNodes) +
                      ", got " + std::to_string(o.nnodes));
+  if (o.min_nodes < 0 || o.min_nodes > o.nnodes)
+    throw UsageError("launch: --nnodes MIN must be between 1 and MAX (" + std::to_string(o.nnodes) +
+                     "), got " + std::to_string(o.min_nodes));
   if (o.node_rank && (*o.node_rank < 0 || *o.node_rank >= o.nnodes))
     throw UsageError("launch: --node-rank " + std::to_string(*o.node_rank) + " is outside [0, " +
                          std::to_string(o.nnodes) + ")",
