@@ -161,6 +161,35 @@ class TorchrunCommandLine(unittest.TestCase):
         self.assertIn("[rank1]: attempt 1 of 1", r.stdout)
         self.assertTrue(r.stderr.rstrip().endswith("gpudiag launch: 2/2 ranks OK"), r.stderr)
 
+    def test_restarted_gpudiag_ranks_meet_in_a_fresh_store(self):
+        # Rank 1 dies at its barrier in every attempt: each attempt is a whole
+        # check of its own (no record of the last one, no duplicate rank), then
+        # the launcher gives up after one restart.
+        env = clean_env(GPUDIAG_TEST_RAISE="SIGKILL@barrier:1")
+        r = launch("--max-restarts", "1", "--grace", "1", "--nproc-per-node", "2", "--", "check",
+                   "--backend", "host", "--timeout", "30", env=env)
+        self.assertEqual(r.returncode, 128 + 9, r.stderr[-3000:])
+        self.assertEqual(r.stderr.count("restarting the whole local group (restart 1 of 1"), 1)
+        self.assertEqual(r.stdout.count("rank 1 dead: killed by SIGKILL, last phase: barrier"), 2,
+                         r.stdout[-3000:])
+        self.assertNotIn("duplicate", r.stdout + r.stderr)
+
+    def test_program_at_a_rendezvous_gets_node_ranks_and_its_own_master_port(self):
+        port = free_port()
+        show = 'echo "$RANK $WORLD_SIZE $GROUP_RANK $MASTER_ADDR $MASTER_PORT"'
+        node = ["--rdzv-endpoint", f"127.0.0.1:{port}", "--nnodes", "2", "--nproc-per-node", "2",
+                "--no-gpudiag", "--", "sh", "-c", show]
+        results = Launchers(self, [node, node]).finish()
+        seen = []
+        for code, out, err in results:
+            self.assertEqual(code, 0, err)
+            seen += [l.split(": ", 1)[1].split() for l in out.splitlines()]
+        self.assertEqual(sorted(int(v[0]) for v in seen), [0, 1, 2, 3])
+        self.assertTrue(all(v[1] == "4" and v[2] == str(int(v[0]) // 2) for v in seen), seen)
+        # One master for the program, not the rendezvous store's port.
+        self.assertEqual(len({(v[3], v[4]) for v in seen}), 1, seen)
+        self.assertNotEqual(seen[0][4], str(port))
+
     def test_max_restarts_gives_up_after_n(self):
         r = launch("--max_restarts", "2", "--nproc-per-node", "1", "--no-gpudiag", "--",
                    "sh", "-c", "exit 5")
