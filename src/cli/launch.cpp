@@ -1,7 +1,10 @@
 // gpudiag launch: start N ranks of a gpudiag subcommand (or, with
-// --no-gpudiag, any program) on this node, torchrun-style. Parses the
-// options into launch::LaunchOptions, checks them, and hands them to
-// launch::run_launch(); see docs/launch.md. The job's secret (--secret-file,
+// --no-gpudiag, any program) on this node, with torchrun's command line
+// (--standalone, --rdzv-*, --nnodes MIN:MAX, --nproc-per-node gpu, ...,
+// underscore spellings too). Parses the options into launch::LaunchOptions
+// (torchrun's value syntaxes through launch/options.h), checks them, and hands
+// them to launch::run_launch() with a fresh StoreHost per attempt; see
+// docs/launch.md. The job's secret (--secret-file,
 // GPUDIAG_SECRET, GPUDIAG_SECRET_FILE) is read here, before any rank starts,
 // so a file others may read is refused in one line.
 #include <unistd.h>

@@ -121,7 +121,9 @@ TEST(ResolveJob, ARendezvousMeetsAtItsEndpointUnderItsId) {
   EXPECT_EQ(job.master_addr, "node0");
   EXPECT_EQ(job.master_port, 1234);
   EXPECT_EQ(job.token, "rdzv-job42");
-  EXPECT_EQ(resolve_job(o, Env(std::map<std::string, std::string>{{"GPUDIAG_TOKEN", "mine"}})).token, "mine");
+  EXPECT_EQ(
+      resolve_job(o, Env(std::map<std::string, std::string>{{"GPUDIAG_TOKEN", "mine"}})).token,
+      "mine");
   o.rdzv_endpoint = "node0";
   EXPECT_EQ(resolve_job(o, Env()).master_port, 29400);
   o.rdzv_endpoint.clear(), o.master_addr = "node1";  // no --node-rank: meet at the master
@@ -135,7 +137,8 @@ TEST(RankEnvironment, TellsTheRestartCount) {
   o.command = {"check"}, o.max_restarts = 3;
   auto job = resolve_job(o, Env());
   job.restart_count = 2;
-  auto env = as_map(rank_environment(Env(std::map<std::string, std::string>{{"TORCHELASTIC_RESTART_COUNT", "9"}}), job, 0));
+  auto env = as_map(rank_environment(
+      Env(std::map<std::string, std::string>{{"TORCHELASTIC_RESTART_COUNT", "9"}}), job, 0));
   EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "2");
   EXPECT_EQ(env["TORCHELASTIC_MAX_RESTARTS"], "3");
 }

@@ -1,3 +1,8 @@
+// run_launch(): one attempt resolves the job, lets the observer settle it
+// (store, rendezvous), opens the rank log files (torchrun's layout under
+// --log-dir), spawns the ranks and supervises them; run_attempts() repeats
+// that for --max-restarts while the job ends by a rank's failure, with the
+// remaining --timeout, saying so once per restart.
 #include "launch/launcher.h"
 
 #include <fcntl.h>
@@ -114,7 +119,8 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
                 "launch: the job's master port became " + std::to_string(job.master_port));
   if (restart == 0) logs = plan_logs(options, job);
   const auto attempt_dir = logs.base + "/attempt_" + std::to_string(restart);
-  if (!logs.base.empty()) say("rank logs go to " + attempt_dir + "/<local rank>/{stdout,stderr}.log");
+  if (!logs.base.empty())
+    say("rank logs go to " + attempt_dir + "/<local rank>/{stdout,stderr}.log");
 
   // Before the first fork, so no SIGINT or SIGCHLD from here on is lost.
   SignalPipe signals;
@@ -136,10 +142,10 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
                      std::move(err_log), out_console, err_console});
   }
 
-  Supervisor supervisor(std::move(ranks), options.prefix,
-                        {options.grace_s, options.kill_after_s, timeout_s,
-                         effective_exit_timeout(options)},
-                        watcher, signals);
+  Supervisor supervisor(
+      std::move(ranks), options.prefix,
+      {options.grace_s, options.kill_after_s, timeout_s, effective_exit_timeout(options)}, watcher,
+      signals);
   Attempt out;
   out.status = supervisor.run();
   out.restartable = supervisor.restartable();
@@ -154,7 +160,8 @@ int run_attempts(const LaunchOptions& options, const Env& env,
   for (int restart = 0;; ++restart) {
     double timeout_s = options.timeout_s;
     if (timeout_s > 0) {
-      timeout_s -= std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      timeout_s -=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       if (timeout_s <= 0.001) timeout_s = 0.001;
     }
     auto attempt = run_attempt(options, env, observer_for(restart), restart, timeout_s, logs);

@@ -27,8 +27,9 @@ constexpr auto kCall = std::chrono::seconds(5);
 std::string node_key(int arrival) { return "rdzv/node/" + std::to_string(arrival); }
 
 std::string nodes_text(const NodeView& v) {
-  return v.min_nodes == v.max_nodes ? std::to_string(v.max_nodes)
-                                    : std::to_string(v.min_nodes) + ":" + std::to_string(v.max_nodes);
+  return v.min_nodes == v.max_nodes
+             ? std::to_string(v.max_nodes)
+             : std::to_string(v.min_nodes) + ":" + std::to_string(v.max_nodes);
 }
 
 std::string hosts_of(const std::vector<NodeView>& views) {
@@ -100,10 +101,11 @@ std::vector<int> assign_node_ranks(const std::vector<NodeView>& views) {
                        "number the nodes 0 to " + std::to_string(n - 1) +
                            ", or leave --node-rank out to have ranks assigned");
     if (holder[static_cast<std::size_t>(r)] >= 0)
-      throw UsageError("launch: two nodes claim --node-rank " + std::to_string(r) + ": " +
-                           views[static_cast<std::size_t>(holder[static_cast<std::size_t>(r)])].who() +
-                           " and " + views[static_cast<std::size_t>(i)].who(),
-                       "give each node its own --node-rank, or leave it out everywhere");
+      throw UsageError(
+          "launch: two nodes claim --node-rank " + std::to_string(r) + ": " +
+              views[static_cast<std::size_t>(holder[static_cast<std::size_t>(r)])].who() + " and " +
+              views[static_cast<std::size_t>(i)].who(),
+          "give each node its own --node-rank, or leave it out everywhere");
     holder[static_cast<std::size_t>(r)] = i;
     ranks[static_cast<std::size_t>(i)] = r;
   }
@@ -148,13 +150,15 @@ Membership meet_nodes(Store& store, const NodeView& mine, RendezvousTimes times,
     if (auto why = disagreement(views)) throw UsageError(*why);
     if (auto size = parse_count(values[0]); size > 0) {
       if (arrival > size)
-        throw UsageError("launch: the rendezvous at " + where + " closed with " +
-                             std::to_string(size) + " node(s) (" +
-                             hosts_of({views.begin(), views.begin() + std::min<std::ptrdiff_t>(
-                                                                          size, static_cast<std::ptrdiff_t>(views.size()))}) +
-                             ") before this node joined",
-                         "start every node within --rdzv-conf last_call_timeout of the first " +
-                             std::to_string(mine.min_nodes) + ", or raise --nnodes MAX");
+        throw UsageError(
+            "launch: the rendezvous at " + where + " closed with " + std::to_string(size) +
+                " node(s) (" +
+                hosts_of({views.begin(),
+                          views.begin() + std::min<std::ptrdiff_t>(
+                                              size, static_cast<std::ptrdiff_t>(views.size()))}) +
+                ") before this node joined",
+            "start every node within --rdzv-conf last_call_timeout of the first " +
+                std::to_string(mine.min_nodes) + ", or raise --nnodes MAX");
       if (static_cast<std::int64_t>(views.size()) >= size) {
         views.resize(static_cast<std::size_t>(size));
         break;
@@ -166,15 +170,14 @@ Membership meet_nodes(Store& store, const NodeView& mine, RendezvousTimes times,
                        "or port for another job");
     } else if (arrivals >= mine.min_nodes) {
       if (!last_call) last_call = Deadline::after_seconds(times.last_call_s);
-      if ((arrivals >= mine.max_nodes || last_call->expired()) &&
-          store.add(kClose, 1, call()) == 1)
+      if ((arrivals >= mine.max_nodes || last_call->expired()) && store.add(kClose, 1, call()) == 1)
         store.set(kSize, std::to_string(std::min<std::int64_t>(arrivals, mine.max_nodes)), call());
     } else if (join_by.expired()) {
-      throw TimeoutError("launch: only " + std::to_string(arrivals) + " of " +
-                             std::to_string(mine.min_nodes) + " nodes joined the rendezvous at " +
-                             where + " within " + std::to_string(static_cast<int>(times.join_timeout_s)) +
-                             " s: " + hosts_of(views),
-                         "start the other nodes with the same --rdzv-endpoint, or lower --nnodes");
+      throw TimeoutError(
+          "launch: only " + std::to_string(arrivals) + " of " + std::to_string(mine.min_nodes) +
+              " nodes joined the rendezvous at " + where + " within " +
+              std::to_string(static_cast<int>(times.join_timeout_s)) + " s: " + hosts_of(views),
+          "start the other nodes with the same --rdzv-endpoint, or lower --nnodes");
     }
     store.wait({kSize}, Deadline::after(kPollWait));
   }
@@ -199,8 +202,8 @@ std::optional<std::string> watch_hand_numbered(Store& store, const NodeView& min
   while (!verdict && !stop()) {
     auto values = store.multi_get(keys, call());
     if (parse_count(values.back()) > 1) {
-      verdict = "launch: two nodes were started with --node-rank " + me + " (one is " +
-                mine.who() + "); try: give each node its own --node-rank";
+      verdict = "launch: two nodes were started with --node-rank " + me + " (one is " + mine.who() +
+                "); try: give each node its own --node-rank";
       break;
     }
     values.pop_back();

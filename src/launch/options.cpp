@@ -4,7 +4,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-
 #include <string>
 
 #include "util/error.h"
@@ -75,9 +74,9 @@ void validate_rendezvous(const LaunchOptions& o) {
     throw UsageError("launch: --rdzv-backend '" + b + "' is not supported",
                      "use c10d, static or gpudiag (all meet in gpudiag's own store)");
   if (o.standalone && (o.nnodes != 1 || o.min_nodes > 1))
-    throw UsageError("launch: --standalone runs one node, but --nnodes asks for " +
-                         std::to_string(o.nnodes),
-                     "drop --standalone, or --nnodes");
+    throw UsageError(
+        "launch: --standalone runs one node, but --nnodes asks for " + std::to_string(o.nnodes),
+        "drop --standalone, or --nnodes");
   if (o.standalone && !o.rdzv_endpoint.empty())
     throw UsageError("launch: --standalone picks its own local endpoint; --rdzv-endpoint " +
                          o.rdzv_endpoint + " contradicts it",
@@ -93,7 +92,8 @@ void validate_rendezvous(const LaunchOptions& o) {
   if (o.rdzv_id.size() > 128 ||
       o.rdzv_id.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
                                   "._-") != std::string::npos)
-    throw UsageError("launch: --rdzv-id '" + o.rdzv_id + "' may hold only letters, digits, '.', "
+    throw UsageError("launch: --rdzv-id '" + o.rdzv_id +
+                     "' may hold only letters, digits, '.', "
                      "'_' and '-' (at most 128)");
   if (o.join_timeout_s < 0 || o.last_call_s < 0)
     throw UsageError("launch: rendezvous timeouts must not be negative");
@@ -134,9 +134,9 @@ void parse_nnodes(const std::string& text, LaunchOptions& o) {
 
 std::vector<int> parse_std_spec(const std::string& flag, const std::string& text, int nproc) {
   auto bad = [&]() {
-    return UsageError("launch: " + flag + " '" + text + "' is not 0-3 or LOCAL_RANK:0-3,...",
-                      "0 none, 1 stdout, 2 stderr, 3 both; e.g. " + flag + " 3 or " + flag +
-                          " 0:3,1:2");
+    return UsageError(
+        "launch: " + flag + " '" + text + "' is not 0-3 or LOCAL_RANK:0-3,...",
+        "0 none, 1 stdout, 2 stderr, 3 both; e.g. " + flag + " 3 or " + flag + " 0:3,1:2");
   };
   std::vector<int> out(static_cast<std::size_t>(nproc), 0);
   if (text.size() == 1 && text[0] >= '0' && text[0] <= '3') {
@@ -162,14 +162,15 @@ std::pair<std::string, int> parse_endpoint(const std::string& text) {
   std::string host = text, port;
   if (text.starts_with("[")) {  // [v6]:port
     auto close = text.find(']');
-    if (close == std::string::npos) throw UsageError("launch: --rdzv-endpoint '" + text + "' has no ']'");
+    if (close == std::string::npos)
+      throw UsageError("launch: --rdzv-endpoint '" + text + "' has no ']'");
     host = text.substr(1, close - 1);
     if (close + 1 < text.size()) {
-      if (text[close + 1] != ':') throw UsageError("launch: --rdzv-endpoint '" + text + "' is not HOST[:PORT]");
+      if (text[close + 1] != ':')
+        throw UsageError("launch: --rdzv-endpoint '" + text + "' is not HOST[:PORT]");
       port = text.substr(close + 2);
     }
-  } else if (auto colon = text.rfind(':'); colon != std::string::npos &&
-                                           text.find(':') == colon) {
+  } else if (auto colon = text.rfind(':'); colon != std::string::npos && text.find(':') == colon) {
     host = text.substr(0, colon), port = text.substr(colon + 1);
   }
   if (host.empty())
@@ -185,8 +186,10 @@ void parse_rdzv_conf(const std::string& text, LaunchOptions& o) {
     auto eq = item.find('=');
     auto key = item.substr(0, eq);
     auto value = eq == std::string::npos ? std::string() : item.substr(eq + 1);
-    if (key == "join_timeout") o.join_timeout_s = parse_seconds("--rdzv-conf join_timeout", value);
-    else if (key == "last_call_timeout") o.last_call_s = parse_seconds("--rdzv-conf last_call_timeout", value);
+    if (key == "join_timeout")
+      o.join_timeout_s = parse_seconds("--rdzv-conf join_timeout", value);
+    else if (key == "last_call_timeout")
+      o.last_call_s = parse_seconds("--rdzv-conf last_call_timeout", value);
     else if (key == "timeout" || key == "read_timeout" || key == "close_timeout" ||
              key == "is_host" || key == "store_type")
       continue;  // torchrun's knobs for its own store: gpudiag's store has its own deadlines
@@ -252,8 +255,10 @@ double effective_exit_timeout(const LaunchOptions& o) {
   double child_timeout = 60;
   for (std::size_t i = 0; i < o.command.size(); ++i) {
     std::string value;
-    if (o.command[i] == "--timeout" && i + 1 < o.command.size()) value = o.command[i + 1];
-    else if (o.command[i].rfind("--timeout=", 0) == 0) value = o.command[i].substr(10);
+    if (o.command[i] == "--timeout" && i + 1 < o.command.size())
+      value = o.command[i + 1];
+    else if (o.command[i].rfind("--timeout=", 0) == 0)
+      value = o.command[i].substr(10);
     if (value.empty()) continue;
     char* end = nullptr;
     const double v = std::strtod(value.c_str(), &end);

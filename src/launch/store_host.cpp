@@ -88,8 +88,9 @@ void StoreHost::meet(JobInfo& job) {
   client_ = std::make_unique<TcpStoreClient>(
       server_ ? "127.0.0.1" : job.master_addr, job.master_port, job.token,
       Deadline::after_seconds(times_.join_timeout_s), secret_ ? secret_->key : std::string());
-  NodeView mine{host_, static_cast<int>(::getpid()), job.nproc_per_node, job.min_nodes, job.nnodes,
-                job.node_rank};
+  NodeView mine{
+      host_,        static_cast<int>(::getpid()), job.nproc_per_node, job.min_nodes, job.nnodes,
+      job.node_rank};
   Membership m;
   try {
     m = meet_nodes(*client_, mine, times_, where);
@@ -136,16 +137,16 @@ void StoreHost::watch(JobInfo job) {
     std::unique_ptr<TcpStoreClient> c;
     while (!c && !stop_) {
       try {  // short tries: node 0 may start later, and the job may end first
-        c = std::make_unique<TcpStoreClient>(server_ ? "127.0.0.1" : job.master_addr,
-                                             job.master_port, job.token,
-                                             Deadline::after(std::chrono::seconds(1)),
-                                             secret_ ? secret_->key : std::string());
+        c = std::make_unique<TcpStoreClient>(
+            server_ ? "127.0.0.1" : job.master_addr, job.master_port, job.token,
+            Deadline::after(std::chrono::seconds(1)), secret_ ? secret_->key : std::string());
       } catch (const TimeoutError&) {
       }
     }
     if (!c) return;
-    NodeView mine{host_, static_cast<int>(::getpid()), job.nproc_per_node, job.nnodes, job.nnodes,
-                  job.node_rank};
+    NodeView mine{
+        host_,        static_cast<int>(::getpid()), job.nproc_per_node, job.nnodes, job.nnodes,
+        job.node_rank};
     auto verdict = watch_hand_numbered(*c, mine, job.nnodes, server_ != nullptr,
                                        [this] { return stop_.load(); });
     std::lock_guard lock(mu_);

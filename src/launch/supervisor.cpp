@@ -106,7 +106,8 @@ int Supervisor::run() {
 }
 
 bool Supervisor::restartable() const {
-  return first_failure_ && !stopped_for_ && !interrupted_by_ && !timed_out_ && !exit_timed_out_ && !gave_up_;
+  return first_failure_ && !stopped_for_ && !interrupted_by_ && !timed_out_ && !exit_timed_out_ &&
+         !gave_up_;
 }
 
 std::string Supervisor::failure() const {
