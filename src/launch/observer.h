@@ -48,6 +48,9 @@ class LaunchObserver {
   /// reason to stop the whole job now, with exit status 2, found beside it
   /// (nodes numbered by hand that disagree on the job's shape). Must not block.
   virtual std::optional<std::string> stop_reason() { return std::nullopt; }
+  /// Asked once when every child has ended and the job failed without a
+  /// stop_reason(): the same question, answered now (it may take a second).
+  virtual std::optional<std::string> final_stop_reason() { return stop_reason(); }
 };
 
 }  // namespace gpudiag::launch

@@ -51,8 +51,8 @@ void StoreHost::on_job_start(JobInfo& job) {
     // A port the user did not choose is taken by the server itself (port 0),
     // which leaves no window for another process to grab it.
     start_server(job, job.port_given ? job.master_port : 0);
-  if (!job.rendezvous && job.nnodes > 1 && gpudiag_ranks_)
-    watcher_ = std::thread([this, job] { watch(job); });
+  by_hand_ = !job.rendezvous && job.nnodes > 1 && gpudiag_ranks_;
+  if (by_hand_) watcher_ = std::thread([this, job] { watch(job); });
   if (gpudiag_ranks_) {
     job.extra_env.emplace_back("GPUDIAG_STORE", "launcher");
     if (secret_) job.extra_env.emplace_back("GPUDIAG_SECRET", secret_->key);
@@ -130,6 +130,20 @@ StoreHost::~StoreHost() {
 std::optional<std::string> StoreHost::stop_reason() {
   std::lock_guard lock(mu_);
   return verdict_;
+}
+
+std::optional<std::string> StoreHost::final_stop_reason() {
+  if (auto verdict = stop_reason()) return verdict;
+  if (!by_hand_) return std::nullopt;
+  auto* store = client();
+  if (!store) return std::nullopt;
+  std::vector<std::string> keys;
+  for (int r = 0; r < job_.nnodes; ++r) keys.push_back("rdzv/hand/" + std::to_string(r));
+  std::vector<NodeView> views;
+  for (const auto& v : store->multi_get(keys, Deadline::after(std::chrono::seconds(1))))
+    if (v)
+      if (auto view = decode_view(*v)) views.push_back(*view);
+  return disagreement(views);
 }
 
 void StoreHost::watch(JobInfo job) {

@@ -52,6 +52,8 @@ class StoreHost : public LaunchObserver {
   void on_child_exit(const ChildExit& exit) override;
   /// Nodes numbered by hand that disagree (found by the watcher thread).
   std::optional<std::string> stop_reason() override;
+  /// The watcher's verdict, or else the views compared now, in one read.
+  std::optional<std::string> final_stop_reason() override;
 
  private:
   /// A client of the job's store, connected on first use.
@@ -71,6 +73,7 @@ class StoreHost : public LaunchObserver {
   std::unique_ptr<TcpStoreServer> server_;
   std::unique_ptr<Store> client_;
   bool client_failed_ = false;
+  bool by_hand_ = false;
   std::thread watcher_;
   std::atomic<bool> stop_{false};
   std::mutex mu_;

@@ -91,7 +91,9 @@ int Supervisor::run() {
     }
     act_on_deadlines();
     watch_exits();
-    if (!stopped_for_ && phase_ == Phase::running)
+    // Also while stopping: ranks may see the same fault (their WORLD_SIZE
+    // differs) and fail before the observer's verdict; the verdict still wins.
+    if (!stopped_for_ && !interrupted_by_)
       if (auto why = observer_.stop_reason()) stop_for(*why);
     if (gave_up_) break;
     poll_once();
@@ -100,6 +102,16 @@ int Supervisor::run() {
 
   auto ends = outcomes();
   int status = job_exit_status(ends, {interrupted_by_, timed_out_ || exit_timed_out_, gave_up_});
+  if (status != 0 && !stopped_for_ && !interrupted_by_) {
+    // Every rank ended before the verdict came: ask once more, synchronously.
+    std::optional<std::string> why;
+    try {
+      why = observer_.final_stop_reason();
+    } catch (const std::exception& e) {
+      spdlog::debug("launch: the observer's last word failed: {}", e.what());
+    }
+    if (why) stop_for(*why);
+  }
   if (stopped_for_ && !interrupted_by_) status = static_cast<int>(ExitCode::usage);
   say(job_summary(ends, summary_note(status)));
   return status;

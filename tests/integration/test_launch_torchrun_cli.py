@@ -133,9 +133,11 @@ class TorchrunCommandLine(unittest.TestCase):
         self.assertLess(job.elapsed, 10, "the disagreement must be told within seconds")
         for code, _, err in results:
             self.assertEqual(code, 2, err[-3000:])
+            # The ranks may see their WORLD_SIZE differ and fail first: the
+            # launcher's verdict is still said, and decides the exit status.
             self.assertRegex(err, r"gpudiag launch: the nodes disagree on --nproc-per-node: 2 on "
                                   r"\S+ \(launcher pid \d+\), 3 on \S+ \(launcher pid \d+\); "
-                                  r"stopping ranks [\d,-]+; try: give every node the same")
+                                  r"(stopping ranks [\d,-]+; )?try: give every node the same")
             self.assertNotIn("never joined", err)
 
     def test_nodes_that_disagree_on_nnodes_are_told(self):
