@@ -33,7 +33,6 @@ struct TorchrunText {
   std::string rdzv_conf;
   std::string tee;
   std::string redirects;
-  std::string monitor_interval;
 };
 
 void read_torchrun_text(const TorchrunText& t, launch::LaunchOptions& o) {
@@ -56,10 +55,10 @@ void read_torchrun_text(const TorchrunText& t, launch::LaunchOptions& o) {
 
 Runner setup_launch(CLI::App& app) {
   auto options = std::make_shared<launch::LaunchOptions>();
-  auto* sub =
-      app.add_subcommand("launch",
-                         "Start N ranks of a gpudiag subcommand on this node (torchrun-style): "
-                         "gpudiag launch --nproc-per-node N [options] -- SUBCOMMAND [its options]");
+  auto* sub = app.add_subcommand(
+      "launch",
+      "Start N ranks of a gpudiag subcommand on this node, with torchrun's command line: "
+      "gpudiag launch --nproc-per-node N [options] -- SUBCOMMAND [its options]");
   // torchrun's spellings are taken as they are: value syntaxes (gpu, MIN:MAX,
   // 0:3,1:2, HOST[:PORT], k=v) are parsed by launch/options.h after CLI11.
   auto text = std::make_shared<TorchrunText>();
@@ -75,6 +74,8 @@ Runner setup_launch(CLI::App& app) {
                   "left out under --rdzv-endpoint)");
   sub->add_option("--master-addr,--master_addr", options->master_addr,
                   "Address of node rank 0 (default 127.0.0.1; required with --nnodes > 1)");
+  sub->add_option("--master-port,--master_port", options->master_port,
+                  "Rendezvous port (default: a free port on one node, 29500 on several)");
   sub->add_flag("--standalone", options->standalone,
                 "One node, its own rendezvous on a free local port");
   sub->add_option("--rdzv-endpoint,--rdzv_endpoint", options->rdzv_endpoint,
@@ -103,10 +104,10 @@ Runner setup_launch(CLI::App& app) {
   auto ignored = std::make_shared<bool>(false);
   sub->add_flag("--no-python,--no_python", *ignored,
                 "Accepted for torchrun's command lines: gpudiag ranks never run python");
-  sub->add_option("--monitor-interval,--monitor_interval", text->monitor_interval,
-                  "Accepted for torchrun's command lines: gpudiag watches its ranks continuously");
-  sub->add_option("--master-port,--master_port", options->master_port,
-                  "Rendezvous port (default: a free port on one node, 29500 on several)");
+  auto monitor_interval = std::make_shared<double>(0.0);
+  sub->add_option("--monitor-interval,--monitor_interval", *monitor_interval,
+                  "Accepted for torchrun's command lines: gpudiag watches its ranks continuously")
+      ->check(Seconds(0, 86400));
   sub->add_option("--grace", options->grace_s,
                   "Seconds the other ranks get after the first failure before SIGTERM")
       ->check(Seconds(0, 86400))
@@ -137,7 +138,8 @@ Runner setup_launch(CLI::App& app) {
                   "After --: the gpudiag subcommand and its options (or, with --no-gpudiag, a "
                   "program and its arguments)");
 
-  return [&app, options, no_prefix, secret_file, text]() -> int {
+  return [&app, options, no_prefix, secret_file, text, monitor_interval]() -> int {
+    (void)monitor_interval;  // accepted and checked, not needed
     options->prefix = !*no_prefix;
     read_torchrun_text(*text, *options);
     std::vector<std::string> subcommands;

@@ -12,6 +12,7 @@ started together and waited for with a hang guard.
 import glob
 import os
 import re
+import select
 import subprocess
 import tempfile
 import time
@@ -149,6 +150,26 @@ class TorchrunCommandLine(unittest.TestCase):
             self.assertRegex(err, r"disagree on --nnodes: [23] on .*, [23] on ")
         self.assertLess(job.elapsed, 10)
 
+    def test_a_node_after_the_round_closed_is_told(self):
+        port = free_port()
+        node = ["--rdzv-endpoint", f"127.0.0.1:{port}", "--nnodes", "1:2",
+                "--rdzv-conf", "last_call_timeout=0", "--no-gpudiag", "--"]
+        with tempfile.TemporaryDirectory() as d:
+            go = os.path.join(d, "go")
+            os.mkfifo(go)
+            first = Launchers(self, [[*node, "sh", "-c", f"echo started; read x < {go}"]])
+            # The event: the round closed with one node, whose rank now runs.
+            ready, _, _ = select.select([first.procs[0].stdout], [], [], HANG_GUARD)
+            self.assertTrue(ready, "the first launcher's rank never started")
+            self.assertEqual(first.procs[0].stdout.readline(), "[rank0]: started\n")
+            late = launch(*node, "true")
+            self.assertEqual(late.returncode, 2, late.stderr)
+            self.assertIn(f"the rendezvous at 127.0.0.1:{port} closed with 1 node(s)", late.stderr)
+            with open(go, "w") as f:
+                f.write("go\n")
+            [(code, _, err)] = first.finish()
+        self.assertEqual(code, 0, err)
+
     def test_max_restarts_restarts_the_group_once_after_a_failure(self):
         with tempfile.TemporaryDirectory() as d:
             mark = os.path.join(d, "failed-once")
@@ -252,6 +273,7 @@ class TorchrunCommandLine(unittest.TestCase):
             (["--rdzv-id", "a/b"], "--rdzv-id 'a/b' may hold only"),
             (["--tee", "7"], "--tee '7' is not 0-3"),
             (["--redirects", "0:3,5:1"], "--redirects names local rank 5"),
+            (["--monitor-interval", "x"], "--monitor-interval: must be a number of seconds"),
             (["--max-restarts", "-1"], "--max-restarts must be between 0 and 1000"),
             (["--standalone", "--nnodes", "2"], "--standalone runs one node"),
             (["--rdzv-backend", "static", "--nnodes", "2", "--master-addr", "h"],
