@@ -18,7 +18,7 @@ import tempfile
 import time
 import unittest
 
-from harness import BIN, free_port, ok_lines
+from harness import BIN, SOURCE_DIR, free_port, ok_lines, strip_prefix
 
 HANG_GUARD = 60  # seconds; every job here ends well before it
 
@@ -289,6 +289,71 @@ class TorchrunCommandLine(unittest.TestCase):
                 self.assertEqual(r.returncode, 2, r.stderr)
                 self.assertIn(message, r.stderr)
                 self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+
+
+NETNS = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
+NS_PREFIX = "gdr"
+ENDPOINT_HOST = "10.77.0.1"  # the address of host "a" (scripts/netns-hosts.sh)
+
+
+@unittest.skipUnless(BIN and os.path.exists(BIN) and os.geteuid() == 0,
+                     "needs the built binary and root (network namespaces)")
+class RendezvousAcrossTwoHosts(unittest.TestCase):
+    """Two hosts made of network namespaces: the launcher on the endpoint's host
+    serves the rendezvous, the other one reaches it over the veth link."""
+
+    def setUp(self):
+        p = subprocess.run([NETNS, "up", NS_PREFIX], capture_output=True, text=True, timeout=30)
+        if p.returncode != 0:
+            self.skipTest("cannot create network namespaces here: " + p.stderr.strip())
+        self.addCleanup(subprocess.run, [NETNS, "down", NS_PREFIX], capture_output=True,
+                        timeout=30)
+
+    def on_host(self, ns, args):
+        inner = f"hostname node-{ns}; exec {BIN} launch " + " ".join(args)
+        return subprocess.Popen(["ip", "netns", "exec", f"{NS_PREFIX}-{ns}", "unshare", "--uts",
+                                 "sh", "-c", inner], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=clean_env())
+
+    def finish(self, procs):
+        results = []
+        for p in procs:
+            try:
+                out, err = p.communicate(timeout=HANG_GUARD)
+            except subprocess.TimeoutExpired:
+                for q in procs:
+                    q.kill()
+                    q.communicate()
+                self.fail(f"a launcher still ran after {HANG_GUARD} s")
+            results.append((p.returncode, out, err))
+        return results
+
+    def test_node_ranks_are_assigned_across_hosts(self):
+        node = ["--rdzv-endpoint", f"{ENDPOINT_HOST}:29610", "--nnodes", "2",
+                "--nproc-per-node", "2", *CHECK]
+        # The client host first: it waits for the endpoint to come up.
+        b = self.on_host("b", node)
+        a = self.on_host("a", node)
+        results = self.finish([a, b])
+        for code, out, err in results:
+            self.assertEqual(code, 0, err[-3000:])
+        oks = ok_lines(strip_prefix(results[0][1] + "\n" + results[1][1]))
+        self.assertEqual(sorted(int(m["rank"]) for m in oks), [0, 1, 2, 3])
+        by_host = {m["host"]: set() for m in oks}
+        for m in oks:
+            by_host[m["host"]].add(int(m["rank"]) // 2)
+        self.assertEqual(sorted(map(sorted, by_host.values())), [[0], [1]], by_host)
+
+    def test_disagreement_names_both_hosts(self):
+        node = ["--rdzv-endpoint", f"{ENDPOINT_HOST}:29611", "--nnodes", "2"]
+        a = self.on_host("a", [*node, "--nproc-per-node", "2", *CHECK])
+        b = self.on_host("b", [*node, "--nproc-per-node", "3", *CHECK])
+        for code, _, err in self.finish([a, b]):
+            self.assertEqual(code, 2, err[-3000:])
+            self.assertRegex(err, r"the nodes disagree on --nproc-per-node: [23] on node-[ab] "
+                                  r"\(launcher pid \d+\), [23] on node-[ab] ")
+            self.assertIn("node-a", err)
+            self.assertIn("node-b", err)
 
 
 if __name__ == "__main__":
