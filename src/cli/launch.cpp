@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/json_output.h"
+#include "cli/launch_json.h"
 #include "gpu/cuda.h"
 #include "launch/launcher.h"
 #include "launch/options.h"
@@ -133,12 +135,14 @@ Runner setup_launch(CLI::App& app) {
   sub->add_flag("--no-prefix", *no_prefix, "Do not prefix output lines with \"[rankN]: \"");
   sub->add_flag("--no-gpudiag", options->no_gpudiag,
                 "Run the program after -- (searched in PATH) instead of a gpudiag subcommand");
+  auto json_path = std::make_shared<std::string>();
+  add_json_option(sub, *json_path, "the launcher writes the job's summary (ranks, exits, times)");
   sub->positionals_at_end();
   sub->add_option("command", options->command,
                   "After --: the gpudiag subcommand and its options (or, with --no-gpudiag, a "
                   "program and its arguments)");
 
-  return [&app, options, no_prefix, secret_file, text, monitor_interval]() -> int {
+  return [&app, options, no_prefix, secret_file, text, monitor_interval, json_path]() -> int {
     (void)monitor_interval;  // accepted and checked, not needed
     options->prefix = !*no_prefix;
     read_torchrun_text(*text, *options);
@@ -149,16 +153,29 @@ Runner setup_launch(CLI::App& app) {
     // gpudiag ranks meet in a store the launcher serves; a foreign program
     // (--no-gpudiag) may want MASTER_PORT for its own, so it gets none.
     auto env = Env::from_process();
+    // The ranks' logs then carry the relay's prefix alone (util/log.h).
+    env.set("GPUDIAG_LAUNCH_PREFIX", options->prefix ? "1" : "0");
     auto secret = secret_file->empty()
                       ? job_secret(env)
                       : std::optional(read_secret_file(*secret_file, "--secret-file"));
     const bool meets = launch::meeting(*options) == launch::Meeting::rendezvous;
-    if (options->no_gpudiag && !meets) return launch::run_launch(*options, env);
-    launch::RendezvousTimes times{options->join_timeout_s, options->last_call_s};
-    return launch::run_launch(*options, env, [&]() -> std::unique_ptr<launch::LaunchObserver> {
-      return std::make_unique<launch::StoreHost>(short_hostname(), secret, !options->no_gpudiag,
-                                                 times);
-    });
+    JobRecorder recorder(nullptr);  // --json: the summary across attempts
+    int status;
+    if (options->no_gpudiag && !meets) {
+      status = launch::run_launch(*options, env, &recorder);
+    } else {
+      launch::RendezvousTimes times{options->join_timeout_s, options->last_call_s};
+      status = launch::run_launch(*options, env, [&]() -> std::unique_ptr<launch::LaunchObserver> {
+        return std::make_unique<RecordingObserver>(
+            std::make_unique<launch::StoreHost>(short_hostname(), secret, !options->no_gpudiag,
+                                                times),
+            recorder);
+      });
+    }
+    if (json_path->empty()) return status;
+    const int json_status =
+        emit_json(*json_path, kLaunchSchema, recorder.document(options->command, status));
+    return status != 0 ? status : json_status;
   };
 }
 

@@ -12,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include <memory>
+#include <optional>
+
 #include "launch/observer.h"
 
 namespace gpudiag::cli {
@@ -39,6 +42,33 @@ class JobRecorder : public launch::LaunchObserver {
   std::chrono::system_clock::time_point wall_start_;
   std::chrono::steady_clock::time_point start_;
   std::map<int, End> ends_;  ///< by global rank
+};
+
+/// One attempt's observer when the launcher makes one per attempt (restarts):
+/// the attempt's own (the store host; may be null) hears every event first,
+/// then the recorder that spans the attempts; stop reasons are the first's.
+class RecordingObserver : public launch::LaunchObserver {
+ public:
+  RecordingObserver(std::unique_ptr<launch::LaunchObserver> inner, JobRecorder& recorder)
+      : inner_(std::move(inner)), recorder_(recorder) {}
+  void on_job_start(launch::JobInfo& job) override {
+    if (inner_) inner_->on_job_start(job);
+    recorder_.on_job_start(job);
+  }
+  void on_child_exit(const launch::ChildExit& exit) override {
+    if (inner_) inner_->on_child_exit(exit);
+    recorder_.on_child_exit(exit);
+  }
+  std::optional<std::string> stop_reason() override {
+    return inner_ ? inner_->stop_reason() : std::nullopt;
+  }
+  std::optional<std::string> final_stop_reason() override {
+    return inner_ ? inner_->final_stop_reason() : std::nullopt;
+  }
+
+ private:
+  std::unique_ptr<launch::LaunchObserver> inner_;
+  JobRecorder& recorder_;
 };
 
 }  // namespace gpudiag::cli
