@@ -165,8 +165,12 @@ void print_summary(const Insights& in, bool frames, double seconds) {
   if (frames)
     line += std::to_string(in.batches) + (in.batches == 1 ? " batch, " : " batches, ") +
             std::to_string(in.frames) + " frames, ";
-  line += std::to_string(in.tensors) + (in.tensors == 1 ? " tensor, " : " tensors, ") +
-          human_bytes(in.bytes) + " in " + human_seconds(seconds);
+  line += std::to_string(in.tensors) + (in.tensors == 1 ? " tensor" : " tensors");
+  if (in.bytes == 0 && in.tensors > 0) {  // a stats dump: nothing was scanned here
+    std::fprintf(stderr, "%s (statistics from the dump), no inf or nan\n", line.c_str());
+    return;
+  }
+  line += ", " + human_bytes(in.bytes) + " in " + human_seconds(seconds);
   if (seconds >= 0.01) {
     char rate[32];
     std::snprintf(rate, sizeof rate, " (%.2f GB/s)", static_cast<double>(in.bytes) / seconds / 1e9);
