@@ -154,6 +154,7 @@ class ActivationDumper:
         self.stop_on_nan = stop_on_nan
         self.stopped = None  # the FloatingPointError's message once raised
         self._stats_frames = []
+        self._seen = {}  # tensors mode: id -> (tensor, version, "frame.entry") of this batch
         self.model = model
         self.out_dir = os.fspath(out_dir)
         self.batches = None if batches is None else {int(b) for b in batches}
@@ -271,6 +272,11 @@ class ActivationDumper:
                     self._warn_dtype(value.dtype)
                     self._meta[key] = "not a tensor"
                     continue
+                seen = self._seen.get(id(value))
+                if seen is not None and seen[0] is value and seen[1] == value._version:
+                    self._meta[key] = f"same as {seen[2]}"  # one object, unchanged: written once
+                    continue
+                self._seen[id(value)] = (value, value._version, f"{self._frame}.{index}")
                 copy = value.detach().to("cpu", copy=True)
                 if (self.stop_on_nan and bad is None and copy.is_floating_point()
                         and not bool(torch.isfinite(copy).all())):
@@ -313,6 +319,8 @@ class ActivationDumper:
             self._files.append((n, []))
         self._files[-1][1].append(path)
         self._tensors, self._meta, self._bytes = {}, {}, 0
+        if final:
+            self._seen = {}
         self._part += 1
         if final:
             self._part = 0

@@ -26,6 +26,9 @@ struct Found {
   EntryKind kind;
   const TensorInfo* tensor = nullptr;
   const InputFile* file = nullptr;
+  /// "same as F.E": the tensor of that earlier entry of the batch (one
+  /// object recorded twice, e.g. a module's output that is its parent's).
+  std::optional<std::pair<std::uint64_t, std::uint64_t>> same_as;
 };
 
 std::string where(const Found& f) {
@@ -41,7 +44,7 @@ void collect(const InputFile& in, std::vector<Found>& out) {
           in.path() + ": tensor " + quote(t.name) + " is not named " + kNameForm,
           "write dumps with scripts/dump_activations.py, or drop the \"format\" metadata to "
           "scan the file as loose tensors");
-    out.push_back({std::move(*name), EntryKind::tensor, &t, &in});
+    out.push_back({std::move(*name), EntryKind::tensor, &t, &in, std::nullopt});
   }
   for (const auto& [key, value] : in.safetensors.metadata) {
     if (key.find('|') == std::string::npos) continue;  // user metadata, not an entry
@@ -49,14 +52,26 @@ void collect(const InputFile& in, std::vector<Found>& out) {
     if (!name)
       throw UsageError(in.path() + ": metadata key " + quote(key) + " is not named " + kNameForm);
     EntryKind kind;
-    if (value == "None")
+    std::optional<std::pair<std::uint64_t, std::uint64_t>> same_as;
+    const std::string_view v = value;
+    const auto dot = v.find('.');
+    std::uint64_t ref_frame = 0, ref_entry = 0;
+    if (value == "None") {
       kind = EntryKind::none;
-    else if (value == "not a tensor")
+    } else if (value == "not a tensor") {
       kind = EntryKind::not_a_tensor;
-    else
+    } else if (v.starts_with("same as ") && dot != std::string_view::npos &&
+               parse_u64(v.substr(8, dot - 8), &ref_frame) &&
+               parse_u64(v.substr(dot + 1), &ref_entry)) {
+      kind = EntryKind::tensor;
+      same_as = std::make_pair(ref_frame, ref_entry);
+    } else {
       throw UsageError(in.path() + ": metadata entry " + quote(key) + " has the value " +
-                       quote(value) + "; a non-tensor entry is \"None\" or \"not a tensor\"");
-    out.push_back({std::move(*name), kind, nullptr, &in});
+                       quote(value) +
+                       "; a non-tensor entry is \"None\" or \"not a tensor\", a repeated one "
+                       "\"same as FRAME.ENTRY\"");
+    }
+    out.push_back({std::move(*name), kind, nullptr, &in, same_as});
   }
 }
 
@@ -72,6 +87,7 @@ Batch build_batch(std::uint64_t number, std::vector<Found>& found) {
   }
   Batch b;
   b.number = number;
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::size_t> slot_of;  // tensor entries so far
   std::uint64_t expected_frame = 0;
   for (const auto& [index, entries] : frames) {
     if (index != expected_frame)
@@ -93,10 +109,20 @@ Batch build_batch(std::uint64_t number, std::vector<Found>& found) {
                          " " + quote(frame.class_name) + " and " + quote(f->name.module) + " " +
                          quote(f->name.class_name) + ")");
       Entry entry{f->name.label, f->kind, 0, f->file};
-      if (f->kind == EntryKind::tensor) {
+      if (f->same_as) {
+        auto it = slot_of.find(*f->same_as);
+        if (it == slot_of.end())
+          throw UsageError(where(*f) + ": entry " + std::to_string(e) + " is the same as " +
+                               std::to_string(f->same_as->first) + "." +
+                               std::to_string(f->same_as->second) +
+                               ", which is not an earlier tensor entry of the batch",
+                           "write dumps with scripts/dump_activations.py and do not edit them");
+        entry.slot = it->second;
+      } else if (f->kind == EntryKind::tensor) {
         entry.slot = b.tensors.size();
         b.tensors.push_back(f->tensor);
       }
+      if (f->kind == EntryKind::tensor) slot_of[{index, e}] = entry.slot;
       frame.entries.push_back(std::move(entry));
     }
     b.frames.push_back(std::move(frame));

@@ -174,6 +174,30 @@ class StatsMode(unittest.TestCase):
         self.assertIn("1.00e+00 1.00e+00 input[0]", one.stdout)
         self.assertIn("2.00e+00 2.00e+00 input[0]", two.stdout)
 
+    def test_one_object_recorded_twice_in_a_batch_is_written_once(self):
+        # A Sequential's input is its first layer's, its output its last layer's: the
+        # same objects, unchanged. An in-place ReLU changes its input: that one is new.
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(inplace=True), nn.Linear(64, 64))
+        detector = LiveDetector(model, trace_batches=[0])  # hooked first: sees what the dumper sees
+        dumper = dump_activations.ActivationDumper(model, self.dir, mode="tensors")
+        model(torch.randn(32, 64))
+        dumper.close()
+        detector.close()
+        path = os.path.join(self.dir, "batch-000000.safetensors")
+        with open(path, "rb") as f:
+            header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+        meta = header.pop("__metadata__")
+        self.assertEqual(meta["3.0||Sequential|input[0]"], "same as 0.2")
+        self.assertEqual(meta["3.1||Sequential|output"], "same as 2.3")
+        self.assertEqual(meta["2.2|2|Linear|input[0]"], "same as 1.0")  # the ReLU's result
+        self.assertEqual(meta["1.1|1|ReLU|output"], "same as 1.0")  # in place: its input
+        self.assertIn("1.0|1|ReLU|input[0]", header)  # changed in place: written again
+        self.assertEqual(len(header), 8)  # 12 tensor entries, 8 distinct tensors
+        r = scan(self.dir, "--trace-batches", "0")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, detector.text())
+
     def test_a_malformed_stats_file_is_one_line_and_exit_2(self):
         path = os.path.join(self.dir, "batch-000000.stats.json")
         for content, says in (("{", "not JSON"),
