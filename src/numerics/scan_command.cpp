@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <algorithm>
@@ -77,6 +79,32 @@ void warn_if_cause_is_older(const Batch& b, const std::vector<TensorStats>& stat
     }
 }
 
+/// Progress on stderr for a scan that takes more than two seconds, only when
+/// stderr is a terminal: one line rewritten in place, erased at the end.
+class Progress {
+ public:
+  explicit Progress(std::size_t total)
+      : total_(total), tty_(::isatty(STDERR_FILENO) == 1), t0_(std::chrono::steady_clock::now()) {}
+  ~Progress() { clear(); }
+  /// Erases the line, so the report (stdout, maybe the same terminal) is not mixed with it.
+  void clear() {
+    if (shown_) std::fprintf(stderr, "\r\033[K");
+    shown_ = false;
+  }
+  void done(std::size_t batches, std::uint64_t bytes) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    if (!tty_ || s < 2.0) return;
+    shown_ = true;
+    std::fprintf(stderr, "\rgpudiag scan: batch %zu of %zu, %s in %.0f s", batches, total_,
+                 human_bytes(bytes).c_str(), s);
+  }
+
+ private:
+  std::size_t total_;
+  bool tty_, shown_ = false;
+  std::chrono::steady_clock::time_point t0_;
+};
+
 /// The statistics of batch i of a replay, scanned or read.
 using StatsOf = std::function<std::vector<TensorStats>(std::size_t)>;
 
@@ -89,6 +117,7 @@ int replay(const ScanOptions& o, const std::vector<Batch>& batches, const StatsO
     if (!present) spdlog::warn("--trace-batches: batch {} is not in the dump", n);
   }
   Detector detector(o.detector, out);
+  Progress progress(batches.size());
   for (std::size_t i = 0; i < batches.size(); ++i) {
     const Batch& batch = batches[i];
     if (o.detector.abort_after_batch && batch.number > *o.detector.abort_after_batch) {
@@ -99,7 +128,9 @@ int replay(const ScanOptions& o, const std::vector<Batch>& batches, const StatsO
     if (i == 0) warn_if_cause_is_older(batch, stats);
     json.add_batch(batch, stats);
     insights.add_batch(batch, stats);
+    progress.clear();
     if (!detector.feed(batch, stats)) break;
+    progress.done(i + 1, insights.bytes);
   }
   out.flush();
   const DetectorResult& r = detector.result();
