@@ -18,7 +18,10 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::size_t kMaxFileBytes = std::size_t{1} << 30;
+/// A stats file is a few hundred bytes per tensor entry: 128 MiB holds some
+/// 400,000 entries per batch, far beyond real models, and bounds the parsed
+/// document's memory (a JSON tree takes several times the text).
+constexpr std::size_t kMaxFileBytes = std::size_t{128} << 20;
 constexpr int kMaxRank = 1 << 20;
 
 /// A field of the file was wrong: names the file and the field.
@@ -92,7 +95,7 @@ Parsed parse_file(const std::string& path) {
   MappedFile file(path);
   const auto bytes = file.bytes();
   if (bytes.size() > kMaxFileBytes)
-    bad(path, "it is " + std::to_string(bytes.size()) + " bytes, over the 1 GiB a stats file "
+    bad(path, "it is " + std::to_string(bytes.size()) + " bytes, over the 128 MiB a stats file "
               "may be");
   Parsed p;
   p.path = path;
@@ -179,34 +182,45 @@ bool is_stats_path(const std::string& path) {
 }
 
 StatsDump read_stats_dump(const std::vector<std::string>& files, int rank) {
-  std::vector<Parsed> parsed;
-  std::vector<int> ranks;
+  // One file at a time: its JSON tree is dropped once its batch is built.
+  StatsDump all;
+  std::vector<std::pair<int, std::string>> owner;  // per built batch: its rank and file
   for (const auto& f : files) {
-    parsed.push_back(parse_file(f));
-    if (std::find(ranks.begin(), ranks.end(), parsed.back().rank) == ranks.end())
-      ranks.push_back(parsed.back().rank);
+    Parsed p = parse_file(f);
+    if (std::find(all.ranks.begin(), all.ranks.end(), p.rank) == all.ranks.end())
+      all.ranks.push_back(p.rank);
+    if (rank >= 0 && p.rank != rank) continue;
+    build_batch(p, all);
+    owner.emplace_back(p.rank, p.path);
   }
-  std::sort(ranks.begin(), ranks.end());
-  if (rank < 0 && ranks.size() > 1) {
+  std::sort(all.ranks.begin(), all.ranks.end());
+  if (rank < 0 && all.ranks.size() > 1) {
     std::string list;
-    for (int r : ranks) list += (list.empty() ? "" : ", ") + (r < 0 ? "none" : std::to_string(r));
+    for (int r : all.ranks)
+      list += (list.empty() ? "" : ", ") + (r < 0 ? std::string("none") : std::to_string(r));
     throw UsageError("the stats files given hold the dumps of several ranks (" + list + ")",
                      "scan one rank at a time: add --rank N");
   }
-  std::erase_if(parsed, [&](const Parsed& p) { return rank >= 0 && p.rank != rank; });
-  if (parsed.empty())
+  if (all.batches.empty())
     throw UsageError("no stats file of rank " + std::to_string(rank) + " among those given",
                      "check --rank against the rank in the file names");
-  std::sort(parsed.begin(), parsed.end(),
-            [](const Parsed& a, const Parsed& b) { return a.batch < b.batch; });
+  // Batches in number order; the tensors they point to stay where they are.
+  std::vector<std::size_t> order(all.batches.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return all.batches[a].number < all.batches[b].number;
+  });
   StatsDump out;
-  out.ranks = ranks;
-  for (std::size_t i = 0; i < parsed.size(); ++i) {
-    if (i > 0 && parsed[i].batch == parsed[i - 1].batch)
-      throw UsageError(parsed[i].path + " and " + parsed[i - 1].path + " both hold batch " +
-                           std::to_string(parsed[i].batch),
+  out.ranks = all.ranks;
+  out.tensors = std::move(all.tensors);  // a deque: the moved elements keep their addresses
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const std::size_t i = order[k];
+    if (k > 0 && all.batches[i].number == out.batches.back().number)
+      throw UsageError(owner[i].second + " and " + owner[order[k - 1]].second + " both hold batch " +
+                           std::to_string(all.batches[i].number),
                        "keep one stats file per batch (and rank)");
-    build_batch(parsed[i], out);
+    out.batches.push_back(std::move(all.batches[i]));
+    out.stats.push_back(std::move(all.stats[i]));
   }
   return out;
 }

@@ -6,7 +6,7 @@
 // scan` replays it through the same detector and prints the same report as
 // from the tensor dump of the same run. Contract: docs/formats.md.
 //
-// Every file is untrusted input: at most 1 GiB, parsed with bounds (a count
+// Every file is untrusted input: at most 128 MiB, parsed with bounds (a count
 // must equal the shape's product, every counter stay within the count,
 // abs_min <= abs_max), one line naming the file and the field otherwise.
 #pragma once

@@ -198,19 +198,48 @@ class StatsMode(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout, detector.text())
 
+    @staticmethod
+    def entry(fields):
+        return ('{"format": "gpudiag-frames-stats/1", "batch_number": 0, "frames": [{"module": "m",'
+                ' "class": "C", "entries": [{"label": "x", ' + fields + '}]}]}')
+
+    @staticmethod
+    def stats(**over):
+        s = {"count": 2, "abs_min": 0.5, "abs_max": 1.0, "nan": 0, "pos_inf": 0, "neg_inf": 0, "zero": 0,
+             "subnormal": 0, "ge_1e2": 0, "ge_1e3": 0, "ge_1e4": 0}
+        s.update(over)
+        return json.dumps(s)
+
     def test_a_malformed_stats_file_is_one_line_and_exit_2(self):
         path = os.path.join(self.dir, "batch-000000.stats.json")
         for content, says in (("{", "not JSON"),
                               ('{"format": "other", "batch_number": 0, "frames": []}', "'format'"),
                               ('{"format": "gpudiag-frames-stats/1", "batch_number": 0, "frames": [{"module": "m",'
                                ' "class": "C", "entries": [{"label": "x", "dtype": "F32", "shape": [2],'
-                               ' "stats": {"count": 3}}]}]}', "is not the shape's 2 elements")):
+                               ' "stats": {"count": 3}}]}]}', "is not the shape's 2 elements"),
+                              (self.entry('"dtype": "F99", "shape": [1]'), "not a safetensors dtype"),
+                              (self.entry('"dtype": "F32", "shape": [4294967296, 4294967296]'),
+                               "product overflows"),
+                              (self.entry('"dtype": "F32", "shape": [2], "stats": ' + self.stats(nan=3)),
+                               "'nan' exceeds the count"),
+                              (self.entry('"dtype": "F32", "shape": [2], "stats": ' + self.stats(nan=1)),
+                               "exactly when 'nan' is above 0"),
+                              (self.entry('"dtype": "F32", "shape": [2], "stats": ' +
+                                          self.stats(abs_min=5, abs_max=1)), "abs_min is above abs_max"),
+                              (self.entry('"kind": "maybe"'), "'kind' is not")):
             with open(path, "w") as f:
                 f.write(content)
             r = scan(self.dir)
             self.assertEqual(r.returncode, 2, r.stderr)
             self.assertIn(says, r.stderr)
             self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        good = self.entry('"dtype": "F32", "shape": [2], "stats": ' + self.stats())
+        for name in ("batch-000000.stats.json", "copy.stats.json"):
+            with open(os.path.join(self.dir, name), "w") as f:
+                f.write(good)
+        r = scan(self.dir)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("both hold batch 0", r.stderr)
 
 
 if __name__ == "__main__":
