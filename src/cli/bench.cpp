@@ -1,6 +1,7 @@
 // gpudiag bench: the check's setup (GPU, exchange, communicator, a verified
 // all-reduce), then an all-reduce bandwidth sweep, or with --links the link
 // test (every pair of ranks); rank 0 prints the table.
+#include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -27,14 +28,38 @@ struct BenchCli {
   std::string json_path;
   bool links = false;
   std::uint64_t link_bytes = 32ull << 20;
+  double step_factor = 0;       ///< -f: sizes multiply by this (0: not given)
+  std::uint64_t step_bytes = 0;  ///< -i: sizes grow by this when -f is not given
 };
+
+/// The sweep's sizes, as nccl-tests steps them: from min to max multiplying
+/// by -f, else adding -i, else doubling (gpudiag's default). At most 4096.
+std::vector<std::uint64_t> sweep_sizes(const BenchCli& o) {
+  constexpr std::size_t kMaxSizes = 4096;
+  std::vector<std::uint64_t> out;
+  const double factor = o.step_factor > 0 ? o.step_factor : (o.step_bytes ? 0 : 2);
+  for (std::uint64_t b = o.min_bytes; b <= o.max_bytes;) {
+    out.push_back(b);
+    if (out.size() > kMaxSizes)
+      throw UsageError("-b/-e/-f/-i make more than 4096 sizes",
+                       "raise -f or -i, or narrow -b and -e");
+    const std::uint64_t next =
+        factor > 0 ? static_cast<std::uint64_t>(static_cast<double>(b) * factor) : b + o.step_bytes;
+    if (next <= b) break;  // a factor that rounds to no growth: the size is done
+    b = next;
+  }
+  return out;
+}
 
 int run(BenchCli o) {
   if (o.min_bytes > o.max_bytes) throw UsageError("--min is larger than --max");
+  if (o.step_factor > 0 && o.step_factor <= 1)
+    throw UsageError("-f/--stepfactor " + fmt::format("{}", o.step_factor) + " does not grow the size",
+                     "give a factor above 1, e.g. -f 2, or -i BYTES for equal steps");
   if (o.links)
     o.check.link_bytes = o.link_bytes;
   else
-    for (std::uint64_t b = o.min_bytes; b <= o.max_bytes; b *= 2) o.check.sweep_bytes.push_back(b);
+    o.check.sweep_bytes = sweep_sizes(o);
   o.check.mem_bytes = o.check.mem_bytes ? o.check.mem_bytes : 4096;
   // The check's own all-reduce still verifies the job; its timing is the
   // sweep's business, so with --links it stays small.
@@ -82,21 +107,27 @@ Runner setup_bench(CLI::App& app) {
   sub->add_option("--backend", o->check.backend, "auto | nccl | host")
       ->check(CLI::IsMember({"auto", "nccl", "host"}))
       ->capture_default_str();
-  sub->add_option("--min", o->min_bytes, "smallest size")
+  sub->add_option("-b,--minbytes,--min", o->min_bytes, "smallest size (nccl-tests' -b)")
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(std::uint64_t{4}, std::uint64_t{16} << 30))
       ->default_str("1MiB");
-  sub->add_option("--max", o->max_bytes, "largest size (sizes double from --min)")
+  sub->add_option("-e,--maxbytes,--max", o->max_bytes,
+                  "largest size (sizes double from --min unless -f or -i)")
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(std::uint64_t{4}, std::uint64_t{16} << 30))
       ->default_str("256MiB");
-  sub->add_option("--iters", o->check.iters, "timed iterations per size")
+  sub->add_option("-f,--stepfactor", o->step_factor, "sizes multiply by this factor (above 1)")
+      ->check(CLI::Range(1.0, 1024.0));
+  sub->add_option("-i,--stepbytes", o->step_bytes, "sizes grow by this many bytes (without -f)")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{16} << 30));
+  sub->add_option("-n,--iters", o->check.iters, "timed iterations per size")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
-  sub->add_option("--warmup", o->check.warmup, "untimed iterations per size")
+  sub->add_option("-w,--warmup_iters,--warmup", o->check.warmup, "untimed iterations per size")
       ->check(CLI::Range(0, 1000))
       ->capture_default_str();
-  sub->add_option("--timeout", o->check.timeout_s, "seconds any wait for peers may take")
+  sub->add_option("-T,--timeout", o->check.timeout_s, "seconds any wait for peers may take")
       ->check(Seconds(0.1, 86400.0))
       ->capture_default_str();
   sub->add_option("--device", o->check.device, "CUDA device ordinal (default: local rank)")

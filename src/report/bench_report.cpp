@@ -48,11 +48,19 @@ std::string bench_table(const CheckResult& result) {
   for (const auto& row : rows(result)) {
     double algbw = row.seconds > 0 ? row.bytes / row.seconds / 1e9 : 0;
     double busbw = allreduce_busbw_gbps(row.bytes, row.seconds, n);
-    std::snprintf(line, sizeof line, "%12s %12s %7.2f GB/s %7.2f GB/s  %d\n",
-                  human_bytes(static_cast<std::uint64_t>(row.bytes)).c_str(),
-                  human_seconds(row.seconds).c_str(), algbw, busbw, row.slowest);
+    if (n == 1)  // nothing crosses a link: no bandwidth to report
+      std::snprintf(line, sizeof line, "%12s %12s %12s %7.2f GB/s  %d\n",
+                    human_bytes(static_cast<std::uint64_t>(row.bytes)).c_str(),
+                    human_seconds(row.seconds).c_str(), "-", busbw, row.slowest);
+    else
+      std::snprintf(line, sizeof line, "%12s %12s %7.2f GB/s %7.2f GB/s  %d\n",
+                    human_bytes(static_cast<std::uint64_t>(row.bytes)).c_str(),
+                    human_seconds(row.seconds).c_str(), algbw, busbw, row.slowest);
     out += line;
   }
+  if (n == 1)
+    out += "one rank: an all-reduce moves no data between ranks, so there is no bandwidth to "
+           "measure (busbw 0, as nccl-tests prints it); run 2 or more ranks\n";
   return out;
 }
 
@@ -67,7 +75,8 @@ nlohmann::json bench_json(const CheckResult& result) {
   for (const auto& row : rows(result))
     sizes.push_back({{"bytes", row.bytes},
                      {"seconds", row.seconds},
-                     {"algbw_gbps", row.seconds > 0 ? row.bytes / row.seconds / 1e9 : 0},
+                     {"algbw_gbps", n > 1 && row.seconds > 0 ? nlohmann::json(row.bytes / row.seconds / 1e9)
+                                                             : nlohmann::json(nullptr)},
                      {"busbw_gbps", allreduce_busbw_gbps(row.bytes, row.seconds, n)},
                      {"slowest_rank", row.slowest}});
   return j;
