@@ -22,6 +22,7 @@
 #include "gpu/cuda_ops.h"
 #include "util/error.h"
 #include "util/strings.h"
+#include "world/fingerprint.h"
 #include "world/gpu_choice.h"
 
 namespace gpudiag {
@@ -84,7 +85,9 @@ class CheckRun {
   CheckResult run() {
     choose_backend();
     timed("device", [&] { device(); });
+    fingerprint();
     checkpoint("exchange", [&] { after_exchange(); });
+    me().fingerprint = {};  // compared at the exchange; later records stay small
     timed("communicator", [&] { communicator(); });
     checkpoint("communicator", [] {});
     timed("all-reduce", [&] { all_reduce(); });
@@ -311,7 +314,10 @@ class CheckRun {
       result_.judged_all_ok = review_.failed == 0 && gathered.missing.empty();
     else
       result_.judged_all_ok.reset();
-    if (exchange) oversubscribed_ = review_.oversubscribed;
+    if (exchange) {
+      oversubscribed_ = review_.oversubscribed;
+      result_.fingerprint = review_.fingerprint;
+    }
     const double waited = seconds_since(t0);
     std::vector<std::string> problems, missing;
     bool peer_timeout = false;
@@ -385,6 +391,17 @@ class CheckRun {
     for (const char* p : {"communicator", "all-reduce", "sweep", "links", "barrier"})
       if (phase == p) return true;
     return false;
+  }
+
+  /// This rank's fingerprint, for the exchange's comparison. Never fails the
+  /// rank: what cannot be read is "unknown".
+  void fingerprint() {
+    try {
+      me().fingerprint =
+          collect_fingerprint(live_sources(setup_.env, me().host, me().gpu_ordinal, opt_.nccl_lib));
+    } catch (const std::exception& e) {
+      spdlog::warn("rank {}: no fingerprint: {}", me().rank, e.what());
+    }
   }
 
   void after_exchange() {

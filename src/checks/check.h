@@ -79,6 +79,9 @@ struct CheckResult {
   std::vector<std::string> missed_at, missing_note;
   /// A launcher's notice of a peer's death, when one came (Plane::peer_death).
   std::optional<std::string> death;
+  /// The exchange's fingerprint comparison, as the judge sent it
+  /// (world/fingerprint_compare.h comparison_json); null when there was none.
+  nlohmann::json fingerprint;
   bool abandon_transport = false;     ///< a failed transfer may still be in flight: skip MPI_Finalize
 };
 

@@ -11,7 +11,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RankRecord, rank, world_size, lo
                                                 cuda_runtime, cuda_driver, nccl_version,
                                                 mpi_version, nccl_path, nccl_hostid, allreduce_bytes,
                                                 allreduce_seconds, sweep,
-                                                links, link_bytes, link_schedule)
+                                                links, link_bytes, link_schedule, fingerprint)
 
 std::string encode(const RankRecord& r) { return nlohmann::json(r).dump(); }
 

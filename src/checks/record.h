@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "world/fingerprint.h"
+
 namespace gpudiag {
 
 /// The phases of a check, in order.
@@ -51,6 +53,8 @@ struct RankRecord {
   std::vector<double> links;
   double link_bytes = 0;
   std::string link_schedule;  ///< "rounds" or "serial"
+  /// Sent at the exchange only (world/fingerprint.h); empty in later records.
+  Fingerprint fingerprint;
 
   void fail(const std::string& in_phase, const std::string& why, bool timeout = false) {
     if (!ok) return;  // the first failure is the one that matters

@@ -1,5 +1,7 @@
 #include "checks/verdict.h"
 
+#include "world/fingerprint_compare.h"
+
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -152,6 +154,12 @@ CheckpointReview review_table(const std::vector<std::optional<RankRecord>>& now,
       out.warnings.push_back("(" + std::to_string(more) + " more warnings in rank 0's log)");
     }
     out.oversubscribed = !oversubscribed_hosts(now).empty();
+    std::vector<RankPrint> prints;
+    for (const auto& r : now)
+      if (r) prints.push_back({r->rank, r->host, &r->fingerprint});
+    const auto compared = compare_fingerprints(prints);
+    for (auto& line : gpudiag::broken_lines(compared)) out.conflicts.push_back(line);
+    out.fingerprint = comparison_json(compared);
   }
   return out;
 }
@@ -164,6 +172,7 @@ std::string encode_review(const CheckpointReview& r) {
   j["warnings"] = r.warnings;
   j["oversubscribed"] = r.oversubscribed;
   j["labels"] = r.labels;
+  j["fingerprint"] = r.fingerprint;
   return j.dump();
 }
 
@@ -176,6 +185,8 @@ CheckpointReview decode_review(const std::string& text) {
   r.warnings = j.at("warnings").get<std::vector<std::string>>();
   r.oversubscribed = j.at("oversubscribed").get<bool>();
   r.labels = j.at("labels").get<std::vector<std::pair<int, std::string>>>();
+  // Rendered defensively (render_fingerprint); only its kind is checked here.
+  if (auto it = j.find("fingerprint"); it != j.end() && it->is_object()) r.fingerprint = *it;
   return r;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "checks/record.h"
+#include <nlohmann/json.hpp>
 
 namespace gpudiag {
 
@@ -41,6 +42,9 @@ struct CheckpointReview {
   std::vector<std::string> conflicts, warnings;       ///< at the exchange
   bool oversubscribed = false;                        ///< a host runs more ranks than CPUs
   std::vector<std::pair<int, std::string>> labels;    ///< of missing ranks, as last known
+  /// The exchange's fingerprint comparison (world/fingerprint_compare.h,
+  /// comparison_json); null at the other checkpoints.
+  nlohmann::json fingerprint;
 };
 
 /// Ranks named in a review's lists, at most.

@@ -88,5 +88,31 @@ TEST(Verdict, OneLineCountsTheRest) {
   EXPECT_EQ(one_line({}), "");
 }
 
+TEST(Verdict, FingerprintPluginOnHalfTheRanksIsAConflictEveryRankReads) {
+  std::vector<std::optional<RankRecord>> t;
+  for (int r = 0; r < 4; ++r) {
+    t.push_back(rec(r, r < 2 ? "a" : "b", r % 2));
+    t.back()->fingerprint.fields = {{"plugin.net", r < 2 ? "not found" : "/x/libnccl-net.so"},
+                                    {"kernel", "6.1"}};
+  }
+  auto review = decode_review(encode_review(review_table(t, t, {}, true)));
+  ASSERT_EQ(review.conflicts.size(), 1u);
+  EXPECT_NE(review.conflicts[0].find("ranks 0-1 [a]: not found; ranks 2-3 [b]: /x/libnccl-net.so"),
+            std::string::npos) << review.conflicts[0];
+  EXPECT_EQ(review.fingerprint["differences"][0]["severity"], "broken");
+  // Only the exchange compares fingerprints.
+  EXPECT_TRUE(review_table(t, t, {}, false).fingerprint.is_null());
+}
+
+TEST(Verdict, MalformedFingerprintInAPeersRecordDoesNotThrow) {
+  nlohmann::json j = rec(1, "a", 0);
+  j["fingerprint"] = {{"plugin.net", 7}, {"kernel", {1, 2}}};
+  RankRecord r;
+  EXPECT_NO_THROW(r = decode(j.dump()));
+  EXPECT_TRUE(r.fingerprint.empty());
+  j["fingerprint"] = "not an object";
+  EXPECT_NO_THROW(r = decode(j.dump()));
+}
+
 }  // namespace
 }  // namespace gpudiag

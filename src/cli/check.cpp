@@ -16,6 +16,7 @@
 #include "nccl_log/render.h"
 #include "report/job_report.h"
 #include "report/status_line.h"
+#include "world/fingerprint_compare.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -93,7 +94,8 @@ int run(const CheckCli& o) {
   job.meet_after_printing(result, o.check.timeout_s);
   if (capture && result.me.backend != "nccl") nccl_log::discard_capture(*capture);
   if (result.me.rank == 0) {
-    write_all(out, versions_line(result) + summary_table(result));
+    write_all(out, versions_line(result) + summary_table(result) +
+                       render_fingerprint(result.fingerprint));
     if (capture) summarize_nccl_capture(out, *capture, result);
     if (!o.json_path.empty()) json_status = emit_json(o.json_path, kCheckSchema, job_json(result));
   }

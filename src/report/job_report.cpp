@@ -126,6 +126,7 @@ nlohmann::json job_json(const CheckResult& result) {
   j["backend"] = result.me.backend;
   j["launcher"] = result.me.launcher;
   j["warnings"] = result.warnings;
+  if (result.fingerprint.is_object()) j["fingerprint"] = result.fingerprint;
   j["store_authenticated"] = result.store_unauthenticated.empty();
   if (!result.store_unauthenticated.empty())
     j["store_unauthenticated_why"] = result.store_unauthenticated;
@@ -152,6 +153,7 @@ nlohmann::json job_json(const CheckResult& result) {
       row["allreduce_busbw_gbps"] = allreduce_busbw_gbps(
           rec->allreduce_bytes, rec->allreduce_seconds, static_cast<int>(result.table.size()));
     row.erase("nccl_id");
+    row.erase("fingerprint");  // compared at the exchange: the job-level "fingerprint"
     ranks.push_back(row);
   }
   return j;

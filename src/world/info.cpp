@@ -8,6 +8,7 @@
 #include "util/error.h"
 #include "util/strings.h"
 #include "world/discovery.h"
+#include "world/fingerprint.h"
 #include "world/gpu_choice.h"
 #include "world/host.h"
 
@@ -91,6 +92,9 @@ nlohmann::json collect_info(const Env& env, int forced_device, const std::string
   for (const auto& [k, v] : env.all())
     if (is_relevant_env(k)) e[k] = v;
   j["env"] = e;
+  // What `gpudiag check` compares across the job (world/fingerprint.h).
+  const int ordinal = j["gpu"].value("ordinal", -1);
+  j["fingerprint"] = collect_fingerprint(live_sources(env, short_hostname(), ordinal, nccl_lib));
   return j;
 }
 
@@ -136,6 +140,23 @@ std::string render_info(const nlohmann::json& j) {
     first = false;
   }
   if (first) line("env", "(none of NCCL_*, CUDA_VISIBLE_DEVICES, MASTER_*, launcher variables)");
+  if (j.contains("fingerprint") && j["fingerprint"].is_object()) {
+    const auto& f = j["fingerprint"];
+    auto field = [&](const char* k) { return f.value(k, std::string("unknown")); };
+    line("plugins", "net " + field("plugin.net") + ", tuner " + field("plugin.tuner") +
+                        ", profiler " + field("plugin.profiler"));
+    auto bytes = [&](const char* k) {
+      auto n = parse_int(field(k));
+      return n && *n >= 0 ? human_bytes(static_cast<std::uint64_t>(*n)) : field(k);
+    };
+    line("host", "kernel " + field("kernel") + ", /dev/shm " + bytes("shm") + ", memlock " +
+                     bytes("memlock"));
+    std::string ib;
+    for (const auto& [k, v] : f.items())
+      if (k.starts_with("ib.") && v.is_string()) ib += (ib.empty() ? "" : "; ") + k.substr(3) + " " + v.get<std::string>();
+    line("rdma", ib.empty() ? "no InfiniBand/RoCE devices" : ib);
+    line("fingerprint", std::to_string(f.size()) + " fields (--json shows them; check compares them)");
+  }
   if (j.contains("warnings"))
     for (const auto& w : j["warnings"]) line("warning", w.get<std::string>());
   return out;

@@ -1,0 +1,288 @@
+// The job-wide comparison of fingerprints (fingerprint_compare.h). The work
+// is a map per field from value to ranks: O(ranks x fields), fields bounded
+// by kMaxFields a rank and kMaxCompared in all, so a peer sending odd field
+// names cannot make rank 0 compare without end. The JSON for the review names
+// at most kNamed differences and findings and kGroups groups each; the rest
+// are counted, so the review stays far below its 64 KiB cap.
+#include "world/fingerprint_compare.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "util/strings.h"
+
+namespace gpudiag {
+
+namespace {
+
+constexpr std::size_t kMaxCompared = 1024;  ///< distinct fields compared
+constexpr std::size_t kNamed = 8;           ///< differences / findings in the JSON
+constexpr std::size_t kGroups = 4;          ///< groups named per difference
+constexpr std::uint64_t kMinShm = 512ull << 20;
+
+/// Fields that differ by design: never compared.
+bool compared(const std::string& key) {
+  return key != "host" && key != "gpu.bus_id" && key != "env_skipped";
+}
+
+std::string field_title(const std::string& f) {
+  if (f == "nccl.version") return "the NCCL version";
+  if (f == "nccl.path") return "the libnccl loaded";
+  if (f == "plugin.net") return "the NCCL net plugin";
+  if (f == "plugin.tuner") return "the NCCL tuner plugin";
+  if (f == "plugin.profiler") return "the NCCL profiler plugin";
+  if (f == "gpu.driver") return "the GPU driver";
+  if (f == "kernel") return "the kernel";
+  if (f.starts_with("env.")) return f.substr(4);
+  return f;
+}
+
+/// A text from the review, cut short: the review comes from another process.
+std::string clip_text(const std::string& s) { return s.size() > 2048 ? s.substr(0, 2048) + "..." : s; }
+
+bool plugin_found(const std::string& v) { return !v.empty() && v[0] == '/'; }
+
+void classify(Difference& d) {
+  if (d.field == "nccl.version") {
+    d.broken = true;
+    d.remedy = "install one NCCL version on every host, or point every rank at the same "
+               "libnccl.so.2 (--nccl-lib, LD_LIBRARY_PATH)";
+  } else if (d.field == "plugin.net") {
+    bool found = false, missing = false;
+    for (const auto& g : d.groups) (plugin_found(g.value) ? found : missing) = true;
+    d.broken = found && missing;
+    d.remedy = "NCCL hangs or fails at init when only some ranks load a net plugin: install the "
+               "same libnccl-net.so on every host, or set NCCL_NET_PLUGIN=none on every rank";
+  } else if (d.field.starts_with("env.")) {
+    d.remedy = "export the same value on every rank (or unset it everywhere)";
+  } else if (d.field == "gpu.driver") {
+    d.remedy = "install the same driver on every host";
+  }
+}
+
+void add_rank(ValueGroup& g, int rank, const std::string& host) {
+  g.ranks.push_back(rank);
+  auto it = std::lower_bound(g.hosts.begin(), g.hosts.end(), host);
+  if (it == g.hosts.end() || *it != host) g.hosts.insert(it, host);
+}
+
+std::uint64_t as_bytes(const std::string& v) {
+  auto n = parse_int(v);
+  return n && *n > 0 ? static_cast<std::uint64_t>(*n) : 0;
+}
+
+/// Findings: values wrong on their own. `local` counts the ranks of each host.
+void find_bad_values(const std::vector<RankPrint>& ps, const std::map<std::string, int>& local,
+                     FingerprintComparison& out) {
+  std::map<std::string, Finding> by_what;
+  auto note = [&](const std::string& what, const std::string& remedy, const RankPrint& p) {
+    auto& f = by_what[what];
+    f.what = what;
+    f.remedy = remedy;
+    ValueGroup g{"", std::move(f.ranks), std::move(f.hosts)};
+    add_rank(g, p.rank, p.host);
+    f.ranks = std::move(g.ranks);
+    f.hosts = std::move(g.hosts);
+  };
+  for (const auto& p : ps) {
+    const auto& m = p.print->fields;
+    if (auto it = m.find("env.NCCL_SOCKET_IFNAME"); it != m.end() && out.hosts > 1 &&
+                                                    !it->second.starts_with("^")) {
+      std::string list = it->second.starts_with("=") ? it->second.substr(1) : it->second;
+      for (const auto& name : split(list, ','))
+        if (name.starts_with("lo") || name.starts_with("docker"))
+          note("NCCL_SOCKET_IFNAME=" + it->second + " names a " +
+                   (name.starts_with("lo") ? "loopback" : "docker") +
+                   " interface in a job across " + std::to_string(out.hosts) + " hosts",
+               "name the interface that reaches the other hosts (ip -br addr)", p);
+    }
+    bool rdma = false;
+    for (const auto& [k, v] : m) {
+      if (!k.starts_with("ib.")) continue;
+      rdma = true;
+      if (!v.starts_with("ACTIVE"))
+        note("InfiniBand/RoCE port " + k.substr(3) + " is " + v.substr(0, v.find(',')),
+             "check the cable and the subnet manager (ibstat), or leave the port out with "
+             "NCCL_IB_HCA",
+             p);
+    }
+    const auto host_ranks = local.count(p.host) ? local.at(p.host) : 1;
+    if (const auto shm = as_bytes(p.print->get("shm")); shm && shm < kMinShm && host_ranks > 1)
+      note("/dev/shm is " + human_bytes(shm) + " for " + std::to_string(host_ranks) +
+               " ranks on the host",
+           "give /dev/shm at least 512 MiB (docker run --shm-size=1g, or remount it)", p);
+    // NCCL's IB/RoCE transport registers (pins) memory: limited memlock
+    // matters only where there are RDMA devices.
+    if (const auto ml = p.print->get("memlock"); rdma && ml != "unlimited" && ml != "unknown")
+      note("memlock is limited (ulimit -l: " + human_bytes(as_bytes(ml)) +
+               ") on a host with RDMA devices",
+           "set ulimit -l unlimited (limits.conf, or the container's --ulimit memlock=-1)", p);
+  }
+  for (auto& [what, f] : by_what) out.findings.push_back(std::move(f));
+}
+
+}  // namespace
+
+FingerprintComparison compare_fingerprints(const std::vector<RankPrint>& prints) {
+  FingerprintComparison out;
+  std::vector<RankPrint> ps;
+  for (const auto& p : prints)
+    if (p.print && !p.print->empty()) ps.push_back(p);
+  std::sort(ps.begin(), ps.end(), [](auto& a, auto& b) { return a.rank < b.rank; });
+  std::map<std::string, const Fingerprint*> host_print;  // lowest rank's
+  std::map<std::string, int> local;
+  std::set<std::string> keys;
+  for (const auto& p : ps) {
+    host_print.emplace(p.host, p.print);
+    ++local[p.host];
+    for (const auto& [k, v] : p.print->fields)
+      if (compared(k) && (keys.size() < kMaxCompared || keys.count(k))) keys.insert(k);
+  }
+  out.ranks = static_cast<int>(ps.size());
+  out.hosts = static_cast<int>(host_print.size());
+  out.fields = static_cast<int>(keys.size());
+  for (const auto& key : keys) {
+    const bool host = is_host_field(key);
+    std::map<std::string, ValueGroup> by_value;
+    for (const auto& p : ps) {
+      const std::string v = (host ? host_print[p.host] : p.print)->get(key);
+      auto& g = by_value[v];
+      g.value = v;
+      add_rank(g, p.rank, p.host);
+    }
+    if (by_value.size() < 2) continue;
+    Difference d{key, host, false, {}, ""};
+    for (auto& [v, g] : by_value) d.groups.push_back(std::move(g));
+    std::sort(d.groups.begin(), d.groups.end(),
+              [](auto& a, auto& b) { return a.ranks.front() < b.ranks.front(); });
+    classify(d);
+    out.differences.push_back(std::move(d));
+  }
+  std::stable_sort(out.differences.begin(), out.differences.end(),
+                   [](auto& a, auto& b) { return a.broken > b.broken; });
+  find_bad_values(ps, local, out);
+  return out;
+}
+
+std::string compress_ranks(const std::vector<int>& r) {
+  std::string out;
+  for (std::size_t i = 0; i < r.size();) {
+    std::size_t j = i;
+    while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
+    if (!out.empty()) out += ",";
+    out += std::to_string(r[i]);
+    if (j > i) out += "-" + std::to_string(r[j]);
+    i = j + 1;
+    if (out.size() > 80 && i < r.size()) return out + ",...";
+  }
+  return out;
+}
+
+std::string compress_hosts(const std::vector<std::string>& hosts) {
+  std::vector<std::string> named(hosts.begin(), hosts.begin() + std::min<std::size_t>(3, hosts.size()));
+  std::string out = join(named, ",");
+  if (hosts.size() > named.size()) out += " +" + std::to_string(hosts.size() - named.size()) + " hosts";
+  return out;
+}
+
+std::string group_text(const std::string& field, const ValueGroup& g) {
+  std::string who = (g.ranks.size() == 1 ? "rank " : "ranks ") + compress_ranks(g.ranks) + " [" +
+                    compress_hosts(g.hosts) + "]: ";
+  if (field.starts_with("env."))
+    return who + (g.value == "unset" ? "unset" : field.substr(4) + "=" + g.value);
+  return who + g.value;
+}
+
+std::string difference_line(const Difference& d, std::size_t max_groups) {
+  std::string s = field_title(d.field) + " differs between " + (d.host_field ? "hosts" : "ranks") + ": ";
+  for (std::size_t i = 0; i < d.groups.size() && i < max_groups; ++i)
+    s += (i ? "; " : "") + group_text(d.field, d.groups[i]);
+  if (d.groups.size() > max_groups)
+    s += "; (+" + std::to_string(d.groups.size() - max_groups) + " more groups)";
+  return s;
+}
+
+std::vector<std::string> broken_lines(const FingerprintComparison& c) {
+  std::vector<std::string> out;
+  for (const auto& d : c.differences)
+    if (d.broken) out.push_back(difference_line(d, 2) + " (" + d.remedy + ")");
+  return out;
+}
+
+nlohmann::json comparison_json(const FingerprintComparison& c) {
+  nlohmann::json j;
+  j["ranks_compared"] = c.ranks;
+  j["hosts"] = c.hosts;
+  j["fields_compared"] = c.fields;
+  auto& diffs = j["differences"] = nlohmann::json::array();
+  for (std::size_t i = 0; i < c.differences.size() && i < kNamed; ++i) {
+    const auto& d = c.differences[i];
+    nlohmann::json jd{{"field", d.field},
+                      {"scope", d.host_field ? "host" : "rank"},
+                      {"severity", d.broken ? "broken" : "warning"},
+                      {"text", difference_line(d, kGroups)},
+                      {"remedy", d.remedy},
+                      {"groups", nlohmann::json::array()},
+                      {"more_groups", d.groups.size() > kGroups ? d.groups.size() - kGroups : 0}};
+    for (std::size_t g = 0; g < d.groups.size() && g < kGroups; ++g)
+      jd["groups"].push_back({{"value", d.groups[g].value},
+                              {"ranks", compress_ranks(d.groups[g].ranks)},
+                              {"count", d.groups[g].ranks.size()},
+                              {"hosts", compress_hosts(d.groups[g].hosts)}});
+    diffs.push_back(std::move(jd));
+  }
+  j["more_differences"] = c.differences.size() > kNamed ? c.differences.size() - kNamed : 0;
+  auto& finds = j["findings"] = nlohmann::json::array();
+  for (std::size_t i = 0; i < c.findings.size() && i < kNamed; ++i) {
+    const auto& f = c.findings[i];
+    finds.push_back({{"what", f.what},
+                     {"ranks", compress_ranks(f.ranks)},
+                     {"hosts", compress_hosts(f.hosts)},
+                     {"remedy", f.remedy}});
+  }
+  j["more_findings"] = c.findings.size() > kNamed ? c.findings.size() - kNamed : 0;
+  return j;
+}
+
+std::string render_fingerprint(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("differences")) return "";
+  auto str = [](const nlohmann::json& o, const char* k) {
+    auto it = o.find(k);
+    return it != o.end() && it->is_string() ? clip_text(it->get<std::string>()) : std::string();
+  };
+  auto num = [](const nlohmann::json& o, const char* k) -> long long {
+    auto it = o.find(k);
+    return it != o.end() && it->is_number_integer() ? it->get<long long>() : 0;
+  };
+  std::string out;
+  const auto& diffs = j["differences"];
+  const long long more = num(j, "more_differences");
+  const std::size_t shown = diffs.is_array() ? std::min<std::size_t>(diffs.size(), kNamed) : 0;
+  if (shown == 0) {
+    out = "fingerprint: " + std::to_string(num(j, "fields_compared")) + " fields agree on all " +
+          std::to_string(num(j, "ranks_compared")) + " ranks\n";
+  } else {
+    out = "fingerprint: " + std::to_string(shown + more) + " of " +
+          std::to_string(num(j, "fields_compared")) + " fields differ between the " +
+          std::to_string(num(j, "ranks_compared")) + " ranks\n";
+    for (std::size_t i = 0; i < shown; ++i) {
+      if (!diffs[i].is_object()) continue;
+      out += "  " + std::string(str(diffs[i], "severity") == "broken" ? "BROKEN: " : "warning: ") +
+             str(diffs[i], "text") + "\n";
+      if (auto r = str(diffs[i], "remedy"); !r.empty()) out += "    remedy: " + r + "\n";
+    }
+    if (more > 0) out += "  (+" + std::to_string(more) + " more differences in --json)\n";
+  }
+  const auto& finds = j.contains("findings") ? j["findings"] : nlohmann::json();
+  for (std::size_t i = 0; finds.is_array() && i < finds.size() && i < kNamed; ++i) {
+    if (!finds[i].is_object()) continue;
+    out += "fingerprint finding: " + str(finds[i], "what") + " (ranks " + str(finds[i], "ranks") +
+           " [" + str(finds[i], "hosts") + "]); " + str(finds[i], "remedy") + "\n";
+  }
+  if (auto m = num(j, "more_findings"); m > 0)
+    out += "fingerprint: (+" + std::to_string(m) + " more findings in --json)\n";
+  return out;
+}
+
+}  // namespace gpudiag

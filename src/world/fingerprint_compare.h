@@ -1,0 +1,77 @@
+// Comparing the fingerprints of a job (fingerprint.h) and naming the odd ones
+// out. Host fields (kernel, driver, ports, MTUs, /dev/shm, memlock) take one
+// value per host, the lowest rank's, and are compared between hosts; rank
+// fields (GPU model, libnccl, plugins, environment) are compared between
+// every rank. Each field that differs becomes a Difference: the groups of
+// ranks holding each value, ranks and hosts compressed ("ranks 0-7 [node1]:
+// NCCL_SOCKET_IFNAME=eth0; ranks 8-15 [node2]: unset"). A differing NCCL
+// version, or a net plugin found on some ranks and not on others, is broken
+// (NCCL hangs or fails at init); every other difference is a warning. Values
+// that are wrong on their own are Findings. The result travels in the
+// judge's review as bounded JSON (comparison_json) and is rendered from it.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "world/fingerprint.h"
+
+namespace gpudiag {
+
+struct RankPrint {
+  int rank = 0;
+  std::string host;
+  const Fingerprint* print = nullptr;
+};
+
+struct ValueGroup {
+  std::string value;
+  std::vector<int> ranks;  ///< ascending
+  std::vector<std::string> hosts;  ///< sorted, distinct
+};
+
+struct Difference {
+  std::string field;
+  bool host_field = false;
+  bool broken = false;
+  std::vector<ValueGroup> groups;  ///< by lowest rank
+  std::string remedy;
+};
+
+struct Finding {
+  std::string what;  ///< "NCCL_SOCKET_IFNAME=lo names a loopback interface ..."
+  std::string remedy;
+  std::vector<int> ranks;
+  std::vector<std::string> hosts;
+};
+
+struct FingerprintComparison {
+  int ranks = 0, hosts = 0, fields = 0;
+  std::vector<Difference> differences;  ///< broken first, then by field
+  std::vector<Finding> findings;
+};
+
+/// Ranks without a fingerprint (empty) are left out.
+FingerprintComparison compare_fingerprints(const std::vector<RankPrint>& prints);
+
+/// "0-7,9,12-15"
+std::string compress_ranks(const std::vector<int>& ascending);
+/// "node1,node2 +3 hosts"
+std::string compress_hosts(const std::vector<std::string>& hosts);
+/// "ranks 0-7 [node1]: NCCL_SOCKET_IFNAME=eth0"
+std::string group_text(const std::string& field, const ValueGroup& g);
+/// "the NCCL net plugin differs: ranks 0-1 [vm]: not found; ranks 2-3 [vm]: /x.so"
+std::string difference_line(const Difference& d, std::size_t max_groups = 4);
+
+/// The lines that stop the job at the exchange (broken differences).
+std::vector<std::string> broken_lines(const FingerprintComparison& c);
+
+/// Bounded for the review (a few differences and groups named, the rest counted).
+nlohmann::json comparison_json(const FingerprintComparison& c);
+
+/// The report's block, from comparison_json's output (or a review's copy of
+/// it; anything malformed is skipped). "" for an empty or absent object.
+std::string render_fingerprint(const nlohmann::json& j);
+
+}  // namespace gpudiag
