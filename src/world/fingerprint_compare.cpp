@@ -20,10 +20,26 @@ constexpr std::size_t kMaxCompared = 1024;  ///< distinct fields compared
 constexpr std::size_t kNamed = 8;           ///< differences / findings in the JSON
 constexpr std::size_t kGroups = 4;          ///< groups named per difference
 constexpr std::uint64_t kMinShm = 512ull << 20;
+/// The JSON's budget inside the review (capped at 64 KiB with its other texts).
+constexpr std::size_t kMaxJsonBytes = 24u << 10;
+constexpr std::size_t kShownValue = 96, kShownHost = 32;
 
-/// Fields that differ by design: never compared.
+std::string cut(const std::string& s, std::size_t n) {
+  return s.size() > n ? s.substr(0, n) + "..." : s;
+}
+
+/// Fields that differ by design: never compared. NCCL_DEBUG_FILE often names
+/// the rank's own file, NCCL_HOSTID is a host's own (verdict.h looks at it),
+/// and virtual interfaces (containers' veth pairs, bridges) are named per host.
 bool compared(const std::string& key) {
-  return key != "host" && key != "gpu.bus_id" && key != "env_skipped";
+  if (key == "host" || key == "gpu.bus_id" || key == "env_skipped" ||
+      key == "env.NCCL_DEBUG_FILE" || key == "env.NCCL_HOSTID")
+    return false;
+  if (key.starts_with("nic."))
+    for (const char* v : {"nic.veth", "nic.cali", "nic.br-", "nic.vnet", "nic.tap", "nic.lxc",
+                          "nic.docker", "nic.virbr", "nic.cni", "nic.flannel", "nic.tun"})
+      if (key.starts_with(v)) return false;
+  return true;
 }
 
 std::string field_title(const std::string& f) {
@@ -180,7 +196,8 @@ std::string compress_ranks(const std::vector<int>& r) {
 }
 
 std::string compress_hosts(const std::vector<std::string>& hosts) {
-  std::vector<std::string> named(hosts.begin(), hosts.begin() + std::min<std::size_t>(3, hosts.size()));
+  std::vector<std::string> named;
+  for (std::size_t i = 0; i < hosts.size() && i < 3; ++i) named.push_back(cut(hosts[i], kShownHost));
   std::string out = join(named, ",");
   if (hosts.size() > named.size()) out += " +" + std::to_string(hosts.size() - named.size()) + " hosts";
   return out;
@@ -189,9 +206,10 @@ std::string compress_hosts(const std::vector<std::string>& hosts) {
 std::string group_text(const std::string& field, const ValueGroup& g) {
   std::string who = (g.ranks.size() == 1 ? "rank " : "ranks ") + compress_ranks(g.ranks) + " [" +
                     compress_hosts(g.hosts) + "]: ";
+  const std::string value = cut(g.value, kShownValue);
   if (field.starts_with("env."))
-    return who + (g.value == "unset" ? "unset" : field.substr(4) + "=" + g.value);
-  return who + g.value;
+    return who + (g.value == "unset" ? "unset" : field.substr(4) + "=" + value);
+  return who + value;
 }
 
 std::string difference_line(const Difference& d, std::size_t max_groups) {
@@ -226,7 +244,7 @@ nlohmann::json comparison_json(const FingerprintComparison& c) {
                       {"groups", nlohmann::json::array()},
                       {"more_groups", d.groups.size() > kGroups ? d.groups.size() - kGroups : 0}};
     for (std::size_t g = 0; g < d.groups.size() && g < kGroups; ++g)
-      jd["groups"].push_back({{"value", d.groups[g].value},
+      jd["groups"].push_back({{"value", cut(d.groups[g].value, kShownValue)},
                               {"ranks", compress_ranks(d.groups[g].ranks)},
                               {"count", d.groups[g].ranks.size()},
                               {"hosts", compress_hosts(d.groups[g].hosts)}});
@@ -236,12 +254,20 @@ nlohmann::json comparison_json(const FingerprintComparison& c) {
   auto& finds = j["findings"] = nlohmann::json::array();
   for (std::size_t i = 0; i < c.findings.size() && i < kNamed; ++i) {
     const auto& f = c.findings[i];
-    finds.push_back({{"what", f.what},
+    finds.push_back({{"what", cut(f.what, 2 * kShownValue)},
                      {"ranks", compress_ranks(f.ranks)},
                      {"hosts", compress_hosts(f.hosts)},
                      {"remedy", f.remedy}});
   }
   j["more_findings"] = c.findings.size() > kNamed ? c.findings.size() - kNamed : 0;
+  // Whatever the values, the review must fit: drop named entries (counted).
+  while (j.dump().size() > kMaxJsonBytes && !(diffs.empty() && finds.empty())) {
+    const bool from_diffs = !diffs.empty();
+    auto& from = from_diffs ? diffs : finds;
+    from.erase(from.size() - 1);
+    auto& count = j[from_diffs ? "more_differences" : "more_findings"];
+    count = count.get<std::size_t>() + 1;
+  }
   return j;
 }
 

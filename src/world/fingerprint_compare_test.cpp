@@ -123,6 +123,21 @@ TEST(FingerprintCompare, ThousandRanksManyGroupsStayBounded) {
   EXPECT_NE(c.findings[0].what.find("loopback"), std::string::npos);
 }
 
+TEST(FingerprintCompare, LongValuesAndHostNamesStillFitTheReview) {
+  std::vector<Fingerprint> prints(64, base());
+  std::vector<RankPrint> view;
+  for (int r = 0; r < 64; ++r) {
+    for (int k = 0; k < 40; ++k)
+      prints[r].fields["env.NCCL_V" + std::to_string(k)] = std::string(250, 'a' + r % 26);
+    prints[r].fields["env.NCCL_SOCKET_IFNAME"] = "lo" + std::string(250, 'x');
+    view.push_back({r, std::string(5000, 'h') + std::to_string(r), &prints[r]});
+  }
+  const auto j = comparison_json(compare_fingerprints(view));
+  EXPECT_LE(j.dump().size(), 24u << 10);
+  EXPECT_EQ(j["differences"].size() + j["more_differences"].get<std::size_t>(), 40u);
+  EXPECT_FALSE(render_fingerprint(j).empty());
+}
+
 TEST(FingerprintFindings, LoopbackOrDockerOnlyMattersAcrossHosts) {
   Job one_host(4, 4, [](int, Fingerprint& f) { f.fields["env.NCCL_SOCKET_IFNAME"] = "lo"; });
   EXPECT_TRUE(compare_fingerprints(one_host.view).findings.empty());
@@ -155,6 +170,16 @@ TEST(FingerprintFindings, PortDownSmallShmAndLimitedMemlock) {
     f.fields["memlock"] = "65536";
   });
   EXPECT_TRUE(compare_fingerprints(lone.view).findings.empty());
+}
+
+TEST(FingerprintCompare, FieldsThatDifferByDesignAreNotCompared) {
+  Job job(4, 2, [](int r, Fingerprint& f) {
+    f.fields["env.NCCL_DEBUG_FILE"] = "/tmp/nccl." + std::to_string(r) + ".log";
+    f.fields["env.NCCL_HOSTID"] = "h" + std::to_string(r / 2);
+    f.fields["nic.veth" + std::to_string(r) + ".mtu"] = "1500";
+    f.fields["gpu.bus_id"] = std::to_string(r);
+  });
+  EXPECT_TRUE(compare_fingerprints(job.view).differences.empty());
 }
 
 TEST(FingerprintCompare, RanksWithoutAFingerprintAreLeftOut) {

@@ -13,7 +13,12 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import BIN, Ranks, broken_lines, free_port, ok_lines, rank_env, run
+from harness import (BIN, SOURCE_DIR, Ranks, broken_lines, clean_env, free_port, ok_lines,
+                     rank_env, run, strip_prefix)
+from test_two_hosts import node_cmd
+
+NETNS = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
+PREFIX = "gdf"
 
 ARGS = ["check", "--backend", "host", "--size", "1MiB", "--mem", "1MiB", "--iters", "1",
         "--timeout", "60"]
@@ -123,6 +128,60 @@ class Fingerprint(unittest.TestCase):
         self.assertEqual(fp["host"], HOST)
         st = os.statvfs("/dev/shm")
         self.assertEqual(int(fp["shm"]), st.f_blocks * st.f_frsize)
+
+
+@unittest.skipUnless(os.geteuid() == 0, "network namespaces need root")
+class FingerprintTwoHosts(unittest.TestCase):
+    """The same on two network-namespace hosts, each running `gpudiag launch`:
+    node-b's ranks find the plugin and export NCCL_SOCKET_IFNAME=lo."""
+
+    def setUp(self):
+        p = run([NETNS, "up", PREFIX], timeout=30)
+        if p.returncode != 0:
+            self.skipTest("cannot create network namespaces here: " + p.stderr.strip())
+        self.tmp = tempfile.mkdtemp(prefix="gpudiag-fp-")
+        self.procs = []
+
+    def tearDown(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+        run([NETNS, "down", PREFIX], timeout=30)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def start(self, ns, hostname, node_rank, port, extra):
+        env = {k: v for k, v in clean_env().items() if not k.startswith("NCCL_")}
+        env.update(extra)
+        cmd = node_cmd(ns, hostname, node_rank, port, "--backend", "host", "--size", "1MiB",
+                       "--mem", "1MiB", "--iters", "1", timeout=60)
+        cmd[3] = f"{PREFIX}-{ns}"  # node_cmd names test_two_hosts' namespaces
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        self.procs.append(p)
+        return p
+
+    def test_plugin_on_one_host_only(self):
+        lib = build_plugin(self.tmp)
+        port = 29640
+        a = self.start("a", "node-a", 0, port, {"NCCL_SOCKET_IFNAME": "eth0"})
+        b = self.start("b", "node-b", 1, port, {"NCCL_SOCKET_IFNAME": "lo",
+                                                "LD_LIBRARY_PATH": self.tmp})
+        out_b, err_b = b.communicate(timeout=90)
+        out_a, err_a = a.communicate(timeout=90)
+        self.assertNotEqual(a.returncode, 0)
+        self.assertNotEqual(b.returncode, 0)
+        out = strip_prefix(out_a + out_b)
+        broken = broken_lines(out)
+        self.assertEqual(len(broken), 4, out + err_a + err_b)
+        groups = f"ranks 0-1 [node-a]: not found; ranks 2-3 [node-b]: {lib}"
+        for m in broken:
+            self.assertIn(groups, m["reason"])
+        self.assertIn("NCCL_SOCKET_IFNAME differs between ranks: ranks 0-1 [node-a]: "
+                      "NCCL_SOCKET_IFNAME=eth0; ranks 2-3 [node-b]: NCCL_SOCKET_IFNAME=lo", out)
+        # Across two hosts, lo is wrong on its own too.
+        self.assertIn("fingerprint finding: NCCL_SOCKET_IFNAME=lo names a loopback interface "
+                      "in a job across 2 hosts (ranks 2-3 [node-b])", out)
 
 
 if __name__ == "__main__":
