@@ -17,6 +17,7 @@
 #include "report/status_line.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "world/fingerprint_compare.h"
 
 namespace gpudiag::cli {
 
@@ -89,6 +90,8 @@ int run(BenchCli o) {
       json = bench_json(result);
       schema = kBenchSchema;
     }
+    // What differs between the ranks may explain a slow or failed run.
+    write_all(out, render_fingerprint(result.fingerprint));
     if (!o.json_path.empty()) json_status = emit_json(o.json_path, schema, json);
   }
   int status = job.finish(result);

@@ -15,6 +15,7 @@
 #include <sys/utsname.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
@@ -173,9 +174,11 @@ std::map<std::string, std::string> read_ib_ports(const std::string& sys_root) {
       if (out.size() >= kMaxPorts) return out;
       const fs::path p = base / dev / "ports" / port;
       std::string state = read_small(p / "state");  // "4: ACTIVE"
-      if (auto colon = state.find(": "); colon != std::string::npos) state = state.substr(colon + 2);
-      out["ib." + dev + "/" + port] = or_unknown(state) + ", " + or_unknown(read_small(p / "rate")) +
-                                      ", " + or_unknown(read_small(p / "link_layer"));
+      if (auto colon = state.find(": "); colon != std::string::npos)
+        state = state.substr(colon + 2);
+      out["ib." + dev + "/" + port] = or_unknown(state) + ", " +
+                                      or_unknown(read_small(p / "rate")) + ", " +
+                                      or_unknown(read_small(p / "link_layer"));
     }
   }
   return out;

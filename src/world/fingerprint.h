@@ -22,11 +22,11 @@
 
 namespace gpudiag {
 
-inline constexpr std::size_t kMaxFields = 256;      ///< per fingerprint
-inline constexpr std::size_t kMaxEnvFields = 128;   ///< environment variables kept
+inline constexpr std::size_t kMaxFields = 256;     ///< per fingerprint
+inline constexpr std::size_t kMaxEnvFields = 128;  ///< environment variables kept
 inline constexpr std::size_t kMaxKeyChars = 96;
 inline constexpr std::size_t kMaxValueChars = 256;
-inline constexpr std::size_t kMaxPorts = 32;        ///< InfiniBand/RoCE ports
+inline constexpr std::size_t kMaxPorts = 32;  ///< InfiniBand/RoCE ports
 inline constexpr std::size_t kMaxNics = 64;
 
 struct Fingerprint {
@@ -62,7 +62,8 @@ std::map<std::string, std::string> read_nic_mtus(const std::string& sys_root);
 /// it exists), else LD_LIBRARY_PATH, the ld cache file, then `default_dirs`.
 /// "" when not found.
 std::string resolve_library(const std::string& name, const std::string& ld_library_path,
-                            const std::string& ld_cache, const std::vector<std::string>& default_dirs);
+                            const std::string& ld_cache,
+                            const std::vector<std::string>& default_dirs);
 
 /// What collect_fingerprint reads, with the real machine's places as defaults.
 struct FingerprintSources {

@@ -55,21 +55,25 @@ std::string field_title(const std::string& f) {
 }
 
 /// A text from the review, cut short: the review comes from another process.
-std::string clip_text(const std::string& s) { return s.size() > 2048 ? s.substr(0, 2048) + "..." : s; }
+std::string clip_text(const std::string& s) {
+  return s.size() > 2048 ? s.substr(0, 2048) + "..." : s;
+}
 
 bool plugin_found(const std::string& v) { return !v.empty() && v[0] == '/'; }
 
 void classify(Difference& d) {
   if (d.field == "nccl.version") {
     d.broken = true;
-    d.remedy = "install one NCCL version on every host, or point every rank at the same "
-               "libnccl.so.2 (--nccl-lib, LD_LIBRARY_PATH)";
+    d.remedy =
+        "install one NCCL version on every host, or point every rank at the same "
+        "libnccl.so.2 (--nccl-lib, LD_LIBRARY_PATH)";
   } else if (d.field == "plugin.net") {
     bool found = false, missing = false;
     for (const auto& g : d.groups) (plugin_found(g.value) ? found : missing) = true;
     d.broken = found && missing;
-    d.remedy = "NCCL hangs or fails at init when only some ranks load a net plugin: install the "
-               "same libnccl-net.so on every host, or set NCCL_NET_PLUGIN=none on every rank";
+    d.remedy =
+        "NCCL hangs or fails at init when only some ranks load a net plugin: install the "
+        "same libnccl-net.so on every host, or set NCCL_NET_PLUGIN=none on every rank";
   } else if (d.field.starts_with("env.")) {
     d.remedy = "export the same value on every rank (or unset it everywhere)";
   } else if (d.field == "gpu.driver") {
@@ -103,8 +107,8 @@ void find_bad_values(const std::vector<RankPrint>& ps, const std::map<std::strin
   };
   for (const auto& p : ps) {
     const auto& m = p.print->fields;
-    if (auto it = m.find("env.NCCL_SOCKET_IFNAME"); it != m.end() && out.hosts > 1 &&
-                                                    !it->second.starts_with("^")) {
+    if (auto it = m.find("env.NCCL_SOCKET_IFNAME");
+        it != m.end() && out.hosts > 1 && !it->second.starts_with("^")) {
       std::string list = it->second.starts_with("=") ? it->second.substr(1) : it->second;
       for (const auto& name : split(list, ','))
         if (name.starts_with("lo") || name.starts_with("docker"))
@@ -197,9 +201,11 @@ std::string compress_ranks(const std::vector<int>& r) {
 
 std::string compress_hosts(const std::vector<std::string>& hosts) {
   std::vector<std::string> named;
-  for (std::size_t i = 0; i < hosts.size() && i < 3; ++i) named.push_back(cut(hosts[i], kShownHost));
+  for (std::size_t i = 0; i < hosts.size() && i < 3; ++i)
+    named.push_back(cut(hosts[i], kShownHost));
   std::string out = join(named, ",");
-  if (hosts.size() > named.size()) out += " +" + std::to_string(hosts.size() - named.size()) + " hosts";
+  if (hosts.size() > named.size())
+    out += " +" + std::to_string(hosts.size() - named.size()) + " hosts";
   return out;
 }
 
@@ -213,7 +219,8 @@ std::string group_text(const std::string& field, const ValueGroup& g) {
 }
 
 std::string difference_line(const Difference& d, std::size_t max_groups) {
-  std::string s = field_title(d.field) + " differs between " + (d.host_field ? "hosts" : "ranks") + ": ";
+  std::string s =
+      field_title(d.field) + " differs between " + (d.host_field ? "hosts" : "ranks") + ": ";
   for (std::size_t i = 0; i < d.groups.size() && i < max_groups; ++i)
     s += (i ? "; " : "") + group_text(d.field, d.groups[i]);
   if (d.groups.size() > max_groups)

@@ -27,7 +27,7 @@ struct RankPrint {
 
 struct ValueGroup {
   std::string value;
-  std::vector<int> ranks;  ///< ascending
+  std::vector<int> ranks;          ///< ascending
   std::vector<std::string> hosts;  ///< sorted, distinct
 };
 

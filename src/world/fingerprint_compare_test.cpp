@@ -12,8 +12,9 @@ namespace {
 
 Fingerprint base() {
   Fingerprint f;
-  f.fields = {{"kernel", "6.1.0"}, {"shm", std::to_string(8ull << 30)}, {"memlock", "unlimited"},
-              {"gpu.model", "none"}, {"nccl.version", "2.21.5"}, {"plugin.net", "not found"},
+  f.fields = {{"kernel", "6.1.0"},        {"shm", std::to_string(8ull << 30)},
+              {"memlock", "unlimited"},   {"gpu.model", "none"},
+              {"nccl.version", "2.21.5"}, {"plugin.net", "not found"},
               {"env.NCCL_DEBUG", "WARN"}};
   return f;
 }
@@ -50,7 +51,9 @@ TEST(FingerprintCompare, OneRankHasNothingToDiffer) {
 }
 
 TEST(FingerprintCompare, TwoRanksEnvDifferenceIsAWarningNamingBothGroups) {
-  Job job(2, 1, [](int r, Fingerprint& f) { if (r == 1) f.fields["env.NCCL_SOCKET_IFNAME"] = "eth0"; });
+  Job job(2, 1, [](int r, Fingerprint& f) {
+    if (r == 1) f.fields["env.NCCL_SOCKET_IFNAME"] = "eth0";
+  });
   auto c = compare_fingerprints(job.view);
   ASSERT_EQ(c.differences.size(), 1u);
   EXPECT_FALSE(c.differences[0].broken);
@@ -61,14 +64,17 @@ TEST(FingerprintCompare, TwoRanksEnvDifferenceIsAWarningNamingBothGroups) {
 }
 
 TEST(FingerprintCompare, EightRanksPluginOnHalfIsBroken) {
-  Job job(8, 4, [](int r, Fingerprint& f) { if (r >= 4) f.fields["plugin.net"] = "/opt/x/libnccl-net.so"; });
+  Job job(8, 4, [](int r, Fingerprint& f) {
+    if (r >= 4) f.fields["plugin.net"] = "/opt/x/libnccl-net.so";
+  });
   auto c = compare_fingerprints(job.view);
   ASSERT_EQ(c.differences.size(), 1u);
   EXPECT_TRUE(c.differences[0].broken);
   auto lines = broken_lines(c);
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_NE(lines[0].find("ranks 0-3 [node1]: not found; ranks 4-7 [node2]: /opt/x/libnccl-net.so"),
-            std::string::npos) << lines[0];
+            std::string::npos)
+      << lines[0];
   const auto text = render_fingerprint(comparison_json(c));
   EXPECT_NE(text.find("BROKEN: the NCCL net plugin differs"), std::string::npos) << text;
 }
@@ -83,8 +89,10 @@ TEST(FingerprintCompare, PluginAtTwoPathsIsOnlyAWarningAndNcclVersionIsBroken) {
   EXPECT_EQ(c.differences[0].field, "nccl.version");  // broken first
   EXPECT_TRUE(c.differences[0].broken);
   EXPECT_FALSE(c.differences[1].broken);
-  EXPECT_NE(difference_line(c.differences[0]).find("ranks 0-6 [node1,node2]: 2.21.5; rank 7 [node2]: 2.18.1"),
-            std::string::npos) << difference_line(c.differences[0]);
+  EXPECT_NE(difference_line(c.differences[0])
+                .find("ranks 0-6 [node1,node2]: 2.21.5; rank 7 [node2]: 2.18.1"),
+            std::string::npos)
+      << difference_line(c.differences[0]);
 }
 
 TEST(FingerprintCompare, HostFieldsTakeOneValuePerHostAndBusIdIsNotCompared) {
@@ -104,7 +112,8 @@ TEST(FingerprintCompare, HostFieldsTakeOneValuePerHostAndBusIdIsNotCompared) {
 TEST(FingerprintCompare, ThousandRanksManyGroupsStayBounded) {
   Job job(1024, 8, [](int r, Fingerprint& f) {
     f.fields["env.NCCL_IB_HCA"] = "mlx5_" + std::to_string(r % 16);  // 16 groups
-    for (int k = 0; k < 20; ++k) if (r == 1000) f.fields["env.NCCL_ODD" + std::to_string(k)] = "1";
+    for (int k = 0; k < 20; ++k)
+      if (r == 1000) f.fields["env.NCCL_ODD" + std::to_string(k)] = "1";
     if (r == 1023) f.fields["env.NCCL_SOCKET_IFNAME"] = "lo";
   });
   auto c = compare_fingerprints(job.view);
@@ -146,14 +155,15 @@ TEST(FingerprintFindings, LoopbackOrDockerOnlyMattersAcrossHosts) {
   ASSERT_EQ(c.findings.size(), 1u);
   EXPECT_NE(c.findings[0].what.find("docker"), std::string::npos);
   EXPECT_EQ(compress_ranks(c.findings[0].ranks), "0-3");
-  Job excluded(4, 2, [](int, Fingerprint& f) { f.fields["env.NCCL_SOCKET_IFNAME"] = "^lo,docker"; });
+  Job excluded(4, 2,
+               [](int, Fingerprint& f) { f.fields["env.NCCL_SOCKET_IFNAME"] = "^lo,docker"; });
   EXPECT_TRUE(compare_fingerprints(excluded.view).findings.empty());
 }
 
 TEST(FingerprintFindings, PortDownSmallShmAndLimitedMemlock) {
   Job job(4, 2, [](int r, Fingerprint& f) {
-    f.fields["ib.mlx5_0/1"] = r < 2 ? "ACTIVE, 200 Gb/sec (4X HDR), InfiniBand"
-                                    : "DOWN, 10 Gb/sec (4X SDR), InfiniBand";
+    f.fields["ib.mlx5_0/1"] =
+        r < 2 ? "ACTIVE, 200 Gb/sec (4X HDR), InfiniBand" : "DOWN, 10 Gb/sec (4X SDR), InfiniBand";
     if (r >= 2) f.fields["shm"] = std::to_string(64ull << 20);
     if (r >= 2) f.fields["memlock"] = std::to_string(8ull << 20);
   });
@@ -163,7 +173,8 @@ TEST(FingerprintFindings, PortDownSmallShmAndLimitedMemlock) {
   EXPECT_NE(all.find("port mlx5_0/1 is DOWN @2-3"), std::string::npos) << all;
   EXPECT_NE(all.find("/dev/shm is 64 MiB for 2 ranks on the host @2-3"), std::string::npos) << all;
   EXPECT_NE(all.find("memlock is limited (ulimit -l: 8 MiB) on a host with RDMA devices @2-3"),
-            std::string::npos) << all;
+            std::string::npos)
+      << all;
   // One rank on a host: a small /dev/shm is fine; no RDMA: memlock does not matter.
   Job lone(1, 1, [](int, Fingerprint& f) {
     f.fields["shm"] = "1000";
@@ -193,8 +204,8 @@ TEST(FingerprintCompare, RanksWithoutAFingerprintAreLeftOut) {
 TEST(FingerprintRender, MalformedReviewIsSkippedNotFatal) {
   EXPECT_EQ(render_fingerprint(nlohmann::json()), "");
   EXPECT_EQ(render_fingerprint(nlohmann::json(3)), "");
-  nlohmann::json j = {{"differences", {1, "x", {{"text", 5}}}}, {"findings", "nope"},
-                      {"fields_compared", "many"}};
+  nlohmann::json j = {
+      {"differences", {1, "x", {{"text", 5}}}}, {"findings", "nope"}, {"fields_compared", "many"}};
   EXPECT_NO_THROW(render_fingerprint(j));
 }
 

@@ -62,7 +62,8 @@ TEST(FingerprintSysfs, ValuesAreBoundedAndPrintable) {
   auto m = read_nic_mtus(t.path.string());
   ASSERT_EQ(m.size(), 1u);
   EXPECT_LE(m["nic.eth0.mtu"].size(), kMaxValueChars);
-  for (int i = 0; i < 100; ++i) t.touch("class/infiniband/d" + std::to_string(i) + "/ports/1/state", "1: DOWN");
+  for (int i = 0; i < 100; ++i)
+    t.touch("class/infiniband/d" + std::to_string(i) + "/ports/1/state", "1: DOWN");
   EXPECT_LE(read_ib_ports(t.path.string()).size(), kMaxPorts);
 }
 
@@ -76,7 +77,8 @@ TEST(FingerprintLibrary, LoaderOrderLdLibraryPathThenCacheThenDefaultDirs) {
   cache += in_cache + std::string(1, '\0') + "/usr/lib/libnccl-net.so.2" + std::string(1, '\0');
   const auto cache_file = t.touch("ld.so.cache", cache);
   const std::vector<std::string> dirs = {(t.path / "deflt").string()};
-  EXPECT_EQ(resolve_library("libnccl-net.so", (t.path / "llp").string(), cache_file, dirs), in_path);
+  EXPECT_EQ(resolve_library("libnccl-net.so", (t.path / "llp").string(), cache_file, dirs),
+            in_path);
   EXPECT_EQ(resolve_library("libnccl-net.so", "/nowhere", cache_file, dirs), in_cache);
   EXPECT_EQ(resolve_library("libnccl-net.so", "", "/no-cache", dirs), in_default);
   EXPECT_EQ(resolve_library("libnccl-net.so", "", "/no-cache", {}), "");
@@ -94,7 +96,8 @@ TEST(FingerprintLibrary, PluginsFollowNcclsNames) {
   s.env.set("LD_LIBRARY_PATH", (t.path / "lib").string());
   EXPECT_EQ(collect_fingerprint(s).get("plugin.net"), "not found");
   s.env.set("NCCL_NET_PLUGIN", "aws-ofi");
-  EXPECT_EQ(collect_fingerprint(s).get("plugin.net"), (t.path / "lib/libnccl-net-aws-ofi.so").string());
+  EXPECT_EQ(collect_fingerprint(s).get("plugin.net"),
+            (t.path / "lib/libnccl-net-aws-ofi.so").string());
   s.env.set("NCCL_NET_PLUGIN", "none");
   EXPECT_EQ(collect_fingerprint(s).get("plugin.net"), "disabled (NCCL_NET_PLUGIN=none)");
 }
@@ -129,8 +132,11 @@ TEST(FingerprintJson, MalformedPeerFingerprintIsReadWithoutThrowing) {
   Fingerprint f;
   EXPECT_NO_THROW(from_json(nlohmann::json(42), f));
   EXPECT_TRUE(f.empty());
-  nlohmann::json j = {{"kernel", "6.1"}, {"shm", 5}, {"gpu.model", nullptr},
-                      {std::string(500, 'k'), "x"}, {"nccl.path", std::string(100000, 'p')}};
+  nlohmann::json j = {{"kernel", "6.1"},
+                      {"shm", 5},
+                      {"gpu.model", nullptr},
+                      {std::string(500, 'k'), "x"},
+                      {"nccl.path", std::string(100000, 'p')}};
   for (int i = 0; i < 5000; ++i) j["env.X" + std::to_string(i)] = "v";
   EXPECT_NO_THROW(from_json(j, f));
   EXPECT_EQ(f.get("kernel"), "6.1");
