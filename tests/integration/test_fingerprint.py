@@ -114,6 +114,25 @@ class Fingerprint(unittest.TestCase):
         self.assertEqual(doc["fingerprint"]["differences"], [])
         self.assertEqual(doc["fingerprint"]["ranks_compared"], 4)
 
+    def test_a_rank_with_hundreds_of_long_variables_is_bounded(self):
+        # Rank 3 exports 400 long NCCL_* variables: the others do not. Its
+        # record stays small (128 variables kept, each cut), the job passes,
+        # and the report names a few differences and counts the rest.
+        many = {f"NCCL_TEST_V{i:03d}": "x" * 5000 for i in range(400)}
+        report = os.path.join(self.tmp, "report.json")
+        self.start({3: many}, args=ARGS + ["--json", report])
+        self.assertEqual(self.ranks.codes, [0, 0, 0, 0], self.ranks.err)
+        out = self.ranks.stdout()
+        self.assertIn("warning: NCCL_TEST_V000 differs between ranks: ranks 0-2 "
+                      f"[{HOST}]: unset; rank 3 [{HOST}]: NCCL_TEST_V000=xxx", out)
+        self.assertIn("more differences in --json", out)
+        with open(report) as f:
+            doc = json.load(f)
+        fp = doc["fingerprint"]
+        # At most 128 variables travel (the test's own CUDA_* ones among them).
+        self.assertIn(len(fp["differences"]) + fp["more_differences"], range(120, 129))
+        self.assertLess(len(json.dumps(fp)), 24 << 10)
+
     def test_info_json_shows_this_ranks_fingerprint(self):
         plugin_dir = os.path.join(self.tmp, "plugin")
         os.mkdir(plugin_dir)
