@@ -130,7 +130,10 @@ class StorePlane : public Plane {
       return g;
     }
     try {
-      if (!published_) set(prefix + std::to_string(me_.rank), mine, deadline);
+      // A SET is answered at once: the answer window, not the checkpoint's
+      // deadline, so a store that stops now is named within seconds.
+      if (!published_)
+        answered([&](Deadline d) { set(prefix + std::to_string(me_.rank), mine, d); });
       published_ = false;
       if (me_.rank == 0) {
         judge(g, prefix, deadline, wait_for, review);
