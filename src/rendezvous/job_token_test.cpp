@@ -3,6 +3,7 @@
 // wrong secret, a secret on one side only, a replayed answer, and a server
 // that cannot prove the secret back.
 #include "rendezvous/job_token.h"
+#include "rendezvous/store_join.h"
 
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -39,6 +40,23 @@ TEST(JobToken, SlurmJobAndStep) {
   EXPECT_EQ(job_token(Env(Vars{{"SLURM_JOB_ID", "12"}})).value, "slurm-12");
   // An empty GPUDIAG_TOKEN counts as unset.
   EXPECT_EQ(job_token(Env(Vars{{"GPUDIAG_TOKEN", ""}, {"SLURM_JOB_ID", "9"}})).value, "slurm-9");
+}
+
+TEST(StoreAddress, UnderSlurmEveryTaskDerivesOnePortBelowTheEphemeralRange) {
+  World w;
+  w.launcher = Launcher::slurm;
+  w.size = 4;
+  for (long long job : {0LL, 1LL, 36244LL, 9876543210LL, -5LL}) {
+    Vars v{{"SLURM_JOB_ID", std::to_string(job)}, {"SLURM_STEP_ID", "2"},
+           {"SLURM_STEP_NODELIST", "node[03-05]"}};
+    auto a = store_address(w, Env(v));
+    EXPECT_EQ(a.host, "node03");
+    EXPECT_GE(a.port, 20000) << job;
+    EXPECT_LT(a.port, 32768) << job;  // Linux hands out 32768 and up to servers on port 0
+    w.rank = 3;
+    EXPECT_EQ(store_address(w, Env(v)).port, a.port);
+    w.rank = 0;
+  }
 }
 
 TEST(JobToken, TorchElasticRunIdThenDefault) {

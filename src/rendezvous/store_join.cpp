@@ -24,11 +24,13 @@ int parse_port(const std::string& v, const char* name) {
   return static_cast<int>(*p);
 }
 
-/// A port every task of a SLURM step computes alike, away from the usual ones.
+/// A port every task of a SLURM step computes alike, away from the usual
+/// ones and below Linux's ephemeral range (32768-60999 by default), where a
+/// server that asked the kernel for any free port may already listen.
 int slurm_port(const Env& env) {
   auto job = parse_int(env.get_or("SLURM_JOB_ID", "0")).value_or(0);
   auto step = parse_int(env.get_or("SLURM_STEP_ID", "0")).value_or(0);
-  return 20000 + static_cast<int>((job * 131 + step * 7) % 20000);
+  return 20000 + static_cast<int>(((job * 131 + step * 7) % 12000 + 12000) % 12000);
 }
 
 /// Says once per process that the store is unauthenticated, and why.
