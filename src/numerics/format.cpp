@@ -16,15 +16,17 @@ std::string right_align(std::string_view s, std::size_t width) {
 
 }  // namespace
 
-std::string format_e82(double x) {
-  if (std::isnan(x)) return right_align("nan", 8);
-  if (std::isinf(x)) return right_align(x > 0 ? "inf" : "-inf", 8);
+std::string format_e2(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
   // std::to_chars with a precision rounds the exact binary value correctly,
   // like Python's float formatting, independent of the C locale.
   char buf[64];
   auto [end, ec] = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::scientific, 2);
-  return right_align(std::string_view(buf, static_cast<std::size_t>(end - buf)), 8);
+  return std::string(buf, static_cast<std::size_t>(end - buf));
 }
+
+std::string format_e82(double x) { return right_align(format_e2(x), 8); }
 
 std::string stats_line(const TensorStats& s, std::string_view label) {
   if (s.empty()) return placeholder_line("empty", label);

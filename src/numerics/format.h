@@ -13,6 +13,8 @@ namespace gpudiag::numerics {
 /// to 3 significant digits (ties to even), at least two exponent digits,
 /// right-aligned in 8 columns; "inf", "-inf" and "nan" (never "-nan").
 std::string format_e82(double x);
+/// The same without the padding: "3.42e+04", "nan", "inf", "-inf".
+std::string format_e2(double x);
 
 /// The frame line of a tensor: f"{abs_min:8.2e} {abs_max:8.2e} {label}".
 /// An empty tensor, where the framework's min() raises, prints

@@ -3,6 +3,8 @@
 // look at integer tensors for float bit patterns.
 #include "numerics/insights.h"
 
+#include "numerics/format.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -24,12 +26,6 @@ std::uint64_t element_bits(const TensorView& v, std::uint64_t i, std::size_t siz
 }
 
 double limit_of(DType t) { return float_bits_to_double(t, float_format(t).max_finite); }
-
-std::string e2(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2e", x);
-  return buf;
-}
 
 }  // namespace
 
@@ -109,8 +105,8 @@ void Insights::print(std::FILE* to) const {
                  "gpudiag scan: first frame near the %s limit (abs max >= %g of %s): %s, abs "
                  "max %s\n",
                  std::string(dtype_name(near_->dtype)).c_str(), near_limit_,
-                 e2(near_->limit).c_str(), near_->at.describe().c_str(),
-                 e2(near_->abs_max).c_str());
+                 format_e2(near_->limit).c_str(), near_->at.describe().c_str(),
+                 format_e2(near_->abs_max).c_str());
   if (underflow_)
     std::fprintf(to,
                  "gpudiag scan: most underflow: %s, %.1f%% of its %llu %s elements subnormal "

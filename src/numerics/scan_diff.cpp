@@ -15,6 +15,7 @@
 
 #include <unistd.h>
 
+#include "numerics/format.h"
 #include "numerics/frames.h"
 #include "numerics/inputs.h"
 #include "util/error.h"
@@ -106,19 +107,11 @@ std::map<std::string, std::pair<std::uint64_t, const TensorStats*>> entries(cons
   return out;
 }
 
-std::string e2(double x) {
-  if (std::isnan(x)) return "nan";
-  if (std::isinf(x)) return "inf";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2e", x);
-  return buf;
-}
-
 std::string growth_text(const Row& r) {
   if (r.rank == 3) return "to nan";
   if (r.rank == 2) return "to inf";
   if (r.rank == 1) return "from 0";
-  return "x" + e2(r.growth);
+  return "x" + format_e2(r.growth);
 }
 
 }  // namespace
@@ -172,13 +165,13 @@ int run_diff(const ScanOptions& o, const std::string& a_spec, const std::string&
     const Row& r = rows[i];
     char line[96];
     std::snprintf(line, sizeof line, "%-10s %-9s %-9s %-7llu ", growth_text(r).c_str(),
-                  e2(r.a).c_str(), e2(r.b).c_str(), static_cast<unsigned long long>(r.frame_b));
+                  format_e2(r.a).c_str(), format_e2(r.b).c_str(), static_cast<unsigned long long>(r.frame_b));
     out << line << r.entry << "\n";
     listed.push_back({{"entry", r.entry},
                       {"frame_a", r.frame_a},
                       {"frame_b", r.frame_b},
-                      {"abs_max_a", e2(r.a)},
-                      {"abs_max_b", e2(r.b)},
+                      {"abs_max_a", format_e2(r.a)},
+                      {"abs_max_b", format_e2(r.b)},
                       {"growth", growth_text(r)}});
   }
   if (rows.size() > kDiffRows) out << "... and " << rows.size() - kDiffRows << " more grew\n";

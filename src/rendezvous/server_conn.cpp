@@ -43,11 +43,11 @@ std::string preview(std::string_view bytes) {
   return hex + "(\"" + text + "\")";
 }
 
+}  // namespace
+
 std::string error_frame(std::uint32_t id, sw::ErrorCode code, const std::string& message) {
   return sw::Writer(sw::Type::error, id).u8(static_cast<std::uint8_t>(code)).str(message).finish();
 }
-
-}  // namespace
 
 ServerCore::ServerCore(TcpStoreServerOptions opts)
     : opts_(std::move(opts)),

@@ -34,6 +34,9 @@
 
 namespace gpudiag {
 
+/// An ERROR reply frame to request `id`.
+std::string error_frame(std::uint32_t id, storewire::ErrorCode code, const std::string& message);
+
 /// One client connection.
 struct Conn {
   Conn(net::Fd f, std::uint64_t i, std::string p) : fd(std::move(f)), id(i), peer(std::move(p)) {}

@@ -13,14 +13,6 @@ namespace gpudiag {
 
 namespace sw = storewire;
 
-namespace {
-
-std::string error_frame(std::uint32_t id, sw::ErrorCode code, const std::string& message) {
-  return sw::Writer(sw::Type::error, id).u8(static_cast<std::uint8_t>(code)).str(message).finish();
-}
-
-}  // namespace
-
 std::string ServerCore::who(const Conn& c) {
   return "client " + c.peer +
          (c.rank == sw::kNoRank ? std::string()
