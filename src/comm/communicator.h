@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/collective.h"
 #include "util/deadline.h"
 
 namespace gpudiag {
@@ -30,8 +31,17 @@ class Workspace {
   virtual float* allocate(std::size_t count) = 0;
   /// Frees a block from allocate() before the workspace goes away.
   virtual void release(float* block) = 0;
-  virtual void upload(float* dst, const float* src, std::size_t count) = 0;
-  virtual void download(float* dst, const float* src, std::size_t count) = 0;
+  /// Copies `bytes` bytes between host memory and workspace memory.
+  virtual void upload_bytes(void* dst, const void* src, std::size_t bytes) = 0;
+  virtual void download_bytes(void* dst, const void* src, std::size_t bytes) = 0;
+  /// `bytes` bytes (rounded up to whole floats), owned like allocate()'s.
+  void* allocate_bytes(std::size_t bytes) { return allocate((bytes + 3) / 4); }
+  void upload(float* dst, const float* src, std::size_t count) {
+    upload_bytes(dst, src, count * sizeof(float));
+  }
+  void download(float* dst, const float* src, std::size_t count) {
+    download_bytes(dst, src, count * sizeof(float));
+  }
 };
 
 /// Host memory (std::unique_ptr arrays).
@@ -63,6 +73,16 @@ class Communicator {
   /// The same for `iters` exchanges with `peer` (the link test).
   virtual double send_recv_timed(int peer, const float* out, float* in, std::size_t count,
                                  int iters, Deadline deadline);
+  /// One collective of any type and reduction (collective.h), blocking until
+  /// this rank's part is done. Backends that cannot run `call` throw an
+  /// Error saying so.
+  virtual void run(const CollCall& call, Deadline deadline);
+  /// `iters` of `call` back to back; the seconds each took. With `blocking`
+  /// each waits for completion before the next starts (nccl-tests' -z); a
+  /// backend that can queue work (NCCL) otherwise queues them all and times
+  /// each on the device between events. Host backends run and time each.
+  virtual std::vector<double> run_timed(const CollCall& call, int iters, bool blocking,
+                                        Deadline deadline);
   /// Opens whatever send_recv needs to reach every peer (all ranks call it).
   virtual void open_links(Deadline) {}
   /// Sends `count` floats at `out` to `peer` while `count` floats from it

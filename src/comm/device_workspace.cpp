@@ -29,18 +29,17 @@ class DeviceWorkspace : public Workspace {
   void release(float* block) override {
     std::erase_if(blocks_, [&](const auto& b) { return b->get() == block; });
   }
-  void upload(float* dst, const float* src, std::size_t count) override {
-    copy(dst, src, count, CudaOps::kHostToDevice, "copy to the GPU");
+  void upload_bytes(void* dst, const void* src, std::size_t bytes) override {
+    copy(dst, src, bytes, CudaOps::kHostToDevice, "copy to the GPU");
   }
-  void download(float* dst, const float* src, std::size_t count) override {
-    copy(dst, src, count, CudaOps::kDeviceToHost, "copy from the GPU");
+  void download_bytes(void* dst, const void* src, std::size_t bytes) override {
+    copy(dst, src, bytes, CudaOps::kDeviceToHost, "copy from the GPU");
   }
 
  private:
-  void copy(void* dst, const void* src, std::size_t count, int kind, const char* what) {
-    const std::string label = std::string(what) + " of " + std::to_string(count * sizeof(float)) +
-                              " bytes";
-    const int e = cuda_.memcpy_async(dst, src, count * sizeof(float), kind, stream_);
+  void copy(void* dst, const void* src, std::size_t bytes, int kind, const char* what) {
+    const std::string label = std::string(what) + " of " + std::to_string(bytes) + " bytes";
+    const int e = cuda_.memcpy_async(dst, src, bytes, kind, stream_);
     if (e != CudaOps::kSuccess)
       throw Error(ExitCode::broken, label + " failed: " + cuda_error_text(cuda_, e),
                   "check the GPU with nvidia-smi and dmesg (Xid errors)");
