@@ -17,7 +17,7 @@ import statistics
 import subprocess
 import tempfile
 
-from host_allreduce import BIN, ROOT, size
+from host_collectives import BIN, ROOT, size
 
 
 def gpudiag_link(nbytes, a):

@@ -92,7 +92,7 @@ class CheckRun {
     checkpoint("communicator", [] {});
     timed("all-reduce", [&] { all_reduce(); });
     checkpoint("all-reduce", [] {});
-    if (!opt_.sweep_bytes.empty()) {
+    if (opt_.bench) {
       timed("sweep", [&] { sweep(); });
       checkpoint("sweep", [] {});
     }
@@ -447,7 +447,7 @@ class CheckRun {
     std::vector<int> need;
     if (result_.me.backend == "nccl") return {0};
     if (result_.me.backend != "host/tcp") return {};
-    if (opt_.link_bytes > 0) {
+    if (opt_.link_bytes > 0 || (opt_.bench && opt_.bench->coll == Coll::alltoall)) {
       for (int p = 0; p < n; ++p) need.push_back(p);
       return need;
     }
@@ -559,25 +559,13 @@ class CheckRun {
     me().allreduce_seconds = seconds_since(t0) / iters;
   }
 
-  /// Bandwidth sweep (gpudiag bench): for each size, warm-up iterations, then
-  /// the mean of the timed ones. Peers start each size together: a barrier
-  /// separates them, so a slow rank shows in everyone's times.
+  /// gpudiag bench's measurement (bench/engine.h). Peers start each size
+  /// together (the engine's barrier), so a slow rank shows in everyone's times.
   void sweep() {
-    for (std::uint64_t bytes : opt_.sweep_bytes) {
-      const std::size_t n = std::max<std::size_t>(1, bytes / sizeof(float));
-      float* buf = workspace_->allocate(n);
-      const auto tw = Deadline::Clock::now();
-      for (int i = 0; i < opt_.warmup; ++i) comm_->all_reduce_sum(buf, n, wait_deadline());
-      // The timed iterations are queued back to back (on NCCL) and waited for
-      // once: their deadline is --timeout plus twice what the warm-ups took each.
-      const double per_op = opt_.warmup > 0 ? seconds_since(tw) / opt_.warmup : 0;
-      comm_->barrier(wait_deadline());
-      const int iters = std::max(1, opt_.iters);
-      const double took = comm_->all_reduce_timed(
-          buf, n, iters, Deadline::after_seconds(wait_seconds() + 2 * per_op * iters));
-      me().sweep.push_back({static_cast<double>(n * sizeof(float)), took / iters});
-      workspace_->release(buf);
-    }
+    if (opt_.bench->coll == Coll::alltoall) comm_->open_links(wait_deadline());
+    BenchContext ctx{*comm_, *workspace_, me().rank, plane_.size(), wait_seconds(), nullptr};
+    if (me().rank == 0 && opt_.bench_start) ctx.sink = opt_.bench_start(result_.table);
+    run_bench(*opt_.bench, ctx);
   }
 
   /// The link test (links.h). Each turn opens with a barrier: every round in

@@ -6,6 +6,7 @@
 //   communicator  NCCL init (non-blocking, deadline, abort) or host transport
 //   all-reduce    a small and a large buffer of rank-dependent values, checked
 //                 exactly; then timed iterations of the large one
+//   sweep         (bench) nccl-tests' measurement of one collective (bench/engine.h)
 //   links         (bench --links) every pair exchanges a buffer, timed (links.h)
 //   barrier       the last collective; its checkpoint is the job's final table
 //
@@ -15,11 +16,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "bench/engine.h"
 #include "checks/host_transport.h"
 #include "checks/record.h"
 #include "rendezvous/plane.h"
@@ -37,9 +40,12 @@ struct CheckOptions {
   double timeout_s = 60;         ///< how long any wait for peers may take
   int device = -1;               ///< force a CUDA ordinal
   std::string nccl_lib;          ///< --nccl-lib: the libnccl.so.2 to load ("" = search)
-  /// gpudiag bench: all-reduce sizes to time after the check's own all-reduce.
-  std::vector<std::uint64_t> sweep_bytes;
-  int warmup = 2;                ///< untimed iterations per sweep size
+  /// gpudiag bench: the sweep to run after the check's own all-reduce
+  /// (bench/engine.h), and on rank 0 where its rows go: called with every
+  /// rank's exchange record as the sweep starts.
+  std::shared_ptr<const BenchPlan> bench;
+  std::function<BenchSink*(const std::vector<std::optional<RankRecord>>&)> bench_start;
+  int warmup = 2;                ///< untimed iterations (link test)
   /// gpudiag bench --links: bytes each pair exchanges (0: no link test).
   std::uint64_t link_bytes = 0;
   /// rounds: the pairs of a round at once; serial: one pair at a time;

@@ -10,7 +10,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RankRecord, rank, world_size, lo
                                                 failed_phase, reason, timed_out, nccl_id, endpoint,
                                                 cuda_runtime, cuda_driver, nccl_version,
                                                 mpi_version, nccl_path, nccl_hostid, allreduce_bytes,
-                                                allreduce_seconds, sweep,
+                                                allreduce_seconds,
                                                 links, link_bytes, link_schedule, fingerprint)
 
 std::string encode(const RankRecord& r) { return nlohmann::json(r).dump(); }

@@ -46,8 +46,6 @@ struct RankRecord {
   std::string nccl_hostid;  ///< NCCL_HOSTID: NCCL's own idea of which host this is
   double allreduce_bytes = 0;
   double allreduce_seconds = 0;  ///< mean of the timed iterations
-  /// gpudiag bench: {bytes, mean seconds} per swept size.
-  std::vector<std::array<double, 2>> sweep;
   /// gpudiag bench --links: median seconds per exchange of link_bytes with
   /// each rank (0 for itself and for ranks not measured).
   std::vector<double> links;

@@ -1,12 +1,14 @@
-// gpudiag bench: the check's setup (GPU, exchange, communicator, a verified
-// all-reduce), then an all-reduce bandwidth sweep, or with --links the link
-// test (every pair of ranks); rank 0 prints the table.
+// gpudiag bench [OP]: the check's setup (GPU, exchange, communicator, a
+// verified all-reduce), then nccl-tests' measurement of one collective with
+// its flags and its output layout (bench/engine.h, report/bench_report.h),
+// or with --links the link test (every pair of ranks); rank 0 prints.
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <fstream>
 
+#include "bench/engine.h"
 #include "checks/check.h"
 #include "cli/commands.h"
 #include "cli/json_output.h"
@@ -31,6 +33,10 @@ struct BenchCli {
   std::uint64_t link_bytes = 32ull << 20;
   double step_factor = 0;       ///< -f: sizes multiply by this (0: not given)
   std::uint64_t step_bytes = 0;  ///< -i: sizes grow by this when -f is not given
+  std::string op = "all_reduce";  ///< the positional OP
+  std::string dtype = "float", redop = "sum";
+  int root = 0, datacheck = 1, blocking = 0, average = 1;
+  std::string output_file;  ///< -J
 };
 
 /// The sweep's sizes, as nccl-tests steps them: from min to max multiplying
@@ -52,43 +58,118 @@ std::vector<std::uint64_t> sweep_sizes(const BenchCli& o) {
   return out;
 }
 
+/// The collective, types, reductions and roots the options name.
+std::shared_ptr<BenchPlan> make_plan(const BenchCli& o) {
+  auto plan = std::make_shared<BenchPlan>();
+  auto coll = parse_coll(o.op);
+  if (!coll)
+    throw UsageError("unknown collective '" + o.op + "'",
+                     "give one of all_reduce, all_gather, reduce_scatter, broadcast, reduce, "
+                     "alltoall, sendrecv (or nccl-tests' names, e.g. all_reduce_perf)");
+  plan->coll = *coll;
+  if (o.dtype == "all") {
+    plan->types.assign(std::begin(kAllDTypes), std::end(kAllDTypes));
+  } else if (auto t = parse_dtype(o.dtype)) {
+    plan->types = {*t};
+  } else {
+    throw UsageError("unknown -d/--datatype '" + o.dtype + "'",
+                     "give int8, uint8, int32, uint32, int64, uint64, half, float, double, "
+                     "bfloat16 or all");
+  }
+  if (o.redop == "all") {
+    plan->ops.assign(std::begin(kAllRedOps), std::end(kAllRedOps));
+  } else if (auto op = parse_redop(o.redop)) {
+    plan->ops = {*op};
+  } else {
+    throw UsageError("unknown -o/--op '" + o.redop + "'", "give sum, prod, min, max, avg or all");
+  }
+  plan->sizes = sweep_sizes(o);
+  plan->iters = o.check.iters;
+  plan->warmup = o.check.warmup;
+  plan->check = o.datacheck;
+  plan->blocking = o.blocking != 0;
+  plan->average = o.average;
+  return plan;
+}
+
 int run(BenchCli o) {
-  if (o.min_bytes > o.max_bytes) throw UsageError("--min is larger than --max");
+  if (o.min_bytes > o.max_bytes)
+    throw UsageError("-b/--minbytes " + std::to_string(o.min_bytes) + " is larger than -e/--maxbytes " +
+                     std::to_string(o.max_bytes));
   if (o.step_factor > 0 && o.step_factor <= 1)
     throw UsageError("-f/--stepfactor " + fmt::format("{}", o.step_factor) + " does not grow the size",
                      "give a factor above 1, e.g. -f 2, or -i BYTES for equal steps");
+  if (!o.output_file.empty()) {
+    if (!o.json_path.empty()) throw UsageError("give -J/--output_file or --json, not both");
+    o.json_path = o.output_file;
+  }
+  std::shared_ptr<BenchPlan> plan;
   if (o.links)
     o.check.link_bytes = o.link_bytes;
   else
-    o.check.sweep_bytes = sweep_sizes(o);
+    plan = make_plan(o);
   o.check.mem_bytes = o.check.mem_bytes ? o.check.mem_bytes : 4096;
   // The check's own all-reduce still verifies the job; its timing is the
-  // sweep's business, so with --links it stays small.
-  o.check.large_bytes = std::min<std::uint64_t>(o.links ? 1ull << 20 : o.max_bytes, 16ull << 20);
+  // sweep's business, so it stays small.
+  o.check.large_bytes = 1ull << 20;
   auto job = join_job(Env::from_process(), o.check.timeout_s);
   set_log_tag("rank " + std::to_string(job.setup.world.rank));
+  const int out = human_fd(o.json_path);  // stderr when the JSON takes stdout
+  std::unique_ptr<NcclTestsPrinter> printer;
+  if (plan) {
+    // Roots: -r R, or every rank with -r -1 (nccl-tests' way).
+    const int n = job.setup.world.size;
+    if (o.root >= n)
+      throw UsageError("-r/--root " + std::to_string(o.root) + " is not a rank of this job (" +
+                       std::to_string(n) + " ranks)");
+    plan->roots.clear();
+    for (int r = o.root < 0 ? 0 : o.root; r <= (o.root < 0 ? n - 1 : o.root); ++r)
+      plan->roots.push_back(r);
+    plan->corrupt_rank = test_corrupt_rank(job.setup.env.get("GPUDIAG_TEST_CORRUPT"));
+    o.check.bench = plan;
+    o.check.bench_start = [&](const std::vector<std::optional<RankRecord>>& table) {
+      BenchHeader h;
+      h.program = std::string(coll_name(plan->coll)) + "_perf";
+      h.min_bytes = o.min_bytes;
+      h.max_bytes = o.max_bytes;
+      h.step_factor = o.step_factor > 0 ? o.step_factor : (o.step_bytes ? 0 : 2);
+      h.step_bytes = o.step_bytes;
+      h.warmup = plan->warmup;
+      h.iters = plan->iters;
+      h.check = plan->check;
+      h.average = plan->average;
+      h.blocking = plan->blocking;
+      h.backend = table[0] ? table[0]->backend : "";
+      h.versions = table[0] ? versions_text(*table[0], "") : "";
+      printer = std::make_unique<NcclTestsPrinter>(out, h);
+      printer->begin(table);
+      return static_cast<BenchSink*>(printer.get());
+    };
+  }
   CheckResult result = run_check(o.check, job.setup);
   int json_status = 0;
-  const int out = human_fd(o.json_path);  // stderr when the JSON takes stdout
   // A benchmark prints results, not OK lines; a broken rank still says why.
   if (!result.me.ok) write_all(out, status_line(result.me));
   job.meet_after_printing(result, o.check.timeout_s);
-  bool slow_links = false;
+  bool findings = false;
   if (result.me.rank == 0) {
-    write_all(out, versions_line(result));
+    if (printer) printer->end();
     // A failed job gets the check's job report: who failed, where, and why.
     nlohmann::json json = job_json(result);
     const char* schema = kCheckSchema;
     if (job_ok(result) && o.links) {
+      write_all(out, versions_line(result));
       auto verdict = link_verdict(result);
-      slow_links = verdict.slow_links > 0;
+      findings = verdict.slow_links > 0;
       write_all(out, link_table(result, verdict));
       json = link_json(result, verdict);
       schema = kLinksSchema;
-    } else if (job_ok(result)) {
-      write_all(out, bench_table(result));
-      json = bench_json(result);
+    } else if (job_ok(result) && printer) {
+      findings = printer->wrong() > 0;
+      json = printer->json();
       schema = kBenchSchema;
+    } else if (!job_ok(result)) {
+      write_all(out, versions_line(result));
     }
     // What differs between the ranks may explain a slow or failed run.
     write_all(out, render_fingerprint(result.fingerprint));
@@ -96,8 +177,8 @@ int run(BenchCli o) {
   }
   int status = job.finish(result);
   if (status == 0) status = json_status;
-  // A slow link is a finding, like nccl-log's problems: rank 0 says so in its status.
-  return status == 0 && slow_links ? static_cast<int>(ExitCode::broken) : status;
+  // A slow link or wrong data is a finding: rank 0 says so in its status.
+  return status == 0 && findings ? static_cast<int>(ExitCode::broken) : status;
 }
 
 }  // namespace
@@ -106,33 +187,60 @@ Runner setup_bench(CLI::App& app) {
   auto o = std::make_shared<BenchCli>();
   o->check.iters = 20;
   auto* sub = app.add_subcommand(
-      "bench", "All-reduce bandwidth sweep (like nccl-tests' all_reduce_perf) over the job");
+      "bench",
+      "nccl-tests' measurement of a collective (all_reduce_perf and the others: the same flags "
+      "and output), over the job, under any launcher");
+  sub->add_option("OP", o->op,
+                  "all_reduce (default), all_gather, reduce_scatter, broadcast, reduce, alltoall, "
+                  "sendrecv; nccl-tests' binary names (all_reduce_perf ...) work too");
   sub->add_option("--backend", o->check.backend, "auto | nccl | host")
       ->check(CLI::IsMember({"auto", "nccl", "host"}))
       ->capture_default_str();
-  sub->add_option("-b,--minbytes,--min", o->min_bytes, "smallest size (nccl-tests' -b)")
+  sub->add_option("-b,--minbytes,--min", o->min_bytes, "smallest size in bytes (K/M/G suffixes)")
       ->transform(CLI::AsSizeValue(false))
-      ->check(CLI::Range(std::uint64_t{4}, std::uint64_t{16} << 30))
-      ->default_str("1MiB");
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{64} << 30))
+      ->default_str("1M");
   sub->add_option("-e,--maxbytes,--max", o->max_bytes,
-                  "largest size (sizes double from --min unless -f or -i)")
+                  "largest size (sizes double from -b unless -f or -i)")
       ->transform(CLI::AsSizeValue(false))
-      ->check(CLI::Range(std::uint64_t{4}, std::uint64_t{16} << 30))
-      ->default_str("256MiB");
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{64} << 30))
+      ->default_str("256M");
   sub->add_option("-f,--stepfactor", o->step_factor, "sizes multiply by this factor (above 1)")
       ->check(CLI::Range(1.0, 1024.0));
   sub->add_option("-i,--stepbytes", o->step_bytes, "sizes grow by this many bytes (without -f)")
       ->transform(CLI::AsSizeValue(false))
-      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{16} << 30));
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{64} << 30));
   sub->add_option("-n,--iters", o->check.iters, "timed iterations per size")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   sub->add_option("-w,--warmup_iters,--warmup", o->check.warmup, "untimed iterations per size")
       ->check(CLI::Range(0, 1000))
       ->capture_default_str();
+  sub->add_option("-c,--check", o->datacheck,
+                  "checked calls per size, out of place and in place (0: no check, #wrong N/A)")
+      ->check(CLI::Range(0, 100))
+      ->capture_default_str();
+  sub->add_option("-o,--op", o->redop, "reduction: sum, prod, min, max, avg or all")
+      ->capture_default_str();
+  sub->add_option("-d,--datatype", o->dtype,
+                  "int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16 or all")
+      ->capture_default_str();
+  sub->add_option("-r,--root", o->root, "root of broadcast and reduce; -1: every rank in turn")
+      ->check(CLI::Range(-1, 1 << 24))
+      ->capture_default_str();
+  sub->add_option("-z,--blocking", o->blocking, "1: wait for each call before the next")
+      ->check(CLI::Range(0, 1))
+      ->capture_default_str();
+  sub->add_option("-a,--average", o->average,
+                  "time reported: 0 rank 0's, 1 mean over ranks, 2 min, 3 max")
+      ->check(CLI::Range(0, 3))
+      ->capture_default_str();
   sub->add_option("-T,--timeout", o->check.timeout_s, "seconds any wait for peers may take")
       ->check(Seconds(0.1, 86400.0))
       ->capture_default_str();
+  sub->add_option("-J,--output_file", o->output_file,
+                  "rank 0 writes the results as JSON to FILE (the same as --json FILE)")
+      ->type_name("FILE");
   sub->add_option("--device", o->check.device, "CUDA device ordinal (default: local rank)")
       ->check(CLI::NonNegativeNumber);
   add_nccl_lib_option(sub, o->check.nccl_lib);

@@ -17,7 +17,7 @@ namespace gpudiag::cli {
 
 /// Each document's "schema" (docs/json.md); scan's is gpudiag-scan/1.
 inline constexpr const char* kCheckSchema = "gpudiag-check/1";
-inline constexpr const char* kBenchSchema = "gpudiag-bench/1";
+inline constexpr const char* kBenchSchema = "gpudiag-bench/2";
 inline constexpr const char* kLinksSchema = "gpudiag-links/1";
 inline constexpr const char* kInfoSchema = "gpudiag-info/1";
 inline constexpr const char* kNcclLogSchema = "gpudiag-nccl-log/1";

@@ -10,7 +10,8 @@
 //
 // The few ABI facts used are declared here instead of including nccl.h, so
 // any CUDA build has the NCCL backend and the table can be faked in unit
-// tests: ncclResult_t values, ncclFloat32 = 7, ncclSum = 0, the 128-byte
+// tests: ncclResult_t values, ncclDataType_t (ncclInt8 = 0 ... ncclFloat32 = 7
+// ... ncclBfloat16 = 9) and ncclRedOp_t (ncclSum = 0 ... ncclAvg = 4), the 128-byte
 // unique id, and the 2.14 layout of ncclConfig_t, which every later NCCL
 // accepts (it copies `size` bytes and defaults the fields newer than
 // `version`).
@@ -66,6 +67,8 @@ struct NcclApi {
   R (*AllReduce)(const void*, void*, std::size_t, int, int, C, void*) = nullptr;
   R (*AllGather)(const void*, void*, std::size_t, int, C, void*) = nullptr;
   R (*Broadcast)(const void*, void*, std::size_t, int, int, C, void*) = nullptr;
+  R (*ReduceScatter)(const void*, void*, std::size_t, int, int, C, void*) = nullptr;
+  R (*Reduce)(const void*, void*, std::size_t, int, int, int, C, void*) = nullptr;
   R (*Send)(const void*, std::size_t, int, int, C, void*) = nullptr;
   R (*Recv)(void*, std::size_t, int, int, C, void*) = nullptr;
   R (*GroupStart)() = nullptr;

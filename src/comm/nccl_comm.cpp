@@ -19,8 +19,8 @@ using nccl_abi::Result;
 
 class NcclCommunicator : public Communicator {
  public:
-  NcclCommunicator(const NcclContext& ctx, nccl_abi::CommHandle comm, int rank)
-      : ctx_(ctx), api_(*ctx.nccl), comm_(comm), rank_(rank) {}
+  NcclCommunicator(const NcclContext& ctx, nccl_abi::CommHandle comm, int rank, int size)
+      : ctx_(ctx), api_(*ctx.nccl), comm_(comm), rank_(rank), size_(size) {}
 
   ~NcclCommunicator() override {
     if (aborted_) return;
@@ -82,6 +82,41 @@ class NcclCommunicator : public Communicator {
          deadline);
   }
 
+  void run(const CollCall& c, Deadline deadline) override {
+    enqueue(c);
+    wait("nccl" + describe_call(c), deadline);
+  }
+
+  /// Per-iteration device times: an event before the first call and after
+  /// each, every call queued back to back (or, with `blocking`, waited for
+  /// before the next), one wait at the end. Past kMaxEvents iterations only
+  /// the first and last events are kept and each gets the mean.
+  std::vector<double> run_timed(const CollCall& c, int iters, bool blocking,
+                                Deadline deadline) override {
+    constexpr int kMaxEvents = 1024;
+    const bool each = iters <= kMaxEvents;
+    const std::string what = "nccl" + describe_call(c);
+    Events events(*ctx_.cuda, each ? iters + 1 : 2);
+    usable(what);
+    cuda_check(events.create(), "cudaEventCreate");
+    cuda_check(events.record(0, ctx_.stream), "cudaEventRecord");
+    for (int i = 0; i < iters; ++i) {
+      enqueue(c);
+      if (each) cuda_check(events.record(i + 1, ctx_.stream), "cudaEventRecord");
+      if (blocking) wait(what, deadline);
+    }
+    if (!each) cuda_check(events.record(1, ctx_.stream), "cudaEventRecord");
+    wait(std::to_string(iters) + " x " + what, deadline);
+    std::vector<double> out;
+    for (int i = 0; i + 1 < events.size(); ++i) {
+      float ms = 0;
+      cuda_check(events.elapsed(&ms, i), "cudaEventElapsedTime");
+      out.push_back(ms / 1e3);
+    }
+    if (!each) out.assign(iters, out[0] / iters);
+    return out;
+  }
+
   void barrier(Deadline deadline) override {
     // What torch.distributed.barrier() does on NCCL: a one-element
     // all-reduce. The scratch float's value does not matter.
@@ -92,6 +127,77 @@ class NcclCommunicator : public Communicator {
   void enqueue_all_reduce(float* data, std::size_t count) {
     start("ncclAllReduce", api_.AllReduce(data, data, count, nccl_abi::kFloat32, nccl_abi::kSum,
                                           comm_, ctx_.stream));
+  }
+
+  /// Queues one bench collective (collective.h's buffer conventions).
+  void enqueue(const CollCall& c) {
+    const int t = nccl_dtype(c.type), op = nccl_redop(c.op);
+    const std::string call = "nccl" + describe_call(c);
+    switch (c.coll) {
+      case Coll::all_reduce:
+        return start(call, api_.AllReduce(c.send, c.recv, c.count, t, op, comm_, ctx_.stream));
+      case Coll::all_gather:
+        return start(call, api_.AllGather(c.send, c.recv, c.count, t, comm_, ctx_.stream));
+      case Coll::reduce_scatter:
+        return start(call,
+                     api_.ReduceScatter(c.send, c.recv, c.count, t, op, comm_, ctx_.stream));
+      case Coll::broadcast:
+        return start(call,
+                     api_.Broadcast(c.send, c.recv, c.count, t, c.root, comm_, ctx_.stream));
+      case Coll::reduce:
+        return start(call,
+                     api_.Reduce(c.send, c.recv, c.count, t, op, c.root, comm_, ctx_.stream));
+      case Coll::alltoall:
+      case Coll::sendrecv: break;
+    }
+    usable(call);
+    const std::size_t block = c.count * dtype_size(c.type);
+    const auto* send = static_cast<const char*>(c.send);
+    auto* recv = static_cast<char*>(c.recv);
+    Result r = api_.GroupStart();
+    if (c.coll == Coll::sendrecv) {
+      if (r == nccl_abi::kSuccess)
+        r = api_.Send(send, c.count, t, (rank_ + 1) % size_, comm_, ctx_.stream);
+      if (r == nccl_abi::kSuccess)
+        r = api_.Recv(recv, c.count, t, (rank_ + size_ - 1) % size_, comm_, ctx_.stream);
+    } else {
+      for (int p = 0; p < size_ && r == nccl_abi::kSuccess; ++p) {
+        r = api_.Send(send + p * block, c.count, t, p, comm_, ctx_.stream);
+        if (r == nccl_abi::kSuccess) r = api_.Recv(recv + p * block, c.count, t, p, comm_, ctx_.stream);
+      }
+    }
+    const Result end = api_.GroupEnd();  // always closed (see enqueue_send_recv)
+    if (r == nccl_abi::kSuccess) r = end;
+    start(call, r);
+  }
+
+  /// CUDA events for run_timed(), destroyed with the object.
+  class Events {
+   public:
+    Events(const CudaOps& cuda, int n) : cuda_(cuda), ev_(n, nullptr) {}
+    ~Events() {
+      for (void* e : ev_)
+        if (e) cuda_.event_destroy(e);
+    }
+    int create() {
+      for (void*& e : ev_)
+        if (int r = cuda_.event_create(&e); r != CudaOps::kSuccess) return r;
+      return CudaOps::kSuccess;
+    }
+    int record(int i, void* stream) { return cuda_.event_record(ev_[i], stream); }
+    int elapsed(float* ms, int i) { return cuda_.event_elapsed_ms(ms, ev_[i], ev_[i + 1]); }
+    int size() const { return static_cast<int>(ev_.size()); }
+
+   private:
+    const CudaOps& cuda_;
+    std::vector<void*> ev_;
+  };
+
+  void cuda_check(int e, const char* call) {
+    if (e == CudaOps::kSuccess) return;
+    abort_now();
+    throw Error(ExitCode::broken, std::string(call) + " failed: " + cuda_error_text(*ctx_.cuda, e),
+                "check the GPU with nvidia-smi and dmesg (Xid errors)");
   }
 
   void enqueue_send_recv(int peer, const float* out, float* in, std::size_t count) {
@@ -114,30 +220,15 @@ class NcclCommunicator : public Communicator {
   /// neither the enqueue nor this thread's polling is in it.
   template <class Enqueue>
   double timed(int iters, const std::string& what, Deadline deadline, Enqueue enqueue) {
-    const CudaOps& cuda = *ctx_.cuda;
-    struct Events {
-      const CudaOps& cuda;
-      void* ev[2] = {nullptr, nullptr};
-      ~Events() {
-        for (void* e : ev)
-          if (e) cuda.event_destroy(e);
-      }
-    } events{cuda};
-    auto check = [&](int e, const char* call) {
-      if (e == CudaOps::kSuccess) return;
-      abort_now();
-      throw Error(ExitCode::broken, std::string(call) + " failed: " + cuda_error_text(cuda, e),
-                  "check the GPU with nvidia-smi and dmesg (Xid errors)");
-    };
+    Events events(*ctx_.cuda, 2);
     usable(what);
-    check(cuda.event_create(&events.ev[0]), "cudaEventCreate");
-    check(cuda.event_create(&events.ev[1]), "cudaEventCreate");
-    check(cuda.event_record(events.ev[0], ctx_.stream), "cudaEventRecord");
+    cuda_check(events.create(), "cudaEventCreate");
+    cuda_check(events.record(0, ctx_.stream), "cudaEventRecord");
     for (int i = 0; i < iters; ++i) enqueue();
-    check(cuda.event_record(events.ev[1], ctx_.stream), "cudaEventRecord");
+    cuda_check(events.record(1, ctx_.stream), "cudaEventRecord");
     wait(std::to_string(iters) + " x " + what, deadline);
     float ms = 0;
-    check(cuda.event_elapsed_ms(&ms, events.ev[0], events.ev[1]), "cudaEventElapsedTime");
+    cuda_check(events.elapsed(&ms, 0), "cudaEventElapsedTime");
     return ms / 1e3;
   }
 
@@ -217,7 +308,7 @@ class NcclCommunicator : public Communicator {
   NcclContext ctx_;
   const NcclApi& api_;
   nccl_abi::CommHandle comm_;
-  int rank_;
+  int rank_, size_;
   bool healthy_ = true;
   bool aborted_ = false;
 };
@@ -309,7 +400,7 @@ std::unique_ptr<Communicator> make_nccl_communicator(const NcclContext& ctx,
               "firewalls, and run with --nccl-debug info");
     if (polls > 100) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  auto c = std::make_unique<NcclCommunicator>(ctx, comm, rank);
+  auto c = std::make_unique<NcclCommunicator>(ctx, comm, rank, size);
   c->set_abort_check(abort_check);
   return c;
 }

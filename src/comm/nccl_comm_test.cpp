@@ -36,6 +36,9 @@ struct Fake {
   int copies = 0, stream_queries = 0;
   int enqueues = 0, events_recorded = 0, events_alive = 0;
   int enqueues_at_first_query = -1;  ///< how many collectives were queued before the first wait
+  std::vector<std::pair<int, const void*>> sends;  ///< (peer, buffer) per ncclSend
+  std::vector<std::pair<int, void*>> recvs;
+  int groups = 0;
 };
 Fake* g = nullptr;
 nccl_abi::Comm* const kComm = reinterpret_cast<nccl_abi::Comm*>(0x1234);
@@ -85,13 +88,18 @@ Result all_reduce(const void*, void*, std::size_t, int, int, nccl_abi::CommHandl
   ++g->enqueues;
   return g->enqueue_returns;
 }
-Result send(const void*, std::size_t, int, int, nccl_abi::CommHandle, void*) {
+Result send(const void* buf, std::size_t, int, int peer, nccl_abi::CommHandle, void*) {
+  g->sends.push_back({peer, buf});
   return nccl_abi::kSuccess;
 }
-Result recv(void*, std::size_t, int, int, nccl_abi::CommHandle, void*) {
+Result recv(void* buf, std::size_t, int, int peer, nccl_abi::CommHandle, void*) {
+  g->recvs.push_back({peer, buf});
   return nccl_abi::kSuccess;
 }
-Result group_start() { return nccl_abi::kSuccess; }
+Result group_start() {
+  ++g->groups;
+  return nccl_abi::kSuccess;
+}
 Result group_end() { return g->group_end_returns; }
 const char* error_string(Result r) {
   return r == nccl_abi::kRemoteError ? "remote process exited or there was a network error"
@@ -268,6 +276,48 @@ TEST_F(NcclFake, TimedIterationsAreQueuedBackToBackAndTimedOnTheDevice) {
   EXPECT_EQ(fake.events_recorded, 2);
   EXPECT_DOUBLE_EQ(seconds, 0.0075);           // the events' time, not the host's
   EXPECT_EQ(fake.events_alive, 0);
+}
+
+TEST_F(NcclFake, BenchCallsAreTimedEachBetweenEventsWithOneWait) {
+  auto comm = make();
+  float buf[4] = {};
+  const CollCall call{Coll::all_reduce, DType::bfloat16, RedOp::avg, 0, buf, buf, 4};
+  const auto times = comm->run_timed(call, 4, false, Deadline::after_seconds(5));
+  EXPECT_EQ(fake.enqueues, 4);
+  EXPECT_EQ(fake.enqueues_at_first_query, 4);  // queued back to back, waited for once
+  EXPECT_EQ(fake.events_recorded, 5);          // one before the first call, one after each
+  EXPECT_EQ(times, std::vector<double>(4, 0.0075));
+  EXPECT_EQ(fake.events_alive, 0);
+}
+
+TEST_F(NcclFake, BlockingBenchCallsAreWaitedForOneByOne) {
+  auto comm = make();
+  float buf[4] = {};
+  const CollCall call{Coll::all_reduce, DType::float32, RedOp::sum, 0, buf, buf, 4};
+  (void)comm->run_timed(call, 3, true, Deadline::after_seconds(5));
+  EXPECT_EQ(fake.enqueues_at_first_query, 1);
+}
+
+TEST_F(NcclFake, AlltoallSendsBlockPToRankPInOneGroup) {
+  auto comm = make();  // rank 0 of 2
+  float send[8] = {}, recv[8] = {};
+  comm->run({Coll::alltoall, DType::float32, RedOp::sum, 0, send, recv, 4},
+            Deadline::after_seconds(5));
+  EXPECT_EQ(fake.groups, 1);
+  using S = std::vector<std::pair<int, const void*>>;
+  using R = std::vector<std::pair<int, void*>>;
+  EXPECT_EQ(fake.sends, (S{{0, send}, {1, send + 4}}));
+  EXPECT_EQ(fake.recvs, (R{{0, recv}, {1, recv + 4}}));
+}
+
+TEST_F(NcclFake, SendrecvGoesToTheNextRankAndComesFromThePrevious) {
+  auto comm = make();  // rank 0 of 2: next and previous are both rank 1
+  float send[4] = {}, recv[4] = {};
+  comm->run({Coll::sendrecv, DType::int8, RedOp::sum, 0, send, recv, 16},
+            Deadline::after_seconds(5));
+  ASSERT_EQ(fake.sends.size(), 1u);
+  EXPECT_EQ(fake.sends[0].first, 1);
+  EXPECT_EQ(fake.recvs[0].first, 1);
 }
 
 TEST_F(NcclFake, DeviceWorkspaceCopiesOnTheCommunicatorsStream) {

@@ -81,6 +81,8 @@ NcclLibrary load_from(void* lib, NcclLibrary out) {
   bind(lib, "ncclAllReduce", api->AllReduce, missing);
   bind(lib, "ncclAllGather", api->AllGather, missing);
   bind(lib, "ncclBroadcast", api->Broadcast, missing);
+  bind(lib, "ncclReduceScatter", api->ReduceScatter, missing);
+  bind(lib, "ncclReduce", api->Reduce, missing);
   bind(lib, "ncclSend", api->Send, missing);
   bind(lib, "ncclRecv", api->Recv, missing);
   bind(lib, "ncclGroupStart", api->GroupStart, missing);

@@ -52,8 +52,11 @@ bool job_ok(const CheckResult& result) {
 }
 
 std::string versions_line(const CheckResult& result) {
-  const auto& me = result.me;
-  std::string s = "versions: backend=" + me.backend;
+  return "versions: " + versions_text(result.me, result.store_unauthenticated) + "\n";
+}
+
+std::string versions_text(const RankRecord& me, const std::string& store_unauthenticated) {
+  std::string s = "backend=" + me.backend;
   if (me.backend == "nccl") {
     s += ", CUDA runtime " + me.cuda_runtime + ", driver " + me.cuda_driver + ", NCCL " +
          me.nccl_version + (me.nccl_path.empty() ? "" : " (" + me.nccl_path + ")");
@@ -63,10 +66,9 @@ std::string versions_line(const CheckResult& result) {
   if (!me.mpi_version.empty()) s += ", MPI " + me.mpi_version;
   // Said where a reader of the verdict sees it: with no job secret, a local
   // user could have written to the store this job met through.
-  if (!result.store_unauthenticated.empty())
-    s += ", store unauthenticated (" + result.store_unauthenticated + ")";
-  s += ", gpudiag " GPUDIAG_VERSION;
-  return s + "\n";
+  if (!store_unauthenticated.empty())
+    s += ", store unauthenticated (" + store_unauthenticated + ")";
+  return s + ", gpudiag " GPUDIAG_VERSION;
 }
 
 std::string summary_table(const CheckResult& result) {

@@ -11,6 +11,8 @@ namespace gpudiag {
 
 /// "versions: backend=nccl, CUDA runtime 13.0, driver 13.0, NCCL 2.28.9, gpudiag 0.1.0"
 std::string versions_line(const CheckResult& result);
+/// The same without "versions: " and the newline, from one rank's record.
+std::string versions_text(const RankRecord& me, const std::string& store_unauthenticated);
 
 /// A header line, one row per rank (phase times, status) and the warnings.
 std::string summary_table(const CheckResult& result);

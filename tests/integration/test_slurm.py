@@ -59,6 +59,21 @@ class SlurmTests(unittest.TestCase):
         self.assertIn("backend=host/tcp", p.stdout)
         self.assertIn("first host of the SLURM step", p.stderr)
 
+    def test_bench_under_srun_reads_like_nccl_tests(self):
+        from test_bench_nccl_tests import OPS, expected_row, parse
+        for op, mpi in zip(OPS, ("none", "pmix") * 4):
+            with self.subTest(op=op, mpi=mpi):
+                p = self.srun(f"--mpi={mpi}", "-n", "3", BIN, "bench", op, "-b", "4K", "-e", "16K",
+                              "-n", "1", "-w", "0")
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                rows, oob, verdict, avg = parse(p.stdout)
+                self.assertEqual([(int(r[0]), int(r[1])) for r in rows],
+                                 [expected_row(op, s, 3) for s in (4096, 8192, 16384)])
+                self.assertTrue(all(len(r) == 13 and r[8] == r[12] == "0" for r in rows), rows)
+                self.assertEqual((oob, verdict), (0, "OK"))
+                self.assertGreater(avg, 0)
+                self.assertIn("backend=host/mpi" if mpi == "pmix" else "backend=host/tcp", p.stdout)
+
     def sbatch(self, example, ntasks, env=None, args=("--size", "16MiB", "--iters", "1")):
         """Submits slurm/<example> resized to one node and `ntasks` tasks; returns its output."""
         with open(os.path.join(SOURCE_DIR, "slurm", example)) as f:
