@@ -153,7 +153,11 @@ int run(BenchCli o) {
   job.meet_after_printing(result, o.check.timeout_s);
   bool findings = false;
   if (result.me.rank == 0) {
-    if (printer) printer->end();
+    // No footer for a sweep that did not finish: "0 OK" would claim rows never measured.
+    if (printer && job_ok(result))
+      printer->end();
+    else if (printer)
+      write_all(out, "# the measurement did not complete: see the job report\n");
     // A failed job gets the check's job report: who failed, where, and why.
     nlohmann::json json = job_json(result);
     const char* schema = kCheckSchema;
