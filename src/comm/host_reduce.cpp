@@ -125,7 +125,11 @@ template <class T>
 void avg_typed(void* data, std::size_t n, int nranks) {
   auto* d = static_cast<T*>(data);
   if constexpr (std::is_integral_v<T>) {
-    for (std::size_t i = 0; i < n; ++i) d[i] = static_cast<T>(d[i] / static_cast<T>(nranks));
+    // Divide in 64 bits: the rank count does not fit every T (256 ranks are
+    // 0 as a uint8), and NCCL divides by the full count.
+    using Wide = std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>;
+    const Wide div = static_cast<Wide>(nranks);
+    for (std::size_t i = 0; i < n; ++i) d[i] = static_cast<T>(static_cast<Wide>(d[i]) / div);
   } else {
     const T scale = T(1) / static_cast<T>(nranks);
     for (std::size_t i = 0; i < n; ++i) d[i] = d[i] * scale;
