@@ -1,4 +1,5 @@
-// comm/mpi.h over a real MPI library.
+// comm/mpi.h over a real MPI library. The collectives of collective.h are in
+// mpi_collectives.cpp; the polling both share is here.
 #include <mpi.h>
 #include <sched.h>
 
@@ -7,14 +8,12 @@
 #include <thread>
 
 #include "comm/mpi.h"
+#include "comm/mpi_collectives.h"
 #include "util/error.h"
 #include "util/strings.h"
 
 namespace gpudiag {
 
-namespace {
-
-/// Polls `req` until done, the deadline, or an abort_check reason.
 void wait_request(MPI_Request& req, const std::string& what, Deadline deadline,
                   const AbortCheck& abort_check) {
   constexpr int kSpinPolls = 2000;
@@ -43,16 +42,8 @@ void wait_request(MPI_Request& req, const std::string& what, Deadline deadline,
   }
 }
 
-/// Carries the original error out of wait_pair when requests stay pending.
-struct PendingRequests {
-  std::exception_ptr error;
-};
-
-/// Both requests of a send/receive pair; testing either progresses both. On
-/// the way out by an error, pending requests are cancelled and given a moment
-/// to finish; if one is still pending (a receive that already matched, or a
-/// send, which Open MPI does not cancel) MPI may still use its buffer, and
-/// PendingRequests carries the error out instead.
+// A receive that already matched, or a send, which Open MPI does not cancel,
+// stays pending after MPI_Cancel.
 void wait_pair(MPI_Request (&reqs)[2], const std::string& what, Deadline deadline,
                const AbortCheck& abort_check) {
   try {
@@ -72,10 +63,15 @@ void wait_pair(MPI_Request (&reqs)[2], const std::string& what, Deadline deadlin
   }
 }
 
+namespace {
+
 class MpiHostCommunicator : public Communicator {
  public:
   std::string name() const override { return "host/mpi"; }
-  bool buffers_in_flight() const override { return in_flight_; }
+  bool buffers_in_flight() const override { return in_flight_ || colls_.buffers_in_flight(); }
+  void run(const CollCall& call, Deadline deadline) override {
+    colls_.run(call, deadline, abort_check_);
+  }
   void all_reduce_sum(float* data, std::size_t count, Deadline deadline) override {
     MPI_Request req;
     MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
@@ -117,6 +113,7 @@ class MpiHostCommunicator : public Communicator {
   }
 
  private:
+  MpiCollectives colls_;  ///< after MPI_Init: it creates its user ops
   bool in_flight_ = false;
 };
 

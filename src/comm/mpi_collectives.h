@@ -1,0 +1,71 @@
+// What the host/mpi files share, for builds with MPI only (it includes
+// <mpi.h>): polling requests against a deadline (defined in mpi_session.cpp)
+// and the collectives of collective.h over MPI_COMM_WORLD
+// (mpi_collectives.cpp).
+#pragma once
+
+#include <mpi.h>
+
+#include <climits>
+#include <cstddef>
+#include <exception>
+#include <iterator>
+#include <string>
+
+#include "comm/collective.h"
+#include "comm/communicator.h"
+#include "util/deadline.h"
+
+namespace gpudiag {
+
+/// Polls `req` until done, the deadline, or an abort_check reason. On the way
+/// out by an error `req` is still pending: MPI may still use its buffers.
+void wait_request(MPI_Request& req, const std::string& what, Deadline deadline,
+                  const AbortCheck& abort_check);
+
+/// Carries the original error out of wait_pair when requests stay pending.
+struct PendingRequests {
+  std::exception_ptr error;
+};
+
+/// Both requests of a send/receive pair; testing either progresses both. On
+/// an error, pending requests are cancelled and given a moment to finish; if
+/// one is still pending MPI may still use its buffer, and PendingRequests
+/// carries the error out instead.
+void wait_pair(MPI_Request (&reqs)[2], const std::string& what, Deadline deadline,
+               const AbortCheck& abort_check);
+
+/// Every Coll, DType and RedOp of collective.h over MPI_COMM_WORLD, with
+/// nccl-tests' buffer layouts and in-place offsets, on host memory.
+class MpiCollectives {
+ public:
+  /// The most elements one MPI call takes: its counts are ints.
+  static constexpr std::size_t kMaxCount = INT_MAX;
+
+  MpiCollectives();
+  ~MpiCollectives();  ///< frees the user ops unless MPI is already finalized
+  MpiCollectives(const MpiCollectives&) = delete;
+  MpiCollectives& operator=(const MpiCollectives&) = delete;
+
+  /// One call, blocking until this rank's part is done. Counts above
+  /// `max_count` run as several calls of at most `max_count` elements each
+  /// (a parameter so a test can make the pieces small).
+  void run(const CollCall& call, Deadline deadline, const AbortCheck& abort_check,
+           std::size_t max_count = kMaxCount);
+  /// After run() threw: MPI may still read or write the call's buffers.
+  bool buffers_in_flight() const { return in_flight_; }
+
+ private:
+  struct Job;
+  void start(Job& job, MPI_Request (&reqs)[2], std::size_t off, std::size_t len, int step,
+             const std::string& what);
+  MPI_Op op_for(DType type, RedOp op) const;
+
+  int rank_ = 0, size_ = 1;
+  /// User ops by DType, then sum prod max min (avg reduces as sum); MPI_OP_NULL
+  /// where MPI's own op is used.
+  MPI_Op user_ops_[std::size(kAllDTypes)][4];
+  bool in_flight_ = false;
+};
+
+}  // namespace gpudiag
