@@ -23,20 +23,31 @@ namespace {
 // The largest integer up to which every integer is exact (floating types).
 std::int64_t exact_limit(DType t) {
   switch (t) {
-    case DType::half: return 2048;
-    case DType::bfloat16: return 256;
-    case DType::float32: return std::int64_t{1} << 24;
-    case DType::float64: return std::int64_t{1} << 53;
-    default: return 0;
+    case DType::half:
+      return 2048;
+    case DType::bfloat16:
+      return 256;
+    case DType::float32:
+      return std::int64_t{1} << 24;
+    case DType::float64:
+      return std::int64_t{1} << 53;
+    default:
+      return 0;
   }
 }
 
 int move_bits_of(DType t) {
   switch (t) {
-    case DType::int8: case DType::uint8: case DType::bfloat16: return 8;
-    case DType::half: return 11;
-    case DType::float32: return 24;
-    default: return 32;
+    case DType::int8:
+    case DType::uint8:
+    case DType::bfloat16:
+      return 8;
+    case DType::half:
+      return 11;
+    case DType::float32:
+      return 24;
+    default:
+      return 32;
   }
 }
 
@@ -57,10 +68,18 @@ Plan make_plan(const PatternCase& c) {
   }
   if (!coll_reduces(c.coll)) return pl;
   switch (c.op) {
-    case RedOp::prod: pl.mode = Mode::prod; return pl;
-    case RedOp::max: pl.mode = Mode::max; return pl;
-    case RedOp::min: pl.mode = Mode::min; return pl;
-    case RedOp::sum: case RedOp::avg: break;
+    case RedOp::prod:
+      pl.mode = Mode::prod;
+      return pl;
+    case RedOp::max:
+      pl.mode = Mode::max;
+      return pl;
+    case RedOp::min:
+      pl.mode = Mode::min;
+      return pl;
+    case RedOp::sum:
+    case RedOp::avg:
+      break;
   }
   pl.mode = Mode::dense_sum;
   if (const std::int64_t limit = exact_limit(c.type)) {
@@ -87,13 +106,19 @@ std::size_t segment_count(const Plan& pl, int rank) {
 Segment segment(const Plan& pl, int rank, std::size_t s) {
   const std::size_t count = pl.count;
   switch (pl.coll) {
-    case Coll::all_reduce: case Coll::reduce: return {0, count, -1, 0};
-    case Coll::reduce_scatter: return {0, count, -1, static_cast<std::uint64_t>(rank) * count};
-    case Coll::all_gather: return {s * count, count, static_cast<int>(s), 0};
+    case Coll::all_reduce:
+    case Coll::reduce:
+      return {0, count, -1, 0};
+    case Coll::reduce_scatter:
+      return {0, count, -1, static_cast<std::uint64_t>(rank) * count};
+    case Coll::all_gather:
+      return {s * count, count, static_cast<int>(s), 0};
     case Coll::alltoall:
       return {s * count, count, static_cast<int>(s), static_cast<std::uint64_t>(rank) * count};
-    case Coll::broadcast: return {0, count, pl.root, 0};
-    case Coll::sendrecv: return {0, count, (rank + pl.n - 1) % pl.n, 0};
+    case Coll::broadcast:
+      return {0, count, pl.root, 0};
+    case Coll::sendrecv:
+      return {0, count, (rank + pl.n - 1) % pl.n, 0};
   }
   return {};
 }

@@ -32,9 +32,12 @@
 // first wrong element and the 4096 after it (and the elements rank p owns) is
 // tested against "rank p's contribution is missing / counted twice" for every
 // p and against a block from another rank, and a unique match becomes the
-// report's `suspect`. A missing rank is visible on every element for sum and,
-// on the elements it owns, for max, min and the sparse sum; integer avg can
-// hide it (the mean of 1000 int8 values is mostly 0).
+// report's `suspect`. A missing rank is visible on every element for sum, on
+// about half for prod, and on the elements it owns (g mod n = p) for max, min
+// and the sparse sum, so a buffer of fewer than n elements cannot show every
+// rank there; avg can hide it
+// (the mean of 1000 int8 values is mostly 0, and a share within 2 ulps of a
+// floating mean passes), so avg names no suspect.
 //
 // Expected values are produced by the same formulas host_reduce.h's
 // reduce_into would reach (exact integers) and finish_avg() itself; the unit
@@ -61,8 +64,7 @@ struct PatternCase {
 /// Writes rank's send buffer (send_count_for(...) elements, host memory).
 void fill_send(void* out, const PatternCase& c, int rank);
 /// Writes elements [first, first + len) of rank's send buffer only.
-void fill_send_range(void* out, const PatternCase& c, int rank, std::size_t first,
-                     std::size_t len);
+void fill_send_range(void* out, const PatternCase& c, int rank, std::size_t first, std::size_t len);
 
 /// Writes what rank's recv buffer must hold (recv_count_for(...) elements).
 /// Returns false, writing nothing, when nothing is checked on this rank
@@ -70,9 +72,9 @@ void fill_send_range(void* out, const PatternCase& c, int rank, std::size_t firs
 bool fill_expected(void* out, const PatternCase& c, int rank);
 
 struct WrongReport {
-  std::uint64_t wrong = 0;      ///< elements that differ
-  std::size_t first_index = 0;  ///< first wrong element
-  double expected = 0, got = 0; ///< at first_index
+  std::uint64_t wrong = 0;       ///< elements that differ
+  std::size_t first_index = 0;   ///< first wrong element
+  double expected = 0, got = 0;  ///< at first_index
   /// "rank 3's contribution is missing", "... is counted twice", "the block
   /// from rank 2 landed at the wrong place (...)", or "" when no single cause
   /// explains the difference.

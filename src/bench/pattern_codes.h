@@ -30,8 +30,8 @@ struct Plan {
   int n = 1;
   std::size_t count = 0;  ///< param_count
   Mode mode = Mode::move;
-  int cbits = 6;          ///< c(g) < 2^cbits, cbits in [1, 6]
-  int move_bits = 32;     ///< data-moving codes < 2^move_bits
+  int cbits = 6;                        ///< c(g) < 2^cbits, cbits in [1, 6]
+  int move_bits = 32;                   ///< data-moving codes < 2^move_bits
   std::array<std::int64_t, 16> ones{};  ///< how many ranks in [0, n) have bit k set
 };
 
@@ -68,12 +68,16 @@ inline std::uint32_t mix(std::uint64_t g) {
 /// The per-element base value, < 2^cbits.
 inline std::int64_t cval(const Plan& pl, std::uint64_t g) { return mix(g) >> (32 - pl.cbits); }
 inline std::int64_t rank_bit(int p, std::uint64_t g) { return (p >> (g & 15)) & 1; }
-// prod: every rank's sign is flipped where prod_base(g) (so no rank sends all
-// +1), the owner's once more where prod_flip(g), and doubled where prod_two(g).
-inline bool prod_base(std::uint64_t g) { return (mix(g) >> 11) & 1; }
-inline bool prod_flip(std::uint64_t g) { return (mix(g) >> 3) & 1; }
-inline bool prod_two(std::uint64_t g) { return (mix(g) >> 7) & 1; }
-inline bool prod_negative(int p, std::uint64_t g) { return (rank_bit(p, g) != 0) != prod_base(g); }
+// prod: every rank's sign is flipped where bit 11 of mix(g) is set (so no
+// rank sends all +1), the owner's once more where bit 3 is, and the owner's
+// value doubled where bit 7 is. Written as arithmetic, not branches: the
+// signs are random, and a branch on them costs a misprediction per element.
+inline std::int64_t prod_negative(int p, std::uint64_t g, std::uint32_t h) {
+  return rank_bit(p, g) ^ ((h >> 11) & 1);
+}
+inline std::int64_t prod_flip(std::uint32_t h) { return (h >> 3) & 1; }
+inline std::int64_t prod_two(std::uint32_t h) { return (h >> 7) & 1; }
+inline std::int64_t sign_of(std::int64_t negative) { return 1 - 2 * negative; }
 inline bool owns(const Plan& pl, int p, std::uint64_t g) {
   return g % static_cast<std::uint64_t>(pl.n) == static_cast<std::uint64_t>(p);
 }
@@ -89,7 +93,7 @@ template <Mode M>
 inline std::int64_t background(const Plan& pl, int p, std::uint64_t g) {
   if constexpr (M == Mode::dense_sum || M == Mode::max) return cval(pl, g) + rank_bit(p, g);
   if constexpr (M == Mode::sparse_sum) return 0;
-  if constexpr (M == Mode::prod) return prod_negative(p, g) ? -1 : 1;
+  if constexpr (M == Mode::prod) return sign_of(prod_negative(p, g, mix(g)));
   if constexpr (M == Mode::min) return cval(pl, g) + 2 + rank_bit(p, g);
   if constexpr (M == Mode::move) return move_code(pl, p, g);
 }
@@ -97,15 +101,20 @@ inline std::int64_t background(const Plan& pl, int p, std::uint64_t g) {
 /// What the owner of g (rank g mod n) sends there, for the modes with owners.
 inline std::int64_t owner_value(const Plan& pl, int p, std::uint64_t g) {
   switch (pl.mode) {
-    case Mode::sparse_sum: return 1 + cval(pl, g);
+    case Mode::sparse_sum:
+      return 1 + cval(pl, g);
     case Mode::prod: {
-      const std::int64_t m = prod_two(g) ? 2 : 1;
-      return prod_negative(p, g) != prod_flip(g) ? -m : m;
+      const std::uint32_t h = mix(g);
+      return (1 + prod_two(h)) * sign_of(prod_negative(p, g, h) ^ prod_flip(h));
     }
-    case Mode::max: return cval(pl, g) + 3;
-    case Mode::min: return cval(pl, g);
-    case Mode::dense_sum: return background<Mode::dense_sum>(pl, p, g);
-    case Mode::move: return move_code(pl, p, g);
+    case Mode::max:
+      return cval(pl, g) + 3;
+    case Mode::min:
+      return cval(pl, g);
+    case Mode::dense_sum:
+      return background<Mode::dense_sum>(pl, p, g);
+    case Mode::move:
+      return move_code(pl, p, g);
   }
   return 0;
 }
@@ -116,9 +125,12 @@ inline std::int64_t reduced(const Plan& pl, std::uint64_t g) {
   if constexpr (M == Mode::dense_sum) return pl.n * cval(pl, g) + pl.ones[g & 15];
   if constexpr (M == Mode::sparse_sum) return 1 + cval(pl, g);
   if constexpr (M == Mode::prod) {
-    const std::int64_t m = prod_two(g) ? 2 : 1;
-    const std::int64_t negatives = prod_base(g) ? pl.n - pl.ones[g & 15] : pl.ones[g & 15];
-    return ((negatives + prod_flip(g)) & 1) ? -m : m;
+    // Ranks with bit (g mod 16) set are negative, or those without it where
+    // bit 11 flips them all; then the owner's flip.
+    const std::uint32_t h = mix(g);
+    const std::int64_t set = pl.ones[g & 15], flip_all = (h >> 11) & 1;
+    const std::int64_t negatives = set + flip_all * (pl.n - 2 * set);
+    return (1 + prod_two(h)) * sign_of((negatives + prod_flip(h)) & 1);
   }
   if constexpr (M == Mode::max) return cval(pl, g) + 3;
   if constexpr (M == Mode::min) return cval(pl, g);
@@ -129,12 +141,18 @@ inline std::int64_t reduced(const Plan& pl, std::uint64_t g) {
 template <class F>
 decltype(auto) with_mode(Mode m, F&& f) {
   switch (m) {
-    case Mode::dense_sum: return f(std::integral_constant<Mode, Mode::dense_sum>{});
-    case Mode::sparse_sum: return f(std::integral_constant<Mode, Mode::sparse_sum>{});
-    case Mode::prod: return f(std::integral_constant<Mode, Mode::prod>{});
-    case Mode::max: return f(std::integral_constant<Mode, Mode::max>{});
-    case Mode::min: return f(std::integral_constant<Mode, Mode::min>{});
-    case Mode::move: break;
+    case Mode::dense_sum:
+      return f(std::integral_constant<Mode, Mode::dense_sum>{});
+    case Mode::sparse_sum:
+      return f(std::integral_constant<Mode, Mode::sparse_sum>{});
+    case Mode::prod:
+      return f(std::integral_constant<Mode, Mode::prod>{});
+    case Mode::max:
+      return f(std::integral_constant<Mode, Mode::max>{});
+    case Mode::min:
+      return f(std::integral_constant<Mode, Mode::min>{});
+    case Mode::move:
+      break;
   }
   return f(std::integral_constant<Mode, Mode::move>{});
 }
@@ -214,16 +232,26 @@ struct Elem<DType::bfloat16> {
 template <class F>
 decltype(auto) with_elem(DType t, F&& f) {
   switch (t) {
-    case DType::int8: return f(Elem<DType::int8>{});
-    case DType::uint8: return f(Elem<DType::uint8>{});
-    case DType::int32: return f(Elem<DType::int32>{});
-    case DType::uint32: return f(Elem<DType::uint32>{});
-    case DType::int64: return f(Elem<DType::int64>{});
-    case DType::uint64: return f(Elem<DType::uint64>{});
-    case DType::half: return f(Elem<DType::half>{});
-    case DType::float64: return f(Elem<DType::float64>{});
-    case DType::bfloat16: return f(Elem<DType::bfloat16>{});
-    case DType::float32: break;
+    case DType::int8:
+      return f(Elem<DType::int8>{});
+    case DType::uint8:
+      return f(Elem<DType::uint8>{});
+    case DType::int32:
+      return f(Elem<DType::int32>{});
+    case DType::uint32:
+      return f(Elem<DType::uint32>{});
+    case DType::int64:
+      return f(Elem<DType::int64>{});
+    case DType::uint64:
+      return f(Elem<DType::uint64>{});
+    case DType::half:
+      return f(Elem<DType::half>{});
+    case DType::float64:
+      return f(Elem<DType::float64>{});
+    case DType::bfloat16:
+      return f(Elem<DType::bfloat16>{});
+    case DType::float32:
+      break;
   }
   return f(Elem<DType::float32>{});
 }

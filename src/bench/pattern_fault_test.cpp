@@ -30,11 +30,20 @@ void corrupt(std::vector<std::uint8_t>& buf, DType t, std::size_t i) {
   const std::size_t size = dtype_size(t);
   int bit = 0;
   switch (t) {
-    case DType::half: bit = 9; break;
-    case DType::bfloat16: bit = 6; break;
-    case DType::float32: bit = 22; break;
-    case DType::float64: bit = 51; break;
-    default: break;
+    case DType::half:
+      bit = 9;
+      break;
+    case DType::bfloat16:
+      bit = 6;
+      break;
+    case DType::float32:
+      bit = 22;
+      break;
+    case DType::float64:
+      bit = 51;
+      break;
+    default:
+      break;
   }
   buf[i * size + bit / 8] ^= static_cast<std::uint8_t>(1u << (bit % 8));
 }
@@ -54,7 +63,9 @@ TEST(PatternFault, OneCorruptElementIsCountedAndLocated) {
           const WrongReport rep = check_recv(got.data(), c, rank);
           EXPECT_EQ(rep.wrong, 1u);
           EXPECT_EQ(rep.first_index, at);
-          if (dtype_size(type) < 8 || is_floating(type)) { EXPECT_NE(rep.expected, rep.got); }
+          if (dtype_size(type) < 8 || is_floating(type)) {
+            EXPECT_NE(rep.expected, rep.got);
+          }
         }
 }
 
@@ -78,7 +89,9 @@ TEST(PatternFault, MissingAndDoubledContributionsNameTheRank) {
           const WrongReport missing = check_recv(simulate(c, rank, Fault{q, -1}).data(), c, rank);
           if (op == RedOp::avg) {
             // The mean of integers can hide a missing term; floats cannot.
-            if (is_floating(type)) { EXPECT_GT(missing.wrong, 0u); }
+            if (is_floating(type)) {
+              EXPECT_GT(missing.wrong, 0u);
+            }
             EXPECT_EQ(missing.suspect, "");
           } else {
             EXPECT_GT(missing.wrong, 0u);
@@ -91,7 +104,9 @@ TEST(PatternFault, MissingAndDoubledContributionsNameTheRank) {
           // prod: +-1 twice flips the sign as its absence does.
           const std::string want = op == RedOp::prod ? who : who + "counted twice";
           EXPECT_EQ(twice.suspect.rfind(want, 0), 0u) << twice.suspect;
-          if (op == RedOp::prod) { EXPECT_NE(twice.suspect.find("twice"), std::string::npos); }
+          if (op == RedOp::prod) {
+            EXPECT_NE(twice.suspect.find("twice"), std::string::npos);
+          }
         }
 }
 
@@ -109,7 +124,8 @@ TEST(PatternFault, BlockFromTheWrongRankIsNamed) {
         auto got = simulate(c, rank);
         std::string want;
         switch (coll) {
-          case Coll::all_gather: case Coll::alltoall:  // blocks 0 and 1 swapped
+          case Coll::all_gather:
+          case Coll::alltoall:  // blocks 0 and 1 swapped
             std::swap_ranges(got.begin(), got.begin() + bytes, got.begin() + bytes);
             want = "the block from rank 1 landed at the wrong place (rank 0's block";
             break;
@@ -119,12 +135,14 @@ TEST(PatternFault, BlockFromTheWrongRankIsNamed) {
             want = "the reduced block for rank " + std::to_string(stranger);
             break;
           }
-          case Coll::broadcast: case Coll::sendrecv: {  // the stranger's send buffer instead
+          case Coll::broadcast:
+          case Coll::sendrecv: {  // the stranger's send buffer instead
             fill_send(got.data(), c, stranger);
             want = "rank " + std::to_string(stranger) + "'s data arrived instead of";
             break;
           }
-          default: break;
+          default:
+            break;
         }
         const WrongReport rep = check_recv(got.data(), c, rank);
         EXPECT_GT(rep.wrong, 0u);
@@ -149,8 +167,12 @@ TEST(PatternFault, ShiftedBufferIsCaught) {
             changes += std::memcmp(&got[i], &got[i - size], size) != 0;
           std::memmove(got.data() + size, got.data(), len - size);  // one element later
           const WrongReport rep = check_recv(got.data(), c, 0);
-          if (changes > 0) { EXPECT_GT(rep.wrong, 0u); }
-          if (changes > len / size / 2) { EXPECT_GT(rep.wrong, c.param_count / 4); }
+          if (changes > 0) {
+            EXPECT_GT(rep.wrong, 0u);
+          }
+          if (changes > len / size / 2) {
+            EXPECT_GT(rep.wrong, c.param_count / 4);
+          }
         }
 }
 

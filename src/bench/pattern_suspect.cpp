@@ -34,11 +34,16 @@ struct Hypothesis {
 // prediction may fall outside the exact range the fill loops rely on).
 std::uint64_t code_bits(DType t, std::int64_t code) {
   switch (t) {
-    case DType::half: return float_to_half(static_cast<float>(code));
-    case DType::bfloat16: return float_to_bf16(static_cast<float>(code));
-    case DType::float32: return std::bit_cast<std::uint32_t>(static_cast<float>(code));
-    case DType::float64: return std::bit_cast<std::uint64_t>(static_cast<double>(code));
-    default: break;
+    case DType::half:
+      return float_to_half(static_cast<float>(code));
+    case DType::bfloat16:
+      return float_to_bf16(static_cast<float>(code));
+    case DType::float32:
+      return std::bit_cast<std::uint32_t>(static_cast<float>(code));
+    case DType::float64:
+      return std::bit_cast<std::uint64_t>(static_cast<double>(code));
+    default:
+      break;
   }
   const std::size_t bits = dtype_size(t) * 8;
   const auto u = static_cast<std::uint64_t>(code);
@@ -74,12 +79,17 @@ class Diagnosis {
                          : reduced_any(pl_, static_cast<std::uint64_t>(h.p) * pl_.count + k);
     const std::int64_t e = reduced_any(pl_, g), v = contribution(pl_, h.p, g);
     switch (pl_.mode) {
-      case Mode::dense_sum: case Mode::sparse_sum: return h.kind == Kind::missing ? e - v : e + v;
-      case Mode::prod: return h.kind == Kind::missing ? e / v : e * v;
-      case Mode::max: case Mode::min:
+      case Mode::dense_sum:
+      case Mode::sparse_sum:
+        return h.kind == Kind::missing ? e - v : e + v;
+      case Mode::prod:
+        return h.kind == Kind::missing ? e / v : e * v;
+      case Mode::max:
+      case Mode::min:
         if (h.kind == Kind::doubled || !owns(pl_, h.p, g)) return e;
         return extreme_without(pl_, h.p, g);
-      case Mode::move: break;
+      case Mode::move:
+        break;
     }
     return std::nullopt;
   }

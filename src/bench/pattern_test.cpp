@@ -20,7 +20,7 @@ using testing::simulate;
 constexpr int kWorlds[] = {1, 2, 3, 8, 1000, 65536};
 
 std::size_t count_for(int n) {
-  if (n <= 8) return 37;  // not a multiple of 16: the loops' odd ends
+  if (n <= 8) return 37;        // not a multiple of 16: the loops' odd ends
   if (n <= 1000) return n + 3;  // every rank owns an element of a reduction
   return 19;
 }
@@ -61,8 +61,8 @@ TEST(PatternExact, EveryCollectiveTypeReductionAndWorldSize) {
             }
             ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() - 1), 0);
             const WrongReport rep = check_recv(got.data(), c, r);
-            ASSERT_EQ(rep.wrong, 0u) << "first " << rep.first_index << " expected "
-                                     << rep.expected << " got " << rep.got;
+            ASSERT_EQ(rep.wrong, 0u) << "first " << rep.first_index << " expected " << rep.expected
+                                     << " got " << rep.got;
           }
         }
 }
@@ -110,7 +110,9 @@ TEST(PatternExact, ValuesVaryAlongTheBufferAndAcrossRanks) {
             std::memcpy(&x, &want[i * size], size);
             seen[1].insert(x);
           }
-          if (!sends_sparse(c)) { EXPECT_GE(seen[0].size(), 2u); }  // a sparse sum's rank 0 sends 0s
+          if (!sends_sparse(c)) {
+            EXPECT_GE(seen[0].size(), 2u);
+          }  // a sparse sum's rank 0 sends 0s
           // The mean of n int8 values is 0 once n > 128: nothing to vary.
           if (!(op == RedOp::avg && dtype_size(type) == 1 && n > 128)) {
             EXPECT_GE(seen[1].size(), 2u);

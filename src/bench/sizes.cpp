@@ -48,9 +48,16 @@ std::size_t recv_count_for(Coll c, std::size_t param_count, int nranks) {
 double bus_factor(Coll c, int nranks) {
   const double n = std::max(nranks, 1);
   switch (c) {
-    case Coll::all_reduce: return 2.0 * (n - 1) / n;
-    case Coll::all_gather: case Coll::reduce_scatter: case Coll::alltoall: return (n - 1) / n;
-    case Coll::broadcast: case Coll::reduce: case Coll::sendrecv: return 1;
+    case Coll::all_reduce:
+      return 2.0 * (n - 1) / n;
+    case Coll::all_gather:
+    case Coll::reduce_scatter:
+    case Coll::alltoall:
+      return (n - 1) / n;
+    case Coll::broadcast:
+    case Coll::reduce:
+    case Coll::sendrecv:
+      return 1;
   }
   return 1;
 }

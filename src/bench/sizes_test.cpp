@@ -14,14 +14,14 @@ constexpr int kRanks[] = {1, 2, 3, 8};
 struct SplitCase {
   DType type;
   std::uint64_t bytes;
-  std::size_t whole;     // bytes / element size
-  std::size_t base[4];   // (whole / n) & ~(16 / eltSize - 1)
+  std::size_t whole;    // bytes / element size
+  std::size_t base[4];  // (whole / n) & ~(16 / eltSize - 1)
 };
 constexpr SplitCase kSplit[] = {
     {DType::float32, 1 << 20, 262144, {262144, 131072, 87380, 32768}},  // 87381 -> 87380
-    {DType::int8, 100, 100, {96, 48, 32, 0}},                          // multiples of 16
-    {DType::half, 100, 50, {48, 24, 16, 0}},                           // multiples of 8
-    {DType::float64, 1000, 125, {124, 62, 40, 14}},                    // multiples of 2
+    {DType::int8, 100, 100, {96, 48, 32, 0}},                           // multiples of 16
+    {DType::half, 100, 50, {48, 24, 16, 0}},                            // multiples of 8
+    {DType::float64, 1000, 125, {124, 62, 40, 14}},                     // multiples of 2
     {DType::bfloat16, 7, 3, {0, 0, 0, 0}},
 };
 
@@ -32,15 +32,22 @@ TEST(CollSizes, EveryCollectiveMatchesNcclTests) {
       const int n = kRanks[i];
       const std::size_t base = sc.base[i];
       for (Coll c : kAllColls) {
-        SCOPED_TRACE(std::string(coll_name(c)) + " " + dtype_name(sc.type) + " n=" +
-                     std::to_string(n) + " bytes=" + std::to_string(sc.bytes));
+        SCOPED_TRACE(std::string(coll_name(c)) + " " + dtype_name(sc.type) +
+                     " n=" + std::to_string(n) + " bytes=" + std::to_string(sc.bytes));
         const CollSizes s = coll_sizes(c, sc.bytes, n, sc.type);
         std::size_t send = sc.whole, recv = sc.whole, param = sc.whole, soff = 0, roff = 0;
         switch (c) {
-          case Coll::all_gather: param = send = soff = base, recv = base * n; break;
-          case Coll::reduce_scatter: param = recv = roff = base, send = base * n; break;
-          case Coll::alltoall: param = base, send = recv = base * n; break;
-          default: break;
+          case Coll::all_gather:
+            param = send = soff = base, recv = base * n;
+            break;
+          case Coll::reduce_scatter:
+            param = recv = roff = base, send = base * n;
+            break;
+          case Coll::alltoall:
+            param = base, send = recv = base * n;
+            break;
+          default:
+            break;
         }
         EXPECT_EQ(s.send_count, send);
         EXPECT_EQ(s.recv_count, recv);

@@ -33,8 +33,8 @@ TEST(HostReduce, HalfDecodesKnownPatterns) {
 
 TEST(HostReduce, HalfRoundsToNearestEven) {
   const float one = 1.0f, ulp = std::ldexp(1.0f, -10);
-  EXPECT_EQ(float_to_half(one + ulp / 2), 0x3c00);      // tie: stays even
-  EXPECT_EQ(float_to_half(one + ulp * 1.5f), 0x3c02);   // tie: up to even
+  EXPECT_EQ(float_to_half(one + ulp / 2), 0x3c00);     // tie: stays even
+  EXPECT_EQ(float_to_half(one + ulp * 1.5f), 0x3c02);  // tie: up to even
   EXPECT_EQ(float_to_half(one + ulp / 2 + std::ldexp(1.0f, -20)), 0x3c01);
   // The top of the range: 65520 is halfway to 65536, which is inf.
   EXPECT_EQ(float_to_half(65504.0f), 0x7bff);
@@ -64,8 +64,10 @@ TEST(HostReduce, HalfRoundsToNearestEven) {
 TEST(HostReduce, HalfRoundTripsEveryPattern) {
   for (std::uint32_t h = 0; h <= 0xffff; ++h) {
     const auto x = static_cast<std::uint16_t>(h);
-    if (half_is_nan(x)) EXPECT_TRUE(half_is_nan(float_to_half(half_to_float(x))));
-    else EXPECT_EQ(float_to_half(half_to_float(x)), x) << std::hex << h;
+    if (half_is_nan(x))
+      EXPECT_TRUE(half_is_nan(float_to_half(half_to_float(x))));
+    else
+      EXPECT_EQ(float_to_half(half_to_float(x)), x) << std::hex << h;
   }
 }
 
@@ -105,11 +107,11 @@ std::uint16_t bf16_reference(float f) {
 TEST(HostReduce, Bfloat16RoundsToNearestEven) {
   EXPECT_EQ(bf16_to_float(0x3f80), 1.0f);
   EXPECT_EQ(bf16_to_float(0x7f7f), 3.3895313892515355e38f);
-  EXPECT_EQ(float_to_bf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);       // tie: stays even
-  EXPECT_EQ(float_to_bf16(1.0f + std::ldexp(3.0f, -8)), 0x3f82);       // tie: up to even
-  EXPECT_EQ(float_to_bf16(bits_to_float(0x7f7f7fffu)), 0x7f7f);        // largest finite
-  EXPECT_EQ(float_to_bf16(bits_to_float(0x7f7f8000u)), 0x7f80);        // tie: up to inf
-  EXPECT_EQ(float_to_bf16(bits_to_float(0x00008000u)), 0x0000);        // subnormal tie
+  EXPECT_EQ(float_to_bf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);  // tie: stays even
+  EXPECT_EQ(float_to_bf16(1.0f + std::ldexp(3.0f, -8)), 0x3f82);  // tie: up to even
+  EXPECT_EQ(float_to_bf16(bits_to_float(0x7f7f7fffu)), 0x7f7f);   // largest finite
+  EXPECT_EQ(float_to_bf16(bits_to_float(0x7f7f8000u)), 0x7f80);   // tie: up to inf
+  EXPECT_EQ(float_to_bf16(bits_to_float(0x00008000u)), 0x0000);   // subnormal tie
   EXPECT_EQ(float_to_bf16(bits_to_float(0x00018000u)), 0x0002);
   EXPECT_EQ(float_to_bf16(bits_to_float(0x80008001u)), 0x8001);
   EXPECT_EQ(float_to_bf16(INFINITY), 0x7f80);
@@ -155,9 +157,9 @@ TEST(HostReduce, SixteenBitTypesRoundAfterEveryStep) {
   const std::uint16_t bone = float_to_bf16(1.0f);
   for (int i = 0; i < 300; ++i) reduce_into(&acc, &bone, 1, DType::bfloat16, RedOp::sum);
   EXPECT_EQ(bf16_to_float(acc), 256.0f);
-  EXPECT_EQ(reduce2<std::uint16_t>(float_to_half(3.0f), float_to_half(-2.0f), DType::half,
-                                   RedOp::prod),
-            float_to_half(-6.0f));
+  EXPECT_EQ(
+      reduce2<std::uint16_t>(float_to_half(3.0f), float_to_half(-2.0f), DType::half, RedOp::prod),
+      float_to_half(-6.0f));
   EXPECT_EQ(reduce2<std::uint16_t>(float_to_half(300.0f), float_to_half(300.0f), DType::half,
                                    RedOp::prod),
             0x7c00);  // 90000 overflows to inf
@@ -170,8 +172,8 @@ TEST(HostReduce, FloatingMaxAndMinPropagateNan) {
   EXPECT_TRUE(std::isnan(reduce2<float>(NAN, 1.0f, DType::float32, RedOp::max)));
   EXPECT_TRUE(std::isnan(reduce2<float>(1.0f, NAN, DType::float32, RedOp::min)));
   EXPECT_TRUE(std::isnan(reduce2<double>(NAN, 1.0, DType::float64, RedOp::max)));
-  EXPECT_TRUE(half_is_nan(
-      reduce2<std::uint16_t>(0x7e00, float_to_half(1.0f), DType::half, RedOp::max)));
+  EXPECT_TRUE(
+      half_is_nan(reduce2<std::uint16_t>(0x7e00, float_to_half(1.0f), DType::half, RedOp::max)));
   EXPECT_TRUE(bf16_is_nan(
       reduce2<std::uint16_t>(float_to_bf16(1.0f), 0x7fc0, DType::bfloat16, RedOp::min)));
 }
