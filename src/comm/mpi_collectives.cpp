@@ -41,57 +41,29 @@ namespace {
 
 constexpr int kSendRecvTag = 7302;
 
+/// In collective.h's DType order.
 MPI_Datatype mpi_type(DType t) {
-  switch (t) {
-    case DType::int8:
-      return MPI_INT8_T;
-    case DType::uint8:
-      return MPI_UINT8_T;
-    case DType::int32:
-      return MPI_INT32_T;
-    case DType::uint32:
-      return MPI_UINT32_T;
-    case DType::int64:
-      return MPI_INT64_T;
-    case DType::uint64:
-      return MPI_UINT64_T;
-    case DType::half:
-    case DType::bfloat16:
-      return MPI_UINT16_T;
-    case DType::float32:
-      return MPI_FLOAT;
-    case DType::float64:
-      return MPI_DOUBLE;
-  }
-  return MPI_BYTE;
+  static const MPI_Datatype types[] = {MPI_INT8_T,  MPI_UINT8_T,  MPI_INT32_T,  MPI_UINT32_T,
+                                       MPI_INT64_T, MPI_UINT64_T, MPI_UINT16_T, MPI_FLOAT,
+                                       MPI_DOUBLE,  MPI_UINT16_T};
+  return types[static_cast<int>(t)];
 }
 
+/// In collective.h's Coll order.
 const char* mpi_call_name(Coll c, bool split_reduce_scatter) {
-  switch (c) {
-    case Coll::all_reduce:
-      return "MPI_Iallreduce";
-    case Coll::all_gather:
-      return "MPI_Iallgather";
-    case Coll::reduce_scatter:
-      return split_reduce_scatter ? "MPI_Ireduce" : "MPI_Ireduce_scatter_block";
-    case Coll::broadcast:
-      return "MPI_Ibcast";
-    case Coll::reduce:
-      return "MPI_Ireduce";
-    case Coll::alltoall:
-      return "MPI_Ialltoall";
-    case Coll::sendrecv:
-      return "MPI_Isend/MPI_Irecv";
-  }
-  return "MPI";
+  if (c == Coll::reduce_scatter && split_reduce_scatter) return "MPI_Ireduce";
+  static const char* names[] = {"MPI_Iallreduce",     "MPI_Iallgather", "MPI_Ireduce_scatter_block",
+                                "MPI_Ibcast",         "MPI_Ireduce",    "MPI_Ialltoall",
+                                "MPI_Isend/MPI_Irecv"};
+  return names[static_cast<int>(c)];
 }
 
-void check(int rc, const std::string& what) {
+void check(int rc, const CallName& what) {
   if (rc == MPI_SUCCESS) return;
   char msg[MPI_MAX_ERROR_STRING];
   int len = 0;
   MPI_Error_string(rc, msg, &len);
-  throw Error(ExitCode::broken, what + " failed: " + std::string(msg, len));
+  throw Error(ExitCode::broken, what() + " failed: " + std::string(msg, len));
 }
 
 template <DType T, RedOp Op>
@@ -109,20 +81,8 @@ void create_ops(MPI_Op (&ops)[4]) {
   MPI_Op_create(&reduce_fn<T, RedOp::min>, kCommutative, &ops[3]);
 }
 
-int op_index(RedOp op) {
-  switch (op) {
-    case RedOp::sum:
-    case RedOp::avg:
-      return 0;
-    case RedOp::prod:
-      return 1;
-    case RedOp::max:
-      return 2;
-    case RedOp::min:
-      return 3;
-  }
-  return 0;
-}
+/// Index into the user ops and MPI's: sum prod max min; avg reduces as sum.
+int op_index(RedOp op) { return op == RedOp::avg ? 0 : static_cast<int>(op); }
 
 bool overlap(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
   const auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
@@ -171,7 +131,6 @@ struct MpiCollectives::Job {
   bool split = false;          ///< the count is above one call's limit
   const char* send = nullptr;  ///< call.send or its staged copy
   char* recv = nullptr;        ///< call.recv or the staged output
-  std::unique_ptr<char[]> stage;
 };
 
 MpiCollectives::MpiCollectives() {
@@ -193,6 +152,15 @@ MpiCollectives::~MpiCollectives() {
       if (op != MPI_OP_NULL) MPI_Op_free(&op);
 }
 
+char* MpiCollectives::stage(std::size_t bytes) {
+  if (bytes > stage_bytes_) {
+    stage_.reset();  // first, so the old and the new block are never both held
+    stage_ = std::make_unique_for_overwrite<char[]>(bytes);
+    stage_bytes_ = bytes;
+  }
+  return stage_.get();
+}
+
 MPI_Op MpiCollectives::op_for(DType type, RedOp op) const {
   if (MPI_Op user = user_ops_[static_cast<int>(type)][op_index(op)]; user != MPI_OP_NULL)
     return user;
@@ -201,7 +169,7 @@ MPI_Op MpiCollectives::op_for(DType type, RedOp op) const {
 }
 
 void MpiCollectives::start(Job& job, MPI_Request (&reqs)[2], std::size_t off, std::size_t len,
-                           int step, const std::string& what) {
+                           int step, const CallName& what) {
   const CollCall& c = job.call;
   const std::size_t es = job.elem;
   const char* s = job.send + off * es;
@@ -292,18 +260,26 @@ void MpiCollectives::run(const CollCall& c, Deadline deadline, const AbortCheck&
   if (c.coll != Coll::broadcast && !job.in_place && overlap(send, send_bytes, recv, recv_bytes)) {
     // reduce_scatter stages its output (one block), the others their input.
     const bool stage_out = c.coll == Coll::reduce_scatter;
-    job.stage = std::make_unique<char[]>(stage_out ? bytes : send_bytes);
+    char* copy = stage(stage_out ? bytes : send_bytes);
     if (stage_out) {
-      job.recv = job.stage.get();
+      job.recv = copy;
     } else {
-      std::memcpy(job.stage.get(), send, send_bytes);
-      job.send = job.stage.get();
+      std::memcpy(copy, send, send_bytes);
+      job.send = copy;
     }
   }
 
+  // MPI may still write to the staging memory: it outlives this object.
+  auto keep_buffers = [&] {
+    in_flight_ = true;
+    (void)stage_.release();
+    stage_bytes_ = 0;
+  };
   const int steps = c.coll == Coll::reduce_scatter && job.split ? size_ : 1;
-  const std::string what = mpi_call_name(c.coll, job.split) + std::string(" for ") +
-                           describe_call(c) + " on rank " + std::to_string(rank_);
+  const CallName what = [&] {
+    return mpi_call_name(c.coll, job.split) + std::string(" for ") + describe_call(c) +
+           " on rank " + std::to_string(rank_);
+  };
   for (std::size_t off = 0; off < c.count; off += max_count) {
     const std::size_t len = std::min(max_count, c.count - off);
     for (int step = 0; step < steps; ++step) {
@@ -315,15 +291,11 @@ void MpiCollectives::run(const CollCall& c, Deadline deadline, const AbortCheck&
         else
           wait_request(reqs[0], what, deadline, abort_check);
       } catch (const PendingRequests& p) {
-        in_flight_ = true;
-        (void)job.stage.release();  // MPI may still write there: it outlives the call
+        keep_buffers();
         std::rethrow_exception(p.error);
       } catch (...) {
         // A collective cannot be cancelled: one still pending keeps the buffers.
-        if (reqs[0] != MPI_REQUEST_NULL || reqs[1] != MPI_REQUEST_NULL) {
-          in_flight_ = true;
-          (void)job.stage.release();
-        }
+        if (reqs[0] != MPI_REQUEST_NULL || reqs[1] != MPI_REQUEST_NULL) keep_buffers();
         throw;
       }
     }

@@ -9,7 +9,9 @@
 #include <climits>
 #include <cstddef>
 #include <exception>
+#include <functional>
 #include <iterator>
+#include <memory>
 #include <string>
 
 #include "comm/collective.h"
@@ -18,10 +20,18 @@
 
 namespace gpudiag {
 
+/// Names the call in messages. Built only when a message needs it: on a call
+/// of a few bytes, formatting the name would cost a tenth of the call.
+using CallName = std::function<std::string()>;
+
 /// Polls `req` until done, the deadline, or an abort_check reason. On the way
 /// out by an error `req` is still pending: MPI may still use its buffers.
-void wait_request(MPI_Request& req, const std::string& what, Deadline deadline,
+void wait_request(MPI_Request& req, const CallName& what, Deadline deadline,
                   const AbortCheck& abort_check);
+inline void wait_request(MPI_Request& req, const std::string& what, Deadline deadline,
+                         const AbortCheck& abort_check) {
+  wait_request(req, CallName([&] { return what; }), deadline, abort_check);
+}
 
 /// Carries the original error out of wait_pair when requests stay pending.
 struct PendingRequests {
@@ -32,8 +42,12 @@ struct PendingRequests {
 /// an error, pending requests are cancelled and given a moment to finish; if
 /// one is still pending MPI may still use its buffer, and PendingRequests
 /// carries the error out instead.
-void wait_pair(MPI_Request (&reqs)[2], const std::string& what, Deadline deadline,
+void wait_pair(MPI_Request (&reqs)[2], const CallName& what, Deadline deadline,
                const AbortCheck& abort_check);
+inline void wait_pair(MPI_Request (&reqs)[2], const std::string& what, Deadline deadline,
+                      const AbortCheck& abort_check) {
+  wait_pair(reqs, CallName([&] { return what; }), deadline, abort_check);
+}
 
 /// Every Coll, DType and RedOp of collective.h over MPI_COMM_WORLD, with
 /// nccl-tests' buffer layouts and in-place offsets, on host memory.
@@ -58,14 +72,19 @@ class MpiCollectives {
  private:
   struct Job;
   void start(Job& job, MPI_Request (&reqs)[2], std::size_t off, std::size_t len, int step,
-             const std::string& what);
+             const CallName& what);
   MPI_Op op_for(DType type, RedOp op) const;
+  char* stage(std::size_t bytes);
 
   int rank_ = 0, size_ = 1;
   /// User ops by DType, then sum prod max min (avg reduces as sum); MPI_OP_NULL
   /// where MPI's own op is used.
   MPI_Op user_ops_[std::size(kAllDTypes)][4];
   bool in_flight_ = false;
+  /// Staging memory, kept from call to call so a timed loop does not pay for
+  /// fresh pages each time; given up (left to MPI) when a call stays pending.
+  std::unique_ptr<char[]> stage_;
+  std::size_t stage_bytes_ = 0;
 };
 
 }  // namespace gpudiag

@@ -11,6 +11,9 @@
 // `--large COLL` instead runs one in-place uint8 sum of INT_MAX + 7 elements
 // (more than 2 GiB a rank) and checks elements around the slice boundary.
 //
+// Last, a call past its deadline must throw TimeoutError naming the call and
+// the rank, and leave buffers_in_flight() true.
+//
 // Exits 0 when every rank matched; otherwise 1, each rank printing its first
 // failing cases ("all_reduce half prod in place, count 13, on rank 1 of 3:
 // element 4 is 2, expected 4").
@@ -262,7 +265,28 @@ std::string run_large(Coll coll, World w, MpiCollectives& colls) {
   return {};
 }
 
+/// A call past its deadline: a TimeoutError naming the call and the rank, and
+/// the buffers left to MPI. Every rank starts the same call, so MPI still
+/// completes it (the barrier after it progresses it); `keep` outlives MPI.
+std::string run_timeout(World w, Communicator& comm, std::vector<float>& keep) {
+  keep.assign(std::size_t{16} << 20, 1.0f);  // 64 MiB: not done at the first test
+  const CollCall call{Coll::all_reduce, DType::float32, RedOp::sum, 0,
+                      keep.data(),      keep.data(),    keep.size()};
+  try {
+    comm.run(call, Deadline::after(std::chrono::milliseconds(0)));
+  } catch (const TimeoutError& e) {
+    const std::string msg = e.what(), rank = "on rank " + std::to_string(w.rank);
+    if (msg.find("MPI_Iallreduce for AllReduce") == std::string::npos ||
+        msg.find(rank) == std::string::npos)
+      return "timeout message does not name the call and " + rank + ": " + msg;
+    if (!comm.buffers_in_flight()) return "buffers_in_flight() is false after a timeout";
+    return {};
+  }
+  return "no TimeoutError from a call past its deadline";
+}
+
 int run_all(int argc, char** argv) {
+  std::vector<float> keep;  // declared before the session: MPI may write it until finalize
   MpiSession session;
   const World w{session.rank(), session.size()};
   auto comm = make_mpi_host_communicator(session);
@@ -292,9 +316,15 @@ int run_all(int argc, char** argv) {
         failures.push_back(describe(k, w) + " through Communicator::run: recv differs");
       ++ran;
     }
+    if (w.size > 1) {  // alone, MPI completes the call at once
+      if (auto err = run_timeout(w, *comm, keep); !err.empty())
+        failures.push_back("past its deadline, on rank " + std::to_string(w.rank) + ": " + err);
+      comm->barrier(Deadline::after(std::chrono::seconds(60)));
+      ++ran;
+    }
   }
 
-  for (std::size_t i = 0; i < failures.size() && i < 2000; ++i)
+  for (std::size_t i = 0; i < failures.size() && i < 20; ++i)
     std::fprintf(stderr, "FAIL %s\n", failures[i].c_str());
   float bad = failures.empty() ? 0.0f : 1.0f;
   comm->all_reduce_sum(&bad, 1, Deadline::after(std::chrono::seconds(60)));

@@ -14,7 +14,7 @@
 
 namespace gpudiag {
 
-void wait_request(MPI_Request& req, const std::string& what, Deadline deadline,
+void wait_request(MPI_Request& req, const CallName& what, Deadline deadline,
                   const AbortCheck& abort_check) {
   constexpr int kSpinPolls = 2000;
   int done = 0, polls = 0;
@@ -24,13 +24,13 @@ void wait_request(MPI_Request& req, const std::string& what, Deadline deadline,
       char msg[MPI_MAX_ERROR_STRING];
       int len = 0;
       MPI_Error_string(rc, msg, &len);
-      throw Error(ExitCode::broken, what + " failed: " + std::string(msg, len));
+      throw Error(ExitCode::broken, what() + " failed: " + std::string(msg, len));
     }
     if (done) return;
     if (abort_check)
-      if (auto why = abort_check()) throw Error(ExitCode::broken, what + " abandoned: " + *why);
+      if (auto why = abort_check()) throw Error(ExitCode::broken, what() + " abandoned: " + *why);
     if (deadline.expired())
-      throw TimeoutError(what + " did not complete in time", "a peer is stuck or gone");
+      throw TimeoutError(what() + " did not complete in time", "a peer is stuck or gone");
     // Non-blocking collectives progress only inside MPI calls, so test again at
     // once, yielding so oversubscribed ranks sharing a core still get to run;
     // a wait that goes on (a peer still busy, or stuck) backs off to short
@@ -44,7 +44,7 @@ void wait_request(MPI_Request& req, const std::string& what, Deadline deadline,
 
 // A receive that already matched, or a send, which Open MPI does not cancel,
 // stays pending after MPI_Cancel.
-void wait_pair(MPI_Request (&reqs)[2], const std::string& what, Deadline deadline,
+void wait_pair(MPI_Request (&reqs)[2], const CallName& what, Deadline deadline,
                const AbortCheck& abort_check) {
   try {
     wait_request(reqs[0], what, deadline, abort_check);
