@@ -212,8 +212,9 @@ void MpiCollectives::start(Job& job, MPI_Request (&reqs)[2], std::size_t off, st
 void MpiCollectives::run(const CollCall& c, Deadline deadline, const AbortCheck& abort_check,
                          std::size_t max_count) {
   if (coll_has_root(c.coll) && (c.root < 0 || c.root >= size_))
-    throw Error(ExitCode::internal, describe_call(c) + " with root " + std::to_string(c.root) +
-                                        " in a world of " + std::to_string(size_) + " ranks");
+    throw UsageError(describe_call(c) + " with root " + std::to_string(c.root) + " in a world of " +
+                         std::to_string(size_) + " ranks",
+                     "choose a root from 0 to " + std::to_string(size_ - 1));
   if (c.count == 0) return;
   max_count = std::clamp<std::size_t>(max_count, 1, kMaxCount);
 
