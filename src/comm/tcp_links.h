@@ -75,40 +75,45 @@ inline bool wait_for_link(Link& link, bool want_send, bool want_recv, int& idle,
   return deadline.expired();
 }
 
-/// Sends `out_n` floats on link.out while `in_n` floats arrive on link.in;
-/// `arrived(k)` runs whenever the first k floats are in. Ends at `deadline`
-/// (TimeoutError) or when `abort_check` gives a reason (Error).
-template <class F>
-void exchange(Link& link, const float* out, std::size_t out_n, float* in, std::size_t in_n,
-              Deadline deadline, const AbortCheck& abort_check, F arrived) {
-  const char* o = reinterpret_cast<const char*>(out);
-  char* i = reinterpret_cast<char*>(in);
+/// For exchange() callers that need no word of progress.
+struct NoProgress {
+  void operator()(std::size_t) const {}
+};
+
+/// Sends `out_bytes` bytes on link.out while `in_bytes` bytes arrive on
+/// link.in; `arrived(k)` runs whenever the first k bytes are in. Ends at
+/// `deadline` (TimeoutError) or when `abort_check` gives a reason (Error).
+template <class F = NoProgress>
+void exchange(Link& link, const void* out, std::size_t out_bytes, void* in, std::size_t in_bytes,
+              Deadline deadline, const AbortCheck& abort_check, F arrived = {}) {
+  const char* o = static_cast<const char*>(out);
+  char* i = static_cast<char*>(in);
   std::size_t sent = 0, got = 0;
-  const std::size_t out_b = out_n * 4, in_b = in_n * 4;
   int idle = 0;
-  while (sent < out_b || got < in_b) {
+  while (sent < out_bytes || got < in_bytes) {
     bool moved = false;
-    if (sent < out_b) {
-      ssize_t k = ::send(link.out.get(), o + sent, out_b - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent < out_bytes) {
+      ssize_t k = ::send(link.out.get(), o + sent, out_bytes - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (k < 0 && errno != EAGAIN && errno != EINTR) lost_link(link.out_label);
       if (k > 0) sent += static_cast<std::size_t>(k), moved = true;
     }
-    if (got < in_b) {
-      ssize_t k = ::recv(link.in.get(), i + got, in_b - got, MSG_DONTWAIT);
+    if (got < in_bytes) {
+      ssize_t k = ::recv(link.in.get(), i + got, in_bytes - got, MSG_DONTWAIT);
       if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) lost_link(link.in_label);
       if (k > 0) {
         got += static_cast<std::size_t>(k), moved = true;
-        arrived(got / 4);
+        arrived(got);
       }
     }
     if (moved) {
       idle = 0;
       continue;
     }
-    if (wait_for_link(link, sent < out_b, got < in_b, idle, deadline, abort_check, "collective"))
+    if (wait_for_link(link, sent < out_bytes, got < in_bytes, idle, deadline, abort_check,
+                      "collective"))
       throw TimeoutError("collective over TCP stalled: " + human_bytes(sent) + " of " +
-                             human_bytes(out_b) + " sent to " + link.out_label + ", " +
-                             human_bytes(got) + " of " + human_bytes(in_b) + " received from " +
+                             human_bytes(out_bytes) + " sent to " + link.out_label + ", " +
+                             human_bytes(got) + " of " + human_bytes(in_bytes) + " received from " +
                              link.in_label,
                          "one of them is stuck or its link is down");
   }

@@ -7,8 +7,10 @@
 // all-reduce is bandwidth-optimal either way: a streamed ring (reduce-scatter
 // then all-gather, each rank moving 2(n-1)/n of the buffer each way), or for
 // buffers up to 16 MiB recursive halving then doubling, the same bytes in
-// fewer, pairwise steps (tcp_ring.cpp). Written by hand because no library
-// here does TCP collectives without an MPI launcher.
+// fewer, pairwise steps (tcp_ring.cpp). run() does every collective of
+// collective.h, any type and reduction, on the same ring (tcp_collectives.cpp);
+// alltoall goes pairwise over the mesh of open_links(). Written by hand
+// because no library here does TCP collectives without an MPI launcher.
 #pragma once
 
 #include <map>
