@@ -8,12 +8,18 @@ REPEAT times, the median printed:
             (numpy sums of uint64 views in threads): what the machine can read;
   - numpy:  the reference detector's operations on the same array
             (abs, min, max, isnan.any, isinf.any), single-threaded as numpy is;
-  - gpudiag scan --device cpu, and --device cuda when a GPU is there.
+  - gpudiag scan --device cpu, and --device cuda and auto when a GPU is there;
+  - with a GPU, build/scan_gpu_bench (bench/scan_gpu_bench.cpp): the kernel on
+    256 MiB already on the device vs a device-to-device cudaMemcpy of the same
+    bytes (target >= 85%), and the file pipeline (pread, pinned ring, copy,
+    kernel) vs cudaMemcpy from pinned memory (target >= 80%). Without a GPU
+    it prints "no GPU" for these.
 Rates are in GB/s of file bytes. Usage:
   bench/scan_speed.py [--gib 2] [--dtype float16] [--repeat 3] [--dir /dev/shm] [--bin build/gpudiag]
 """
 
 import argparse
+import json
 import concurrent.futures as cf
 import mmap
 import os
@@ -71,6 +77,28 @@ def gpudiag(binary, device, path):
         raise SystemExit(f"gpudiag scan --device {device} exited {r.returncode}: {r.stderr.strip()}")
 
 
+def gpu_bench(args, has_gpu):
+    """The CUDA scanner against the copies that bound it (scan_gpu_bench)."""
+    tool = os.path.join(os.path.dirname(args.bin) or ".", "scan_gpu_bench")
+    if not has_gpu:
+        print("# GPU kernel vs D2D copy, file pipeline vs pinned H2D: no GPU")
+        return
+    if not os.access(tool, os.X_OK):
+        print(f"# GPU benchmarks: no {tool} (a build without CUDA?)")
+        return
+    r = subprocess.run([tool, "--repeat", str(max(args.repeat, 3)), "--dir", args.dir,
+                        "--file-mib", str(min(args.gib, 2) << 10)], capture_output=True, text=True)
+    if r.returncode != 0:
+        print(f"# GPU benchmarks failed (exit {r.returncode}): {r.stderr.strip()}")
+        return
+    d = json.loads(r.stdout)
+    print(f"# {d['gpu']}")
+    print(f"{'kernel, device-resident':28} {d['kernel_gbps']:7.2f} GB/s vs D2D memcpy "
+          f"{d['d2d_memcpy_gbps']:.2f}: {d['kernel_vs_d2d']:.2f}x (target >= 0.85)")
+    print(f"{'file pipeline':28} {d['pipeline_gbps']:7.2f} GB/s vs pinned H2D "
+          f"{d['pinned_h2d_gbps']:.2f}: {d['pipeline_vs_h2d']:.2f}x (target >= 0.80)")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--gib", type=int, default=2)
@@ -92,12 +120,14 @@ def main():
             ["nvidia-smi", "-L"], capture_output=True).returncode == 0
         if args.cuda == "yes" or (args.cuda == "auto" and has_gpu):
             rows.append(("gpudiag scan --device cuda", lambda: gpudiag(args.bin, "cuda", path)))
+            rows.append(("gpudiag scan --device auto", lambda: gpudiag(args.bin, "auto", path)))
         print(f"# {size / 1e9:.2f} GB {args.dtype}, {os.cpu_count()} cores, median of {args.repeat}")
         print(f"{'what':28} {'median s':>9} {'GB/s':>7} {'min s':>7} {'max s':>7}")
         for name, fn in rows:
             fn()  # warm: page cache, CUDA context
             med, lo, hi = timed(fn, args.repeat)
             print(f"{name:28} {med:9.3f} {size / med / 1e9:7.2f} {lo:7.3f} {hi:7.3f}", flush=True)
+        gpu_bench(args, has_gpu)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

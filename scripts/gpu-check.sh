@@ -4,7 +4,8 @@
 # that every step runs, and its exit status goes into summary.txt.
 #   1. build for the compute capabilities nvidia-smi reports
 #   2. the GPU-only unit tests, then every unit test (ctest -L unit)
-#   3. gpudiag scan --device cuda (--gpu) against the CPU scanner
+#   3. gpudiag scan --device cuda (--gpu) against the CPU scanner, --device
+#      auto's measured choice, scan_gpu_bench (kernel vs D2D, pipeline vs H2D)
 #   4. gpudiag info, gpudiag check --backend nccl with world size 1, and on
 #      every GPU with --nccl-debug info, then gpudiag nccl-log on the capture
 #   5. gpudiag bench --backend nccl on every GPU, and its link test
@@ -99,7 +100,7 @@ fi
 
 step "GPU unit tests"
 run unit-gpu 300 "$build/gpudiag_tests" \
-  --gtest_filter='Device*:Cuda*:*Gpu*:*Nccl*Capture*:*CudaScan*'
+  --gtest_filter='Device*:Cuda*:*Gpu*:*Nccl*Capture*:*CudaScan*:ScanPlan*:ScanRing*:ScanAuto*:StagingFiles*'
 record $?
 grep -E '^\[ +(SKIPPED|FAILED|PASSED) +\]' "$logs/unit-gpu.txt" | tee -a "$logs/summary.txt"
 if [[ -n ${GPUDIAG_PREBUILT:-} ]]; then  # ctest's files name the folder it was built in
@@ -152,6 +153,21 @@ else
   say "== scan of large tensors: skipped (no numpy for python3)"
 fi
 rm -rf "$big"
+step "gpudiag scan --device auto: the choice it measured (issue 15)"
+scan scan-auto --device auto tests/data/numerics/corpus/valid/loose.safetensors
+rc=$?
+((rc <= 1)) && grep -q -- '--device auto' "$logs/scan-auto.err" && rc=0  # 1: inf/nan in the corpus
+record $rc
+grep -- '--device auto' "$logs/scan-auto.err" | tee -a "$logs/summary.txt"
+step "scan_gpu_bench: kernel vs D2D copy (target >= 0.85), file pipeline vs pinned H2D (>= 0.80)"
+if [[ -x $build/scan_gpu_bench ]]; then
+  run scan-gpu-bench 300 "$build/scan_gpu_bench" --dir "${TMPDIR:-/tmp}"
+  record $?
+  tee -a "$logs/summary.txt" <"$logs/scan-gpu-bench.txt"
+else
+  say "   no $build/scan_gpu_bench"
+  record 1
+fi
 step "gpudiag scan --device cuda --gpu $ngpu is refused (exit 2, one line)"
 scan scan-bad-gpu --device cuda --gpu "$ngpu" tests/data/numerics/corpus/valid/v2.npy
 rc=$?

@@ -31,6 +31,7 @@ constexpr const char* kNotAFileRemedy = "pass .safetensors or .npy files or a di
 struct Region {
   std::uintptr_t end;
   std::string path;
+  std::uint64_t dev = 0, ino = 0;  ///< the mapped file's identity, for mapped_source_of
 };
 
 std::atomic_flag g_lock = ATOMIC_FLAG_INIT;
@@ -104,10 +105,12 @@ void install_handler() {
   });
 }
 
-void register_region(const void* addr, std::size_t size, const std::string& path) {
+void register_region(const void* addr, std::size_t size, const std::string& path,
+                     const struct stat& st) {
   install_handler();
   const auto begin = reinterpret_cast<std::uintptr_t>(addr);
-  Region region{begin + size, path};  // allocate before taking the lock
+  Region region{begin + size, path, static_cast<std::uint64_t>(st.st_dev),
+                static_cast<std::uint64_t>(st.st_ino)};  // allocate before taking the lock
   SpinLock lock;
   g_regions->insert_or_assign(begin, std::move(region));
 }
@@ -143,11 +146,20 @@ MappedFile::MappedFile(std::string path) : path_(std::move(path)) {
     ::close(fd);
     if (p == MAP_FAILED) throw UsageError(path_ + ": cannot map the file: " + std::strerror(err));
     addr_ = p;
-    register_region(addr_, size_, path_);
+    register_region(addr_, size_, path_, st);
     ::madvise(addr_, size_, MADV_SEQUENTIAL);
   } else {
     ::close(fd);
   }
+}
+
+std::optional<MappedSource> mapped_source_of(const void* p) {
+  const auto addr = reinterpret_cast<std::uintptr_t>(p);
+  SpinLock lock;
+  auto it = g_regions->upper_bound(addr);
+  if (it == g_regions->begin() || addr >= std::prev(it)->second.end) return std::nullopt;
+  --it;
+  return MappedSource{it->second.path, it->second.dev, it->second.ino, addr - it->first};
 }
 
 MappedFile::~MappedFile() {

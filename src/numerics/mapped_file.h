@@ -18,6 +18,8 @@
 
 #include "util/file_kind.h"
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "numerics/tensor.h"
@@ -46,6 +48,17 @@ class MappedFile {
   void* addr_ = nullptr;
   std::size_t size_ = 0;
 };
+
+/// The live mapping holding address `p`: its file's path and identity
+/// (st_dev, st_ino when mapped) and `p`'s offset in the file; nullopt when `p`
+/// is in no MappedFile. The CUDA scanner reads the file with pread through
+/// it instead of touching the mapping, after checking the path still names
+/// the same file.
+struct MappedSource {
+  std::string path;
+  std::uint64_t dev = 0, ino = 0, offset = 0;
+};
+std::optional<MappedSource> mapped_source_of(const void* p);
 
 using gpudiag::file_kind;  // util/file_kind.h
 

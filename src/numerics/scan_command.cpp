@@ -25,6 +25,8 @@ namespace gpudiag::numerics {
 
 namespace {
 
+constexpr std::uint64_t kAutoSampleBytes = std::uint64_t{64} << 20;
+
 /// Opens every file; prints one line per malformed file. Returns false when any was.
 bool open_all(const std::vector<std::string>& files, std::optional<DType> npy_dtype,
               std::vector<InputFile>& inputs) {
@@ -150,9 +152,8 @@ int replay(const ScanOptions& o, const std::vector<Batch>& batches, const StatsO
   return static_cast<int>(r.first ? ExitCode::broken : ExitCode::ok);
 }
 
-int scan_frames(const ScanOptions& o, const std::vector<InputFile>& inputs, Scanner& scanner,
+int scan_frames(const ScanOptions& o, const std::vector<Batch>& batches, Scanner& scanner,
                 ScanJson& json, Insights& insights, std::ostream& out) {
-  const std::vector<Batch> batches = assemble_batches(inputs);
   return replay(
       o, batches, [&](std::size_t i) { return scanner.scan(views_of(batches[i].tensors)); }, json,
       insights, out);
@@ -244,13 +245,24 @@ int run_scan(const ScanOptions& o, std::ostream& out) {
   if (!frames && (!o.detector.trace_batches.empty() || o.detector.abort_after_batch))
     spdlog::warn("--trace-batches and --abort-after-batch apply to frames dumps only");
 
-  auto scanner = make_scanner(o.device, o.threads, o.gpu);
+  std::vector<Batch> batches;
+  if (frames) batches = assemble_batches(inputs);
+  // --device auto times both scanners on the first 64 MiB about to be scanned.
+  std::vector<TensorView> sample;
+  if (o.device == ScanDevice::automatic) {
+    std::vector<TensorView> first;
+    if (frames && !batches.empty()) first = views_of(batches.front().tensors);
+    if (!frames && !inputs.empty())
+      for (const auto& t : loose_tensors(inputs.front())) first.push_back(view_of(*t.tensor));
+    sample = sample_of(first, kAutoSampleBytes);
+  }
+  auto scanner = make_scanner(o.device, o.threads, o.gpu, sample);
   spdlog::info("scan: {} file(s), scanner {}", files.size(), scanner->describe());
   ScanJson json(frames ? "frames" : "tensors", scanner->describe(), files, !o.json_path.empty());
   json.set_options(o.detector);
   Insights insights(o.near_limit);
   const auto t0 = std::chrono::steady_clock::now();
-  const int code = frames ? scan_frames(o, inputs, *scanner, json, insights, out)
+  const int code = frames ? scan_frames(o, batches, *scanner, json, insights, out)
                           : scan_loose(inputs, *scanner, json, insights, out);
   finish(o, json, insights, code, frames, t0);
   return code;

@@ -42,8 +42,15 @@ std::unique_ptr<Scanner> make_cuda_scanner(std::string* why_not, int gpu = -1);
 TensorStats scan_device_buffer(const void* data, std::uint64_t count, DType dtype, void* stream,
                                int device);
 
-/// cpu, cuda (UsageError when unavailable), or automatic (cuda when a device
-/// is usable, else cpu). `gpu` as for make_cuda_scanner; the CPU ignores it.
-std::unique_ptr<Scanner> make_scanner(ScanDevice device, unsigned threads, int gpu = -1);
+/// cpu, cuda (UsageError when unavailable), or automatic: the CPU when no
+/// GPU is usable or `sample` is empty, else whichever of the two scans
+/// `sample` faster (both are timed on it; scan_plan.h: choose_by_rates), said
+/// at info level. `gpu` as for make_cuda_scanner; the CPU ignores it.
+std::unique_ptr<Scanner> make_scanner(ScanDevice device, unsigned threads, int gpu = -1,
+                                      std::span<const TensorView> sample = {});
+
+/// The first `max_bytes` of `views` (the last view cut short), for
+/// make_scanner's measurement.
+std::vector<TensorView> sample_of(std::span<const TensorView> views, std::uint64_t max_bytes);
 
 }  // namespace gpudiag::numerics

@@ -1,0 +1,134 @@
+// The CUDA scanner against the copies that bound it, on one GPU, for
+// bench/scan_speed.py (built as build/scan_gpu_bench in CUDA builds):
+//   - device:   scan_device_buffer on N MiB already on the GPU vs a
+//               device-to-device cudaMemcpy of the same bytes (target >= 85%);
+//   - pipeline: the scanner on a file in the page cache (pread into pinned
+//               buffers, copy, kernel) vs cudaMemcpy from pinned host memory
+//               (target >= 80%).
+// Prints one JSON object. Exit 2 with a line when no GPU is usable.
+// Usage: scan_gpu_bench [--mib 256] [--file-mib 1024] [--dir /dev/shm] [--repeat 5]
+#include <cuda_runtime.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu/cuda.h"
+#include "numerics/mapped_file.h"
+#include "numerics/scanner.h"
+
+using namespace gpudiag;
+using namespace gpudiag::numerics;
+
+namespace {
+
+template <class F>
+double median_seconds(int repeat, F&& f) {
+  std::vector<double> t;
+  for (int i = 0; i < repeat; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+std::vector<std::uint16_t> fp16_data(std::size_t n) {
+  std::vector<std::uint16_t> v(n);
+  std::mt19937 rng(1);
+  // Normal-ish fp16 patterns: random sign and mantissa, exponents around 1.
+  for (auto& x : v) x = static_cast<std::uint16_t>((rng() & 0x83FF) | ((13 + rng() % 4) << 10));
+  v[7] = 0x7C00;  // one inf, as the file bench has
+  return v;
+}
+
+void sync_or_die(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "scan_gpu_bench: %s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::size_t mib = 256, file_mib = 1024;
+  int repeat = 5;
+  std::string dir = "/dev/shm";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--mib") mib = std::stoul(argv[i + 1]);
+    if (a == "--file-mib") file_mib = std::stoul(argv[i + 1]);
+    if (a == "--repeat") repeat = std::stoi(argv[i + 1]);
+    if (a == "--dir") dir = argv[i + 1];
+  }
+  const CudaStatus st = probe_cuda();
+  if (!st.usable) {
+    std::printf("{\"gpu\": null, \"why\": \"no GPU\"}\n");
+    std::fprintf(stderr, "scan_gpu_bench: no GPU: %s\n", st.error.c_str());
+    return 2;
+  }
+  set_device(0);
+  const std::string name = gpu_info(0).name;
+
+  // Device-resident: the kernel vs a device-to-device copy of the same bytes.
+  const std::size_t bytes = mib << 20;
+  const auto host = fp16_data(bytes / 2);
+  DeviceBuffer src(bytes), dst(bytes);
+  copy_to_device(src.get(), host.data(), bytes);
+  (void)scan_device_buffer(src.get(), bytes / 2, DType::F16, nullptr, 0);  // warm
+  const double kernel_s = median_seconds(
+      repeat, [&] { (void)scan_device_buffer(src.get(), bytes / 2, DType::F16, nullptr, 0); });
+  const double d2d_s = median_seconds(repeat, [&] {
+    sync_or_die(cudaMemcpy(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy D2D");
+  });
+
+  // Pipeline: a file in the page cache through the scanner vs pinned H2D copies.
+  const std::size_t fbytes = file_mib << 20;
+  std::string path = dir + "/gpudiag-scan-bench-XXXXXX";
+  const int fd = ::mkstemp(path.data());
+  if (fd < 0) return std::perror("mkstemp"), 1;
+  for (std::size_t off = 0; off < fbytes; off += bytes) {
+    const std::size_t n = std::min(bytes, fbytes - off);
+    if (::write(fd, host.data(), n) != static_cast<ssize_t>(n)) return std::perror("write"), 1;
+  }
+  ::close(fd);
+  double pipe_s = 0, h2d_s = 0;
+  {
+    MappedFile m(path);
+    const TensorView v{DType::F16, ByteOrder::little, m.bytes().data(), fbytes / 2};
+    std::string why;
+    auto cuda = make_cuda_scanner(&why, 0);
+    if (!cuda) return std::fprintf(stderr, "scan_gpu_bench: %s\n", why.c_str()), 1;
+    (void)cuda->scan({&v, 1});  // warm
+    pipe_s = median_seconds(repeat, [&] { (void)cuda->scan({&v, 1}); });
+    void* pinned = nullptr;
+    const std::size_t piece = std::size_t{64} << 20;
+    sync_or_die(cudaHostAlloc(&pinned, piece, cudaHostAllocDefault), "cudaHostAlloc");
+    std::memset(pinned, 1, piece);
+    h2d_s = median_seconds(repeat, [&] {
+      for (std::size_t off = 0; off < fbytes; off += piece)
+        sync_or_die(cudaMemcpy(static_cast<char*>(src.get()) + (off % bytes), pinned,
+                               std::min({piece, fbytes - off, bytes - off % bytes}),
+                               cudaMemcpyHostToDevice),
+                    "cudaMemcpy H2D");
+    });
+    cudaFreeHost(pinned);
+  }
+  ::unlink(path.c_str());
+  const double k = bytes / kernel_s / 1e9, c = bytes / d2d_s / 1e9;
+  const double p = fbytes / pipe_s / 1e9, h = fbytes / h2d_s / 1e9;
+  std::printf(
+      "{\"gpu\": \"%s\", \"device_mib\": %zu, \"kernel_gbps\": %.2f, \"d2d_memcpy_gbps\": %.2f, "
+      "\"kernel_vs_d2d\": %.3f, \"file_mib\": %zu, \"pipeline_gbps\": %.2f, "
+      "\"pinned_h2d_gbps\": %.2f, \"pipeline_vs_h2d\": %.3f}\n",
+      name.c_str(), mib, k, c, k / c, file_mib, p, h, p / h);
+  return 0;
+}

@@ -1,0 +1,370 @@
+// The CUDA scanner's host side: the same statistics as the CPU scanner,
+// computed by the one kernel of cuda_scan_kernel.cu. Never run on a GPU yet.
+//
+// Host tensors (usually views into memory-mapped files) go through a ring of
+// pinned staging buffers (scan_plan.h: Ring, plan_chunks): several reader
+// threads fill the buffers with pread (staged_reads.h) while one copy stream
+// moves filled buffers into device buffers and a compute stream scans them,
+// each ordered after the other by events, so reading, copying and scanning
+// overlap. A chunk holds many small tensors, so a batch of thousands of tiny
+// activations is one launch. Per-tensor results stay on the device
+// (atomics into an Accumulator array) and come back in one copy at the end.
+// Every wait polls an event against a deadline (cuda_resources.h): a hung
+// GPU ends the scan with TimeoutError, a CUDA error with Error(broken).
+// The device is the user's --gpu or the local rank's (scan_gpu.h).
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "gpu/cuda.h"
+#include "numerics/cuda_resources.h"
+#include "numerics/cuda_scan_kernel.h"
+#include "numerics/scan_gpu.h"
+#include "numerics/scan_plan.h"
+#include "numerics/scanner.h"
+#include "numerics/staged_reads.h"
+#include "util/env.h"
+
+namespace gpudiag::numerics {
+
+TensorStats cuda_scan::decode(const Accumulator& a, DType t, std::uint64_t count) {
+  TensorStats s;
+  s.count = count;
+  s.nan = a.nan, s.pos_inf = a.pos_inf, s.neg_inf = a.neg_inf, s.zero = a.zero;
+  s.subnormal = a.subnormal, s.ge_1e2 = a.ge[0], s.ge_1e3 = a.ge[1], s.ge_1e4 = a.ge[2];
+  const std::uint64_t lo = ~a.inv_lo, hi = a.hi, sign = std::uint64_t{1} << 63;
+  switch (dtype_kind(t)) {
+    case DKind::floating:
+      // NaN patterns are above every threshold pattern: take them back out.
+      s.ge_1e2 -= s.nan, s.ge_1e3 -= s.nan, s.ge_1e4 -= s.nan;
+      if (s.nan > 0) {
+        s.abs_min = s.abs_max = std::numeric_limits<double>::quiet_NaN();
+      } else {
+        s.abs_min = float_bits_to_double(t, lo);
+        s.abs_max = float_bits_to_double(t, hi);
+      }
+      break;
+    case DKind::signed_int:
+      s.abs_min = static_cast<double>(static_cast<long long>(lo ^ sign));
+      s.abs_max = static_cast<double>(static_cast<long long>(hi ^ sign));
+      break;
+    default:
+      s.abs_min = static_cast<double>(lo);
+      s.abs_max = static_cast<double>(hi);
+  }
+  return s;
+}
+
+namespace {
+
+using namespace cuda_scan;
+
+constexpr std::size_t kChunkBytes = std::size_t{64} << 20;
+constexpr std::size_t kMaxSegments = 16384;
+constexpr Ring kRing{3, 2};
+constexpr unsigned kReaders = 4;
+
+class CudaScanner final : public Scanner {
+ public:
+  explicit CudaScanner(int device)
+      : device_(device),
+        info_((set_device(device), gpu_info(device))),
+        gpu_(info_.name + " (device " + std::to_string(device) + ")"),
+        copy_(std::make_unique<Stream>()),
+        compute_(std::make_unique<Stream>()) {
+    // A build without code for this GPU's architecture fails here, at
+    // creation, where --device auto can still fall back to the CPU.
+    std::string error;
+    const int per_sm = blocks_per_sm(&error);
+    if (per_sm <= 0)
+      check(cudaErrorInvalidDeviceFunction, gpu_,
+            "finding the scan kernel for this GPU's architecture (" + error +
+                "; rebuild with its CMAKE_CUDA_ARCHITECTURES)");
+    int sms = 0;
+    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), gpu_,
+          "cudaDeviceGetAttribute(multiprocessors)");
+    grid_ = std::max(1, sms * per_sm);
+    spdlog::debug("cuda scanner on {}: {} SMs x {} blocks of {} threads", gpu_, sms, per_sm,
+                  kThreads);
+    for (std::size_t i = 0; i < kRing.host_slots; ++i) {
+      staging_.push_back(std::make_unique<Pinned>(kChunkBytes, gpu_));
+      tables_.push_back(std::make_unique<Pinned>((kMaxSegments + 1) * sizeof(Segment), gpu_));
+      copied_.push_back(std::make_unique<Event>(gpu_));
+    }
+    for (std::size_t i = 0; i < kRing.device_slots; ++i) {
+      chunks_.push_back(std::make_unique<DeviceBuffer>(kChunkBytes));
+      dev_tables_.push_back(std::make_unique<DeviceBuffer>((kMaxSegments + 1) * sizeof(Segment)));
+      scanned_.push_back(std::make_unique<Event>(gpu_));
+    }
+    finished_ = std::make_unique<Event>(gpu_);
+    resident_table_ = std::make_unique<Pinned>(2 * sizeof(Segment), gpu_);
+    resident_dev_table_ = std::make_unique<DeviceBuffer>(2 * sizeof(Segment));
+    reserve_results(1024);
+  }
+
+  ~CudaScanner() override {
+    if (!hung_) return;
+    // Work is still queued on a GPU that stopped answering, and freeing
+    // device or pinned memory waits for it: that would hang the exit this
+    // scanner's deadlines exist for. Leave it all to the process's end.
+    for (auto& p : staging_) (void)p.release();
+    for (auto& p : tables_) (void)p.release();
+    for (auto& p : chunks_) (void)p.release();
+    for (auto& p : dev_tables_) (void)p.release();
+    for (auto* p : {&results_, &resident_dev_table_}) (void)p->release();
+    for (auto* p : {&results_host_, &resident_table_}) (void)p->release();
+    (void)copy_.release(), (void)compute_.release();
+  }
+
+  std::vector<TensorStats> scan(std::span<const TensorView> views) override {
+    set_device(device_);
+    reserve_results(views.size());
+    const StagingFiles files(views);
+    const std::vector<Chunk> chunks = plan_chunks(views, files.sources(), kChunkBytes, kMaxSegments);
+    check(cudaMemsetAsync(results_->get(), 0, views.size() * sizeof(Accumulator), compute()), gpu_,
+          "cudaMemsetAsync(results)");
+    const auto t0 = Deadline::Clock::now();
+    try {
+      run_pipeline(chunks, files);
+      check(cudaMemcpyAsync(results_host_->get(), results_->get(), views.size() * sizeof(Accumulator),
+                            cudaMemcpyDeviceToHost, compute()),
+            gpu_, "cudaMemcpyAsync(results to the host)");
+      check(cudaEventRecord(finished_->get(), compute()), gpu_, "cudaEventRecord");
+      wait_event(finished_->get(), gpu_, "the scan's last chunk", hung_);
+    } catch (...) {
+      drain();
+      throw;
+    }
+    spdlog::debug("cuda scan: {} tensors in {} chunk(s), {} file(s) read with pread, {:.3f} s",
+                  views.size(), chunks.size(), files.file_count(), seconds_since(t0));
+    std::vector<TensorStats> out(views.size());
+    const auto* acc = results_host_->get<Accumulator>();
+    for (std::size_t i = 0; i < views.size(); ++i)
+      if (views[i].count > 0) out[i] = decode(acc[i], views[i].dtype, views[i].count);
+    return out;
+  }
+
+  std::string describe() const override {
+    return "cuda (" + info_.name + ", device " + std::to_string(device_) + ")";
+  }
+
+  /// Statistics of `n` elements of `t` already on this scanner's device at
+  /// `x`, computed on the caller's stream `s` (after what was queued on it
+  /// before) and waited for with the deadline. One call at a time.
+  TensorStats scan_resident(const void* x, std::uint64_t n, DType t, cudaStream_t s) {
+    set_device(device_);
+    if (n == 0) return {};
+    auto* table = resident_table_->get<Segment>();
+    const auto addr = reinterpret_cast<std::uint64_t>(x);
+    const std::uint64_t tiles = tiles_of(addr, n * dtype_size(t));
+    table[0] = {addr, n, 0, 0, static_cast<std::uint8_t>(t), 0, {}};
+    table[1] = {0, 0, tiles, 0, 0, 0, {}};
+    auto* dev_table = static_cast<Segment*>(resident_dev_table_->get());
+    check(cudaMemcpyAsync(dev_table, table, 2 * sizeof(Segment), cudaMemcpyHostToDevice, s), gpu_,
+          "cudaMemcpyAsync(segment table)");
+    check(cudaMemsetAsync(results_->get(), 0, sizeof(Accumulator), s), gpu_, "cudaMemsetAsync");
+    launch_or_throw(dev_table, 1, tiles, s);
+    check(cudaMemcpyAsync(results_host_->get(), results_->get(), sizeof(Accumulator),
+                          cudaMemcpyDeviceToHost, s),
+          gpu_, "cudaMemcpyAsync(result to the host)");
+    check(cudaEventRecord(finished_->get(), s), gpu_, "cudaEventRecord");
+    wait_event(finished_->get(), gpu_, "a scan of device memory", hung_);
+    return decode(*results_host_->get<Accumulator>(), t, n);
+  }
+
+ private:
+  cudaStream_t copy() const { return static_cast<cudaStream_t>(copy_->handle()); }
+  cudaStream_t compute() const { return static_cast<cudaStream_t>(compute_->handle()); }
+  Accumulator* results() const { return static_cast<Accumulator*>(results_->get()); }
+
+  void reserve_results(std::size_t n) {
+    if (results_ && results_->bytes() >= n * sizeof(Accumulator)) return;
+    n = std::max<std::size_t>(n, 1);
+    results_ = std::make_unique<DeviceBuffer>(n * sizeof(Accumulator));
+    results_host_ = std::make_unique<Pinned>(n * sizeof(Accumulator), gpu_);
+  }
+
+  void launch_or_throw(const Segment* table, std::uint32_t n, std::uint64_t tiles, cudaStream_t s) {
+    const int grid = static_cast<int>(std::min<std::uint64_t>(grid_, tiles));
+    check(static_cast<cudaError_t>(launch(table, n, tiles, results(), grid, s)), gpu_,
+          "scan kernel launch");
+  }
+
+  /// Shared between the feeding thread and the readers.
+  struct Progress {
+    std::mutex m;
+    std::condition_variable cv;
+    std::vector<char> filled, queued;
+    std::exception_ptr error;
+    bool abort = false;
+  };
+
+  /// Readers fill chunks in order from a shared counter; this thread queues
+  /// each filled chunk's copy and kernel. Returns once every chunk is queued.
+  void run_pipeline(const std::vector<Chunk>& chunks, const StagingFiles& files) {
+    Progress pr;
+    pr.filled.assign(chunks.size(), 0);
+    pr.queued.assign(chunks.size(), 0);
+    std::atomic<std::size_t> next{0};
+    auto reader = [&] {
+      try {
+        for (std::size_t k; (k = next.fetch_add(1)) < chunks.size();) {
+          if (!wait_slot(pr, k)) return;
+          files.fill(chunks[k].reads, staging_[kRing.host_slot(k)]->get<std::uint8_t>());
+          std::lock_guard lock(pr.m);
+          pr.filled[k] = 1;
+          pr.cv.notify_all();
+        }
+      } catch (...) {
+        std::lock_guard lock(pr.m);
+        if (!pr.error) pr.error = std::current_exception();
+        pr.abort = true;
+        pr.cv.notify_all();
+      }
+    };
+    std::vector<std::jthread> readers;
+    const auto n_readers = std::min<std::size_t>(kReaders, chunks.size());
+    try {
+      for (std::size_t r = 0; r < n_readers; ++r) readers.emplace_back(reader);
+      for (std::size_t k = 0; k < chunks.size(); ++k) {
+        wait_filled(pr, k);
+        queue_chunk(chunks[k], k);
+        std::lock_guard lock(pr.m);
+        pr.queued[k] = 1;
+        pr.cv.notify_all();
+      }
+    } catch (...) {
+      {
+        std::lock_guard lock(pr.m);
+        pr.abort = true;
+        pr.cv.notify_all();
+      }
+      readers.clear();  // joins: each reader stops at its next wait
+      throw;
+    }
+  }
+
+  /// A reader's wait before filling chunk k: the chunk that used its pinned
+  /// buffer last must be queued, then its copy must finish. False: aborted.
+  bool wait_slot(Progress& pr, std::size_t k) {
+    const auto before = kRing.fill_waits_for(k);
+    if (!before) return true;
+    {
+      std::unique_lock lock(pr.m);
+      const auto deadline = Deadline::after_seconds(kWaitSeconds);
+      if (!pr.cv.wait_until(lock, deadline.when(), [&] { return pr.abort || pr.queued[*before]; }))
+        throw TimeoutError("CUDA scanner: chunk " + std::to_string(*before) +
+                           " was not queued within " + std::to_string(int(kWaitSeconds)) + " s");
+      if (pr.abort) return false;
+    }
+    wait_event(copied_[kRing.host_slot(k)]->get(), gpu_, "a 64 MiB chunk's copy to the device",
+               hung_);
+    return true;
+  }
+
+  void wait_filled(Progress& pr, std::size_t k) {
+    std::unique_lock lock(pr.m);
+    const auto deadline = Deadline::after_seconds(kWaitSeconds);
+    if (!pr.cv.wait_until(lock, deadline.when(), [&] { return pr.abort || pr.filled[k]; }))
+      throw TimeoutError("CUDA scanner: reading chunk " + std::to_string(k) + " (up to 64 MiB) " +
+                             "did not finish within " + std::to_string(int(kWaitSeconds)) + " s",
+                         "check the file system, or scan on the CPU with --device cpu");
+    if (pr.error) std::rethrow_exception(pr.error);
+  }
+
+  /// Queues chunk k: its table and bytes on the copy stream (after the scan
+  /// of the chunk that last used the device buffer), then the kernel on the
+  /// compute stream after the copy.
+  void queue_chunk(const Chunk& c, std::size_t k) {
+    const std::size_t hs = kRing.host_slot(k), ds = kRing.device_slot(k);
+    auto* base = static_cast<std::uint8_t*>(chunks_[ds]->get());
+    auto* table = tables_[hs]->get<Segment>();
+    std::uint64_t tiles = 0;
+    for (std::size_t i = 0; i < c.pieces.size(); ++i) {
+      const StagedPiece& p = c.pieces[i];
+      const auto addr = reinterpret_cast<std::uint64_t>(base + p.staging_offset);
+      table[i] = {addr, p.count, tiles, p.tensor, static_cast<std::uint8_t>(p.dtype),
+                  static_cast<std::uint8_t>(p.swap), {}};
+      tiles += tiles_of(addr, p.count * dtype_size(p.dtype));
+    }
+    table[c.pieces.size()] = {0, 0, tiles, 0, 0, 0, {}};
+    if (const auto before = kRing.copy_waits_for(k))
+      check(cudaStreamWaitEvent(copy(), scanned_[ds]->get(), 0), gpu_, "cudaStreamWaitEvent");
+    auto* dev_table = static_cast<Segment*>(dev_tables_[ds]->get());
+    check(cudaMemcpyAsync(dev_table, table, (c.pieces.size() + 1) * sizeof(Segment),
+                          cudaMemcpyHostToDevice, copy()),
+          gpu_, "cudaMemcpyAsync(segment table)");
+    check(cudaMemcpyAsync(base, staging_[hs]->get(), c.bytes, cudaMemcpyHostToDevice, copy()), gpu_,
+          "cudaMemcpyAsync(chunk to the device)");
+    check(cudaEventRecord(copied_[hs]->get(), copy()), gpu_, "cudaEventRecord");
+    check(cudaStreamWaitEvent(compute(), copied_[hs]->get(), 0), gpu_, "cudaStreamWaitEvent");
+    launch_or_throw(dev_table, static_cast<std::uint32_t>(c.pieces.size()), tiles, compute());
+    check(cudaEventRecord(scanned_[ds]->get(), compute()), gpu_, "cudaEventRecord");
+  }
+
+  /// After a failure: let queued work finish (within the deadline) before
+  /// the buffers are reused or freed; if it does not, the scanner is hung.
+  void drain() noexcept {
+    if (hung_) return;  // a deadline already passed: do not wait again
+    try {
+      for (cudaStream_t s : {copy(), compute()}) {
+        check(cudaEventRecord(finished_->get(), s), gpu_, "cudaEventRecord");
+        wait_event(finished_->get(), gpu_, "draining the scan after an error", hung_);
+      }
+    } catch (...) {
+    }
+  }
+
+  int device_;
+  GpuInfo info_;
+  std::string gpu_;  ///< "NVIDIA H100 80GB HBM3 (device 0)", for errors
+  int grid_ = 1;
+  // Held by pointer so a hung scanner can leak them (see the destructor).
+  std::unique_ptr<Stream> copy_, compute_;
+  std::vector<std::unique_ptr<Pinned>> staging_, tables_;
+  std::vector<std::unique_ptr<Event>> copied_, scanned_;
+  std::vector<std::unique_ptr<DeviceBuffer>> chunks_, dev_tables_;
+  std::unique_ptr<Event> finished_;
+  std::unique_ptr<DeviceBuffer> results_, resident_dev_table_;
+  std::unique_ptr<Pinned> results_host_, resident_table_;
+  bool hung_ = false;
+};
+
+}  // namespace
+
+TensorStats scan_device_buffer(const void* data, std::uint64_t count, DType dtype, void* stream,
+                               int device) {
+  // One scanner (its device buffers) per device, made on first use; calls on
+  // one device take turns on its buffers.
+  static std::mutex mutex;
+  static std::map<int, std::unique_ptr<CudaScanner>> scanners;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& s = scanners[device];
+  if (!s) s = std::make_unique<CudaScanner>(device);
+  return s->scan_resident(data, count, dtype, static_cast<cudaStream_t>(stream));
+}
+
+std::unique_ptr<Scanner> make_cuda_scanner(std::string* why_not, int ordinal) {
+  const CudaStatus status = probe_cuda();
+  if (!status.usable) {
+    if (why_not) *why_not = status.error.empty() ? "no usable CUDA device" : status.error;
+    return nullptr;
+  }
+  // A bad --gpu is the user's to fix, not a reason to fall back: it throws.
+  const int device = choose_scan_gpu(ordinal, status.device_count, Env::from_process()).ordinal;
+  try {
+    return std::make_unique<CudaScanner>(device);
+  } catch (const Error& e) {
+    if (why_not) *why_not = e.one_line();
+    return nullptr;
+  }
+}
+
+}  // namespace gpudiag::numerics
