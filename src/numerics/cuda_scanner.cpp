@@ -18,7 +18,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <exception>
-#include <limits>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -33,34 +32,6 @@
 #include "util/env.h"
 
 namespace gpudiag::numerics {
-
-TensorStats cuda_scan::decode(const Accumulator& a, DType t, std::uint64_t count) {
-  TensorStats s;
-  s.count = count;
-  s.nan = a.nan, s.pos_inf = a.pos_inf, s.neg_inf = a.neg_inf, s.zero = a.zero;
-  s.subnormal = a.subnormal, s.ge_1e2 = a.ge[0], s.ge_1e3 = a.ge[1], s.ge_1e4 = a.ge[2];
-  const std::uint64_t lo = ~a.inv_lo, hi = a.hi, sign = std::uint64_t{1} << 63;
-  switch (dtype_kind(t)) {
-    case DKind::floating:
-      // NaN patterns are above every threshold pattern: take them back out.
-      s.ge_1e2 -= s.nan, s.ge_1e3 -= s.nan, s.ge_1e4 -= s.nan;
-      if (s.nan > 0) {
-        s.abs_min = s.abs_max = std::numeric_limits<double>::quiet_NaN();
-      } else {
-        s.abs_min = float_bits_to_double(t, lo);
-        s.abs_max = float_bits_to_double(t, hi);
-      }
-      break;
-    case DKind::signed_int:
-      s.abs_min = static_cast<double>(static_cast<long long>(lo ^ sign));
-      s.abs_max = static_cast<double>(static_cast<long long>(hi ^ sign));
-      break;
-    default:
-      s.abs_min = static_cast<double>(lo);
-      s.abs_max = static_cast<double>(hi);
-  }
-  return s;
-}
 
 namespace {
 
@@ -215,6 +186,7 @@ class CudaScanner final : public Scanner {
     std::atomic<std::size_t> next{0};
     auto reader = [&] {
       try {
+        set_device(device_);  // its event queries run in this scanner's device context
         for (std::size_t k; (k = next.fetch_add(1)) < chunks.size();) {
           if (!wait_slot(pr, k)) return;
           files.fill(chunks[k].reads, staging_[kRing.host_slot(k)]->get<std::uint8_t>());
