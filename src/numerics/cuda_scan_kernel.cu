@@ -34,6 +34,10 @@ using namespace lanes;
 
 using BlockReduce = cub::BlockReduce<Flush, kThreads>;
 
+// 3 blocks of 256 threads per SM: ptxas (CUDA 13, sm_90) gives 80 registers
+// and no spills; asking for 4 caps it at 64 and spills on the 8-byte paths.
+// 768 threads with four 16-byte loads each in flight is 48 KiB per SM, more
+// than HBM's bandwidth-latency product per SM needs.
 __global__ void __launch_bounds__(kThreads, 3)
     scan_segments(const Segment* segments, std::uint32_t n_segments, std::uint64_t total_tiles,
                   const ParamTable params, Accumulator* results) {

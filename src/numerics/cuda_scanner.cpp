@@ -64,16 +64,6 @@ class CudaScanner final : public Scanner {
     grid_ = std::max(1, sms * per_sm);
     spdlog::debug("cuda scanner on {}: {} SMs x {} blocks of {} threads", gpu_, sms, per_sm,
                   kThreads);
-    for (std::size_t i = 0; i < kRing.host_slots; ++i) {
-      staging_.push_back(std::make_unique<Pinned>(kChunkBytes, gpu_));
-      tables_.push_back(std::make_unique<Pinned>((kMaxSegments + 1) * sizeof(Segment), gpu_));
-      copied_.push_back(std::make_unique<Event>(gpu_));
-    }
-    for (std::size_t i = 0; i < kRing.device_slots; ++i) {
-      chunks_.push_back(std::make_unique<DeviceBuffer>(kChunkBytes));
-      dev_tables_.push_back(std::make_unique<DeviceBuffer>((kMaxSegments + 1) * sizeof(Segment)));
-      scanned_.push_back(std::make_unique<Event>(gpu_));
-    }
     finished_ = std::make_unique<Event>(gpu_);
     resident_table_ = std::make_unique<Pinned>(2 * sizeof(Segment), gpu_);
     resident_dev_table_ = std::make_unique<DeviceBuffer>(2 * sizeof(Segment));
@@ -96,6 +86,7 @@ class CudaScanner final : public Scanner {
 
   std::vector<TensorStats> scan(std::span<const TensorView> views) override {
     set_device(device_);
+    make_ring();
     reserve_results(views.size());
     const StagingFiles files(views);
     const std::vector<Chunk> chunks = plan_chunks(views, files.sources(), kChunkBytes, kMaxSegments);
@@ -154,6 +145,24 @@ class CudaScanner final : public Scanner {
   cudaStream_t copy() const { return static_cast<cudaStream_t>(copy_->handle()); }
   cudaStream_t compute() const { return static_cast<cudaStream_t>(compute_->handle()); }
   Accumulator* results() const { return static_cast<Accumulator*>(results_->get()); }
+
+  /// The staging ring, on the first scan of host memory only: a scanner
+  /// that only scans device memory (the C library's) never holds it.
+  void make_ring() {
+    if (scanned_.size() == kRing.device_slots) return;  // made (a failed try left it shorter)
+    staging_.clear(), tables_.clear(), copied_.clear();
+    chunks_.clear(), dev_tables_.clear(), scanned_.clear();
+    for (std::size_t i = 0; i < kRing.host_slots; ++i) {
+      staging_.push_back(std::make_unique<Pinned>(kChunkBytes, gpu_));
+      tables_.push_back(std::make_unique<Pinned>((kMaxSegments + 1) * sizeof(Segment), gpu_));
+      copied_.push_back(std::make_unique<Event>(gpu_));
+    }
+    for (std::size_t i = 0; i < kRing.device_slots; ++i) {
+      chunks_.push_back(std::make_unique<DeviceBuffer>(kChunkBytes));
+      dev_tables_.push_back(std::make_unique<DeviceBuffer>((kMaxSegments + 1) * sizeof(Segment)));
+      scanned_.push_back(std::make_unique<Event>(gpu_));
+    }
+  }
 
   void reserve_results(std::size_t n) {
     if (results_ && results_->bytes() >= n * sizeof(Accumulator)) return;

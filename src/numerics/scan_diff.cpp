@@ -120,12 +120,16 @@ int run_diff(const ScanOptions& o, const std::string& a_spec, const std::string&
              std::ostream& out) {
   auto a = resolve(o, a_spec);
   auto b = resolve(o, b_spec);
-  auto scanner = make_scanner(o.device, o.threads, o.gpu);
-  for (Side* s : {a.get(), b.get()}) {
-    std::vector<TensorView> views;
-    for (const auto* t : s->batch->tensors) views.push_back(view_of(*t));
-    s->stats = scanner->scan(views);
-  }
+  std::vector<TensorView> views[2];
+  for (int i = 0; i < 2; ++i)
+    for (const auto* t : (i == 0 ? a : b)->batch->tensors) views[i].push_back(view_of(*t));
+  // --device auto times both scanners on the first 64 MiB of batch A.
+  auto scanner = make_scanner(o.device, o.threads, o.gpu,
+                              o.device == ScanDevice::automatic
+                                  ? sample_of(views[0], std::uint64_t{64} << 20)
+                                  : std::vector<TensorView>{});
+  a->stats = scanner->scan(views[0]);
+  b->stats = scanner->scan(views[1]);
   const auto in_a = entries(*a), in_b = entries(*b);
   std::vector<Row> rows;
   std::size_t aligned = 0;

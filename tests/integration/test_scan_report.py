@@ -104,6 +104,15 @@ class ScanReport(unittest.TestCase):
         self.assertIn("batch_number=1", expected)  # the root frame ends batch 0 before it is analysed
         self.assert_report(scan(self.dump(root, sub="r")), expected, 1)
 
+    def test_device_auto_says_which_scanner_and_why(self):
+        b = model_batches(3, inf_at=(1, 2))
+        r = scan(self.dump(b), "--device", "auto", "--log-level", "info")
+        self.assert_report(r, b.expected(), 1)
+        # Without a usable GPU: the CPU, and why; with one: both measured rates and the winner.
+        self.assertRegex(r.stderr, r"--device auto: (using the CPU scanner: .+|on the first \d+ MiB "
+                         r"the CPU scanner ran at [\d.]+ GB/s, the GPU \(read, copy, scan\) at "
+                         r"[\d.]+ GB/s: using the (CPU|GPU))")
+
     def test_clean_dump_prints_nothing(self):
         r = scan(self.dump(model_batches(3)))
         self.assert_report(r, "", 0)
