@@ -14,6 +14,7 @@
 #include "cli/json_output.h"
 #include "cli/world_setup.h"
 #include "report/bench_report.h"
+#include "report/expected_bw_job.h"
 #include "report/job_report.h"
 #include "report/link_report.h"
 #include "report/status_line.h"
@@ -37,7 +38,15 @@ struct BenchCli {
   std::string dtype = "float", redop = "sum";
   int root = 0, datacheck = 1, blocking = 0, average = 1;
   std::string output_file;  ///< -J
+  std::optional<double> expect_busbw;  ///< GB/s; else the table (report/expected_bw.h)
 };
+
+/// What the hardware should reach (report/expected_bw_job.h), printed below
+/// the table after `prefix`; true when it is far below (FAIL).
+bool print_expectation(int out, const BwVerdict& v, std::string_view prefix) {
+  write_all(out, verdict_line(v, prefix));
+  return v.failed();
+}
 
 /// The sweep's sizes, as nccl-tests steps them: from min to max multiplying
 /// by -f, else adding -i, else doubling (gpudiag's default). At most 4096.
@@ -168,10 +177,20 @@ int run(BenchCli o) {
       write_all(out, link_table(result, verdict));
       json = link_json(result, verdict);
       schema = kLinksSchema;
+      auto& expected = json["expected_links"] = nlohmann::json::array();
+      for (const auto& v : link_bw_verdicts(result, verdict, o.expect_busbw)) {
+        findings = print_expectation(out, v, "") || findings;
+        expected.push_back(verdict_json(v));
+      }
     } else if (job_ok(result) && printer) {
       findings = printer->wrong() > 0;
       json = printer->json();
       schema = kBenchSchema;
+      // The sweep's verdict at its largest size, against what the hardware should reach.
+      const auto expected = sweep_busbw_verdict(result, printer->largest_bytes(),
+                                                printer->largest_busbw(), o.expect_busbw);
+      findings = print_expectation(out, expected, "# ") || findings;
+      json["expected_busbw"] = verdict_json(expected);
     } else if (!job_ok(result)) {
       write_all(out, versions_line(result));
     }
@@ -263,6 +282,12 @@ Runner setup_bench(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "rounds", "serial"}))
       ->capture_default_str();
   add_json_option(sub, o->json_path, "rank 0 writes the results (the job report if it failed)");
+  sub->add_option("--expect-busbw", o->expect_busbw,
+                  "GB/s the largest size's bus bandwidth (with --links: each link) should "
+                  "reach, instead of the table of GPU families (data/expected-bw); below 80% "
+                  "WARN, below 50% FAIL (exit 1)")
+      ->type_name("GB/s")
+      ->check(CLI::Range(0.001, 1e6));
   return [o] { return run(*o); };
 }
 

@@ -14,6 +14,7 @@
 #include "cli/world_setup.h"
 #include "nccl_log/capture.h"
 #include "nccl_log/render.h"
+#include "report/expected_bw_job.h"
 #include "report/job_report.h"
 #include "report/status_line.h"
 #include "world/fingerprint_compare.h"
@@ -30,6 +31,7 @@ struct CheckCli {
   std::string nccl_debug;  ///< "", "info" or "trace"
   std::vector<std::string> nccl_debug_subsys;
   std::string nccl_debug_dir;
+  std::optional<double> expect_busbw;  ///< GB/s; else the table (report/expected_bw.h)
 };
 
 /// --nccl-debug: every rank points NCCL's log at its own file in one run
@@ -93,14 +95,27 @@ int run(const CheckCli& o) {
   // Everyone has printed before rank 0 adds the summary below the lines.
   job.meet_after_printing(result, o.check.timeout_s);
   if (capture && result.me.backend != "nccl") nccl_log::discard_capture(*capture);
+  bool slow_busbw = false;
   if (result.me.rank == 0) {
-    write_all(out, versions_line(result) + summary_table(result) +
+    nlohmann::json json = job_json(result);
+    std::string expected;
+    // What the all-reduce should have reached on this hardware; a job that
+    // failed has no timing to judge.
+    if (job_ok(result)) {
+      const auto verdict = check_busbw_verdict(result, o.expect_busbw);
+      slow_busbw = verdict.failed();
+      expected = verdict_line(verdict, "");
+      json["expected_busbw"] = verdict_json(verdict);
+    }
+    write_all(out, versions_line(result) + summary_table(result) + expected +
                        render_fingerprint(result.fingerprint));
     if (capture) summarize_nccl_capture(out, *capture, result);
-    if (!o.json_path.empty()) json_status = emit_json(o.json_path, kCheckSchema, job_json(result));
+    if (!o.json_path.empty()) json_status = emit_json(o.json_path, kCheckSchema, json);
   }
-  const int status = job.finish(result);
-  return status != 0 ? status : json_status;
+  int status = job.finish(result);
+  if (status == 0) status = json_status;
+  // Far below what the hardware should reach is a finding, like bench's slow links.
+  return status == 0 && slow_busbw ? static_cast<int>(ExitCode::broken) : status;
 }
 
 }  // namespace
@@ -133,6 +148,12 @@ Runner setup_check(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   add_nccl_lib_option(sub, o->check.nccl_lib);
   add_json_option(sub, o->json_path, "rank 0 writes the job report");
+  sub->add_option("--expect-busbw", o->expect_busbw,
+                  "GB/s the timed all-reduce's bus bandwidth should reach, instead of the "
+                  "table of GPU families (data/expected-bw); below 80% WARN, below 50% FAIL "
+                  "(exit 1)")
+      ->type_name("GB/s")
+      ->check(CLI::Range(0.001, 1e6));
   sub->add_option("--nccl-debug", o->nccl_debug,
                   "capture every rank's NCCL log and explain it at the end; off unless given, "
                   "and --nccl-debug alone means info")

@@ -50,21 +50,22 @@ struct Footer {
   const char* exit_status;
 };
 
-constexpr const char* kRankExits =
-    "  0 every rank OK; 1 this rank saw a failure it can name; 2 bad command line, environment\n"
-    "  or --json file; 3 a peer did not answer within --timeout; 4 internal error\n";
-
 const Footer kFooters[] = {
     {"check",
      "  gpudiag launch --nproc-per-node 8 -- check              # one rank per GPU\n"
      "  gpudiag launch --nproc-per-node 2 -- check --backend host\n"
      "  mpirun -np 16 gpudiag check --json report.json\n"
-     "  gpudiag launch --nproc-per-node 8 -- check --nccl-debug  # and explain NCCL's logs\n",
-     kRankExits},
+     "  gpudiag launch --nproc-per-node 8 -- check --nccl-debug  # and explain NCCL's logs\n"
+     "  gpudiag launch --nproc-per-node 8 -- check --size 1GiB --expect-busbw 360\n",
+     "  0 every rank OK; 1 this rank saw a failure it can name; 2 bad command line, environment\n"
+     "  or --json file; 3 a peer did not answer within --timeout; 4 internal error; rank 0 also\n"
+     "  exits 1 when the bus bandwidth is below half of what the hardware should reach\n"
+     "  (--expect-busbw, else the table of GPU families)\n"},
     {"bench",
      "  gpudiag launch --nproc-per-node 8 -- bench --min 1MiB --max 1GiB\n"
      "  mpirun -np 16 gpudiag bench --links --json links.json\n",
-     "  as check's, and 1 when --links found a slow link\n"},
+     "  as check's, and 1 when --links found a slow link, or the bandwidth is below half of\n"
+     "  what the hardware should reach (--expect-busbw, else the table of GPU families)\n"},
     {"launch",
      "  gpudiag launch --nproc-per-node 8 -- check\n"
      "  gpudiag launch --nproc-per-node 8 --nnodes 2 --node-rank 0 --master-addr node0 -- check\n"

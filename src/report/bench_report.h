@@ -43,6 +43,7 @@ class NcclTestsPrinter : public BenchSink {
   double avg_busbw() const { return bw_count_ ? bw_sum_ / bw_count_ : 0; }
   /// The busbw of the largest size's out-of-place row (for an expectation).
   double largest_busbw() const { return largest_busbw_; }
+  double largest_bytes() const { return static_cast<double>(largest_size_); }
   nlohmann::json json() const;
 
  private:

@@ -1,0 +1,97 @@
+// What the hardware should reach, and the verdict on what it did.
+//
+// The table is one small JSON file per GPU family under data/expected-bw/
+// (its README describes the fields), compiled into the binary. A lookup goes
+// from the GPU name CUDA reports ("NVIDIA H100 80GB HBM3") to the family whose
+// `match` substrings it contains (and none of its `exclude` ones), then to a
+// figure: within one node the family's intra-node figure; across nodes the
+// per-NIC figure of the host's InfiniBand/RoCE port rate times the number of
+// active ports at that rate, capped by the intra-node figure (a ring crosses
+// both). A measured bandwidth is then PASS, WARN below kWarnFraction of the
+// figure or FAIL below kFailFraction. `--expect-busbw` replaces the table's
+// figure. Without a GPU (the host backends) nothing here applies: the verdict
+// says so and is never PASS. Below the family's `judged_from_bytes` the table
+// gives no verdict (bandwidth is still rising with the size there).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpudiag {
+
+inline constexpr double kWarnFraction = 0.8;
+inline constexpr double kFailFraction = 0.5;
+
+struct NicExpectation {
+  int rate_gbps = 0;                   ///< port rate as sysfs reports it (Gb/s)
+  double allreduce_busbw_per_nic = 0;  ///< GB/s
+  double link_pair = 0;                ///< GB/s each way
+  std::string source;
+};
+
+/// One data/expected-bw/*.json file.
+struct GpuFamily {
+  std::string file;    ///< "h100-sxm.json"
+  std::string family;  ///< "H100 SXM"
+  std::vector<std::string> match, exclude;
+  std::uint64_t judged_from_bytes = 0;
+  std::string intra_fabric;
+  double intra_allreduce_busbw = 0, intra_link_pair = 0;  ///< GB/s
+  std::string intra_source;
+  std::vector<NicExpectation> inter;  ///< by rate, ascending
+};
+
+/// Parses one file; throws gpudiag::Error naming the file and the field.
+GpuFamily parse_gpu_family(const std::string& file, std::string_view json);
+
+/// The compiled-in table, parsed once (a malformed file is a build-time bug:
+/// the unit tests parse every file).
+const std::vector<GpuFamily>& expected_bw_table();
+
+/// The family of a GPU name (case-insensitive), or nullptr.
+const GpuFamily* find_family(const std::vector<GpuFamily>& table, const std::string& gpu_name);
+
+/// What was measured, and what the job looks like.
+struct BwMeasurement {
+  enum class Kind { allreduce, link_pair };
+  Kind kind = Kind::allreduce;
+  std::string gpu_name;  ///< as CUDA reports it ("" without a GPU)
+  std::string backend;   ///< "nccl", "host/tcp", "host/mpi"
+  /// allreduce: the job spans several nodes; link_pair: the pair does.
+  bool across_nodes = false;
+  int rdma_rate_gbps = 0;  ///< the host's InfiniBand/RoCE port rate (0 unknown)
+  int rdma_ports = 0;      ///< active ports at that rate
+  double bytes = 0;        ///< the size measured
+  double gbps = 0;         ///< busbw (allreduce) or GB/s each way (link_pair)
+  std::string what;        ///< link_pair: "rank 3 <-> rank 9", shown after the figure
+  std::optional<double> expect_override;  ///< --expect-busbw, GB/s
+};
+
+struct BwVerdict {
+  /// PASS, WARN, FAIL; "none" (no figure for this hardware), "not applicable"
+  /// (no GPU), "no verdict" (too small a size for the table's figure).
+  std::string verdict;
+  double expected_gbps = 0;  ///< 0 when there is none
+  double measured_gbps = 0;
+  int percent = 0;     ///< measured / expected, rounded
+  std::string basis;   ///< "H100 SXM, NVLink 4 through NVSwitch, one node" or "--expect-busbw"
+  std::string source;  ///< the figure's source, or why there is none
+  std::string file;    ///< "data/expected-bw/h100-sxm.json" ("" none)
+  std::string text;    ///< the one-line verdict (without a prefix)
+  bool failed() const { return verdict == "FAIL"; }
+};
+
+/// The verdict on one measurement against `table`.
+BwVerdict judge_bandwidth(const BwMeasurement& m, const std::vector<GpuFamily>& table);
+
+/// "Expected bus bandwidth : 360 GB/s (...) measured 312.4: PASS (87%)" after
+/// `prefix` ("# " in the bench's tables), with a newline.
+std::string verdict_line(const BwVerdict& v, std::string_view prefix);
+
+nlohmann::json verdict_json(const BwVerdict& v);
+
+}  // namespace gpudiag

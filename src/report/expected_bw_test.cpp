@@ -1,0 +1,242 @@
+// The expected-bandwidth table and its verdicts: every compiled-in file
+// parses, the names CUDA reports find their family, recorded results from
+// published nccl-tests runs get the verdict a reader would give them, and the
+// job-level helpers pick the figure a user would (slowest rank, largest size,
+// slowest link of each class, the host's NIC rate from a captured sysfs tree).
+#include "report/expected_bw.h"
+
+#include <gtest/gtest.h>
+
+#include "report/expected_bw_job.h"
+#include "util/error.h"
+
+namespace gpudiag {
+namespace {
+
+const std::string kSys = std::string(GPUDIAG_TEST_DATA) + "/sysfs/";
+
+BwMeasurement allreduce(const std::string& gpu, double gbps, bool across = false) {
+  BwMeasurement m;
+  m.gpu_name = gpu;
+  m.backend = "nccl";
+  m.across_nodes = across;
+  m.bytes = 1ull << 30;
+  m.gbps = gbps;
+  return m;
+}
+
+TEST(ExpectedBwTable, EveryFileParsesAndCoversTheFamiliesAsked) {
+  const auto& t = expected_bw_table();
+  ASSERT_GE(t.size(), 6u);
+  for (const auto& f : t) {
+    EXPECT_FALSE(f.intra_source.empty()) << f.file;
+    EXPECT_GT(f.judged_from_bytes, 0u) << f.file;
+    for (const auto& n : f.inter) EXPECT_FALSE(n.source.empty()) << f.file;
+  }
+}
+
+TEST(ExpectedBwTable, NamesAsCudaReportsThemFindOneFamily) {
+  const auto& t = expected_bw_table();
+  const std::pair<const char*, const char*> names[] = {{"NVIDIA A100-SXM4-80GB", "A100 SXM"},
+                                                       {"NVIDIA A100-SXM4-40GB", "A100 SXM"},
+                                                       {"NVIDIA A100-SXM-80GB", "A100 SXM"},
+                                                       {"NVIDIA A100-PCIE-40GB", "A100 PCIe"},
+                                                       {"NVIDIA A100 80GB PCIe", "A100 PCIe"},
+                                                       {"NVIDIA H100 80GB HBM3", "H100 SXM"},
+                                                       {"NVIDIA H100 PCIe", "H100 PCIe"},
+                                                       {"NVIDIA H200", "H200 SXM"},
+                                                       {"NVIDIA B200", "B200"}};
+  for (const auto& [name, family] : names) {
+    const GpuFamily* f = find_family(t, name);
+    ASSERT_NE(f, nullptr) << name;
+    EXPECT_EQ(f->family, family) << name;
+    int matching = 0;  // one file per name: a second match would be ambiguous
+    for (const auto& g : t) matching += find_family({g}, name) != nullptr;
+    EXPECT_EQ(matching, 1) << name;
+  }
+  for (const char* other : {"NVIDIA GH200 480GB", "NVIDIA GB200", "NVIDIA H100 NVL",
+                            "NVIDIA H200 NVL", "NVIDIA GeForce RTX 4090", "Tesla V100-SXM2-32GB"})
+    EXPECT_EQ(find_family(t, other), nullptr) << other;
+}
+
+TEST(ExpectedBwVerdict, PublishedSingleNodeResults) {
+  const auto& t = expected_bw_table();
+  // 8x H200, NVLink SHARP, 475 GB/s (nccl-tests issue 272): well above.
+  auto v = judge_bandwidth(allreduce("NVIDIA H200", 475), t);
+  EXPECT_EQ(v.verdict, "PASS");
+  EXPECT_EQ(v.expected_gbps, 360);
+  EXPECT_EQ(v.file, "data/expected-bw/h200.json");
+  // 8x H100 at 250 GB/s (nccl-tests issue 212's question): 69%, a warning.
+  v = judge_bandwidth(allreduce("NVIDIA H100 80GB HBM3", 250), t);
+  EXPECT_EQ(v.verdict, "WARN");
+  EXPECT_EQ(v.percent, 69);
+  // 8x A100 SXM at 232.5 GB/s (nccl-tests issue 175): passes; 20 GB/s
+  // (issue 178's three-thread run) fails.
+  EXPECT_EQ(judge_bandwidth(allreduce("NVIDIA A100-SXM4-80GB", 232.54), t).verdict, "PASS");
+  v = judge_bandwidth(allreduce("NVIDIA A100-SXM4-80GB", 20), t);
+  EXPECT_EQ(v.verdict, "FAIL");
+  EXPECT_TRUE(v.failed());
+  EXPECT_EQ(v.text,
+            "Expected bus bandwidth : 225 GB/s (A100 SXM, NVLink 3 through NVSwitch (12 links, "
+            "300 GB/s each way), one node; source data/expected-bw/a100-sxm.json) measured "
+            "20.0: FAIL (9%)");
+}
+
+TEST(ExpectedBwVerdict, ThresholdsAreEightyAndFiftyPercent) {
+  const auto& t = expected_bw_table();
+  EXPECT_EQ(judge_bandwidth(allreduce("NVIDIA H100 80GB HBM3", 288), t).verdict, "PASS");
+  EXPECT_EQ(judge_bandwidth(allreduce("NVIDIA H100 80GB HBM3", 287.9), t).verdict, "WARN");
+  EXPECT_EQ(judge_bandwidth(allreduce("NVIDIA H100 80GB HBM3", 180), t).verdict, "WARN");
+  EXPECT_EQ(judge_bandwidth(allreduce("NVIDIA H100 80GB HBM3", 179.9), t).verdict, "FAIL");
+}
+
+TEST(ExpectedBwVerdict, AcrossNodesByNicRateAndCount) {
+  const auto& t = expected_bw_table();
+  // 2 HGX H100 nodes with 8x 400G each, 470 GB/s (nccl-tests issue 309): the
+  // NICs (8 x 45) exceed NVLink's figure, so the node's figure holds.
+  auto m = allreduce("NVIDIA H100 80GB HBM3", 470, true);
+  m.rdma_rate_gbps = 400;
+  m.rdma_ports = 8;
+  auto v = judge_bandwidth(m, t);
+  EXPECT_EQ(v.verdict, "PASS");
+  EXPECT_EQ(v.expected_gbps, 360);
+  // 4x 200G on A100 nodes, 86 GB/s (nccl-tests issue 175): 4 x 24 = 96, 90%.
+  m = allreduce("NVIDIA A100-SXM4-80GB", 86, true);
+  m.rdma_rate_gbps = 200;
+  m.rdma_ports = 4;
+  v = judge_bandwidth(m, t);
+  EXPECT_EQ(v.expected_gbps, 96);
+  EXPECT_EQ(v.verdict, "PASS");
+  EXPECT_NE(v.basis.find("4x 200 Gb/s NICs a node"), std::string::npos) << v.basis;
+  // A rate the file has no row for, and no RDMA port at all: no expectation.
+  m.rdma_rate_gbps = 800;
+  EXPECT_EQ(judge_bandwidth(m, t).verdict, "none");
+  m.rdma_rate_gbps = 0;
+  v = judge_bandwidth(m, t);
+  EXPECT_EQ(v.verdict, "none");
+  EXPECT_NE(v.text.find("pass --expect-busbw"), std::string::npos) << v.text;
+}
+
+TEST(ExpectedBwVerdict, UnknownHardwareOverrideHostAndSmallSizes) {
+  const auto& t = expected_bw_table();
+  auto v = judge_bandwidth(allreduce("NVIDIA Foo", 100), t);
+  EXPECT_EQ(v.verdict, "none");
+  EXPECT_EQ(v.text,
+            "Expected bus bandwidth : no expectation for this hardware (NVIDIA Foo); pass "
+            "--expect-busbw GB/s; measured 100.0");
+  auto m = allreduce("NVIDIA Foo", 100);
+  m.expect_override = 400;
+  v = judge_bandwidth(m, t);
+  EXPECT_EQ(v.verdict, "FAIL");
+  EXPECT_EQ(v.basis, "--expect-busbw");
+  // The host backends: never PASS, whatever the figure or the override.
+  m = allreduce("", 1000);
+  m.backend = "host/tcp";
+  m.expect_override = 1;
+  v = judge_bandwidth(m, t);
+  EXPECT_EQ(v.verdict, "not applicable");
+  EXPECT_NE(v.text.find("host memory"), std::string::npos) << v.text;
+  // check's default 32 MiB: below where the figures hold, no verdict; the
+  // override applies at any size.
+  m = allreduce("NVIDIA H100 80GB HBM3", 100);
+  m.bytes = 32 << 20;
+  v = judge_bandwidth(m, t);
+  EXPECT_EQ(v.verdict, "no verdict");
+  EXPECT_NE(v.text.find("too small a size to judge"), std::string::npos) << v.text;
+  m.expect_override = 90;
+  EXPECT_EQ(judge_bandwidth(m, t).verdict, "PASS");
+  // One rank moves nothing: no verdict either way.
+  EXPECT_EQ(judge_bandwidth(allreduce("NVIDIA H100 80GB HBM3", 0), t).verdict, "not applicable");
+}
+
+TEST(ExpectedBwTable, MalformedFilesNameTheFileAndField) {
+  const std::string good = R"({"family":"X","match":["x"],"exclude":[],"judged_from_bytes":1,
+    "intra_node":{"fabric":"f","allreduce_busbw":1,"link_pair":1,"source":"s"},"inter_node":[]})";
+  EXPECT_NO_THROW(parse_gpu_family("x.json", good));
+  try {
+    parse_gpu_family("x.json", R"({"family":"X","match":["x"],"exclude":[]})");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("x.json: no field \"judged_from_bytes\""),
+              std::string::npos)
+        << e.what();
+  }
+  std::string negative = good;
+  negative.replace(negative.find("\"allreduce_busbw\":1"), 19, "\"allreduce_busbw\":-5");
+  EXPECT_THROW(parse_gpu_family("x.json", negative), Error);
+  EXPECT_THROW(parse_gpu_family("x.json", "not json"), Error);
+}
+
+TEST(ExpectedBwJob, RdmaRateFromCapturedSysfs) {
+  auto r = summarize_rdma(read_ib_ports(kSys + "ib_up"));
+  EXPECT_EQ(r.rate_gbps, 200);
+  EXPECT_EQ(r.ports, 2);
+  r = summarize_rdma(read_ib_ports(kSys + "ib_down"));  // the DOWN port does not count
+  EXPECT_EQ(r.ports, 1);
+  EXPECT_EQ(summarize_rdma(read_ib_ports(kSys + "none")).ports, 0);
+}
+
+CheckResult job(int ranks, int per_host, const std::string& gpu, const std::string& backend) {
+  CheckResult res;
+  res.me.backend = backend;
+  for (int r = 0; r < ranks; ++r) {
+    RankRecord rec;
+    rec.rank = r;
+    rec.host = "node" + std::to_string(r / per_host);
+    rec.gpu_name = gpu;
+    rec.backend = backend;
+    res.table.push_back(rec);
+  }
+  return res;
+}
+
+TEST(ExpectedBwJob, CheckJudgesTheSlowestRanksAllReduce) {
+  auto res = job(8, 8, "NVIDIA H100 80GB HBM3", "nccl");
+  for (auto& r : res.table) r->allreduce_bytes = 1 << 30, r->allreduce_seconds = 0.005;
+  res.table[5]->allreduce_seconds = 0.01;  // busbw 1.073741824 GB * 1.75 / 0.01 = 187.9
+  auto v = check_busbw_verdict(res, std::nullopt, kSys + "none");
+  EXPECT_EQ(v.verdict, "WARN");
+  EXPECT_NEAR(v.measured_gbps, 187.9, 0.1);
+  // The host backend's check: does not apply.
+  auto host = job(2, 2, "", "host/tcp");
+  for (auto& r : host.table) r->allreduce_bytes = 1 << 30, r->allreduce_seconds = 0.5;
+  EXPECT_EQ(check_busbw_verdict(host, std::nullopt, kSys + "none").verdict, "not applicable");
+}
+
+TEST(ExpectedBwJob, SweepJudgesTheLargestSize) {
+  auto res = job(16, 8, "NVIDIA A100-SXM4-80GB", "nccl");
+  // 2 hosts, 2x 200G ports (ib_up): 48 GB/s; busbw 1.074 * 1.875 / 0.025 = 80.5.
+  auto v = sweep_busbw_verdict(res, 1 << 30, 80.5, std::nullopt, kSys + "ib_up");
+  EXPECT_EQ(v.expected_gbps, 48);
+  EXPECT_EQ(v.verdict, "PASS");
+  EXPECT_NEAR(v.measured_gbps, 80.5, 0.1);
+}
+
+TEST(ExpectedBwJob, LinksJudgeTheSlowestPairOfEachClass) {
+  auto res = job(4, 2, "NVIDIA H100 80GB HBM3", "nccl");
+  for (auto& r : res.table) r->link_bytes = 1 << 30;
+  LinkVerdict links;
+  links.links = {{0, 1, 350, true, false},
+                 {2, 3, 100, true, true},
+                 {0, 2, 23, false, false},
+                 {1, 3, 22, false, false}};
+  auto v = link_bw_verdicts(res, links, std::nullopt, kSys + "ib_up");
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[0].verdict, "FAIL");  // 100 of 360 on one host
+  EXPECT_NE(v[0].text.find("rank 2 <-> rank 3"), std::string::npos) << v[0].text;
+  EXPECT_EQ(v[1].verdict, "PASS");  // 22 of 24 across hosts (200G ports)
+  EXPECT_EQ(v[1].expected_gbps, 24);
+}
+
+TEST(ExpectedBwJob, OneLineForTheSweepPrinter) {
+  EXPECT_EQ(expected_busbw_line("NVIDIA H100 80GB HBM3", 1, 312.4, 1 << 30),
+            "# Expected bus bandwidth : 360 GB/s (H100 SXM, NVLink 4 through NVSwitch (18 links, "
+            "450 GB/s each way), one node; source data/expected-bw/h100-sxm.json) measured 312.4: "
+            "PASS (87%)\n");
+  EXPECT_EQ(expected_busbw_line("NVIDIA Foo", 1, 10, 1 << 30),
+            "# Expected bus bandwidth : no expectation for this hardware (NVIDIA Foo); pass "
+            "--expect-busbw GB/s; measured 10.0\n");
+}
+
+}  // namespace
+}  // namespace gpudiag
