@@ -23,6 +23,8 @@
 #include "comm/nccl_api.h"
 #include "gpu/cuda.h"
 #include "util/strings.h"
+#include "world/nvml.h"
+#include "world/pcie.h"
 
 namespace gpudiag {
 
@@ -148,7 +150,7 @@ void from_json(const nlohmann::json& j, Fingerprint& f) {
 
 bool is_host_field(const std::string& key) {
   return key == "kernel" || key == "gpu.driver" || key == "shm" || key == "memlock" ||
-         key.starts_with("ib.") || key.starts_with("nic.");
+         key == "iommu" || key.starts_with("ib.") || key.starts_with("nic.");
 }
 
 bool is_fingerprint_env(const std::string& n) {
@@ -231,6 +233,13 @@ Fingerprint collect_fingerprint(const FingerprintSources& s) {
   m["gpu.bus_id"] = gpu ? or_unknown(clean(s.gpu_bus_id)) : "none";
   m["gpu.memory"] = gpu ? or_unknown(clean(s.gpu_memory)) : "none";
   m["gpu.driver"] = gpu ? or_unknown(clean(s.gpu_driver)) : "none";
+  for (const auto& [k, v] : s.nvml)
+    if (k.starts_with("gpu.")) m[k] = clean(v);
+  m["iommu"] = read_iommu(s.sys_root);
+  if (gpu && !s.gpu_bus_id.empty()) {
+    m["gpu.iommu"] = read_gpu_iommu(s.sys_root, s.gpu_bus_id);
+    m["pcie.acs"] = clean(read_gpu_acs(s.sys_root, s.gpu_bus_id));
+  }
   m["nccl.path"] = s.nccl_path.empty() ? "none" : clean(s.nccl_path);
   m["nccl.version"] = s.nccl_version.empty() ? "none" : clean(s.nccl_version);
   const std::string ld_path = s.env.get_or("LD_LIBRARY_PATH", "");
@@ -277,6 +286,8 @@ FingerprintSources live_sources(const Env& env, const std::string& host, int gpu
     s.gpu_model = g.name;
     s.gpu_bus_id = g.pci_bus_id;
     s.gpu_memory = std::to_string(g.total_bytes);
+    // NVML, where the driver has it: absent is "unknown", never an error.
+    s.nvml = read_nvml_fields(load_nvml(), g.pci_bus_id);
   } catch (const std::exception&) {
     // Absent is "unknown", never an error: the device phase reports GPU trouble.
   }

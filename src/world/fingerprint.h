@@ -2,7 +2,9 @@
 // (issue 16): the kernel, the GPU and its driver, the libnccl that is loaded,
 // the NCCL plugins NCCL would load, the transport environment (NCCL_*, CUDA_*,
 // UCX_*, FI_*, OMPI_MCA_* transports, TORCH_NCCL_*), InfiniBand/RoCE ports,
-// NIC MTUs, the /dev/shm size and the memlock limit.
+// NIC MTUs, the /dev/shm size and the memlock limit, the GPU's persistence
+// mode, ECC mode and clocks (NVML, world/nvml.h), the IOMMU and PCIe ACS
+// above the GPU (world/pcie.h).
 //
 // A fingerprint is a flat map of short field names to short strings, so that
 // comparing two is comparing maps (world/fingerprint_compare.h) and a peer's
@@ -77,6 +79,8 @@ struct FingerprintSources {
   /// The GPU, where CUDA is usable ("" = none).
   std::string gpu_model, gpu_count, gpu_bus_id, gpu_memory, gpu_driver;
   bool read_process_limits = true;  ///< kernel (uname), memlock (getrlimit)
+  /// The GPU's NVML fields (world/nvml.h read_nvml_fields); empty: not read.
+  std::map<std::string, std::string> nvml;
 };
 
 Fingerprint collect_fingerprint(const FingerprintSources& s);

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "util/strings.h"
+#include "world/pcie.h"
 
 namespace gpudiag {
 
@@ -35,11 +36,23 @@ bool compared(const std::string& key) {
   if (key == "host" || key == "gpu.bus_id" || key == "env_skipped" ||
       key == "env.NCCL_DEBUG_FILE" || key == "env.NCCL_HOSTID")
     return false;
+  // A GPU's current clocks follow its load, its remapped rows are its own
+  // history, and ACS names its own bridges: findings judge those, not equality.
+  if (key == "gpu.clock.sm" || key == "gpu.clock.mem" || key == "gpu.remapped_rows" ||
+      key == "gpu.nvml" || key == "pcie.acs")
+    return false;
   if (key.starts_with("nic."))
     for (const char* v : {"nic.veth", "nic.cali", "nic.br-", "nic.vnet", "nic.tap", "nic.lxc",
                           "nic.docker", "nic.virbr", "nic.cni", "nic.flannel", "nic.tun"})
       if (key.starts_with(v)) return false;
   return true;
+}
+
+/// Fields read where the driver or sysfs allows: "unknown" on a rank says
+/// nothing about its state, so it is left out of the comparison.
+bool unknown_is_silent(const std::string& key) {
+  return key == "gpu.persistence" || key == "gpu.ecc" || key == "gpu.clock.sm_max" ||
+         key == "gpu.clock.mem_max" || key == "gpu.iommu";
 }
 
 std::string field_title(const std::string& f) {
@@ -50,6 +63,12 @@ std::string field_title(const std::string& f) {
   if (f == "plugin.profiler") return "the NCCL profiler plugin";
   if (f == "gpu.driver") return "the GPU driver";
   if (f == "kernel") return "the kernel";
+  if (f == "gpu.persistence") return "GPU persistence mode";
+  if (f == "gpu.ecc") return "GPU ECC mode";
+  if (f == "gpu.clock.sm_max") return "the GPU's maximum SM clock (MHz)";
+  if (f == "gpu.clock.mem_max") return "the GPU's maximum memory clock (MHz)";
+  if (f == "iommu") return "the IOMMU";
+  if (f == "gpu.iommu") return "the GPU's IOMMU domain";
   if (f.starts_with("env.")) return f.substr(4);
   return f;
 }
@@ -78,6 +97,14 @@ void classify(Difference& d) {
     d.remedy = "export the same value on every rank (or unset it everywhere)";
   } else if (d.field == "gpu.driver") {
     d.remedy = "install the same driver on every host";
+  } else if (d.field == "gpu.persistence") {
+    d.remedy =
+        "enable persistence mode on every GPU (nvidia-smi -pm 1, or the nvidia-persistenced "
+        "service): without it a GPU re-initialises when its last user exits";
+  } else if (d.field == "gpu.ecc") {
+    d.remedy = "set one ECC mode on every GPU (nvidia-smi -e 1), then reset the GPUs or reboot";
+  } else if (d.field == "iommu" || d.field == "gpu.iommu") {
+    d.remedy = "boot every host with the same IOMMU setting (iommu=pt keeps GPU P2P direct)";
   }
 }
 
@@ -128,6 +155,25 @@ void find_bad_values(const std::vector<RankPrint>& ps, const std::map<std::strin
              p);
     }
     const auto host_ranks = local.count(p.host) ? local.at(p.host) : 1;
+    const auto gpus = parse_int(p.print->get("gpu.count"));
+    if (acs_redirects(p.print->get("pcie.acs")) && (host_ranks > 1 || (gpus && *gpus > 1)))
+      note(
+          "ACS redirects peer-to-peer traffic on a PCIe switch above the GPU of a multi-GPU "
+          "host: GPU-to-GPU traffic goes up to the CPU's root complex (slower; with an IOMMU "
+          "translating, transfers may fail or hang)",
+          "disable ACS on the PCIe switches (BIOS setting, or as root at every boot: setpci -s "
+          "PORT ECAP_ACS+0x6.w=0000), and on bare metal set the IOMMU to passthrough (iommu=pt)",
+          p);
+    const std::string rows = p.print->get("gpu.remapped_rows");
+    if (rows.find(", failed") != std::string::npos)
+      note("a GPU's memory row remapping failed (NVML)",
+           "drain the node and have the GPU replaced (nvidia-smi -q -d ROW_REMAPPER)", p);
+    else if (rows.find(", pending") != std::string::npos)
+      note("a GPU has memory row remapping pending (NVML)",
+           "reset the GPU (nvidia-smi -r) or reboot the node before the next job", p);
+    if (p.print->get("gpu.ecc").find("after reset") != std::string::npos)
+      note("a GPU's ECC mode changes at its next reset (NVML)",
+           "reset the GPU (nvidia-smi -r) or reboot, so every GPU runs the mode it is set to", p);
     if (const auto shm = as_bytes(p.print->get("shm")); shm && shm < kMinShm && host_ranks > 1)
       note("/dev/shm is " + human_bytes(shm) + " for " + std::to_string(host_ranks) +
                " ranks on the host",
@@ -167,6 +213,7 @@ FingerprintComparison compare_fingerprints(const std::vector<RankPrint>& prints)
     std::map<std::string, ValueGroup> by_value;
     for (const auto& p : ps) {
       const std::string v = (host ? host_print[p.host] : p.print)->get(key);
+      if (v == "unknown" && unknown_is_silent(key)) continue;
       auto& g = by_value[v];
       g.value = v;
       add_rank(g, p.rank, p.host);

@@ -209,5 +209,64 @@ TEST(FingerprintRender, MalformedReviewIsSkippedNotFatal) {
   EXPECT_NO_THROW(render_fingerprint(j));
 }
 
+TEST(FingerprintNvml, EccOrPersistenceDifferingIsAWarningUnknownIsSilent) {
+  Job job(8, 4, [](int r, Fingerprint& f) {
+    f.fields["gpu.persistence"] = r == 6 ? "disabled" : "enabled";
+    f.fields["gpu.ecc"] = r == 2 ? "disabled" : r == 7 ? "unknown" : "enabled";
+    f.fields["gpu.clock.sm"] = std::to_string(1000 + r);  // follows the load: not compared
+    f.fields["gpu.clock.sm_max"] = "1980";
+  });
+  auto c = compare_fingerprints(job.view);
+  ASSERT_EQ(c.differences.size(), 2u);
+  for (const auto& d : c.differences) EXPECT_FALSE(d.broken);
+  EXPECT_EQ(difference_line(c.differences[0]),
+            "GPU ECC mode differs between ranks: ranks 0-1,3-6 [node1,node2]: enabled; "
+            "rank 2 [node1]: disabled");
+  EXPECT_NE(c.differences[0].remedy.find("nvidia-smi -e 1"), std::string::npos);
+  EXPECT_EQ(difference_line(c.differences[1]),
+            "GPU persistence mode differs between ranks: ranks 0-5,7 [node1,node2]: enabled; "
+            "rank 6 [node2]: disabled");
+  EXPECT_NE(c.differences[1].remedy.find("nvidia-smi -pm 1"), std::string::npos);
+  // Where NVML is absent on some ranks only, nothing differs.
+  Job partly(4, 2,
+             [](int r, Fingerprint& f) { f.fields["gpu.ecc"] = r < 2 ? "unknown" : "enabled"; });
+  EXPECT_TRUE(compare_fingerprints(partly.view).differences.empty());
+}
+
+TEST(FingerprintFindings, AcsRedirectingOnAMultiGpuHost) {
+  const std::string on = "enabled on 0000:18:08.0 (SrcValid,ReqRedir,CmplRedir,UpstreamFwd)";
+  Job job(8, 4, [&](int r, Fingerprint& f) {
+    f.fields["pcie.acs"] = r < 4 ? on : "disabled (2 switch ports)";
+    f.fields["gpu.count"] = "4";
+  });
+  auto c = compare_fingerprints(job.view);
+  EXPECT_TRUE(c.differences.empty());  // the values name each GPU's own bridges
+  ASSERT_EQ(c.findings.size(), 1u);
+  EXPECT_NE(c.findings[0].what.find("ACS redirects peer-to-peer traffic"), std::string::npos);
+  EXPECT_EQ(compress_ranks(c.findings[0].ranks), "0-3");
+  EXPECT_NE(c.findings[0].remedy.find("iommu=pt"), std::string::npos);
+  // One GPU on its host: nothing to redirect between.
+  Job lone(2, 1, [&](int, Fingerprint& f) {
+    f.fields["pcie.acs"] = on;
+    f.fields["gpu.count"] = "1";
+  });
+  EXPECT_TRUE(compare_fingerprints(lone.view).findings.empty());
+}
+
+TEST(FingerprintFindings, RowRemappingAndEccChangePending) {
+  Job job(4, 4, [](int r, Fingerprint& f) {
+    f.fields["gpu.remapped_rows"] = r == 1   ? "0 correctable, 1 uncorrectable, pending"
+                                    : r == 2 ? "0 correctable, 9 uncorrectable, failed"
+                                             : "0 correctable, 0 uncorrectable";
+    f.fields["gpu.ecc"] = r == 3 ? "disabled (enabled after reset)" : "enabled";
+  });
+  auto c = compare_fingerprints(job.view);
+  std::string all;
+  for (auto& f : c.findings) all += f.what + " @" + compress_ranks(f.ranks) + "\n";
+  EXPECT_NE(all.find("row remapping pending (NVML) @1"), std::string::npos) << all;
+  EXPECT_NE(all.find("row remapping failed (NVML) @2"), std::string::npos) << all;
+  EXPECT_NE(all.find("ECC mode changes at its next reset (NVML) @3"), std::string::npos) << all;
+}
+
 }  // namespace
 }  // namespace gpudiag

@@ -145,5 +145,30 @@ TEST(FingerprintJson, MalformedPeerFingerprintIsReadWithoutThrowing) {
   EXPECT_LE(f.fields.size(), kMaxFields);
 }
 
+TEST(FingerprintCollect, GpuPciePathAndNvmlFields) {
+  FingerprintSources s;
+  s.sys_root = kSys + "pcie_acs_on";
+  s.read_process_limits = false;
+  s.gpu_model = "NVIDIA H100 80GB HBM3";
+  s.gpu_count = "8";
+  s.gpu_bus_id = "0000:1B:00.0";
+  s.nvml = {{"gpu.ecc", "enabled"}, {"gpu.nvml", "loaded"}, {"not-a-gpu-field", "x"}};
+  auto f = collect_fingerprint(s);
+  EXPECT_EQ(f.get("iommu"), "on");
+  EXPECT_EQ(f.get("gpu.iommu"), "translated (DMA-FQ)");
+  EXPECT_EQ(f.get("pcie.acs"), "enabled on 0000:18:08.0 (SrcValid,ReqRedir,CmplRedir,UpstreamFwd)");
+  EXPECT_EQ(f.get("gpu.ecc"), "enabled");
+  EXPECT_EQ(f.get("not-a-gpu-field"), "unknown");
+  EXPECT_TRUE(is_host_field("iommu"));
+  // No GPU: no PCIe path to read, the host's IOMMU still is.
+  FingerprintSources none;
+  none.sys_root = kSys + "none";
+  none.read_process_limits = false;
+  f = collect_fingerprint(none);
+  EXPECT_EQ(f.get("iommu"), "off");
+  EXPECT_EQ(f.fields.count("pcie.acs"), 0u);
+  EXPECT_EQ(f.fields.count("gpu.ecc"), 0u);
+}
+
 }  // namespace
 }  // namespace gpudiag

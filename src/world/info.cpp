@@ -155,6 +155,18 @@ std::string render_info(const nlohmann::json& j) {
     for (const auto& [k, v] : f.items())
       if (k.starts_with("ib.") && v.is_string()) ib += (ib.empty() ? "" : "; ") + k.substr(3) + " " + v.get<std::string>();
     line("rdma", ib.empty() ? "no InfiniBand/RoCE devices" : ib);
+    line("pcie", "IOMMU " + field("iommu") +
+                     (f.contains("pcie.acs") ? ", GPU's IOMMU domain " + field("gpu.iommu") +
+                                                   ", ACS above the GPU " + field("pcie.acs")
+                                             : ""));
+    if (f.contains("gpu.nvml"))
+      line("nvml", field("gpu.nvml") == "loaded"
+                       ? "persistence " + field("gpu.persistence") + ", ECC " + field("gpu.ecc") +
+                             ", SM clock " + field("gpu.clock.sm") + "/" +
+                             field("gpu.clock.sm_max") + " MHz, memory clock " +
+                             field("gpu.clock.mem") + "/" + field("gpu.clock.mem_max") +
+                             " MHz, remapped rows " + field("gpu.remapped_rows")
+                       : field("gpu.nvml"));
     line("fingerprint", std::to_string(f.size()) + " fields (--json shows them; check compares them)");
   }
   if (j.contains("warnings"))
