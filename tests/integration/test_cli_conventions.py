@@ -75,8 +75,8 @@ class JsonOnStdout(unittest.TestCase):
     def test_bench(self):
         r = gpudiag("launch", "--nproc-per-node", "2", "--", "bench", "--backend", "host",
                     "--min", "4KiB", "--max", "8KiB", "--iters", "2", "--json", "-")
-        doc = self.parse(r, "gpudiag-bench/1")
-        self.assertEqual([s["bytes"] for s in doc["sizes"]], [4096, 8192])
+        doc = self.parse(r, "gpudiag-bench/2")
+        self.assertEqual([s["size"] for s in doc["results"]], [4096, 8192])
 
     def test_bench_links(self):
         r = gpudiag("launch", "--nproc-per-node", "2", "--", "bench", "--backend", "host",
