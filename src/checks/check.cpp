@@ -11,6 +11,7 @@
 #include <new>
 #include <thread>
 
+#include "checks/link_run.h"
 #include "checks/links.h"
 #include "checks/test_hook.h"
 #include "checks/verdict.h"
@@ -568,101 +569,11 @@ class CheckRun {
     run_bench(*opt_.bench, ctx);
   }
 
-  /// The link test (links.h). Each turn opens with a barrier: every round in
-  /// `rounds` mode, every pair of a round in `serial` mode (so on a host with
-  /// fewer CPUs than ranks the pair measured is not starved by the others).
-  /// A pair's measurement is bounded (measure_link), so the barrier waits at
-  /// most kLinkWaitFactor x --timeout for the slowest pair of the turn before.
+  /// The link test (link_run.h).
   void links() {
-    const int n = plane_.size();
-    const bool serial = links_serial();
-    me().link_schedule = serial ? "serial" : "rounds";
-    const std::size_t count = std::max<std::size_t>(1, opt_.link_bytes / sizeof(float));
-    LinkBuffers b;
-    b.host.resize(count);
-    fill_contribution(b.host.data(), count, me().rank);
-    b.out = workspace_->allocate(count);
-    b.in = workspace_->allocate(count);
-    b.flag_out = workspace_->allocate(1);
-    b.flag_in = workspace_->allocate(1);
-    b.count = count;
-    workspace_->upload(b.out, b.host.data(), count);
-    comm_->open_links(wait_deadline());
-    me().links.assign(n, 0.0);
-    me().link_bytes = static_cast<double>(count * sizeof(float));
-    const auto turn_deadline = [&] {
-      return Deadline::after_seconds(kLinkWaitFactor * opt_.timeout_s);
-    };
-    for (int round = 0; round < link_rounds(n); ++round) {
-      const int peer = link_partner(me().rank, round, n);
-      if (!serial) {
-        comm_->barrier(turn_deadline());
-        if (peer >= 0) measure_link(peer, b);
-        continue;
-      }
-      for (int r = 0; r < n; ++r) {
-        const int p = link_partner(r, round, n);
-        if (p < r) continue;  // resting, or the pair was met from its lower rank
-        comm_->barrier(turn_deadline());
-        if (peer >= 0 && r == std::min(me().rank, peer)) measure_link(peer, b);
-      }
-    }
-    for (float* f : {b.out, b.in, b.flag_out, b.flag_in}) workspace_->release(f);
-  }
-
-  struct LinkBuffers {
-    std::vector<float> host;  ///< this rank's pattern, then what arrived
-    float *out = nullptr, *in = nullptr, *flag_out = nullptr, *flag_in = nullptr;
-    std::size_t count = 0;
-  };
-
-  /// One pair's measurement from this rank's end. The first exchange is
-  /// checked element by element and timed; from its time the lower rank
-  /// picks how many more exchanges fit in a quarter of --timeout (at least
-  /// one, at most --warmup - 1 + --iters) and tells the other, so a slow link
-  /// is measured, not timed out, and both ends do the same number.
-  void measure_link(int peer, LinkBuffers& b) {
-    auto t_first = Deadline::Clock::now();
-    comm_->send_recv(peer, b.out, b.in, b.count, wait_deadline());
-    const double first = seconds_since(t_first);
-    workspace_->download(b.host.data(), b.in, b.count);
-    for (std::size_t i = 0; i < b.count; ++i)
-      if (b.host[i] != contribution(peer, i))
-        throw Error(ExitCode::broken,
-                    "data from rank " + std::to_string(peer) + " arrived wrong at element " +
-                        std::to_string(i),
-                    "suspect the link between this rank and rank " + std::to_string(peer));
-    const int wanted = std::max(0, opt_.warmup - 1) + std::max(1, opt_.iters);
-    const double budget = opt_.timeout_s / 4;
-    // Clamped as a double: budget / first can exceed any int. A count below
-    // 2^24 is exact in a float.
-    const auto fit = static_cast<float>(
-        std::clamp(std::floor(budget / std::max(first, 1e-9)), 1.0, static_cast<double>(wanted)));
-    workspace_->upload(b.flag_out, &fit, 1);
-    comm_->send_recv(peer, b.flag_out, b.flag_in, 1, wait_deadline());
-    float theirs = 0;
-    workspace_->download(&theirs, b.flag_in, 1);
-    const float agreed = me().rank < peer ? fit : theirs;
-    if (!(agreed >= 1 && agreed <= static_cast<float>(wanted) && agreed == std::floor(agreed)))
-      throw Error(ExitCode::broken,
-                  "the exchange count from rank " + std::to_string(peer) + " arrived as " +
-                      std::to_string(agreed) + ", not a whole number from 1 to " +
-                      std::to_string(wanted),
-                  "suspect the link between this rank and rank " + std::to_string(peer) +
-                      ", or ranks running different gpudiag options");
-    const int more = static_cast<int>(agreed);
-    // Timed exchanges first claim what fits; warm-ups get the rest.
-    const int timed = std::min(more, std::max(1, opt_.iters));
-    for (int i = 0; i < more - timed; ++i)
-      comm_->send_recv(peer, b.out, b.in, b.count, wait_deadline());
-    std::vector<double> times;
-    // Each exchange timed on its own (by the device's events on NCCL, so the
-    // host's polling is not in it), for the median below.
-    for (int i = 0; i < timed; ++i)
-      times.push_back(comm_->send_recv_timed(peer, b.out, b.in, b.count, 1, wait_deadline()));
-    // The median: one exchange delayed by the scheduler does not make a link look slow.
-    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-    me().links[peer] = times[times.size() / 2];
+    LinkRun run{*comm_, *workspace_, me(), plane_.size(), opt_.iters, opt_.warmup,
+                opt_.timeout_s, opt_.link_bytes, links_serial(), kLinkWaitFactor};
+    run_link_test(run);
   }
 
   const CheckOptions& opt_;
