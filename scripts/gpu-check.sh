@@ -196,6 +196,19 @@ step "gpudiag bench --backend nccl on $ngpu GPUs"
 run bench 180 "$bin" launch --nproc-per-node "$ngpu" -- bench --backend nccl --min 1MiB --max 256MiB
 record $?
 cat "$logs/bench.txt"
+# Every collective on NCCL (issue 13): nccl-tests' rows, every size checked.
+for op in all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv; do
+  step "gpudiag bench $op --backend nccl on $ngpu GPUs (-b 8 -e 256M -f 4)"
+  run "bench-$op" 180 "$bin" launch --nproc-per-node "$ngpu" -- bench "$op" --backend nccl \
+    -b 8 -e 256M -f 4 -J "$logs/bench-$op.json"
+  record $?
+  grep -v '^\[rank0\]: #  Rank' "$logs/bench-$op.txt" | tail -25
+done
+step "gpudiag bench all_reduce -d all -o all --backend nccl (every type and reduction, exact)"
+run bench-types 300 "$bin" launch --nproc-per-node "$ngpu" -- bench all_reduce --backend nccl \
+  -b 1K -e 1M -f 32 -d all -o all -n 5
+record $?
+tail -8 "$logs/bench-types.txt"
 
 # 1 means a slow link was found: a finding about the machine, not a failure of the tool.
 links_rc() { local rc=$1 file=$2; [[ $rc -eq 1 ]] && grep -q 'slow links\? (below' "$file" && rc=0; echo "$rc"; }
