@@ -12,7 +12,7 @@
 // halving then doubling (Rabenseifner's reduce-scatter + all-gather) moves
 // the same bytes in 2 log2(n) steps between pairs of ranks, so fewer ranks
 // wait on each other; it wins for buffers up to kHalvingMaxBytes when the
-// world is a power of two (bench/host_allreduce.py, docs/BENCHMARKS.md).
+// world is a power of two (bench/host_collectives.py, docs/BENCHMARKS.md).
 #include "comm/tcp_ring.h"
 
 #include <algorithm>
