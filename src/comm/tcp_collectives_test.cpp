@@ -11,31 +11,13 @@
 
 #include "comm/host_reduce.h"
 #include "comm/tcp_ring.h"
+#include "comm/tcp_ring_testing.h"
 #include "util/error.h"
 
 namespace gpudiag {
 namespace {
 
-template <class F>
-void on_ring(int n, F body) {
-  std::vector<std::unique_ptr<RingListener>> listeners;
-  RingPeers base;
-  base.token = "t";
-  for (int r = 0; r < n; ++r) {
-    listeners.push_back(std::make_unique<RingListener>());
-    base.endpoints.push_back("127.0.0.1:" + std::to_string(listeners.back()->port()));
-    base.labels.push_back("rank " + std::to_string(r));
-  }
-  std::vector<std::future<void>> done;
-  for (int r = 0; r < n; ++r)
-    done.push_back(std::async(std::launch::async, [&, r] {
-      RingPeers p = base;
-      p.rank = r;
-      auto ring = make_tcp_ring(*listeners[r], p, Deadline::after(std::chrono::seconds(60)));
-      body(*ring, r);
-    }));
-  for (auto& f : done) f.get();
-}
+using testing_ring::on_ring;
 
 using Bytes = std::vector<char>;
 

@@ -1,4 +1,5 @@
 #include "comm/tcp_ring.h"
+#include "comm/tcp_ring_testing.h"
 
 #include <gtest/gtest.h>
 
@@ -11,27 +12,7 @@
 namespace gpudiag {
 namespace {
 
-/// Runs `body(ring, rank)` on n ring members in threads, over loopback.
-template <class F>
-void on_ring(int n, F body) {
-  std::vector<std::unique_ptr<RingListener>> listeners;
-  RingPeers base;
-  base.token = "t";
-  for (int r = 0; r < n; ++r) {
-    listeners.push_back(std::make_unique<RingListener>());
-    base.endpoints.push_back("127.0.0.1:" + std::to_string(listeners.back()->port()));
-    base.labels.push_back("rank " + std::to_string(r));
-  }
-  std::vector<std::future<void>> done;
-  for (int r = 0; r < n; ++r)
-    done.push_back(std::async(std::launch::async, [&, r] {
-      RingPeers p = base;
-      p.rank = r;
-      auto ring = make_tcp_ring(*listeners[r], p, Deadline::after(std::chrono::seconds(30)));
-      body(*ring, r);
-    }));
-  for (auto& f : done) f.get();
-}
+using testing_ring::on_ring;
 
 /// Runs an all-reduce of `count` floats over `n` ring members in threads of
 /// this process, over real loopback sockets; returns every rank's result.
