@@ -118,8 +118,8 @@ void TcpCollectives::all_gather_bytes(const char* src, char* dst, std::size_t b,
   for (int s = 0; s < size_ - 1; ++s)
     steps.push_back({s == 0 ? src : block(mod(rank_ - s)), b, s - 1, block(mod(rank_ - s - 1)), b,
                      nullptr, false, -1});
-  stream_ring(steps, DType::uint8, RedOp::sum, deadline, "all-gather");
-  if (block(rank_) != src) std::memcpy(block(rank_), src, b);
+  SideCopy own{block(rank_), src, block(rank_) == src ? 0 : b};
+  stream_ring(steps, DType::uint8, RedOp::sum, deadline, "all-gather", &own);
 }
 
 void TcpCollectives::broadcast_bytes(const char* src, char* dst, std::size_t bytes, int root,
@@ -141,17 +141,18 @@ void TcpCollectives::alltoall(const char* src, char* dst, std::size_t b, Deadlin
   if (b == 0) return;
   const bool in_place = src == dst;
   if (in_place && scratch_.size() < b) scratch_.resize(b);
+  // Out of place, the own block is copied while the first exchange waits.
+  const std::size_t own_at = static_cast<std::size_t>(rank_) * b;
+  SideCopy own{dst + own_at, src + own_at, in_place ? 0 : b};
   for (int s = 0; s < size_; ++s) {
     const int p = mod(s - rank_);
     const std::size_t at = static_cast<std::size_t>(p) * b;
-    if (p == rank_) {
-      if (!in_place) std::memcpy(dst + at, src + at, b);
-      continue;
-    }
+    if (p == rank_) continue;
     const char* out = src + at;
     if (in_place) out = static_cast<const char*>(std::memcpy(scratch_.data(), src + at, b));
-    exchange(mesh_.at(p), out, b, dst + at, b, deadline, abort_check_);
+    exchange(mesh_.at(p), out, b, dst + at, b, deadline, abort_check_, NoProgress{}, &own);
   }
+  own.finish();
 }
 
 void TcpCollectives::sendrecv(const char* src, char* dst, std::size_t b, Deadline deadline) {

@@ -51,7 +51,7 @@ class TcpCollectives : public Communicator {
  private:
   // Engines (tcp_ring.cpp).
   void stream_ring(const std::vector<RingStep>& steps, DType type, RedOp op, Deadline deadline,
-                   const char* what);
+                   const char* what, SideCopy* side = nullptr);
   void halving_doubling(const char* src, char* data, std::size_t count, DType type, RedOp op,
                         Deadline deadline);
 

@@ -149,9 +149,10 @@ void TcpCollectives::halving_doubling(const char* src, char* data, std::size_t c
 /// Runs a ring schedule as one stream over ring_. A send need not wait for
 /// its step to start: it may go as far as the receive it forwards has stored
 /// (and reduced), so the sends of all steps flow back to back with the
-/// receives, never waiting for a whole segment to round-trip.
+/// receives, never waiting for a whole segment to round-trip. `side`, if
+/// any, is copied while the ring waits and is complete on return.
 void TcpCollectives::stream_ring(const std::vector<RingStep>& steps, DType type, RedOp op,
-                                 Deadline deadline, const char* what) {
+                                 Deadline deadline, const char* what, SideCopy* side) {
   const std::size_t e = dtype_size(type);
   const int n = static_cast<int>(steps.size());
   std::size_t need = 0;
@@ -183,15 +184,16 @@ void TcpCollectives::stream_ring(const std::vector<RingStep>& steps, DType type,
     // saves a system call per round while data flows.
     bool moved = false;
     if (want_send) {
-      ssize_t k = ::send(ring_.out.get(), steps[ss].out + sent, send_ready() - sent,
+      ssize_t k = ::send(ring_.out.get(), steps[ss].out + sent, std::min(kIoChunk, send_ready() - sent),
                          MSG_NOSIGNAL | MSG_DONTWAIT);
       if (k < 0 && errno != EAGAIN && errno != EINTR) lost_link(ring_.out_label);
       if (k > 0) sent += static_cast<std::size_t>(k), moved = true;
+      if (k > 0 && side) side->sent_from(steps[ss].out, sent);
     }
     if (want_recv) {
       const RingStep& s = steps[rs];
       char* into = s.with ? tmp_.data() : s.in;
-      ssize_t k = ::recv(ring_.in.get(), into + got, s.in_bytes - got, MSG_DONTWAIT);
+      ssize_t k = ::recv(ring_.in.get(), into + got, std::min(kIoChunk, s.in_bytes - got), MSG_DONTWAIT);
       if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) lost_link(ring_.in_label);
       if (k > 0) {
         moved = true;
@@ -209,6 +211,7 @@ void TcpCollectives::stream_ring(const std::vector<RingStep>& steps, DType type,
       idle = 0;
       continue;
     }
+    if (side && side->step()) continue;
     if (wait_for_link(ring_, want_send, want_recv, idle, deadline, abort_check_, what))
       throw TimeoutError(std::string(what) + " over TCP stalled at step " +
                              std::to_string(std::min(ss, rs) + 1) + " of " + std::to_string(n) +
@@ -216,6 +219,7 @@ void TcpCollectives::stream_ring(const std::vector<RingStep>& steps, DType type,
                              ring_.in_label + ")",
                          "one of them is stuck or its link is down");
   }
+  if (side) side->finish();
 }
 
 RingListener::RingListener() : fd_(net::listen_on("", 0)), port_(net::bound_port(fd_.get())) {}
