@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "bench/engine.h"
@@ -39,7 +40,33 @@ struct BenchCli {
   int root = 0, datacheck = 1, blocking = 0, average = 1;
   std::string output_file;  ///< -J
   std::optional<double> expect_busbw;  ///< GB/s; else the table (report/expected_bw.h)
+  // Which flags the command line gave, filled in after parsing.
+  bool max_given = false, link_size_given = false;
+  std::vector<std::string> sweep_only_given;  ///< sweep flags, which --links rejects
 };
+
+/// --links measures one size per pair: -e (or --link-size) is that size, as
+/// nccl-tests reads it. The sweep's other flags would be silently ignored,
+/// so they are refused. Records stay one figure per peer, which keeps the
+/// link matrix at n^2 values for tens of thousands of ranks.
+void apply_link_options(BenchCli& o) {
+  if (!o.sweep_only_given.empty())
+    throw UsageError(o.sweep_only_given.front() + " does not apply to --links",
+                     "the link test measures one size per pair: give it with -e SIZE or "
+                     "--link-size SIZE; -n, -w, -T and -J apply as they do to the sweep");
+  if (o.max_given) {
+    if (o.link_size_given && o.link_bytes != o.max_bytes)
+      throw UsageError("-e/--maxbytes " + std::to_string(o.max_bytes) + " and --link-size " +
+                           std::to_string(o.link_bytes) + " disagree",
+                       "give the link size once");
+    if (o.max_bytes < 4 || o.max_bytes > (4ull << 30))
+      throw UsageError("-e/--maxbytes " + std::to_string(o.max_bytes) +
+                           " is outside the link test's 4 bytes to 4 GiB",
+                       "give -e between 4 and 4G");
+    o.link_bytes = o.max_bytes;
+  }
+  o.check.link_bytes = o.link_bytes;
+}
 
 /// What the hardware should reach (report/expected_bw_job.h), printed below
 /// the table after `prefix`; true when it is far below (FAIL).
@@ -102,10 +129,10 @@ std::shared_ptr<BenchPlan> make_plan(const BenchCli& o) {
 }
 
 int run(BenchCli o) {
-  if (o.min_bytes > o.max_bytes)
+  if (!o.links && o.min_bytes > o.max_bytes)
     throw UsageError("-b/--minbytes " + std::to_string(o.min_bytes) + " is larger than -e/--maxbytes " +
                      std::to_string(o.max_bytes));
-  if (o.step_factor > 0 && o.step_factor <= 1)
+  if (!o.links && o.step_factor > 0 && o.step_factor <= 1)
     throw UsageError("-f/--stepfactor " + fmt::format("{}", o.step_factor) + " does not grow the size",
                      "give a factor above 1, e.g. -f 2, or -i BYTES for equal steps");
   if (!o.output_file.empty()) {
@@ -114,7 +141,7 @@ int run(BenchCli o) {
   }
   std::shared_ptr<BenchPlan> plan;
   if (o.links)
-    o.check.link_bytes = o.link_bytes;
+    apply_link_options(o);
   else
     plan = make_plan(o);
   o.check.mem_bytes = o.check.mem_bytes ? o.check.mem_bytes : 4096;
@@ -224,7 +251,7 @@ Runner setup_bench(CLI::App& app) {
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{64} << 30))
       ->default_str("1M");
   sub->add_option("-e,--maxbytes,--max", o->max_bytes,
-                  "largest size (sizes double from -b unless -f or -i)")
+                  "largest size (sizes double from -b unless -f or -i); with --links, the link size")
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{64} << 30))
       ->default_str("256M");
@@ -272,7 +299,7 @@ Runner setup_bench(CLI::App& app) {
       "instead of the sweep: every pair of ranks exchanges --link-size both ways at once; "
       "a matrix of link bandwidths and the slow links, with the rank or host they share "
       "(exit 1 if any)");
-  sub->add_option("--link-size", o->link_bytes, "bytes each pair exchanges per iteration")
+  sub->add_option("--link-size", o->link_bytes, "with --links: bytes each pair exchanges per iteration (the same as -e)")
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(std::uint64_t{4}, std::uint64_t{4} << 30))
       ->default_str("32MiB");
@@ -288,7 +315,25 @@ Runner setup_bench(CLI::App& app) {
                   "WARN, below 50% FAIL (exit 1)")
       ->type_name("GB/s")
       ->check(CLI::Range(0.001, 1e6));
-  return [o] { return run(*o); };
+  // Flags the sweep takes and --links does not (-n, -w, -T, -J, -e apply to both).
+  std::vector<std::pair<CLI::Option*, std::string>> sweep_only;
+  for (const char* name : {"OP", "-b", "-f", "-i", "-c", "-o", "-d", "-r", "-z", "-a"}) {
+    CLI::Option* opt = sub->get_option(name);
+    // "-b,--minbytes,--min" reads as "-b/--minbytes".
+    std::string names = opt->get_name(false, true);
+    names = names.substr(0, names.find(',', names.find(',') + 1));
+    std::replace(names.begin(), names.end(), ',', '/');
+    sweep_only.emplace_back(opt, name == std::string("OP") ? "the collective OP" : names);
+  }
+  CLI::Option* max = sub->get_option("-e");
+  CLI::Option* link_size = sub->get_option("--link-size");
+  return [o, sweep_only, max, link_size] {
+    for (const auto& [opt, name] : sweep_only)
+      if (opt->count() > 0) o->sweep_only_given.push_back(name);
+    o->max_given = max->count() > 0;
+    o->link_size_given = link_size->count() > 0;
+    return run(*o);
+  };
 }
 
 }  // namespace gpudiag::cli

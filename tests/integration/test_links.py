@@ -70,12 +70,23 @@ class LinksOnOneHost(unittest.TestCase):
 
     def test_mpirun_odd_world_rests_one_rank_per_round(self):
         def mpi(*args):
-            return mpirun(3, "bench", "--links", "--link-size", "256KiB", "--iters", "5",
+            return mpirun(3, "bench", "--links", "-e", "256K", "--iters", "5",
                           "--link-schedule", "rounds", *args)
         p, report = self.links(mpi, n=3)
         self.assertEqual(report["backend"], "host/mpi")
+        # -e is the link size, read as nccl-tests reads it (K = 1024).
+        self.assertEqual(report["bytes"], 256 * 1024)
         self.assertEqual(report["schedule"], "rounds")
         self.assertIn("the pairs of a round at once", p.stdout)
+
+    def test_sweep_flags_are_refused_not_ignored(self):
+        for args, named in [(["-b", "1M"], "-b"), (["-f", "2"], "-f"), (["-d", "half"], "-d"),
+                            (["all_gather"], "OP"), (["-e", "1M", "--link-size", "2M"], "disagree"),
+                            (["-e", "8G"], "4 GiB")]:
+            p = run([BIN, "bench", "--links", *args], env=clean_env())
+            self.assertEqual(p.returncode, 2, (args, p.stdout, p.stderr))
+            self.assertIn(named, p.stderr, args)
+            self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
 
     def test_bad_schedule_is_a_usage_error(self):
         p = run([BIN, "bench", "--links", "--link-schedule", "sometimes"], env=clean_env())
