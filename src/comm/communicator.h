@@ -2,7 +2,7 @@
 //
 // Backends:
 //   nccl      device memory, NCCL (nccl_comm.cpp)
-//   host/mpi  host memory, MPI non-blocking collectives (host_mpi.cpp)
+//   host/mpi  host memory, MPI non-blocking collectives (mpi_session.cpp, mpi_collectives.cpp)
 //   host/tcp  host memory, ring over TCP sockets (host_tcp.cpp)
 // Every call takes a Deadline; on expiry the backend aborts what it can and
 // throws TimeoutError. `abort_check`, when set, is polled while waiting and

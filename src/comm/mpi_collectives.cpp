@@ -58,14 +58,6 @@ const char* mpi_call_name(Coll c, bool split_reduce_scatter) {
   return names[static_cast<int>(c)];
 }
 
-void check(int rc, const CallName& what) {
-  if (rc == MPI_SUCCESS) return;
-  char msg[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, msg, &len);
-  throw Error(ExitCode::broken, what() + " failed: " + std::string(msg, len));
-}
-
 template <DType T, RedOp Op>
 void reduce_fn(void* in, void* inout, int* len, MPI_Datatype*) {
   reduce_into(inout, in, static_cast<std::size_t>(*len), T, Op);
@@ -179,32 +171,32 @@ void MpiCollectives::start(Job& job, MPI_Request (&reqs)[2], std::size_t off, st
   MPI_Comm w = MPI_COMM_WORLD;
   switch (c.coll) {
     case Coll::all_reduce:
-      return check(MPI_Iallreduce(sb, r, n, job.type, job.op, w, &reqs[0]), what);
+      return check_mpi(MPI_Iallreduce(sb, r, n, job.type, job.op, w, &reqs[0]), what);
     case Coll::reduce:
       if (rank_ != c.root) sb = s;  // MPI_IN_PLACE is the root's alone
-      return check(MPI_Ireduce(sb, r, n, job.type, job.op, c.root, w, &reqs[0]), what);
+      return check_mpi(MPI_Ireduce(sb, r, n, job.type, job.op, c.root, w, &reqs[0]), what);
     case Coll::broadcast:
-      return check(MPI_Ibcast(r, n, job.type, c.root, w, &reqs[0]), what);
+      return check_mpi(MPI_Ibcast(r, n, job.type, c.root, w, &reqs[0]), what);
     case Coll::all_gather: {
       Block block(job.type, len, c.count, es);
-      return check(MPI_Iallgather(sb, n, job.type, r, block.count, block.type, w, &reqs[0]), what);
+      return check_mpi(MPI_Iallgather(sb, n, job.type, r, block.count, block.type, w, &reqs[0]), what);
     }
     case Coll::alltoall: {
       Block block(job.type, len, c.count, es);
-      return check(
+      return check_mpi(
           MPI_Ialltoall(sb, block.count, block.type, r, block.count, block.type, w, &reqs[0]),
           what);
     }
     case Coll::reduce_scatter:
       if (!job.split)
-        return check(MPI_Ireduce_scatter_block(s, r, n, job.type, job.op, w, &reqs[0]), what);
+        return check_mpi(MPI_Ireduce_scatter_block(s, r, n, job.type, job.op, w, &reqs[0]), what);
       // Slice `off` of rank `step`'s block, reduced onto rank `step`.
       s = job.send + (static_cast<std::size_t>(step) * c.count + off) * es;
-      return check(MPI_Ireduce(s, r, n, job.type, job.op, step, w, &reqs[0]), what);
+      return check_mpi(MPI_Ireduce(s, r, n, job.type, job.op, step, w, &reqs[0]), what);
     case Coll::sendrecv: {
       const int to = (rank_ + 1) % size_, from = (rank_ - 1 + size_) % size_;
-      check(MPI_Irecv(r, n, job.type, from, kSendRecvTag, w, &reqs[0]), what);
-      return check(MPI_Isend(s, n, job.type, to, kSendRecvTag, w, &reqs[1]), what);
+      check_mpi(MPI_Irecv(r, n, job.type, from, kSendRecvTag, w, &reqs[0]), what);
+      return check_mpi(MPI_Isend(s, n, job.type, to, kSendRecvTag, w, &reqs[1]), what);
     }
   }
 }

@@ -24,6 +24,10 @@ namespace gpudiag {
 /// of a few bytes, formatting the name would cost a tenth of the call.
 using CallName = std::function<std::string()>;
 
+/// Throws Error (exit status 1) naming the call and MPI's error string when
+/// `rc` is not MPI_SUCCESS (MPI_COMM_WORLD returns errors, it does not abort).
+void check_mpi(int rc, const CallName& what);
+
 /// Polls `req` until done, the deadline, or an abort_check reason. On the way
 /// out by an error `req` is still pending: MPI may still use its buffers.
 void wait_request(MPI_Request& req, const CallName& what, Deadline deadline,

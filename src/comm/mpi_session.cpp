@@ -14,18 +14,20 @@
 
 namespace gpudiag {
 
+void check_mpi(int rc, const CallName& what) {
+  if (rc == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  throw Error(ExitCode::broken, what() + " failed: " + std::string(msg, len));
+}
+
 void wait_request(MPI_Request& req, const CallName& what, Deadline deadline,
                   const AbortCheck& abort_check) {
   constexpr int kSpinPolls = 2000;
   int done = 0, polls = 0;
   while (true) {
-    int rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) {
-      char msg[MPI_MAX_ERROR_STRING];
-      int len = 0;
-      MPI_Error_string(rc, msg, &len);
-      throw Error(ExitCode::broken, what() + " failed: " + std::string(msg, len));
-    }
+    check_mpi(MPI_Test(&req, &done, MPI_STATUS_IGNORE), what);
     if (done) return;
     if (abort_check)
       if (auto why = abort_check()) throw Error(ExitCode::broken, what() + " abandoned: " + *why);
@@ -74,33 +76,47 @@ class MpiHostCommunicator : public Communicator {
   }
   void all_reduce_sum(float* data, std::size_t count, Deadline deadline) override {
     MPI_Request req;
-    MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
-                   &req);
-    wait_request(req, "MPI_Iallreduce of " + human_bytes(count * sizeof(float)), deadline,
-                 abort_check_);
+    const std::string what = "MPI_Iallreduce of " + human_bytes(count * sizeof(float));
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                             MPI_COMM_WORLD, &req),
+              [&] { return what; });
+    wait_request(req, what, deadline, abort_check_);
   }
   void all_gather(float* data, std::size_t count, Deadline deadline) override {
     MPI_Request req;
-    MPI_Iallgather(MPI_IN_PLACE, 0, MPI_FLOAT, data, static_cast<int>(count), MPI_FLOAT,
-                   MPI_COMM_WORLD, &req);
+    check_mpi(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_FLOAT, data, static_cast<int>(count), MPI_FLOAT,
+                             MPI_COMM_WORLD, &req),
+              [] { return std::string("MPI_Iallgather"); });
     wait_request(req, "MPI_Iallgather", deadline, abort_check_);
   }
   void broadcast(float* data, std::size_t count, int root, Deadline deadline) override {
     MPI_Request req;
-    MPI_Ibcast(data, static_cast<int>(count), MPI_FLOAT, root, MPI_COMM_WORLD, &req);
+    check_mpi(MPI_Ibcast(data, static_cast<int>(count), MPI_FLOAT, root, MPI_COMM_WORLD, &req),
+              [] { return std::string("MPI_Ibcast"); });
     wait_request(req, "MPI_Ibcast", deadline, abort_check_);
   }
   void barrier(Deadline deadline) override {
     MPI_Request req;
-    MPI_Ibarrier(MPI_COMM_WORLD, &req);
+    check_mpi(MPI_Ibarrier(MPI_COMM_WORLD, &req), [] { return std::string("MPI_Ibarrier"); });
     wait_request(req, "MPI_Ibarrier", deadline, abort_check_);
   }
   void send_recv(int peer, const float* out, float* in, std::size_t count,
                  Deadline deadline) override {
     constexpr int kLinkTag = 7301;
     MPI_Request reqs[2];
-    MPI_Irecv(in, static_cast<int>(count), MPI_FLOAT, peer, kLinkTag, MPI_COMM_WORLD, &reqs[0]);
-    MPI_Isend(out, static_cast<int>(count), MPI_FLOAT, peer, kLinkTag, MPI_COMM_WORLD, &reqs[1]);
+    auto what = [&] { return "MPI_Isend/MPI_Irecv with rank " + std::to_string(peer); };
+    check_mpi(
+        MPI_Irecv(in, static_cast<int>(count), MPI_FLOAT, peer, kLinkTag, MPI_COMM_WORLD, &reqs[0]),
+        what);
+    if (int rc = MPI_Isend(out, static_cast<int>(count), MPI_FLOAT, peer, kLinkTag, MPI_COMM_WORLD,
+                           &reqs[1]);
+        rc != MPI_SUCCESS) {
+      MPI_Cancel(&reqs[0]);
+      int done = 0;
+      MPI_Test(&reqs[0], &done, MPI_STATUS_IGNORE);
+      if (!done) in_flight_ = true;  // the receive may still land in `in`
+      check_mpi(rc, what);
+    }
     try {
       wait_pair(reqs,
                 "MPI_Isend/MPI_Irecv of " + human_bytes(count * sizeof(float)) + " with rank " +
@@ -147,7 +163,7 @@ MpiSession::~MpiSession() {
 
 bool MpiSession::barrier_within(Deadline deadline) {
   MPI_Request req;
-  MPI_Ibarrier(MPI_COMM_WORLD, &req);
+  if (MPI_Ibarrier(MPI_COMM_WORLD, &req) != MPI_SUCCESS) return false;
   try {
     wait_request(req, "MPI_Ibarrier", deadline, {});
     return true;
