@@ -8,7 +8,9 @@
 #      auto's measured choice, scan_gpu_bench (kernel vs D2D, pipeline vs H2D)
 #   4. gpudiag info, gpudiag check --backend nccl with world size 1, and on
 #      every GPU with --nccl-debug info, then gpudiag nccl-log on the capture
-#   5. gpudiag bench --backend nccl on every GPU, and its link test
+#   5. gpudiag bench --backend nccl on every GPU, its timing against two CUDA
+#      events around a loop of the same call (bench/nccl_event_timing.py), and
+#      its link test
 #   6. a second NCCL (PyTorch's) through --nccl-lib: info, and check on every
 #      GPU (4 ranks on the one GPU when there is only one)
 #   7. 4 ranks on one GPU (each its own NCCL_HOSTID, sockets over lo): check,
@@ -209,6 +211,18 @@ run bench-types 300 "$bin" launch --nproc-per-node "$ngpu" -- bench all_reduce -
   -b 1K -e 1M -f 32 -d all -o all -n 5
 record $?
 tail -8 "$logs/bench-types.txt"
+
+# Issue 13: the bench's NCCL timing (an event after each call, one wait) against
+# nccl-tests' (two events around the loop) on the same calls, within 10% from 1 MiB.
+step "gpudiag bench's NCCL timing vs two events around the loop (bench/nccl_event_timing.py)"
+if [[ -x $build/nccl_event_timing ]]; then
+  GPUDIAG_BIN=$bin run nccl-timing 400 python3 bench/nccl_event_timing.py --repeat 3
+  record $?
+  tee -a "$logs/summary.txt" <"$logs/nccl-timing.txt"
+else
+  say "   no $build/nccl_event_timing"
+  record 1
+fi
 
 # 1 means a slow link was found: a finding about the machine, not a failure of the tool.
 links_rc() { local rc=$1 file=$2; [[ $rc -eq 1 ]] && grep -q 'slow links\? (below' "$file" && rc=0; echo "$rc"; }
