@@ -20,17 +20,10 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.environ.get("GPUDIAG_BIN", os.path.join(ROOT, "build", "gpudiag"))
+from host_collectives import BIN, size
+
 REF = os.path.join(os.path.dirname(BIN), "nccl_event_timing")
 OPS = "all_reduce,all_gather,reduce_scatter,broadcast,reduce,alltoall,sendrecv"
-
-
-def size(s):
-    for u, m in {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "K": 1 << 10, "M": 1 << 20}.items():
-        if s.endswith(u):
-            return int(s[: -len(u)]) * m
-    return int(s)
 
 
 def gpudiag(op, a):

@@ -1,21 +1,23 @@
-// The check's phases (see check.h), run as a fixed pipeline of named passes.
+// The check's phases (see check.h), run as a fixed pipeline of named passes:
+// backend choice (backend_choice.h), device and memory (memory_checks.h),
+// the exchange, the communicator, the verified collectives
+// (collective_checks.h), bench's sweep or link test, and the barrier, each
+// followed by a checkpoint at which the ranks learn who is still with them.
 #include "checks/check.h"
 
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
-#include <fstream>
-#include <new>
 #include <thread>
 
+#include "checks/backend_choice.h"
+#include "checks/collective_checks.h"
 #include "checks/link_run.h"
+#include "checks/memory_checks.h"
 #include "checks/links.h"
 #include "checks/test_hook.h"
 #include "checks/verdict.h"
-#include "checks/verify.h"
 #include "checks/watchdog.h"
 #include "comm/communicator.h"
 #include "comm/nccl.h"
@@ -45,17 +47,6 @@ constexpr std::uint64_t kDefaultHostMem = 16ull << 20;
 /// of that and --timeout / 4.
 constexpr double kLinkWaitFactor = 3.0;
 
-/// MemAvailable from /proc/meminfo in bytes; 0 when unknown.
-std::uint64_t available_host_memory() {
-  std::ifstream f("/proc/meminfo");
-  std::string key;
-  std::uint64_t kib = 0;
-  std::string unit;
-  while (f >> key >> kib >> unit)
-    if (key == "MemAvailable:") return kib * 1024;
-  return 0;
-}
-
 class CheckRun {
  public:
   CheckRun(const CheckOptions& o, CheckSetup& s)
@@ -84,7 +75,8 @@ class CheckRun {
   }
 
   CheckResult run() {
-    choose_backend();
+    choose_backend(opt_, setup_.env,
+                   setup_.host_transport ? setup_.host_transport->name() : "host", me());
     timed("device", [&] { device(); });
     fingerprint();
     checkpoint("exchange", [&] { after_exchange(); });
@@ -186,39 +178,6 @@ class CheckRun {
            (opt_.link_schedule == "auto" && oversubscribed_);
   }
 
-  void choose_backend() {
-    auto cuda = probe_cuda();
-    const NcclLibrary& nccl = load_nccl(opt_.nccl_lib);
-    me().cuda_runtime = cuda_version_string(cuda.runtime_version);
-    me().cuda_driver = cuda_version_string(cuda.driver_version);
-    me().nccl_version = nccl_version_string(nccl.version);
-    me().nccl_path = nccl.path;
-    me().nccl_hostid = setup_.env.get("NCCL_HOSTID").value_or("");
-    std::string host = setup_.host_transport ? setup_.host_transport->name() : "host";
-    if (opt_.backend == "nccl") {
-      me().backend = "nccl";
-      std::vector<std::string> missing;
-      if (!cuda.usable) missing.push_back(cuda.error);
-      if (!nccl.usable()) missing.push_back(nccl.error);
-      me().backend_why = join(missing, "; and ");
-    } else if (opt_.backend == "host") {
-      me().backend = host;
-    } else if (cuda.usable && nccl.usable()) {
-      me().backend = "nccl";
-    } else {
-      me().backend = host;
-      me().backend_why = cuda.usable ? "GPU present but NCCL unusable: " + nccl.error
-                                     : "no usable GPU: " + cuda.error;
-      // Host memory and TCP are not what a GPU node is for: say so on every
-      // node this happens on (its first local rank), not only on rank 0, so
-      // an OK on host memory is never mistaken for a GPU that works.
-      if (me().rank == 0 || me().local_rank == 0)
-        spdlog::warn("--backend auto on {}: {}; using the {} backend on host memory (no GPU is "
-                     "tested here)",
-                     me().host, me().backend_why, host);
-    }
-  }
-
   void device() {
     if (me().backend == "nccl") {
       // Both missing pieces in one line: a user fixes them in one go.
@@ -231,7 +190,7 @@ class CheckRun {
       me().gpu_name = info.name;
       me().gpu_bus_id = info.pci_bus_id;
       me().gpu_uuid = info.uuid;
-      check_device_memory();
+      test_device_memory(opt_.mem_bytes ? opt_.mem_bytes : kDefaultDeviceMem, me().rank);
       // One stream for every copy and collective: they are then ordered.
       device_ = std::make_shared<DeviceContext>();
       const CudaOps& ops = cuda_ops();
@@ -246,54 +205,10 @@ class CheckRun {
     } else {
       if (!setup_.host_transport)
         throw Error(ExitCode::usage, "the host backend needs MPI or the rendezvous store here");
-      check_host_memory();
+      test_host_memory(opt_.mem_bytes ? opt_.mem_bytes : kDefaultHostMem, me().rank, me().host);
       workspace_ = make_host_workspace();
       me().endpoint = setup_.host_transport->prepare();
     }
-  }
-
-  void check_device_memory() {
-    const std::size_t words = (opt_.mem_bytes ? opt_.mem_bytes : kDefaultDeviceMem) / 4;
-    DeviceBuffer mem(words * 4);
-    const auto seed = static_cast<std::uint32_t>(0x9e3779b9u * (me().rank + 1));
-    if (auto bad = fill_and_verify_pattern(mem.get(), words, seed))
-      throw Error(ExitCode::broken,
-                  std::to_string(bad) + " of " + std::to_string(words) +
-                      " words of GPU memory read back wrong",
-                  "check ECC errors with nvidia-smi -q -d ECC and dmesg for Xid errors");
-    // Read a slice back over PCIe and check it on the host as well.
-    std::vector<std::uint32_t> host(std::min<std::size_t>(words, 4u << 20));
-    copy_to_host(host.data(), mem.get(), host.size() * 4);
-    for (std::size_t i = 0; i < host.size(); ++i)
-      if (host[i] != pattern_word(i, seed))
-        throw Error(ExitCode::broken,
-                    "GPU memory copied to the host differs at word " + std::to_string(i),
-                    "check the PCIe link (nvidia-smi -q -d PCIE) and dmesg");
-  }
-
-  void check_host_memory() {
-    const std::uint64_t bytes = opt_.mem_bytes ? opt_.mem_bytes : kDefaultHostMem;
-    const std::size_t words = bytes / 4;
-    // Asking the kernel for more than it has would end in the OOM killer
-    // (overcommit) or bad_alloc, not a status line: check first.
-    if (const std::uint64_t avail = available_host_memory(); avail && bytes > avail)
-      throw Error(ExitCode::broken,
-                  "--mem " + human_bytes(bytes) + " is more than the " + human_bytes(avail) +
-                      " of memory available on " + me().host,
-                  "lower --mem");
-    std::unique_ptr<std::uint32_t[]> mem;
-    try {
-      mem.reset(new std::uint32_t[words]);
-    } catch (const std::bad_alloc&) {
-      throw Error(ExitCode::broken, "could not allocate --mem " + human_bytes(bytes) +
-                                        " of host memory on " + me().host,
-                  "lower --mem");
-    }
-    const auto seed = static_cast<std::uint32_t>(0x9e3779b9u * (me().rank + 1));
-    for (std::size_t i = 0; i < words; ++i) mem[i] = pattern_word(i, seed);
-    for (std::size_t i = 0; i < words; ++i)
-      if (mem[i] != pattern_word(i, seed))
-        throw Error(ExitCode::broken, "host memory read back wrong at word " + std::to_string(i));
   }
 
   /// Publishes this rank's record and decides whether it can go on. Rank 0
@@ -489,62 +404,11 @@ class CheckRun {
   }
 
   void all_reduce() {
-    const ExpectedSum expected(plane_.size());
-    for (std::uint64_t bytes : {opt_.small_bytes, opt_.large_bytes}) {
-      const std::size_t n = bytes / sizeof(float);
-      std::vector<float> host(n);
-      fill_contribution(host.data(), n, me().rank);
-      float* buf = workspace_->allocate(n);
-      workspace_->upload(buf, host.data(), n);
-      comm_->all_reduce_sum(buf, n, wait_deadline());
-      workspace_->download(host.data(), buf, n);
-      if (auto m = verify_sum(host.data(), n, expected))
-        throw Error(ExitCode::broken,
-                    "all-reduce of " + human_bytes(bytes) + " returned wrong values at " +
-                        std::to_string(m->count) + " of " + std::to_string(n) +
-                        " elements (first: element " + std::to_string(m->first_index) + " = " +
-                        std::to_string(m->got) + ", expected " + std::to_string(m->expected) + ")" +
-                        (m->explanation.empty() ? "" : ": " + m->explanation),
-                    "run again with --nccl-debug info; suspect the transport between the ranks");
-      if (bytes == opt_.large_bytes) time_large(buf, n);
-    }
-    all_gather_and_broadcast();
-  }
-
-  /// An all-gather (each rank's slot holds its own pattern) and a broadcast
-  /// from the last rank, so a non-zero root is exercised; both checked exactly.
-  void all_gather_and_broadcast() {
-    const int n = plane_.size();
-    const std::size_t per = opt_.small_bytes / sizeof(float);
-    std::vector<float> host(per * n, -1.0f);
-    fill_contribution(host.data() + me().rank * per, per, me().rank);
-    float* buf = workspace_->allocate(per * n);
-    workspace_->upload(buf, host.data(), per * n);
-    comm_->all_gather(buf, per, wait_deadline());
-    workspace_->download(host.data(), buf, per * n);
-    for (int r = 0; r < n; ++r)
-      for (std::size_t i = 0; i < per; ++i)
-        if (host[r * per + i] != contribution(r, i))
-          throw Error(ExitCode::broken,
-                      "all-gather returned wrong values in the slot of rank " + std::to_string(r) +
-                          " (element " + std::to_string(i) + ")",
-                      "suspect the transport between this rank and rank " + std::to_string(r));
-    const int root = n - 1;
-    const std::size_t count = opt_.small_bytes * 4 / sizeof(float);
-    std::vector<float> b(count, 0.0f);
-    if (me().rank == root) fill_contribution(b.data(), count, root);
-    float* bbuf = workspace_->allocate(count);
-    workspace_->upload(bbuf, b.data(), count);
-    comm_->broadcast(bbuf, count, root, wait_deadline());
-    workspace_->download(b.data(), bbuf, count);
-    for (std::size_t i = 0; i < count; ++i)
-      if (b[i] != contribution(root, i))
-        throw Error(ExitCode::broken,
-                    "broadcast from rank " + std::to_string(root) +
-                        " returned wrong values at element " + std::to_string(i),
-                    "suspect the transport between this rank and rank " + std::to_string(root));
-    workspace_->release(buf);
-    workspace_->release(bbuf);
+    const CollectiveChecks checks{*comm_, *workspace_, me().rank, plane_.size(), wait_seconds()};
+    checks.all_reduce(opt_.small_bytes);
+    float* large = checks.all_reduce(opt_.large_bytes);
+    time_large(large, opt_.large_bytes / sizeof(float));
+    checks.all_gather_and_broadcast(opt_.small_bytes);
   }
 
   void time_large(float* buf, std::size_t n) {
