@@ -43,6 +43,7 @@ struct BenchCli {
   // Which flags the command line gave, filled in after parsing.
   bool max_given = false, link_size_given = false;
   std::vector<std::string> sweep_only_given;  ///< sweep flags, which --links rejects
+  std::vector<std::string> links_only_given;  ///< link-test flags, which the sweep rejects
 };
 
 /// --links measures one size per pair: -e (or --link-size) is that size, as
@@ -142,6 +143,9 @@ int run(BenchCli o) {
   std::shared_ptr<BenchPlan> plan;
   if (o.links)
     apply_link_options(o);
+  else if (!o.links_only_given.empty())
+    throw UsageError(o.links_only_given.front() + " applies to --links only",
+                     "add --links to measure every pair's link, or leave it out");
   else
     plan = make_plan(o);
   o.check.mem_bytes = o.check.mem_bytes ? o.check.mem_bytes : 4096;
@@ -327,9 +331,12 @@ Runner setup_bench(CLI::App& app) {
   }
   CLI::Option* max = sub->get_option("-e");
   CLI::Option* link_size = sub->get_option("--link-size");
-  return [o, sweep_only, max, link_size] {
+  CLI::Option* link_schedule = sub->get_option("--link-schedule");
+  return [o, sweep_only, max, link_size, link_schedule] {
     for (const auto& [opt, name] : sweep_only)
       if (opt->count() > 0) o->sweep_only_given.push_back(name);
+    for (CLI::Option* opt : {link_size, link_schedule})
+      if (opt->count() > 0) o->links_only_given.push_back(opt->get_name());
     o->max_given = max->count() > 0;
     o->link_size_given = link_size->count() > 0;
     return run(*o);

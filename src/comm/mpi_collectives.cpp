@@ -195,8 +195,7 @@ void MpiCollectives::start(Job& job, MPI_Request (&reqs)[2], std::size_t off, st
       return check_mpi(MPI_Ireduce(s, r, n, job.type, job.op, step, w, &reqs[0]), what);
     case Coll::sendrecv: {
       const int to = (rank_ + 1) % size_, from = (rank_ - 1 + size_) % size_;
-      check_mpi(MPI_Irecv(r, n, job.type, from, kSendRecvTag, w, &reqs[0]), what);
-      return check_mpi(MPI_Isend(s, n, job.type, to, kSendRecvTag, w, &reqs[1]), what);
+      return start_pair(reqs, r, s, n, job.type, from, to, kSendRecvTag, what);
     }
   }
 }

@@ -28,6 +28,13 @@ using CallName = std::function<std::string()>;
 /// `rc` is not MPI_SUCCESS (MPI_COMM_WORLD returns errors, it does not abort).
 void check_mpi(int rc, const CallName& what);
 
+/// Posts a receive of `count` from `from` into reqs[0], then a send of
+/// `count` to `to` into reqs[1]. When the send cannot start, the receive is
+/// cancelled (reqs[0] is left set if it had already matched) and the send's
+/// error thrown; the caller keeps its buffers while reqs[0] is set.
+void start_pair(MPI_Request (&reqs)[2], void* in, const void* out, int count, MPI_Datatype type,
+                int from, int to, int tag, const CallName& what);
+
 /// Polls `req` until done, the deadline, or an abort_check reason. On the way
 /// out by an error `req` is still pending: MPI may still use its buffers.
 void wait_request(MPI_Request& req, const CallName& what, Deadline deadline,

@@ -22,6 +22,18 @@ void check_mpi(int rc, const CallName& what) {
   throw Error(ExitCode::broken, what() + " failed: " + std::string(msg, len));
 }
 
+void start_pair(MPI_Request (&reqs)[2], void* in, const void* out, int count, MPI_Datatype type,
+                int from, int to, int tag, const CallName& what) {
+  check_mpi(MPI_Irecv(in, count, type, from, tag, MPI_COMM_WORLD, &reqs[0]), what);
+  if (int rc = MPI_Isend(out, count, type, to, tag, MPI_COMM_WORLD, &reqs[1]); rc != MPI_SUCCESS) {
+    reqs[1] = MPI_REQUEST_NULL;
+    MPI_Cancel(&reqs[0]);
+    int done = 0;
+    MPI_Test(&reqs[0], &done, MPI_STATUS_IGNORE);  // cancelled, unless it already matched
+    check_mpi(rc, what);
+  }
+}
+
 void wait_request(MPI_Request& req, const CallName& what, Deadline deadline,
                   const AbortCheck& abort_check) {
   constexpr int kSpinPolls = 2000;
@@ -80,42 +92,36 @@ class MpiHostCommunicator : public Communicator {
     check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
                              MPI_COMM_WORLD, &req),
               [&] { return what; });
-    wait_request(req, what, deadline, abort_check_);
+    finish(req, what, deadline);
   }
   void all_gather(float* data, std::size_t count, Deadline deadline) override {
     MPI_Request req;
     check_mpi(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_FLOAT, data, static_cast<int>(count), MPI_FLOAT,
                              MPI_COMM_WORLD, &req),
               [] { return std::string("MPI_Iallgather"); });
-    wait_request(req, "MPI_Iallgather", deadline, abort_check_);
+    finish(req, "MPI_Iallgather", deadline);
   }
   void broadcast(float* data, std::size_t count, int root, Deadline deadline) override {
     MPI_Request req;
     check_mpi(MPI_Ibcast(data, static_cast<int>(count), MPI_FLOAT, root, MPI_COMM_WORLD, &req),
               [] { return std::string("MPI_Ibcast"); });
-    wait_request(req, "MPI_Ibcast", deadline, abort_check_);
+    finish(req, "MPI_Ibcast", deadline);
   }
   void barrier(Deadline deadline) override {
     MPI_Request req;
     check_mpi(MPI_Ibarrier(MPI_COMM_WORLD, &req), [] { return std::string("MPI_Ibarrier"); });
-    wait_request(req, "MPI_Ibarrier", deadline, abort_check_);
+    finish(req, "MPI_Ibarrier", deadline);
   }
   void send_recv(int peer, const float* out, float* in, std::size_t count,
                  Deadline deadline) override {
     constexpr int kLinkTag = 7301;
-    MPI_Request reqs[2];
-    auto what = [&] { return "MPI_Isend/MPI_Irecv with rank " + std::to_string(peer); };
-    check_mpi(
-        MPI_Irecv(in, static_cast<int>(count), MPI_FLOAT, peer, kLinkTag, MPI_COMM_WORLD, &reqs[0]),
-        what);
-    if (int rc = MPI_Isend(out, static_cast<int>(count), MPI_FLOAT, peer, kLinkTag, MPI_COMM_WORLD,
-                           &reqs[1]);
-        rc != MPI_SUCCESS) {
-      MPI_Cancel(&reqs[0]);
-      int done = 0;
-      MPI_Test(&reqs[0], &done, MPI_STATUS_IGNORE);
-      if (!done) in_flight_ = true;  // the receive may still land in `in`
-      check_mpi(rc, what);
+    MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    try {
+      start_pair(reqs, in, out, static_cast<int>(count), MPI_FLOAT, peer, peer, kLinkTag,
+                 [&] { return "MPI_Isend/MPI_Irecv with rank " + std::to_string(peer); });
+    } catch (...) {
+      if (reqs[0] != MPI_REQUEST_NULL) in_flight_ = true;  // the receive may still land in `in`
+      throw;
     }
     try {
       wait_pair(reqs,
@@ -129,6 +135,17 @@ class MpiHostCommunicator : public Communicator {
   }
 
  private:
+  /// Waits for a collective started here. One that fails or times out
+  /// cannot be cancelled: MPI may still write its buffer (in_flight_).
+  void finish(MPI_Request& req, const std::string& what, Deadline deadline) {
+    try {
+      wait_request(req, what, deadline, abort_check_);
+    } catch (...) {
+      in_flight_ = true;
+      throw;
+    }
+  }
+
   MpiCollectives colls_;  ///< after MPI_Init: it creates its user ops
   bool in_flight_ = false;
 };

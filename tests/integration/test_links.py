@@ -88,6 +88,12 @@ class LinksOnOneHost(unittest.TestCase):
             self.assertIn(named, p.stderr, args)
             self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
 
+    def test_link_flags_without_links_are_refused(self):
+        for args in (["--link-size", "1M"], ["--link-schedule", "serial"]):
+            p = run([BIN, "bench", *args], env=clean_env())
+            self.assertEqual(p.returncode, 2, (args, p.stdout, p.stderr))
+            self.assertIn(args[0] + " applies to --links only", p.stderr)
+
     def test_bad_schedule_is_a_usage_error(self):
         p = run([BIN, "bench", "--links", "--link-schedule", "sometimes"], env=clean_env())
         self.assertEqual(p.returncode, 2)
