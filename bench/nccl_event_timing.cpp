@@ -111,12 +111,16 @@ int main(int argc, char** argv) {
   cuda(cudaEventCreate(&stop), "cudaEventCreate");
   // One rank: nccl-tests' counts for n = 1 are all bytes / 4 floats.
   auto call = [&](size_t count) {
-    if (op == "all_reduce") return check(n.all_reduce(send, recv, count, kFloat, kSum, comm, stream), op.c_str());
-    if (op == "all_gather") return check(n.all_gather(send, recv, count, kFloat, comm, stream), op.c_str());
+    if (op == "all_reduce")
+      return check(n.all_reduce(send, recv, count, kFloat, kSum, comm, stream), op.c_str());
+    if (op == "all_gather")
+      return check(n.all_gather(send, recv, count, kFloat, comm, stream), op.c_str());
     if (op == "reduce_scatter")
       return check(n.reduce_scatter(send, recv, count, kFloat, kSum, comm, stream), op.c_str());
-    if (op == "broadcast") return check(n.broadcast(send, recv, count, kFloat, 0, comm, stream), op.c_str());
-    if (op == "reduce") return check(n.reduce(send, recv, count, kFloat, kSum, 0, comm, stream), op.c_str());
+    if (op == "broadcast")
+      return check(n.broadcast(send, recv, count, kFloat, 0, comm, stream), op.c_str());
+    if (op == "reduce")
+      return check(n.reduce(send, recv, count, kFloat, kSum, 0, comm, stream), op.c_str());
     if (op == "alltoall" || op == "sendrecv") {
       check(n.group_start(), "ncclGroupStart");
       check(n.send(send, count, kFloat, 0, comm, stream), "ncclSend");

@@ -33,12 +33,12 @@ struct BenchCli {
   std::string json_path;
   bool links = false;
   std::uint64_t link_bytes = 32ull << 20;
-  double step_factor = 0;       ///< -f: sizes multiply by this (0: not given)
-  std::uint64_t step_bytes = 0;  ///< -i: sizes grow by this when -f is not given
+  double step_factor = 0;         ///< -f: sizes multiply by this (0: not given)
+  std::uint64_t step_bytes = 0;   ///< -i: sizes grow by this when -f is not given
   std::string op = "all_reduce";  ///< the positional OP
   std::string dtype = "float", redop = "sum";
   int root = 0, datacheck = 1, blocking = 0, average = 1;
-  std::string output_file;  ///< -J
+  std::string output_file;             ///< -J
   std::optional<double> expect_busbw;  ///< GB/s; else the table (report/expected_bw.h)
   // Which flags the command line gave, filled in after parsing.
   bool max_given = false, link_size_given = false;
@@ -131,11 +131,12 @@ std::shared_ptr<BenchPlan> make_plan(const BenchCli& o) {
 
 int run(BenchCli o) {
   if (!o.links && o.min_bytes > o.max_bytes)
-    throw UsageError("-b/--minbytes " + std::to_string(o.min_bytes) + " is larger than -e/--maxbytes " +
-                     std::to_string(o.max_bytes));
+    throw UsageError("-b/--minbytes " + std::to_string(o.min_bytes) +
+                     " is larger than -e/--maxbytes " + std::to_string(o.max_bytes));
   if (!o.links && o.step_factor > 0 && o.step_factor <= 1)
-    throw UsageError("-f/--stepfactor " + fmt::format("{}", o.step_factor) + " does not grow the size",
-                     "give a factor above 1, e.g. -f 2, or -i BYTES for equal steps");
+    throw UsageError(
+        "-f/--stepfactor " + fmt::format("{}", o.step_factor) + " does not grow the size",
+        "give a factor above 1, e.g. -f 2, or -i BYTES for equal steps");
   if (!o.output_file.empty()) {
     if (!o.json_path.empty()) throw UsageError("give -J/--output_file or --json, not both");
     o.json_path = o.output_file;
@@ -254,8 +255,9 @@ Runner setup_bench(CLI::App& app) {
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{64} << 30))
       ->default_str("1M");
-  sub->add_option("-e,--maxbytes,--max", o->max_bytes,
-                  "largest size (sizes double from -b unless -f or -i); with --links, the link size")
+  sub->add_option(
+         "-e,--maxbytes,--max", o->max_bytes,
+         "largest size (sizes double from -b unless -f or -i); with --links, the link size")
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{64} << 30))
       ->default_str("256M");
@@ -300,10 +302,11 @@ Runner setup_bench(CLI::App& app) {
   add_nccl_lib_option(sub, o->check.nccl_lib);
   sub->add_flag(
       "--links", o->links,
-      "instead of the sweep: every pair of ranks exchanges --link-size both ways at once; "
+      "instead of the sweep: every pair of ranks exchanges -e/--link-size bytes both ways at once; "
       "a matrix of link bandwidths and the slow links, with the rank or host they share "
       "(exit 1 if any)");
-  sub->add_option("--link-size", o->link_bytes, "with --links: bytes each pair exchanges per iteration (the same as -e)")
+  sub->add_option("--link-size", o->link_bytes,
+                  "with --links: bytes each pair exchanges per iteration (the same as -e)")
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(std::uint64_t{4}, std::uint64_t{4} << 30))
       ->default_str("32MiB");

@@ -3,7 +3,7 @@
 // Backends:
 //   nccl      device memory, NCCL (nccl_comm.cpp)
 //   host/mpi  host memory, MPI non-blocking collectives (mpi_session.cpp, mpi_collectives.cpp)
-//   host/tcp  host memory, ring over TCP sockets (host_tcp.cpp)
+//   host/tcp  host memory, ring over TCP sockets (tcp_ring.cpp, tcp_collectives.cpp)
 // Every call takes a Deadline; on expiry the backend aborts what it can and
 // throws TimeoutError. `abort_check`, when set, is polled while waiting and
 // may return a reason (a peer reported dead) to give up early.

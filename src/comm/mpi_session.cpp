@@ -88,29 +88,29 @@ class MpiHostCommunicator : public Communicator {
   }
   void all_reduce_sum(float* data, std::size_t count, Deadline deadline) override {
     MPI_Request req;
-    const std::string what = "MPI_Iallreduce of " + human_bytes(count * sizeof(float));
-    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
-                             MPI_COMM_WORLD, &req),
-              [&] { return what; });
-    finish(req, what, deadline);
+    run_one(
+        MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                       MPI_COMM_WORLD, &req),
+        req, [&] { return "MPI_Iallreduce of " + human_bytes(count * sizeof(float)); }, deadline);
   }
   void all_gather(float* data, std::size_t count, Deadline deadline) override {
     MPI_Request req;
-    check_mpi(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_FLOAT, data, static_cast<int>(count), MPI_FLOAT,
-                             MPI_COMM_WORLD, &req),
-              [] { return std::string("MPI_Iallgather"); });
-    finish(req, "MPI_Iallgather", deadline);
+    run_one(
+        MPI_Iallgather(MPI_IN_PLACE, 0, MPI_FLOAT, data, static_cast<int>(count), MPI_FLOAT,
+                       MPI_COMM_WORLD, &req),
+        req, [] { return std::string("MPI_Iallgather"); }, deadline);
   }
   void broadcast(float* data, std::size_t count, int root, Deadline deadline) override {
     MPI_Request req;
-    check_mpi(MPI_Ibcast(data, static_cast<int>(count), MPI_FLOAT, root, MPI_COMM_WORLD, &req),
-              [] { return std::string("MPI_Ibcast"); });
-    finish(req, "MPI_Ibcast", deadline);
+    run_one(
+        MPI_Ibcast(data, static_cast<int>(count), MPI_FLOAT, root, MPI_COMM_WORLD, &req), req,
+        [] { return std::string("MPI_Ibcast"); }, deadline);
   }
   void barrier(Deadline deadline) override {
     MPI_Request req;
-    check_mpi(MPI_Ibarrier(MPI_COMM_WORLD, &req), [] { return std::string("MPI_Ibarrier"); });
-    finish(req, "MPI_Ibarrier", deadline);
+    run_one(
+        MPI_Ibarrier(MPI_COMM_WORLD, &req), req, [] { return std::string("MPI_Ibarrier"); },
+        deadline);
   }
   void send_recv(int peer, const float* out, float* in, std::size_t count,
                  Deadline deadline) override {
@@ -135,9 +135,11 @@ class MpiHostCommunicator : public Communicator {
   }
 
  private:
-  /// Waits for a collective started here. One that fails or times out
+  /// Checks that the collective `rc` came from started, and waits for it;
+  /// `what` names it, built only for a message. One that fails or times out
   /// cannot be cancelled: MPI may still write its buffer (in_flight_).
-  void finish(MPI_Request& req, const std::string& what, Deadline deadline) {
+  void run_one(int rc, MPI_Request& req, const CallName& what, Deadline deadline) {
+    check_mpi(rc, what);
     try {
       wait_request(req, what, deadline, abort_check_);
     } catch (...) {

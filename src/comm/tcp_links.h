@@ -131,7 +131,8 @@ void exchange(Link& link, const void* out, std::size_t out_bytes, void* in, std:
   while (sent < out_bytes || got < in_bytes) {
     bool moved = false;
     if (sent < out_bytes) {
-      ssize_t k = ::send(link.out.get(), o + sent, std::min(kIoChunk, out_bytes - sent), MSG_NOSIGNAL | MSG_DONTWAIT);
+      ssize_t k = ::send(link.out.get(), o + sent, std::min(kIoChunk, out_bytes - sent),
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
       if (k < 0 && errno != EAGAIN && errno != EINTR) lost_link(link.out_label);
       if (k > 0) sent += static_cast<std::size_t>(k), moved = true;
       if (k > 0 && side) side->sent_from(o, sent);

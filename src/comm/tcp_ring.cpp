@@ -184,8 +184,8 @@ void TcpCollectives::stream_ring(const std::vector<RingStep>& steps, DType type,
     // saves a system call per round while data flows.
     bool moved = false;
     if (want_send) {
-      ssize_t k = ::send(ring_.out.get(), steps[ss].out + sent, std::min(kIoChunk, send_ready() - sent),
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
+      ssize_t k = ::send(ring_.out.get(), steps[ss].out + sent,
+                         std::min(kIoChunk, send_ready() - sent), MSG_NOSIGNAL | MSG_DONTWAIT);
       if (k < 0 && errno != EAGAIN && errno != EINTR) lost_link(ring_.out_label);
       if (k > 0) sent += static_cast<std::size_t>(k), moved = true;
       if (k > 0 && side) side->sent_from(steps[ss].out, sent);
@@ -193,7 +193,8 @@ void TcpCollectives::stream_ring(const std::vector<RingStep>& steps, DType type,
     if (want_recv) {
       const RingStep& s = steps[rs];
       char* into = s.with ? tmp_.data() : s.in;
-      ssize_t k = ::recv(ring_.in.get(), into + got, std::min(kIoChunk, s.in_bytes - got), MSG_DONTWAIT);
+      ssize_t k =
+          ::recv(ring_.in.get(), into + got, std::min(kIoChunk, s.in_bytes - got), MSG_DONTWAIT);
       if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) lost_link(ring_.in_label);
       if (k > 0) {
         moved = true;
