@@ -21,7 +21,9 @@
 # GPUDIAG_CUDA_ARCHS overrides the architectures (e.g. "90;100");
 # GPUDIAG_SECOND_NCCL names the second libnccl.so.2 instead of PyTorch's.
 # GPUDIAG_PREBUILT=1 skips step 1 and uses the binaries already in the build
-# folder (built elsewhere for these GPUs, e.g. where the dependencies are).
+# folder (built elsewhere for these GPUs, e.g. where the dependencies are),
+# with the libraries in its lib/ folder; GPUDIAG_GPU_QUICK=1 skips the run of
+# every unit test (the GPU-only ones still run).
 # When the loader finds no libnccl.so.2 and GPUDIAG_NCCL_LIB is unset, the
 # second NCCL (below) is used for every step, and the summary says so.
 set -uo pipefail
@@ -36,6 +38,11 @@ status=0
 : >"$logs/summary.txt"
 say() { echo "$*" | tee -a "$logs/summary.txt"; }
 step() { say "== $*"; }
+# want SECTION: GPUDIAG_GPU_STEPS (e.g. "contract,onegpu,faults") picks sections
+# for a short lease; unset runs all: contract unit scan nccl second onegpu faults.
+want() { [[ -z ${GPUDIAG_GPU_STEPS:-} || ,$GPUDIAG_GPU_STEPS, == *,$1,* ]]; }
+# 1 means a slow link was found: a finding about the machine, not a failure of the tool.
+links_rc() { local rc=$1 file=$2; [[ $rc -eq 1 ]] && grep -q 'slow links\? (below' "$file" && rc=0; echo "$rc"; }
 record() { local rc=$1; say "   exit $rc"; [[ $rc -eq 0 ]] || status=1; }
 die() { say "gpu-check: $*"; exit 1; }
 # run NAME SECONDS CMD...: CMD with a time limit, its output in $logs/NAME.txt.
@@ -58,6 +65,8 @@ archs=${GPUDIAG_CUDA_ARCHS:-$(nvidia-smi --query-gpu=compute_cap --format=csv,no
 
 if [[ -n ${GPUDIAG_PREBUILT:-} ]]; then
   step "build: skipped (GPUDIAG_PREBUILT), using $build"
+  # Libraries the build machine had and this one may not (spdlog, fmt), beside the binaries.
+  [[ -d $build/lib ]] && export LD_LIBRARY_PATH=$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   [[ -x $bin && -x $build/gpudiag_tests ]] || die "GPUDIAG_PREBUILT is set but $build holds no gpudiag and gpudiag_tests"
   missing=$(ldd "$bin" "$build/gpudiag_tests" 2>&1 | grep 'not found' | sort -u)
   [[ -z $missing ]] || die "the prebuilt binaries miss libraries here: $missing"
@@ -100,12 +109,37 @@ if [[ -z ${GPUDIAG_NCCL_LIB:-} ]] && ! ldconfig -p 2>/dev/null | grep -q 'libncc
   fi
 fi
 
+if want contract; then
+# The NCCL contract (src/comm/nccl_contract_test.cpp) against the real NCCL,
+# before anything else: where it and the model disagree, the model is wrong,
+# and every NCCL test on machines without a GPU is suspect until fixed.
+# One rank, then four on the first GPU (each its own NCCL_HOSTID, sockets on lo).
+step "NCCL contract suite against real NCCL: 1 rank"
+GPUDIAG_NCCL_CONTRACT=real run contract-1 300 "$build/gpudiag_tests" --gtest_filter='*NcclContract*'
+record $?
+grep -E '^\[ +(SKIPPED|FAILED|PASSED|OK) +\]' "$logs/contract-1.txt" | tee -a "$logs/summary.txt"
+step "NCCL contract suite against real NCCL: 4 ranks on one GPU"
+contract_dir=$(mktemp -d)
+rank_env=$logs/rank-env.sh
+printf '#!/bin/sh\nexport NCCL_HOSTID="r$RANK"\nexec "$@"\n' >"$rank_env"
+chmod +x "$rank_env"
+GPUDIAG_NCCL_CONTRACT=real GPUDIAG_CONTRACT_DIR=$contract_dir NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 \
+  run contract-4 400 "$bin" launch --nproc-per-node 4 --no-gpudiag -- \
+  "$rank_env" "$build/gpudiag_tests" --gtest_filter='*NcclContract*'
+record $?
+grep -E '\[ +(SKIPPED|FAILED|PASSED) +\]' "$logs/contract-4.txt" | tee -a "$logs/summary.txt"
+rm -rf "$contract_dir"
+
+fi
+if want unit; then
 step "GPU unit tests"
 run unit-gpu 300 "$build/gpudiag_tests" \
   --gtest_filter='Device*:Cuda*:*Gpu*:*Nccl*Capture*:*CudaScan*:ScanPlan*:ScanRing*:ScanAuto*:StagingFiles*'
 record $?
 grep -E '^\[ +(SKIPPED|FAILED|PASSED) +\]' "$logs/unit-gpu.txt" | tee -a "$logs/summary.txt"
-if [[ -n ${GPUDIAG_PREBUILT:-} ]]; then  # ctest's files name the folder it was built in
+if [[ -n ${GPUDIAG_GPU_QUICK:-} ]]; then  # CI runs them on every change; a short GPU lease may not
+  say "== all unit tests: skipped (GPUDIAG_GPU_QUICK)"
+elif [[ -n ${GPUDIAG_PREBUILT:-} ]]; then  # ctest's files name the folder it was built in
   step "all unit tests (gpudiag_tests)"
   run unit-all 300 "$build/gpudiag_tests"
   record $?
@@ -117,6 +151,8 @@ else
   tail -3 "$logs/unit-all.txt"
 fi
 
+fi
+if want scan; then
 # scan NAME ARGS...: gpudiag scan with its report in NAME.out and its log in NAME.err.
 scan() {
   local name=$1
@@ -177,6 +213,8 @@ cat "$logs/scan-bad-gpu.err"
 ((rc == 2)) && grep -q "only $ngpu CUDA device" "$logs/scan-bad-gpu.err" && rc=0 || rc=1
 record $rc
 
+fi
+if want nccl; then
 step "gpudiag info"
 run info 60 "$bin" info
 record $?
@@ -224,8 +262,6 @@ else
   record 1
 fi
 
-# 1 means a slow link was found: a finding about the machine, not a failure of the tool.
-links_rc() { local rc=$1 file=$2; [[ $rc -eq 1 ]] && grep -q 'slow links\? (below' "$file" && rc=0; echo "$rc"; }
 step "gpudiag bench --links --backend nccl on $ngpu GPUs"
 run links 180 "$bin" launch --nproc-per-node "$ngpu" -- bench --links --backend nccl \
   --link-size 256MiB --json "$logs/links.json"
@@ -233,6 +269,7 @@ rc=$?
 record "$(links_rc $rc "$logs/links.txt")"
 cat "$logs/links.txt"
 
+fi
 # Several ranks on one GPU. NCCL refuses two ranks of one host on one GPU but
 # tells hosts apart by NCCL_HOSTID, so each rank gets its own and NCCL connects
 # them over its network transport (sockets on lo). gpudiag launch runs a program
@@ -254,6 +291,7 @@ first_gpu=${CUDA_VISIBLE_DEVICES:-0}
 first_gpu=${first_gpu%%,*}
 one_gpu=(env NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 "$bin" launch --nproc-per-node 4 --no-gpudiag)
 
+if want second; then
 if [[ -n $nccl2 && -f $nccl2 ]]; then
   step "second NCCL $nccl2: gpudiag info --nccl-lib"
   run info-nccl2 60 "$bin" info --nccl-lib "$nccl2"
@@ -274,6 +312,8 @@ else
   say "== second NCCL: none found (no nvidia.nccl or torch for python3; set GPUDIAG_SECOND_NCCL)"
 fi
 
+fi
+if want onegpu; then
 step "4 ranks on one GPU: check --backend nccl (CUDA_VISIBLE_DEVICES=$first_gpu)"
 run check-1gpu 180 env CUDA_VISIBLE_DEVICES="$first_gpu" "${one_gpu[@]}" -- "$wrapper" \
   check --backend nccl --json "$logs/check-1gpu.json"
@@ -296,6 +336,17 @@ rc=$?
 record "$(links_rc $rc "$logs/links-1gpu.txt")"
 cat "$logs/links-1gpu.txt"
 
+# Every collective at 4 ranks (issue 28): NCCL's threaded launch at 2+ ranks.
+for op in all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv; do
+  step "4 ranks on one GPU: bench $op --backend nccl --device 0 (-b 8 -e 64M -f 8)"
+  run "bench-1gpu-$op" 180 "${one_gpu[@]}" -- "$wrapper" bench "$op" --backend nccl --device 0 \
+    -b 8 -e 64M -f 8 -J "$logs/bench-1gpu-$op.json"
+  record $?
+  grep -v '#  Rank' "$logs/bench-1gpu-$op.txt" | tail -14
+done
+
+fi
+if want faults; then
 # fault NAME SIGNAL VICTIM: 4 ranks on one GPU; rank VICTIM raises SIGNAL on
 # itself at the start of the 3rd timed all-reduce, while the others are inside
 # that collective (GPUDIAG_TEST_RAISE, src/checks/test_hook.h: the check's own
@@ -345,5 +396,6 @@ fault fault-kill KILL 2
 step "4 ranks on one GPU: rank 1 SIGSTOPped inside the all-reduce"
 fault fault-stop STOP 1
 
+fi
 say "== done: exit $status (logs in $logs)"
 exit $status

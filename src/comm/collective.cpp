@@ -102,8 +102,10 @@ int nccl_redop(RedOp op) { return static_cast<int>(op); }  // ncclSum = 0 ... nc
 std::string describe_call(const CollCall& c) {
   static const char* calls[] = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast",
                                 "Reduce",    "AlltoAll",  "SendRecv"};
-  return std::string(calls[static_cast<int>(c.coll)]) + " of " +
-         human_bytes(c.count * dtype_size(c.type)) + " " + dtype_name(c.type);
+  std::string out = std::string(calls[static_cast<int>(c.coll)]) + " of " +
+                    human_bytes(c.count * dtype_size(c.type)) + " " + dtype_name(c.type);
+  if (c.coll == Coll::sendrecv && c.peer >= 0) out += " with rank " + std::to_string(c.peer);
+  return out;
 }
 
 }  // namespace gpudiag

@@ -78,9 +78,13 @@ struct CollCall {
   const void* send = nullptr;  ///< workspace memory
   void* recv = nullptr;        ///< workspace memory
   std::size_t count = 0;       ///< see the table above
+  /// sendrecv only: with a rank here, send to and receive from that rank (the
+  /// link test's pair) instead of the ring's next and previous.
+  int peer = -1;
 };
 
-/// "ncclAllGather of 1 MiB" style name of a call, for messages.
+/// "AllGather of 1 MiB float" style name of a call, for messages (a pair's
+/// sendrecv adds " with rank N").
 std::string describe_call(const CollCall& c);
 
 }  // namespace gpudiag

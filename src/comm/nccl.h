@@ -3,7 +3,8 @@
 // Creation is non-blocking (ncclCommInitRankConfig with blocking=0) and polled
 // with ncclCommGetAsyncError against the deadline; on timeout, error or an
 // abort_check reason the communicator is aborted (ncclCommAbort) at once,
-// never left spinning. Collectives are polled the same way plus the stream.
+// never left spinning (nccl_init.cpp). Each collective is polled until NCCL
+// has put it on the stream, then until it completed (nccl_comm.cpp).
 // Every host<->device copy the check makes goes on the communicator's own
 // stream, so NCCL reads what was uploaded and the host reads what NCCL wrote.
 // NCCL and CUDA are reached through tables (nccl_api.h, gpu/cuda_ops.h), so
@@ -39,6 +40,12 @@ std::unique_ptr<Communicator> make_nccl_communicator(const NcclContext& ctx,
                                                      const std::string& unique_id_hex, int rank,
                                                      int size, Deadline deadline,
                                                      const AbortCheck& abort_check);
+
+/// The communicator around `comm`, a communicator NCCL finished creating
+/// (nccl_comm.cpp); make_nccl_communicator() calls it.
+std::unique_ptr<Communicator> wrap_nccl_communicator(const NcclContext& ctx,
+                                                     nccl_abi::CommHandle comm, int rank,
+                                                     int size);
 
 /// A device workspace whose copies go on `stream` and are waited for there.
 std::unique_ptr<Workspace> make_device_workspace(const CudaOps& cuda, void* stream,

@@ -1,0 +1,110 @@
+// NCCL backend (see nccl.h): the unique id and the communicator's creation.
+// Creation is non-blocking (ncclCommInitRankConfig with blocking = 0) and
+// polled with ncclCommGetAsyncError against the deadline and abort_check, so
+// a peer that never comes ends in a named timeout and an ncclCommAbort, never
+// in a hang inside NCCL's bootstrap. nccl_comm.cpp runs the collectives.
+#include <chrono>
+#include <thread>
+
+#include "comm/nccl.h"
+#include "util/error.h"
+
+namespace gpudiag {
+
+namespace {
+
+using nccl_abi::Result;
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+nccl_abi::UniqueId parse_id(const std::string& hex) {
+  nccl_abi::UniqueId id{};
+  if (hex.size() != 2 * sizeof id.internal)
+    throw Error(ExitCode::broken, "rank 0's NCCL unique id arrived malformed (" +
+                                      std::to_string(hex.size()) + " hex digits, expected 256)",
+                "ranks running different gpudiag versions?");
+  for (std::size_t i = 0; i < sizeof id.internal; ++i) {
+    const int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0)
+      throw Error(ExitCode::broken, "rank 0's NCCL unique id arrived malformed (not hex)",
+                  "ranks running different gpudiag versions?");
+    id.internal[i] = static_cast<char>(hi * 16 + lo);
+  }
+  return id;
+}
+
+}  // namespace
+
+std::string nccl_make_unique_id(const NcclApi& nccl) {
+  nccl_abi::UniqueId id{};
+  const Result r = nccl.GetUniqueId(&id);
+  if (r != nccl_abi::kSuccess)
+    throw Error(ExitCode::broken,
+                std::string("ncclGetUniqueId failed: ") + nccl.GetErrorString(r),
+                "NCCL could not find a network interface for its bootstrap; set "
+                "NCCL_SOCKET_IFNAME to an interface the ranks share");
+  static const char* digits = "0123456789abcdef";
+  std::string hex;
+  for (char c : id.internal) {
+    auto b = static_cast<unsigned char>(c);
+    hex += digits[b >> 4];
+    hex += digits[b & 15];
+  }
+  return hex;
+}
+
+std::unique_ptr<Communicator> make_nccl_communicator(const NcclContext& ctx,
+                                                     const std::string& unique_id_hex, int rank,
+                                                     int size, Deadline deadline,
+                                                     const AbortCheck& abort_check) {
+  const NcclApi& api = *ctx.nccl;
+  const nccl_abi::UniqueId id = parse_id(unique_id_hex);
+  nccl_abi::Config config;
+  config.blocking = 0;
+  nccl_abi::CommHandle comm = nullptr;
+  const Result r = api.CommInitRankConfig(&comm, size, id, rank, &config);
+  auto give_up = [&](const std::string& msg, ExitCode code, const std::string& remedy) {
+    if (comm) api.CommAbort(comm);
+    if (code == ExitCode::timeout) throw TimeoutError(msg, remedy);
+    throw Error(code, msg, remedy);
+  };
+  auto text = [&](Result res) {
+    std::string s = api.GetErrorString(res);
+    const char* last = api.GetLastError(comm);
+    if (last && *last) s += ": " + std::string(last);
+    return s;
+  };
+  auto last = [&] {
+    const char* l = api.GetLastError(comm);
+    return std::string(l ? l : "");
+  };
+  if (r != nccl_abi::kSuccess && r != nccl_abi::kInProgress)
+    give_up("ncclCommInitRankConfig failed: " + text(r), ExitCode::broken,
+            nccl_remedy(r, last(), dev_shm_bytes()));
+  for (int polls = 0;; ++polls) {
+    Result st = nccl_abi::kInProgress;
+    if (comm) api.CommGetAsyncError(comm, &st);
+    if (st == nccl_abi::kSuccess) break;
+    if (st != nccl_abi::kInProgress)
+      give_up("NCCL communicator init failed: " + text(st), ExitCode::broken,
+              nccl_remedy(st, last(), dev_shm_bytes()));
+    if (abort_check)
+      if (auto why = abort_check())
+        give_up("NCCL communicator init abandoned: " + *why, ExitCode::broken, "");
+    if (deadline.expired())
+      give_up("NCCL communicator init did not complete in time (aborted)", ExitCode::timeout,
+              "NCCL's bootstrap could not reach all peers: check NCCL_SOCKET_IFNAME and "
+              "firewalls, and run with --nccl-debug info");
+    if (polls > 100) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  auto c = wrap_nccl_communicator(ctx, comm, rank, size);
+  c->set_abort_check(abort_check);
+  return c;
+}
+
+}  // namespace gpudiag

@@ -1,0 +1,79 @@
+// A model of NCCL 2.28 and of the CUDA stream under it, for tests on machines
+// without a GPU: the NcclApi and CudaOps tables of one rank, behaving as NCCL
+// does on every point gpudiag relies on. Each rule cites where NCCL says so
+// (NVIDIA/nccl, tag v2.28.9-1) in nccl_model.cpp, beside its code. The
+// contract suite (nccl_contract_test.cpp) states the same rules as tests and
+// runs them against this model here and against a real libnccl.so.2 on a GPU
+// (scripts/gpu-check.sh); where they disagree, this model is wrong.
+//
+// The rank's peers are virtual: they join every call unless peers_absent is
+// set, when a launch that needs them (init, a collective at 2+ ranks, any
+// send/recv) stays pending until aborted. Time is virtual too: a host clock
+// that API calls and polls advance, and one stream whose kernels run
+// back to back at `bytes_per_us` after `kernel_latency_us`; events take the
+// time at which the stream reaches them, so an event recorded before a
+// pending launch reached the stream times nothing, as on a GPU.
+//
+// One model is current at a time (the tables are plain function pointers);
+// its calls are serialised by a mutex, so an abort from another thread is safe.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "comm/nccl_api.h"
+#include "gpu/cuda_ops.h"
+
+namespace gpudiag {
+
+class NcclModel {
+ public:
+  struct Options {
+    int nranks = 2;
+    int rank = 0;
+    /// The launch thread finishes after a number of polls drawn from
+    /// [0, max_launch_polls]; a communicator's first launch also connects
+    /// to its peers, which takes connect_polls more.
+    int max_launch_polls = 6;
+    int connect_polls = 200;
+    int init_polls = 20;
+    bool peers_absent = false;
+    double bytes_per_us = 1000;     ///< the virtual device: 1 GB/s per us of kernel time
+    double kernel_latency_us = 8;
+    std::uint32_t seed = 1;
+  };
+
+  explicit NcclModel(Options o);
+  ~NcclModel();
+  NcclModel(const NcclModel&) = delete;
+  NcclModel& operator=(const NcclModel&) = delete;
+
+  const NcclApi& nccl() const { return nccl_; }
+  const CudaOps& cuda() const { return cuda_; }
+  void* stream() const;
+
+  /// An asynchronous error (a peer's network failing) that the next poll
+  /// of ncclCommGetAsyncError reports, with `last_error` as NCCL's text.
+  void inject_async_error(nccl_abi::Result r, std::string last_error);
+  void set_peers_absent(bool absent);
+
+  // What was seen, for tests.
+  int refused_calls() const;   ///< calls answered "previous operation" (ncclInvalidArgument)
+  int kernels() const;         ///< kernels that reached the stream
+  int aborts() const;
+  int live_threads() const;    ///< launch threads not yet joined by a poll
+  /// The kernel time the model gives a call moving `bytes` bytes (us).
+  double kernel_us(std::size_t bytes) const;
+
+  struct Impl;
+
+ private:
+  Impl* impl_;
+  NcclApi nccl_;
+  CudaOps cuda_;
+};
+
+}  // namespace gpudiag
