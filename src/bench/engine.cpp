@@ -114,7 +114,14 @@ class Runner {
       mine.p50[in_place] = s.p50;
       mine.p99[in_place] = s.p99;
       mine.wrong[in_place] = 0;
-      for (int c = 0; c < plan_.check; ++c) {
+      // nccl-tests reports no errors for alltoall and sendrecv in place
+      // (alltoall.cu, sendrecv.cu: reportErrors = in_place ? 0 : 1): there the
+      // send and receive of one block share memory, and NCCL gives no order
+      // between a peer's write and this rank's read, so the result is
+      // undefined (seen on NCCL 2.28 on an H100). `#wrong` is N/A there.
+      const bool unchecked = in_place && (plan_.coll == Coll::alltoall ||
+                                          plan_.coll == Coll::sendrecv);
+      for (int c = 0; c < plan_.check && !unchecked; ++c) {
         upload_pattern(pc, call, cs.send_count * es, plan_.corrupt_rank == r);
         ctx_.comm.run(call, wait());
         if (plan_.coll == Coll::reduce && r != pc.root) continue;  // nothing lands here
@@ -174,7 +181,9 @@ class Runner {
       row.half[h].time_us = sec * 1e6;
       row.half[h].algbw = bw.algbw;
       row.half[h].busbw = bw.busbw;
-      if (plan_.check > 0) {
+      const bool unchecked =
+          h == 1 && (plan_.coll == Coll::alltoall || plan_.coll == Coll::sendrecv);
+      if (plan_.check > 0 && !unchecked) {
         std::int64_t wrong = 0;
         for (const auto& p : gathered_) wrong += std::max<std::int64_t>(0, p.wrong[h]);
         row.half[h].wrong = wrong;

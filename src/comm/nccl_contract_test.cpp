@@ -79,6 +79,18 @@ class NcclContract : public ::testing::TestWithParam<ContractParam> {
     }
     return c;
   }
+  /// Ends a communicator whose calls all completed as a program should:
+  /// finalize (which flushes what NCCL's proxy still sends to the peers),
+  /// then destroy. An abort here could cut a peer's data in flight (seen on
+  /// real NCCL: the peer's receive never completed); the fixture aborts only
+  /// what a test left behind.
+  void finish(nccl_abi::CommHandle c) {
+    const Result f = n->CommFinalize(c);
+    EXPECT_TRUE(f == nccl_abi::kInProgress || f == nccl_abi::kSuccess) << f;
+    EXPECT_EQ(settle(c), nccl_abi::kSuccess);
+    EXPECT_EQ(n->CommDestroy(c), nccl_abi::kSuccess);
+    std::erase(comms, c);
+  }
   Result all_reduce(nccl_abi::CommHandle c, void* buf, std::size_t bytes) {
     return n->AllReduce(buf, buf, bytes / 4, kFloat, kSum, c, s->stream());
   }
@@ -114,12 +126,7 @@ class NcclContract : public ::testing::TestWithParam<ContractParam> {
 // ncclInProgress (or ncclSuccess if done by then) and completes on a thread;
 // ncclCommFinalize likewise, then ncclCommDestroy.
 TEST_P(NcclContract, NonBlockingInitAndFinalizeArePolledToSuccess) {
-  auto c = make(false);
-  const Result f = n->CommFinalize(c);
-  EXPECT_TRUE(f == nccl_abi::kInProgress || f == nccl_abi::kSuccess) << f;
-  EXPECT_EQ(settle(c), nccl_abi::kSuccess);
-  EXPECT_EQ(n->CommDestroy(c), nccl_abi::kSuccess);
-  comms.clear();
+  finish(make(false));
 }
 
 // src/enqueue.cc taskAppend: at one rank a collective is ncclLaunchOneRank on
@@ -131,6 +138,7 @@ TEST_P(NcclContract, OneRankCollectiveIsOnTheStreamWhenTheCallReturns) {
   void* buf = s->device(kSmall);
   for (int i = 0; i < 10; ++i) ASSERT_EQ(all_reduce(c, buf, kSmall), nccl_abi::kSuccess) << i;
   drain();
+  finish(c);
 }
 
 // src/group.cc ncclGroupEndInternal: with a non-blocking communicator the
@@ -147,6 +155,7 @@ TEST_P(NcclContract, GroupedSendRecvReturnsInProgress) {
   EXPECT_EQ(n->GroupEnd(), nccl_abi::kInProgress);
   EXPECT_EQ(settle(c), nccl_abi::kSuccess);
   drain();
+  finish(c);
 }
 
 // src/enqueue.cc ncclEnqueueCheck: a collective's implicit group at 2+ ranks
@@ -159,6 +168,7 @@ TEST_P(NcclContract, FirstCollectiveAtTwoRanksIsPendingWhenItReturns) {
   EXPECT_EQ(all_reduce(c, buf, kSmall), nccl_abi::kInProgress);
   EXPECT_EQ(settle(c), nccl_abi::kSuccess);
   drain();
+  finish(c);
 }
 
 // src/init.cc ncclCommEnsureReady: a call while the previous one is pending
@@ -192,9 +202,10 @@ TEST_P(NcclContract, EventRecordedWhilePendingTimesNothing) {
   drain();
   const double early = ms(e0, e1), whole = ms(e0, e2);
   EXPECT_LT(early * 10, whole) << "early " << early << " ms, whole " << whole << " ms";
+  finish(c);
 }
 
-// Timed gpudiag's way, a 1024x larger all-reduce takes longer on the device.
+// Timed gpudiag's way, the events bracket the kernel.
 TEST_P(NcclContract, EventsAfterTheLaunchTimeTheKernel) {
   NEED_RANKS(s->size() >= 2, "needs 2+ ranks");
   auto c = make(false);
@@ -202,7 +213,13 @@ TEST_P(NcclContract, EventsAfterTheLaunchTimeTheKernel) {
   timed_after_launch(c, buf, kSmall);  // connects
   const double small = timed_after_launch(c, buf, kSmall);
   const double big = timed_after_launch(c, buf, kBig);
-  EXPECT_GT(big, 4 * small) << "64 KiB " << small << " ms, 64 MiB " << big << " ms";
+  // "Times nothing" reads a few microseconds (EventRecordedWhilePendingTimesNothing);
+  // a 64 MiB all-reduce moves 96 MiB through each of 4 ranks, over 50 us even at
+  // 2 TB/s. (On one GPU shared by 4 processes a 64 KiB call can take tens of
+  // milliseconds of time slices, so the two sizes are not compared by ratio.)
+  EXPECT_GT(big, 0.05) << "64 MiB " << big << " ms";
+  EXPECT_GT(big, small) << "64 KiB " << small << " ms, 64 MiB " << big << " ms";
+  finish(c);
 }
 
 // src/group.cc, the blocking branch: a blocking communicator's collective
@@ -221,7 +238,7 @@ TEST_P(NcclContract, BlockingCommunicatorQueuesBeforeReturning) {
   EXPECT_GT(ms(e0, e1), 0.0);
   EXPECT_EQ(n->CommFinalize(c), nccl_abi::kSuccess);
   EXPECT_EQ(n->CommDestroy(c), nccl_abi::kSuccess);
-  comms.clear();
+  std::erase(comms, c);
 }
 
 // A launch whose peers never take part stays pending (it waits to connect:

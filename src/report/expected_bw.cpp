@@ -202,6 +202,12 @@ BwVerdict judge_bandwidth(const BwMeasurement& m, const std::vector<GpuFamily>& 
     v.text = title(m) + " : does not apply (" + v.source + ")";
     return v;
   }
+  if (!m.shared_gpu.empty() && !m.expect_override) {
+    v.verdict = "not applicable";
+    v.source = m.shared_gpu + ": the table's figures are for one GPU per rank";
+    v.text = title(m) + " : does not apply (" + v.source + "); measured " + measured;
+    return v;
+  }
   const GpuFamily* family = find_family(table, m.gpu_name);
   std::optional<Figure> fig;
   std::string why;

@@ -69,6 +69,9 @@ struct BwMeasurement {
   double gbps = 0;         ///< busbw (allreduce) or GB/s each way (link_pair)
   std::string what;        ///< link_pair: "rank 3 <-> rank 9", shown after the figure
   std::optional<double> expect_override;  ///< --expect-busbw, GB/s
+  /// "ranks 0-3 share GPU 0000:1b:00.0 on node1" when ranks share a GPU
+  /// (the table's figures are for one GPU per rank: no verdict then).
+  std::string shared_gpu;
 };
 
 struct BwVerdict {

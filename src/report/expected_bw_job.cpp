@@ -9,6 +9,7 @@
 #include "checks/verify.h"
 #include "util/strings.h"
 #include "world/fingerprint.h"
+#include "world/fingerprint_compare.h"
 
 namespace gpudiag {
 
@@ -33,10 +34,20 @@ BwMeasurement job_measurement(const CheckResult& result, std::optional<double> e
   m.expect_override = expect_override;
   std::map<std::string, int> names;
   std::set<std::string> hosts;
+  std::map<std::pair<std::string, std::string>, std::vector<int>> by_gpu;  // (host, GPU) -> ranks
   for (const auto& r : result.table) {
     if (!r) continue;
     hosts.insert(r->host);
     if (!r->gpu_name.empty()) ++names[r->gpu_name];
+    const std::string gpu = !r->gpu_uuid.empty() ? r->gpu_uuid : r->gpu_bus_id;
+    if (!gpu.empty()) by_gpu[{r->host, gpu}].push_back(r->rank);
+  }
+  for (const auto& [where, ranks] : by_gpu) {
+    if (ranks.size() < 2) continue;
+    const auto& r = *result.table[ranks.front()];
+    m.shared_gpu = "ranks " + compress_ranks(ranks) + " share GPU " +
+                   (r.gpu_bus_id.empty() ? where.second : r.gpu_bus_id) + " on " + where.first;
+    break;
   }
   int best = 0;
   for (const auto& [name, n] : names)

@@ -203,6 +203,20 @@ TEST(ExpectedBwJob, CheckJudgesTheSlowestRanksAllReduce) {
   EXPECT_EQ(check_busbw_verdict(host, std::nullopt, kSys + "none").verdict, "not applicable");
 }
 
+// Four ranks on one GPU (NCCL_HOSTID per rank, as on a one-GPU test machine):
+// the NVLink figure of a node of four GPUs does not apply, and the verdict says why.
+TEST(ExpectedBwJob, RanksSharingAGpuGetNoVerdict) {
+  auto res = job(4, 4, "NVIDIA H100 80GB HBM3", "nccl");
+  for (auto& r : res.table) r->gpu_uuid = "GPU-1", r->gpu_bus_id = "0000:00:06.0";
+  auto v = sweep_busbw_verdict(res, 256 << 20, 0.62, std::nullopt, kSys + "none");
+  EXPECT_EQ(v.verdict, "not applicable");
+  EXPECT_NE(v.text.find("ranks 0-3 share GPU 0000:00:06.0 on node0"), std::string::npos) << v.text;
+  EXPECT_FALSE(v.failed());
+  // Each rank its own GPU: judged as before.
+  for (int r = 0; r < 4; ++r) res.table[r]->gpu_uuid = "GPU-" + std::to_string(r);
+  EXPECT_EQ(sweep_busbw_verdict(res, 256 << 20, 0.62, std::nullopt, kSys + "none").verdict, "FAIL");
+}
+
 TEST(ExpectedBwJob, SweepJudgesTheLargestSize) {
   auto res = job(16, 8, "NVIDIA A100-SXM4-80GB", "nccl");
   // 2 hosts, 2x 200G ports (ib_up): 48 GB/s; busbw 1.074 * 1.875 / 0.025 = 80.5.
