@@ -197,7 +197,7 @@ rc=$?
 ((rc <= 1)) && grep -q -- '--device auto' "$logs/scan-auto.err" && rc=0  # 1: inf/nan in the corpus
 record $rc
 grep -- '--device auto' "$logs/scan-auto.err" | tee -a "$logs/summary.txt"
-step "scan_gpu_bench: kernel vs D2D copy (target >= 0.85), file pipeline vs pinned H2D (>= 0.80)"
+step "scan_gpu_bench: kernel vs memory read, 2x D2D (target >= 0.85), file pipeline vs pinned H2D (>= 0.80)"
 if [[ -x $build/scan_gpu_bench ]]; then
   run scan-gpu-bench 300 "$build/scan_gpu_bench" --dir "${TMPDIR:-/tmp}"
   record $?

@@ -254,10 +254,12 @@ class NcclCommunicator : public Communicator {
   }
 
   /// One round of the polls both waits share: a reason to give up (abort
-  /// check, deadline) ends the call; then a pause that spins first, since a
-  /// small launch or collective completes in microseconds.
+  /// check, deadline) ends the call; then a pause. The first kSpin of a wait
+  /// spins: a launch (NCCL's thread starts and puts the kernel on the stream)
+  /// or a small collective ends in microseconds, and a sleep's wake-up would
+  /// be most of what a small-size benchmark measures.
   template <class What>
-  void between_polls(int polls, const What& what, Deadline deadline) {
+  void between_polls(Deadline::Clock::time_point since, const What& what, Deadline deadline) {
     if (abort_check_) {
       if (auto why = abort_check_()) {
         abort_now();
@@ -270,7 +272,9 @@ class NcclCommunicator : public Communicator {
                          "a peer is stuck or gone; see the other ranks' lines, or run with "
                          "--nccl-debug info");
     }
-    if (polls > 2000) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    constexpr auto kSpin = std::chrono::microseconds(500);
+    if (Deadline::Clock::now() - since > kSpin)
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 
   /// Step 1: until NCCL's launch left ncclInProgress. A launch stays pending
@@ -278,20 +282,22 @@ class NcclCommunicator : public Communicator {
   /// peer that never comes keeps it there: the deadline and abort_check end it.
   template <class What>
   void launched(const What& what, Deadline deadline) {
-    for (int polls = 0;; ++polls) {
+    const auto since = Deadline::Clock::now();
+    for (;;) {
       Result st = nccl_abi::kSuccess;
       const Result q = api_.CommGetAsyncError(comm_, &st);
       if (q != nccl_abi::kSuccess) fail(what() + " (ncclCommGetAsyncError)", q);
       if (st == nccl_abi::kSuccess) return;
       if (st != nccl_abi::kInProgress) fail(what(), st);
-      between_polls(polls, what, deadline);
+      between_polls(since, what, deadline);
     }
   }
 
   /// Step 3: until the async state is clean and the stream drained.
   template <class What>
   void wait(const What& what, Deadline deadline) {
-    for (int polls = 0;; ++polls) {
+    const auto since = Deadline::Clock::now();
+    for (;;) {
       Result st = nccl_abi::kSuccess;
       const Result q = api_.CommGetAsyncError(comm_, &st);
       if (q != nccl_abi::kSuccess) fail(what() + " (ncclCommGetAsyncError)", q);
@@ -306,7 +312,7 @@ class NcclCommunicator : public Communicator {
                       "check the GPU with nvidia-smi and dmesg (Xid errors)");
         }
       }
-      between_polls(polls, what, deadline);
+      between_polls(since, what, deadline);
     }
   }
 

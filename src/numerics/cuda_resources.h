@@ -6,10 +6,12 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
 
+#include "gpu/cuda.h"
 #include "util/deadline.h"
 #include "util/error.h"
 
@@ -73,7 +75,7 @@ class Event {
 /// Error(broken); the deadline passing sets `hung` and throws TimeoutError
 /// saying what did not finish (`what`: "a 64 MiB chunk's copy").
 inline void wait_event(cudaEvent_t e, const std::string& gpu, const std::string& what,
-                       bool& hung) {
+                       std::atomic<bool>& hung) {
   const auto deadline = Deadline::after_seconds(kWaitSeconds);
   for (;;) {
     const cudaError_t r = cudaEventQuery(e);
@@ -89,5 +91,24 @@ inline void wait_event(cudaEvent_t e, const std::string& gpu, const std::string&
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }
+
+/// Makes `device` current for a scope and gives the calling thread its own
+/// back after: the C ABI runs inside a training process (PyTorch) whose
+/// current device must not change under it.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    if (cudaGetDevice(&saved_) != cudaSuccess) saved_ = -1;
+    set_device(device);
+  }
+  ~DeviceScope() {
+    if (saved_ >= 0) (void)cudaSetDevice(saved_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int saved_ = -1;
+};
 
 }  // namespace gpudiag::numerics::cuda_scan

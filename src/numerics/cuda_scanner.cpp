@@ -85,7 +85,7 @@ class CudaScanner final : public Scanner {
   }
 
   std::vector<TensorStats> scan(std::span<const TensorView> views) override {
-    set_device(device_);
+    const DeviceScope scope(device_);
     make_ring();
     reserve_results(views.size());
     const StagingFiles files(views);
@@ -121,7 +121,7 @@ class CudaScanner final : public Scanner {
   /// `x`, computed on the caller's stream `s` (after what was queued on it
   /// before) and waited for with the deadline. One call at a time.
   TensorStats scan_resident(const void* x, std::uint64_t n, DType t, cudaStream_t s) {
-    set_device(device_);
+    const DeviceScope scope(device_);
     if (n == 0) return {};
     auto* table = resident_table_->get<Segment>();
     const auto addr = reinterpret_cast<std::uint64_t>(x);
@@ -315,7 +315,7 @@ class CudaScanner final : public Scanner {
   std::unique_ptr<Event> finished_;
   std::unique_ptr<DeviceBuffer> results_, resident_dev_table_;
   std::unique_ptr<Pinned> results_host_, resident_table_;
-  bool hung_ = false;
+  std::atomic<bool> hung_{false};  ///< set by reader threads too
 };
 
 }  // namespace
@@ -328,7 +328,10 @@ TensorStats scan_device_buffer(const void* data, std::uint64_t count, DType dtyp
   static std::map<int, std::unique_ptr<CudaScanner>> scanners;
   std::lock_guard<std::mutex> lock(mutex);
   auto& s = scanners[device];
-  if (!s) s = std::make_unique<CudaScanner>(device);
+  if (!s) {
+    const DeviceScope scope(device);  // the constructor makes `device` current
+    s = std::make_unique<CudaScanner>(device);
+  }
   return s->scan_resident(data, count, dtype, static_cast<cudaStream_t>(stream));
 }
 
@@ -341,6 +344,7 @@ std::unique_ptr<Scanner> make_cuda_scanner(std::string* why_not, int ordinal) {
   // A bad --gpu is the user's to fix, not a reason to fall back: it throws.
   const int device = choose_scan_gpu(ordinal, status.device_count, Env::from_process()).ordinal;
   try {
+    const DeviceScope scope(device);
     return std::make_unique<CudaScanner>(device);
   } catch (const Error& e) {
     if (why_not) *why_not = e.one_line();
