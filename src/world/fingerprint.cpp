@@ -22,6 +22,7 @@
 
 #include "comm/nccl_api.h"
 #include "gpu/cuda.h"
+#include "util/secret.h"
 #include "util/strings.h"
 #include "world/nvml.h"
 #include "world/pcie.h"
@@ -154,6 +155,7 @@ bool is_host_field(const std::string& key) {
 }
 
 bool is_fingerprint_env(const std::string& n) {
+  if (is_secret_name(n)) return false;  // a record travels to rank 0's report
   for (const char* p : {"NCCL_", "UCX_", "FI_", "TORCH_NCCL_"})
     if (n.starts_with(p)) return true;
   if (n.starts_with("CUDA_"))  // which GPUs a rank sees is its own

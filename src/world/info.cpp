@@ -6,6 +6,7 @@
 #include "comm/nccl_api.h"
 #include "gpu/cuda.h"
 #include "util/error.h"
+#include "util/secret.h"
 #include "util/strings.h"
 #include "world/discovery.h"
 #include "world/fingerprint.h"
@@ -90,7 +91,7 @@ nlohmann::json collect_info(const Env& env, int forced_device, const std::string
   j["mpi"] = {{"built_with", built_with_mpi()}, {"library", mpi_library_version()}};
   nlohmann::json e = nlohmann::json::object();
   for (const auto& [k, v] : env.all())
-    if (is_relevant_env(k)) e[k] = v;
+    if (is_relevant_env(k)) e[k] = is_secret_name(k) ? hidden_value(v) : v;
   j["env"] = e;
   // What `gpudiag check` compares across the job (world/fingerprint.h).
   const int ordinal = j["gpu"].value("ordinal", -1);

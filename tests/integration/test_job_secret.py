@@ -10,6 +10,7 @@ Real processes on loopback; the attacker is `python3 -c` with the standard
 library only (it speaks the handshake from docs/rendezvous.md), so `nobody`
 needs no file of this checkout."""
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -146,6 +147,29 @@ class JobSecret(unittest.TestCase):
         self.assertEqual(len(ok_lines("\n".join(l.split("]: ", 1)[-1] for l in out.splitlines()))), 2, out)
         self.assertNotIn("unauthenticated", err)
         self.assertNotIn("unauthenticated", out)
+
+    def test_no_output_shows_the_secret(self):
+        # `info` in text and JSON, by hand and as every rank of a launch given the
+        # secret by --secret-file (which hands it to the ranks as GPUDIAG_SECRET).
+        secret = "do-not-print-me-42"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GPUDIAG_")}
+        for args in (["info"], ["info", "--json"]):
+            code, out, err = self.finish(self.start([BIN, *args], dict(env, GPUDIAG_SECRET=secret)))
+            self.assertEqual(code, 0, err)
+            self.assertNotIn(secret, out + err)
+            self.assertIn("GPUDIAG_SECRET", out)
+            self.assertIn("not shown", out)
+        code, out, err = self.finish(self.start(
+            [BIN, "launch", "--nproc-per-node", "2", "--secret-file",
+             self.secret_file(secret, 0o600), "--", "info"], env))
+        self.assertEqual(code, 0, err[-3000:])
+        self.assertNotIn(secret, out + err)
+        self.assertEqual(out.count("GPUDIAG_SECRET=(set, 18 bytes, not shown)"), 2, out)
+        # The secret a launch draws for itself is not shown either.
+        code, out, err = self.finish(self.start([BIN, "launch", "--nproc-per-node", "2", "--", "info"], env))
+        self.assertEqual(code, 0, err[-3000:])
+        self.assertEqual(len(re.findall(r"GPUDIAG_SECRET=", out)), 2, out)
+        self.assertEqual(len(re.findall(r"GPUDIAG_SECRET=\(set, \d+ bytes, not shown\)", out)), 2, out)
 
     def test_two_jobs_by_hand_with_different_secrets_refuse_each_others_ranks(self):
         port = free_port()
