@@ -71,6 +71,23 @@ GPUDIAG_LANES T greater(T a, T b) {
   return a > b ? a : b;
 }
 
+// Two 16-bit lanes of a word at once: min.u16x2 and max.u16x2, one
+// instruction each on sm_90 (__vminu2/__vmaxu2); loops on the host.
+GPUDIAG_LANES std::uint32_t vmin2(std::uint32_t a, std::uint32_t b) {
+#if defined(__CUDA_ARCH__)
+  return __vminu2(a, b);
+#else
+  return lesser(a & 0xFFFFu, b & 0xFFFFu) | (lesser(a >> 16, b >> 16) << 16);
+#endif
+}
+GPUDIAG_LANES std::uint32_t vmax2(std::uint32_t a, std::uint32_t b) {
+#if defined(__CUDA_ARCH__)
+  return __vmaxu2(a, b);
+#else
+  return greater(a & 0xFFFFu, b & 0xFFFFu) | (greater(a >> 16, b >> 16) << 16);
+#endif
+}
+
 constexpr double kThresholds[3] = {1e2, 1e3, 1e4};
 constexpr int kDTypes = 15;
 /// Per thread at most kUnroll * 16 elements a tile: 2^20 tiles keep a
@@ -80,6 +97,10 @@ constexpr std::uint64_t kMaxTilesPerFlush = std::uint64_t{1} << 20;
 /// Per-dtype constants in key space (see params_for).
 struct Params {
   std::uint64_t abs_mask, nan_above, inf, neg_inf, min_normal_minus_1, threshold[3];
+  /// Floats: a lane whose key is below min_normal (zero, subnormal) or at or
+  /// above special_from (the lowest threshold, inf, nan) is counted; any
+  /// other lane only moves the min and max (the fast path, fold_vector).
+  std::uint64_t special_from, min_normal;
 };
 struct ParamTable {
   Params p[kDTypes];
@@ -156,14 +177,84 @@ GPUDIAG_LANES void fold(Acc<Wide<U>>& s, Wide<U> v, const Params& p) {
 template <class U>
 constexpr std::uint32_t kSwapSelector = sizeof(U) == 2 ? 0x2301 : sizeof(U) == 1 ? 0x3210 : 0x0123;
 
-/// Folds the 16 / sizeof(U) lanes of one aligned 16-byte vector.
+/// A thread's min and max over the lanes the fast path saw: for 1- and
+/// 2-byte floats two 16-bit lanes of a word (a 1-byte key widened to 16
+/// bits), each lane's identity all ones (beyond every real key: floats'
+/// keys have the sign bit clear); otherwise one key of the element's width.
+template <class W>
+struct Fast {
+  W lo = static_cast<W>(~W{0}), hi = 0;
+};
+
+/// The fast path of one 16-byte vector of floats (already byte-swapped into
+/// `w`): every lane's key into the running min and max, and whether some lane
+/// needs counting, which is so exactly when the vector's least key is below
+/// min_normal (a zero or subnormal) or its greatest at or above special_from
+/// (the lowest threshold, inf, nan). Min and max are one instruction per two
+/// 16-bit lanes, so a vector of fp16 costs 4 ands, 6 + 2 min/max and a
+/// handful to test the two extremes; cuda_scan_kernel.cu states the budget
+/// and tests/integration/test_scan_kernel_ptx.py counts it.
+template <class U>
+GPUDIAG_LANES bool fast_fold(Fast<Wide<U>>& f, const std::uint32_t (&w)[4], bool swap,
+                             const Params& p) {
+  if constexpr (sizeof(U) <= 2) {
+    std::uint32_t mn, mx;
+    if constexpr (sizeof(U) == 2) {
+      const std::uint32_t mask = static_cast<std::uint32_t>(p.abs_mask) * 0x00010001u;
+      const std::uint32_t a0 = w[0] & mask, a1 = w[1] & mask, a2 = w[2] & mask, a3 = w[3] & mask;
+      mn = vmin2(vmin2(a0, a1), vmin2(a2, a3));
+      mx = vmax2(vmax2(a0, a1), vmax2(a2, a3));
+    } else {  // bytes 0 and 2, then 1 and 3, of each word as 16-bit lanes
+      const std::uint32_t mask = static_cast<std::uint32_t>(p.abs_mask) * 0x00010001u;
+      std::uint32_t a[8];
+GPUDIAG_UNROLL
+      for (int i = 0; i < 4; ++i) {
+        a[2 * i] = w[i] & mask;
+        a[2 * i + 1] = (w[i] >> 8) & mask;
+      }
+      mn = vmin2(vmin2(vmin2(a[0], a[1]), vmin2(a[2], a[3])), vmin2(vmin2(a[4], a[5]), vmin2(a[6], a[7])));
+      mx = vmax2(vmax2(vmax2(a[0], a[1]), vmax2(a[2], a[3])), vmax2(vmax2(a[4], a[5]), vmax2(a[6], a[7])));
+    }
+    f.lo = vmin2(f.lo, mn);
+    f.hi = vmax2(f.hi, mx);
+    const std::uint32_t least = lesser(mn & 0xFFFFu, mn >> 16), most = greater(mx & 0xFFFFu, mx >> 16);
+    return (least < static_cast<std::uint32_t>(p.min_normal)) |
+           (most >= static_cast<std::uint32_t>(p.special_from));
+  } else if constexpr (sizeof(U) == 4) {
+    const std::uint32_t mask = static_cast<std::uint32_t>(p.abs_mask);
+    const std::uint32_t a0 = w[0] & mask, a1 = w[1] & mask, a2 = w[2] & mask, a3 = w[3] & mask;
+    const std::uint32_t mn = lesser(lesser(a0, a1), lesser(a2, a3));
+    const std::uint32_t mx = greater(greater(a0, a1), greater(a2, a3));
+    f.lo = lesser(f.lo, mn);
+    f.hi = greater(f.hi, mx);
+    return (mn < static_cast<std::uint32_t>(p.min_normal)) |
+           (mx >= static_cast<std::uint32_t>(p.special_from));
+  } else {
+    const std::uint64_t e0 = swap ? (std::uint64_t{w[0]} << 32) | w[1] : (std::uint64_t{w[1]} << 32) | w[0];
+    const std::uint64_t e1 = swap ? (std::uint64_t{w[2]} << 32) | w[3] : (std::uint64_t{w[3]} << 32) | w[2];
+    const std::uint64_t a0 = e0 & p.abs_mask, a1 = e1 & p.abs_mask;
+    const std::uint64_t mn = lesser(a0, a1), mx = greater(a0, a1);
+    f.lo = lesser(f.lo, mn);
+    f.hi = greater(f.hi, mx);
+    return (mn < p.min_normal) | (mx >= p.special_from);
+  }
+}
+
+/// Folds the 16 / sizeof(U) lanes of one aligned 16-byte vector. Floats take
+/// the fast path first and count lane by lane only when a lane needs it;
+/// integers and bools always count.
 template <class U, DKind K>
-GPUDIAG_LANES void fold_vector(Acc<Wide<U>>& s, Vec16 v, std::uint32_t sel, bool swap,
-                                            const Params& p) {
+GPUDIAG_LANES void fold_vector(Acc<Wide<U>>& s, Fast<Wide<U>>& f, Vec16 v, std::uint32_t sel,
+                               bool swap, const Params& p) {
   std::uint32_t w[4] = {v.x, v.y, v.z, v.w};
   if constexpr (sizeof(U) > 1) {
+    if (sel != 0x3210) {
 GPUDIAG_UNROLL
-    for (auto& x : w) x = byte_perm(x, sel);
+      for (auto& x : w) x = byte_perm(x, sel);
+    }
+  }
+  if constexpr (K == DKind::floating) {
+    if (!fast_fold<U>(f, w, swap, p)) return;
   }
   if constexpr (sizeof(U) == 8) {
 GPUDIAG_UNROLL
@@ -178,6 +269,22 @@ GPUDIAG_UNROLL
     for (int i = 0; i < 4; ++i)
 GPUDIAG_UNROLL
       for (int j = 0; j < kPerWord; ++j) fold<U, K>(s, (w[i] >> (j * kBits)) & kMask, p);
+  }
+}
+
+/// The fast path's min and max merged into `s` (lane by lane when packed).
+template <class U>
+GPUDIAG_LANES void merge_fast(Acc<Wide<U>>& s, const Fast<Wide<U>>& f) {
+  if constexpr (sizeof(U) <= 2) {
+GPUDIAG_UNROLL
+    for (int i = 0; i < 2; ++i) {
+      const std::uint32_t lo = (f.lo >> (16 * i)) & 0xFFFFu, hi = (f.hi >> (16 * i)) & 0xFFFFu;
+      if (lo != 0xFFFFu) s.lo = lesser(s.lo, lo);  // all ones: the lane saw nothing
+      s.hi = greater(s.hi, hi);
+    }
+  } else {
+    s.lo = lesser(s.lo, f.lo);
+    s.hi = greater(s.hi, f.hi);
   }
 }
 
@@ -221,6 +328,7 @@ GPUDIAG_LANES Flush scan_run(const Segment& seg, std::uint64_t t0, std::uint64_t
                             unsigned tid) {
   using W = Wide<U>;
   Acc<W> s = identity<W>();
+  Fast<W> f;
   const std::uint64_t begin = seg.ptr, end = seg.ptr + seg.count * sizeof(U);
   const std::uint64_t base = begin & ~std::uint64_t{kVectorBytes - 1};
   const bool swap = seg.swap != 0;
@@ -252,7 +360,7 @@ GPUDIAG_UNROLL
         for (int k = 0; k < kBatch; ++k)
           v[k] = load_vector(mine + static_cast<std::uint64_t>(h + k) * kThreads * kVectorBytes);
 GPUDIAG_UNROLL
-        for (int k = 0; k < kBatch; ++k) fold_vector<U, K>(s, v[k], sel, swap, p);
+        for (int k = 0; k < kBatch; ++k) fold_vector<U, K>(s, f, v[k], sel, swap, p);
       }
       continue;
     }
@@ -260,7 +368,7 @@ GPUDIAG_UNROLL
     for (int k = 0; k < kUnroll; ++k) {
       const std::uint64_t q = mine + static_cast<std::uint64_t>(k) * kThreads * kVectorBytes;
       if (q >= begin && q + kVectorBytes <= end) {
-        fold_vector<U, K>(s, load_vector(q), sel, swap, p);
+        fold_vector<U, K>(s, f, load_vector(q), sel, swap, p);
       } else if (q + kVectorBytes > begin && q < end) {  // the segment's head or tail
         for (std::uint64_t e = greater(q, begin); e < lesser(q + kVectorBytes, end); e += sizeof(U)) {
           Wide<U> v = *reinterpret_cast<const U*>(e);
@@ -270,6 +378,7 @@ GPUDIAG_UNROLL
       }
     }
   }
+  merge_fast<U>(s, f);
   return widen<U, K>(s);
 }
 
@@ -305,6 +414,9 @@ inline Params params_for(DType t) {
     p.neg_inf = f.has_inf ? (f.inf | f.sign_mask) : ~std::uint64_t{0};
     p.min_normal_minus_1 = f.min_normal - 1;
     for (int k = 0; k < 3; ++k) p.threshold[k] = float_threshold_bits(t, kThresholds[k]);
+    p.min_normal = f.min_normal;
+    p.special_from = lesser(p.threshold[0], p.nan_above + 1);
+    if (f.has_inf) p.special_from = lesser(p.special_from, f.inf);
     return p;
   }
   // |x| >= t  <=>  |x| > t - 1, clamped to the type's largest magnitude (never exceeded).
