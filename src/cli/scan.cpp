@@ -75,7 +75,7 @@ Runner setup_scan(CLI::App& app) {
                   "CPU scanner threads (default: one per hardware thread)")
       ->check(CLI::Range(0, 4096));
   sub->add_option("--device", cli->device,
-                  "scanner: cpu, cuda, or auto (times both on the first 64 MiB and keeps the faster; the CPU without a usable GPU)")
+                  "scanner: cpu, cuda, or auto (times both on the first 256 MiB and keeps the faster; the CPU without a usable GPU or below 64 MiB)")
       ->default_val("cpu")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   sub->add_option("--gpu", cli->options.gpu,

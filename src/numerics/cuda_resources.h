@@ -20,11 +20,12 @@ namespace gpudiag::numerics::cuda_scan {
 inline constexpr double kWaitSeconds = 120;
 
 /// A CUDA call failed while the scanner ran: the GPU (or its driver) is
-/// broken, not the input, so the exit status is 1 and the remedy points at the
+/// broken, not the input, and the scan has no verdict on the data, so the
+/// exit status is 5 (not 1, "inf or nan found") and the remedy points at the
 /// device, with the CPU scanner as the way around it.
 inline void check(cudaError_t e, const std::string& gpu, const std::string& what) {
   if (e != cudaSuccess)
-    throw Error(ExitCode::broken,
+    throw Error(ExitCode::device,
                 "CUDA scanner on " + gpu + ": " + what + " failed: " + cudaGetErrorName(e) + " (" +
                     cudaGetErrorString(e) + ")",
                 "check the GPU with nvidia-smi and dmesg (Xid, ECC errors), or scan on the CPU "
@@ -77,6 +78,7 @@ class Event {
 inline void wait_event(cudaEvent_t e, const std::string& gpu, const std::string& what,
                        std::atomic<bool>& hung) {
   const auto deadline = Deadline::after_seconds(kWaitSeconds);
+  const auto spin_until = Deadline::Clock::now() + std::chrono::microseconds(200);
   for (;;) {
     const cudaError_t r = cudaEventQuery(e);
     if (r == cudaSuccess) return;
@@ -88,7 +90,7 @@ inline void wait_event(cudaEvent_t e, const std::string& gpu, const std::string&
                          "the GPU may be hung: check nvidia-smi and dmesg for Xid errors, or "
                          "scan on the CPU with --device cpu");
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    if (Deadline::Clock::now() > spin_until) std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }
 

@@ -25,7 +25,6 @@ namespace gpudiag::numerics {
 
 namespace {
 
-constexpr std::uint64_t kAutoSampleBytes = std::uint64_t{64} << 20;
 
 /// Opens every file; prints one line per malformed file. Returns false when any was.
 bool open_all(const std::vector<std::string>& files, std::optional<DType> npy_dtype,
@@ -247,7 +246,7 @@ int run_scan(const ScanOptions& o, std::ostream& out) {
 
   std::vector<Batch> batches;
   if (frames) batches = assemble_batches(inputs);
-  // --device auto times both scanners on the first 64 MiB about to be scanned.
+  // --device auto times both scanners on the first 256 MiB about to be scanned.
   std::vector<TensorView> sample;
   if (o.device == ScanDevice::automatic) {
     std::vector<TensorView> first;

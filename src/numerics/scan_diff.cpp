@@ -123,10 +123,10 @@ int run_diff(const ScanOptions& o, const std::string& a_spec, const std::string&
   std::vector<TensorView> views[2];
   for (int i = 0; i < 2; ++i)
     for (const auto* t : (i == 0 ? a : b)->batch->tensors) views[i].push_back(view_of(*t));
-  // --device auto times both scanners on the first 64 MiB of batch A.
+  // --device auto times both scanners on the first 256 MiB of batch A.
   auto scanner = make_scanner(o.device, o.threads, o.gpu,
                               o.device == ScanDevice::automatic
-                                  ? sample_of(views[0], std::uint64_t{64} << 20)
+                                  ? sample_of(views[0], kAutoSampleBytes)
                                   : std::vector<TensorView>{});
   a->stats = scanner->scan(views[0]);
   b->stats = scanner->scan(views[1]);

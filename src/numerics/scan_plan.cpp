@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "util/strings.h"
+
 namespace gpudiag::numerics {
 
 namespace {
@@ -98,8 +100,8 @@ std::vector<Chunk> plan_chunks(std::span<const TensorView> views,
 }
 
 AutoChoice choose_by_rates(double cpu, double gpu, std::uint64_t sample_bytes, double margin) {
-  const std::string rates = "on the first " + std::to_string(sample_bytes >> 20) +
-                            " MiB the CPU scanner ran at " + gbps(cpu) + ", the GPU (read, copy, " +
+  const std::string rates = "on the first " + human_bytes(sample_bytes) +
+                            " the CPU scanner ran at " + gbps(cpu) + ", the GPU (read, copy, " +
                             "scan) at " + gbps(gpu);
   if (gpu > cpu * (1 + margin)) return {true, rates + ": using the GPU"};
   if (gpu > cpu)

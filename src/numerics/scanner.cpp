@@ -13,6 +13,7 @@
 #include "numerics/scan_plan.h"
 #include "util/deadline.h"
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace gpudiag::numerics {
 
@@ -63,10 +64,17 @@ std::unique_ptr<Scanner> make_scanner(ScanDevice device, unsigned threads, int g
     return cpu;
   }
   const std::uint64_t bytes = bytes_of(sample);
-  if (bytes == 0) {
-    spdlog::info("scan: --device auto: no tensor data to measure on, using the CPU scanner");
+  if (bytes < kAutoMinBytes) {
+    spdlog::info("scan: --device auto: {} of tensor data to measure on, less than {}: using the "
+                 "CPU scanner (a GPU's set-up would outweigh the scan)",
+                 human_bytes(bytes), human_bytes(kAutoMinBytes));
     return cpu;
   }
+  // Each scanner once on a piece first: the GPU's pinned ring, its module and
+  // the first pages are set-up, not the rate the rest of the scan will see.
+  const auto warm = sample_of(sample, kAutoWarmBytes);
+  (void)cpu->scan(warm);
+  (void)cuda->scan(warm);
   const double cpu_rate = rate_of(*cpu, sample, bytes);
   const double gpu_rate = rate_of(*cuda, sample, bytes);
   const AutoChoice choice = choose_by_rates(cpu_rate, gpu_rate, bytes);

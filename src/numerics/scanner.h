@@ -42,10 +42,18 @@ std::unique_ptr<Scanner> make_cuda_scanner(std::string* why_not, int gpu = -1);
 TensorStats scan_device_buffer(const void* data, std::uint64_t count, DType dtype, void* stream,
                                int device);
 
+/// --device auto's measurement: at most four 64 MiB chunks of the data, each
+/// scanner warmed up on the first 16 MiB first; below 64 MiB nothing is
+/// timed and the CPU scans (a GPU's set-up would outweigh the scan).
+inline constexpr std::uint64_t kAutoSampleBytes = std::uint64_t{256} << 20;
+inline constexpr std::uint64_t kAutoWarmBytes = std::uint64_t{16} << 20;
+inline constexpr std::uint64_t kAutoMinBytes = std::uint64_t{64} << 20;
+
 /// cpu, cuda (UsageError when unavailable), or automatic: the CPU when no
-/// GPU is usable or `sample` is empty, else whichever of the two scans
-/// `sample` faster (both are timed on it; scan_plan.h: choose_by_rates), said
-/// at info level. `gpu` as for make_cuda_scanner; the CPU ignores it.
+/// GPU is usable or `sample` is under kAutoMinBytes, else whichever of the
+/// two scans `sample` faster (both are timed on it after a warm-up;
+/// scan_plan.h: choose_by_rates), said at info level. `gpu` as for
+/// make_cuda_scanner; the CPU ignores it.
 std::unique_ptr<Scanner> make_scanner(ScanDevice device, unsigned threads, int gpu = -1,
                                       std::span<const TensorView> sample = {});
 

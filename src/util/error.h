@@ -18,6 +18,7 @@ enum class ExitCode : int {
   usage = 2,     ///< bad command line, environment or input file
   timeout = 3,   ///< a peer did not answer within --timeout
   internal = 4,  ///< a bug in gpudiag: please report it
+  device = 5,    ///< scan: the GPU failed while scanning (a CUDA error): no verdict on the data
 };
 
 class Error : public std::runtime_error {

@@ -108,10 +108,12 @@ class ScanReport(unittest.TestCase):
         b = model_batches(3, inf_at=(1, 2))
         r = scan(self.dump(b), "--device", "auto", "--log-level", "info")
         self.assert_report(r, b.expected(), 1)
-        # Without a usable GPU: the CPU, and why; with one: both measured rates and the winner.
-        self.assertRegex(r.stderr, r"--device auto: (using the CPU scanner: .+|on the first \d+ MiB "
-                         r"the CPU scanner ran at [\d.]+ GB/s, the GPU \(read, copy, scan\) at "
-                         r"[\d.]+ GB/s: using the (CPU|GPU))")
+        # Without a usable GPU: the CPU, and why; with one and this little data (a few KiB):
+        # the CPU without a measurement, and why; with one and enough data: both rates and the winner.
+        self.assertRegex(r.stderr, r"--device auto: (using the CPU scanner: .+|[\d.]+ [KMG]?i?B of tensor "
+                         r"data to measure on, less than 64 MiB: using the CPU scanner|on the first "
+                         r"[\d.]+ [KMG]?i?B the CPU scanner ran at [\d.]+ GB/s, the GPU \(read, copy, "
+                         r"scan\) at [\d.]+ GB/s: using the (CPU|GPU))")
 
     def test_clean_dump_prints_nothing(self):
         r = scan(self.dump(model_batches(3)))
