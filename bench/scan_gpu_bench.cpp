@@ -8,7 +8,7 @@
 //               buffers, copy, kernel) vs cudaMemcpy from pinned host memory
 //               (target >= 80%).
 // Prints one JSON object. Exit 2 with a line when no GPU is usable.
-// Usage: scan_gpu_bench [--mib 256] [--file-mib 1024] [--dir /dev/shm] [--repeat 5]
+// Usage: scan_gpu_bench [--mib 1024] [--file-mib 1024] [--dir /dev/shm] [--repeat 5]
 #include <cuda_runtime.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -61,7 +61,7 @@ void sync_or_die(cudaError_t e, const char* what) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::size_t mib = 256, file_mib = 1024;
+  std::size_t mib = 1024, file_mib = 1024;
   int repeat = 5;
   std::string dir = "/dev/shm";
   for (int i = 1; i + 1 < argc; i += 2) {

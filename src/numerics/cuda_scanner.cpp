@@ -1,16 +1,18 @@
 // The CUDA scanner's host side: the same statistics as the CPU scanner,
-// computed by the one kernel of cuda_scan_kernel.cu. Never run on a GPU yet.
+// computed by the one kernel of cuda_scan_kernel.cu (run on an H100: see
+// docs/GPU-VALIDATION.md).
 //
 // Host tensors (usually views into memory-mapped files) go through a ring of
-// pinned staging buffers (scan_plan.h: Ring, plan_chunks): several reader
-// threads fill the buffers with pread (staged_reads.h) while one copy stream
+// pinned staging buffers (scan_plan.h: Ring, plan_chunks): reader threads
+// fill the buffers with pread (staged_reads.h), each chunk's reads split
+// among kParts of them (split_reads), while one copy stream
 // moves filled buffers into device buffers and a compute stream scans them,
 // each ordered after the other by events, so reading, copying and scanning
 // overlap. A chunk holds many small tensors, so a batch of thousands of tiny
 // activations is one launch. Per-tensor results stay on the device
 // (atomics into an Accumulator array) and come back in one copy at the end.
 // Every wait polls an event against a deadline (cuda_resources.h): a hung
-// GPU ends the scan with TimeoutError, a CUDA error with Error(broken).
+// GPU ends the scan with TimeoutError, a CUDA error with Error(device).
 // The device is the user's --gpu or the local rank's (scan_gpu.h).
 #include <spdlog/spdlog.h>
 
@@ -40,7 +42,10 @@ using namespace cuda_scan;
 constexpr std::size_t kChunkBytes = std::size_t{64} << 20;
 constexpr std::size_t kMaxSegments = 16384;
 constexpr Ring kRing{3, 2};
-constexpr unsigned kReaders = 4;
+constexpr unsigned kReaders = 8;
+/// Pieces a chunk's reads are cut into: a pread into pinned memory moves
+/// about 5-10 GB/s on one thread, and the copy to the device 50 GB/s.
+constexpr std::size_t kParts = 4;
 
 class CudaScanner final : public Scanner {
  public:
@@ -182,6 +187,7 @@ class CudaScanner final : public Scanner {
     std::mutex m;
     std::condition_variable cv;
     std::vector<char> filled, queued;
+    std::vector<std::size_t> parts_done;
     std::exception_ptr error;
     bool abort = false;
   };
@@ -192,16 +198,22 @@ class CudaScanner final : public Scanner {
     Progress pr;
     pr.filled.assign(chunks.size(), 0);
     pr.queued.assign(chunks.size(), 0);
+    pr.parts_done.assign(chunks.size(), 0);
+    std::vector<std::vector<std::vector<StagedRead>>> parts(chunks.size());
+    for (std::size_t k = 0; k < chunks.size(); ++k) parts[k] = split_reads(chunks[k].reads, kParts);
     std::atomic<std::size_t> next{0};
     auto reader = [&] {
       try {
         set_device(device_);  // its event queries run in this scanner's device context
-        for (std::size_t k; (k = next.fetch_add(1)) < chunks.size();) {
+        for (std::size_t i; (i = next.fetch_add(1)) < chunks.size() * kParts;) {
+          const std::size_t k = i / kParts;
           if (!wait_slot(pr, k)) return;
-          files.fill(chunks[k].reads, staging_[kRing.host_slot(k)]->get<std::uint8_t>());
+          files.fill(parts[k][i % kParts], staging_[kRing.host_slot(k)]->get<std::uint8_t>());
           std::lock_guard lock(pr.m);
-          pr.filled[k] = 1;
-          pr.cv.notify_all();
+          if (++pr.parts_done[k] == kParts) {
+            pr.filled[k] = 1;
+            pr.cv.notify_all();
+          }
         }
       } catch (...) {
         std::lock_guard lock(pr.m);
@@ -211,7 +223,8 @@ class CudaScanner final : public Scanner {
       }
     };
     std::vector<std::jthread> readers;
-    const auto n_readers = std::min<std::size_t>(kReaders, chunks.size());
+    const auto n_readers = std::min<std::size_t>(
+        {kReaders, chunks.size() * kParts, std::max(1u, std::thread::hardware_concurrency())});
     try {
       for (std::size_t r = 0; r < n_readers; ++r) readers.emplace_back(reader);
       for (std::size_t k = 0; k < chunks.size(); ++k) {

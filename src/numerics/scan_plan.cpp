@@ -99,6 +99,32 @@ std::vector<Chunk> plan_chunks(std::span<const TensorView> views,
   return p.take();
 }
 
+std::vector<std::vector<StagedRead>> split_reads(std::span<const StagedRead> reads,
+                                                 std::size_t parts) {
+  parts = std::max<std::size_t>(parts, 1);
+  std::uint64_t total = 0;
+  for (const auto& r : reads) total += r.bytes;
+  const std::uint64_t share = std::max<std::uint64_t>((total + parts - 1) / parts, 1);
+  std::vector<std::vector<StagedRead>> out(parts);
+  std::size_t part = 0;
+  std::uint64_t room = share;  // bytes part `part` still takes
+  for (StagedRead r : reads) {
+    while (r.bytes > 0) {
+      if (room == 0 && part + 1 < parts) ++part, room = share;
+      const std::uint64_t n = part + 1 < parts ? std::min(r.bytes, room) : r.bytes;
+      StagedRead piece = r;
+      piece.bytes = n;
+      out[part].push_back(piece);
+      r.offset += n;
+      if (r.host) r.host += n;
+      r.staging_offset += n;
+      r.bytes -= n;
+      room -= std::min(room, n);
+    }
+  }
+  return out;
+}
+
 AutoChoice choose_by_rates(double cpu, double gpu, std::uint64_t sample_bytes, double margin) {
   const std::string rates = "on the first " + human_bytes(sample_bytes) +
                             " the CPU scanner ran at " + gbps(cpu) + ", the GPU (read, copy, " +

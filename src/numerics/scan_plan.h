@@ -81,6 +81,13 @@ struct Ring {
   }
 };
 
+/// A chunk's reads cut into `parts` lists of about equal bytes (a read
+/// longer than its share is cut too, keeping file offset and staging offset
+/// in step), so several threads fill one chunk. Together they cover exactly
+/// the bytes of `reads`; a list may be empty when there are few bytes.
+std::vector<std::vector<StagedRead>> split_reads(std::span<const StagedRead> reads,
+                                                 std::size_t parts);
+
 /// --device auto: the GPU when its measured rate (bytes/s, reading, copying
 /// and scanning the same sample the CPU scanned) beats the CPU's by more
 /// than `margin` (0.1: 10%, for noise: on a tie the CPU needs no GPU memory),

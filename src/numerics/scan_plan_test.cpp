@@ -124,6 +124,37 @@ TEST(ScanRing, ChunksWaitForTheChunkThatUsedTheirBuffers) {
   }
 }
 
+TEST(ScanPlanSplit, PartsCoverEveryByteOnceInStep) {
+  // A long file read, a short host copy and a read of another file.
+  static const std::uint8_t host[100] = {};
+  const std::vector<StagedRead> reads = {{0, 4096, nullptr, 0, 1000},
+                                         {-1, 0, host, 1008, 100},
+                                         {1, 0, nullptr, 1120, 333}};
+  for (std::size_t parts : {1, 2, 3, 4, 8, 5000}) {
+    const auto split = split_reads(reads, parts);
+    ASSERT_EQ(split.size(), parts);
+    std::vector<int> seen(1120 + 333, 0);
+    std::uint64_t most = 0;
+    for (const auto& list : split) {
+      std::uint64_t bytes = 0;
+      for (const auto& r : list) {
+        bytes += r.bytes;
+        for (std::uint64_t b = 0; b < r.bytes; ++b) ++seen[r.staging_offset + b];
+        // The source stays in step with the staging offset.
+        if (r.file == 0) EXPECT_EQ(r.offset - 4096, r.staging_offset);
+        if (r.file == 1) EXPECT_EQ(r.offset, r.staging_offset - 1120);
+        if (r.file < 0) EXPECT_EQ(r.host - host, static_cast<std::ptrdiff_t>(r.staging_offset - 1008));
+      }
+      most = std::max(most, bytes);
+    }
+    for (std::size_t b = 0; b < seen.size(); ++b) {
+      const bool inside = b < 1000 || (b >= 1008 && b < 1108) || b >= 1120;
+      EXPECT_EQ(seen[b], inside ? 1 : 0) << "byte " << b << " with " << parts << " parts";
+    }
+    EXPECT_LE(most, (1433 + parts - 1) / parts + 0u) << parts;  // about equal shares
+  }
+}
+
 TEST(ScanAuto, TheFasterBackendWinsAndTheCpuOnATie) {
   const auto gpu = choose_by_rates(5e9, 20e9, 64 << 20);
   EXPECT_TRUE(gpu.gpu);
