@@ -19,6 +19,7 @@
 #include "util/error.h"
 #include "util/log.h"
 #include "util/strings.h"
+#include "util/text.h"
 
 namespace {
 
@@ -120,7 +121,8 @@ int main(int argc, char** argv) {
     }
     // One line, like every other error: what was wrong and where to look.
     std::string where = is_subcommand(argv[1]) ? std::string(" ") + argv[1] : "";
-    std::fprintf(stderr, "gpudiag: %s; try: gpudiag%s --help\n", e.what(), where.c_str());
+    std::fprintf(stderr, "gpudiag: %s; try: gpudiag%s --help\n", gpudiag::clean_text(e.what()).c_str(),
+                 where.c_str());
     return static_cast<int>(gpudiag::ExitCode::usage);
   }
 
@@ -132,7 +134,8 @@ int main(int argc, char** argv) {
       if (app.got_subcommand(kSubcommands[i].name)) return runners[i]();
     return static_cast<int>(gpudiag::ExitCode::usage);
   } catch (const gpudiag::Error& e) {
-    std::fprintf(stderr, "gpudiag: %s\n", e.one_line().c_str());
+    // A message may quote a path, a setting or a name: escaped (util/text.h).
+    std::fprintf(stderr, "gpudiag: %s\n", gpudiag::clean_text(e.one_line()).c_str());
     return static_cast<int>(e.code());
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "gpudiag: out of memory on this host; try: smaller sizes (--mem, --size, "
@@ -140,7 +143,7 @@ int main(int argc, char** argv) {
     return static_cast<int>(gpudiag::ExitCode::broken);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpudiag: internal error: %s; please report it with the command line\n",
-                 e.what());
+                 gpudiag::clean_text(e.what()).c_str());
     return static_cast<int>(gpudiag::ExitCode::internal);
   }
 }

@@ -1,6 +1,7 @@
 #include "checks/record.h"
 
 #include "util/error.h"
+#include "util/text.h"
 
 namespace gpudiag {
 
@@ -13,11 +14,37 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RankRecord, rank, world_size, lo
                                                 allreduce_seconds,
                                                 links, link_bytes, link_schedule, fingerprint)
 
-std::string encode(const RankRecord& r) { return nlohmann::json(r).dump(); }
+namespace {
+
+/// Every string of a record through clean_text (util/text.h): a rank's own
+/// strings come from its host and environment, a peer's from the wire, and
+/// either may hold bytes that would break a line, drive a terminal or make
+/// the JSON writer throw. Clean text (the usual case) is left as it is.
+RankRecord cleaned(RankRecord r) {
+  for (std::string* f : {&r.host, &r.launcher, &r.backend, &r.backend_why, &r.gpu_name,
+                         &r.gpu_bus_id, &r.gpu_uuid, &r.phase, &r.failed_phase, &r.reason,
+                         &r.nccl_id, &r.endpoint, &r.cuda_runtime, &r.cuda_driver,
+                         &r.nccl_version, &r.mpi_version, &r.nccl_path, &r.nccl_hostid,
+                         &r.link_schedule})
+    if (!is_clean_text(*f)) *f = escape_text(*f);
+  std::map<std::string, double> seconds;
+  for (auto& [k, v] : r.seconds) seconds[clean_text(k)] = v;
+  r.seconds = std::move(seconds);
+  std::map<std::string, std::string> fields;
+  for (auto& [k, v] : r.fingerprint.fields) fields[clean_text(k)] = clean_text(v);
+  r.fingerprint.fields = std::move(fields);
+  return r;
+}
+
+}  // namespace
+
+std::string encode(const RankRecord& r) {
+  return nlohmann::json(cleaned(r)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 RankRecord decode(const std::string& s) {
   try {
-    return nlohmann::json::parse(s).get<RankRecord>();
+    return cleaned(nlohmann::json::parse(s).get<RankRecord>());
   } catch (const nlohmann::json::exception& e) {
     throw Error(ExitCode::broken, std::string("a peer sent a malformed record: ") + e.what(),
                 "all ranks must run the same gpudiag version");

@@ -173,7 +173,7 @@ std::string encode_review(const CheckpointReview& r) {
   j["oversubscribed"] = r.oversubscribed;
   j["labels"] = r.labels;
   j["fingerprint"] = r.fingerprint;
-  return j.dump();
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 CheckpointReview decode_review(const std::string& text) {

@@ -5,7 +5,7 @@
 
 #include "numerics/npy_header.h"
 #include "numerics/quote.h"
-#include "numerics/utf8.h"
+#include "util/text.h"
 #include "util/error.h"
 
 namespace gpudiag::numerics {
@@ -157,7 +157,7 @@ bool looks_like_npy(Bytes file) {
 NpyArray parse_npy(Bytes file, const std::string& name, std::optional<DType> dtype_override) {
   try {
     NpyArray a = parse(file, dtype_override);
-    a.tensor.name = name;
+    a.tensor.name = clean_text(name);
     return a;
   } catch (const NpyHeaderError& e) {
     throw UsageError(name + ": " + e.what(),

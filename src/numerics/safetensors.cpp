@@ -13,7 +13,7 @@
 #include <string_view>
 
 #include "numerics/quote.h"
-#include "numerics/utf8.h"
+#include "util/text.h"
 #include "util/error.h"
 
 namespace gpudiag::numerics {
@@ -126,7 +126,7 @@ Entry parse_entry(const std::string& name, const json& v) {
   if (!v.is_object())
     throw HeaderProblem{where + ": expected an object with dtype, shape, data_offsets"};
   Entry e;
-  e.info.name = name;
+  e.info.name = clean_text(name);  // a stranger's bytes: escaped once, here (util/text.h)
   auto dt = v.find("dtype");
   if (dt == v.end() || !dt->is_string()) throw HeaderProblem{where + ": missing \"dtype\""};
   auto type = dtype_from_safetensors(dt->get_ref<const std::string&>());

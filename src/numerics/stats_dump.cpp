@@ -10,6 +10,7 @@
 
 #include "numerics/dtype.h"
 #include "numerics/mapped_file.h"
+#include "util/text.h"
 #include "util/error.h"
 
 namespace gpudiag::numerics {
@@ -128,8 +129,8 @@ void build_batch(const Parsed& p, StatsDump& out) {
       bad(p.path, where + ": not an object with an 'entries' array");
     Frame frame;
     frame.index = f;
-    frame.module = get_str(fr, "module", p.path, where);
-    frame.class_name = get_str(fr, "class", p.path, where, 512);
+    frame.module = clean_text(get_str(fr, "module", p.path, where));  // util/text.h
+    frame.class_name = clean_text(get_str(fr, "class", p.path, where, 512));
     for (std::size_t e = 0; e < fr["entries"].size(); ++e) {
       const json& en = fr["entries"][e];
       const std::string at = where + ", entry " + std::to_string(e);

@@ -22,7 +22,7 @@ std::string encode_digest(const Gathered& g) {
   j["notes"] = std::move(notes);
   j["aborted"] = g.aborted ? nlohmann::json(*g.aborted) : nlohmann::json(nullptr);
   j["review"] = g.review;
-  return j.dump();
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 bool decode_digest(const std::string& text, int self, int size, Gathered& g) {

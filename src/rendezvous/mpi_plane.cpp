@@ -122,7 +122,7 @@ class MpiPlane : public Plane {
       for (int n : needs[r])
         if (g.records[n]) records[std::to_string(n)] = *g.records[n];
       digest["records"] = std::move(records);
-      send_async(digest.dump(), r, tag);
+      send_async(digest.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), r, tag);
     }
     return g;
   }

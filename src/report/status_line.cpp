@@ -4,18 +4,22 @@
 
 #include <cerrno>
 
+#include "util/text.h"
+
 namespace gpudiag {
 
 std::string status_line(const RankRecord& r) {
-  std::string line = "[" + r.host + "-" + std::to_string(r.local_rank) + "] ";
+  // Host and reason may hold a stranger's bytes (a host name, an environment
+  // value in a message): escaped, so the line stays one line of plain text.
+  std::string line = "[" + clean_text(r.host) + "-" + std::to_string(r.local_rank) + "] ";
   if (r.ok) {
     line += "is OK (global rank: " + std::to_string(r.rank) + "/" + std::to_string(r.world_size) +
             ")";
   } else {
     std::string reason = r.reason.empty() ? "failed in " + r.failed_phase : r.reason;
-    for (auto& c : reason)
+    for (auto& c : reason)  // a library's multi-line text reads best as one line
       if (c == '\n' || c == '\r') c = ' ';
-    line += "is broken: " + reason;
+    line += "is broken: " + clean_text(reason);
   }
   return line + "\n";
 }

@@ -23,6 +23,7 @@
 #include "comm/nccl_api.h"
 #include "gpu/cuda.h"
 #include "util/secret.h"
+#include "util/text.h"
 #include "util/strings.h"
 #include "world/nvml.h"
 #include "world/pcie.h"
@@ -33,17 +34,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// A value as it may travel: printable ASCII, at most kMaxValueChars.
+/// A value as it may travel: escaped (util/text.h), at most kMaxValueChars
+/// bytes of the original.
 std::string clean(std::string_view v) {
-  std::string out;
-  for (char c : v) {
-    if (out.size() >= kMaxValueChars) {
-      out.replace(out.size() - 3, 3, "...");
-      break;
-    }
-    out += (c >= 0x20 && c < 0x7f) ? c : '?';
-  }
-  return out;
+  if (v.size() > kMaxValueChars) return clean_text(v.substr(0, kMaxValueChars - 3)) + "...";
+  return clean_text(v);
 }
 
 bool safe_name(const std::string& n) {

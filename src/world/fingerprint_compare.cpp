@@ -315,7 +315,7 @@ nlohmann::json comparison_json(const FingerprintComparison& c) {
   }
   j["more_findings"] = c.findings.size() > kNamed ? c.findings.size() - kNamed : 0;
   // Whatever the values, the review must fit: drop named entries (counted).
-  while (j.dump().size() > kMaxJsonBytes && !(diffs.empty() && finds.empty())) {
+  while (j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).size() > kMaxJsonBytes && !(diffs.empty() && finds.empty())) {
     const bool from_diffs = !diffs.empty();
     auto& from = from_diffs ? diffs : finds;
     from.erase(from.size() - 1);

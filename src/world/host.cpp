@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include "util/text.h"
+
 namespace gpudiag {
 
 std::string short_hostname() {
@@ -9,7 +11,8 @@ std::string short_hostname() {
   if (gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
   std::string h(buf);
   auto dot = h.find('.');
-  return dot == std::string::npos ? h : h.substr(0, dot);
+  // A host name is whatever sethostname() was given: escaped (util/text.h).
+  return clean_text(dot == std::string::npos ? h : h.substr(0, dot));
 }
 
 }  // namespace gpudiag

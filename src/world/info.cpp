@@ -7,6 +7,7 @@
 #include "gpu/cuda.h"
 #include "util/error.h"
 #include "util/secret.h"
+#include "util/text.h"
 #include "util/strings.h"
 #include "world/discovery.h"
 #include "world/fingerprint.h"
@@ -91,7 +92,7 @@ nlohmann::json collect_info(const Env& env, int forced_device, const std::string
   j["mpi"] = {{"built_with", built_with_mpi()}, {"library", mpi_library_version()}};
   nlohmann::json e = nlohmann::json::object();
   for (const auto& [k, v] : env.all())
-    if (is_relevant_env(k)) e[k] = is_secret_name(k) ? hidden_value(v) : v;
+    if (is_relevant_env(k)) e[clean_text(k)] = is_secret_name(k) ? hidden_value(v) : clean_text(v);
   j["env"] = e;
   // What `gpudiag check` compares across the job (world/fingerprint.h).
   const int ordinal = j["gpu"].value("ordinal", -1);
@@ -103,8 +104,9 @@ std::string render_info(const nlohmann::json& j) {
   std::string out = "gpudiag " + j["gpudiag"].get<std::string>() + " on " +
                     j["host"].get<std::string>() + " (pid " + std::to_string(j["pid"].get<int>()) +
                     ")\n";
-  auto line = [&](const std::string& key, const std::string& value) {
-    out += "  " + key + std::string(key.size() < 10 ? 10 - key.size() : 1, ' ') + value + "\n";
+  auto line = [&](const std::string& key, const std::string& value) {  // values may be a stranger's
+    out += "  " + key + std::string(key.size() < 10 ? 10 - key.size() : 1, ' ') +
+           clean_text(value) + "\n";
   };
   if (j.contains("error")) {
     line("launcher", "ERROR: " + j["error"].get<std::string>());
