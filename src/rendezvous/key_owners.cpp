@@ -101,14 +101,51 @@ std::optional<std::string> KeyOwners::refuse(std::uint64_t conn, std::uint32_t r
     return launcher ? std::nullopt
                     : std::optional<std::string>("only a launcher reports a death ('" + key +
                                                  "'), and " + who);
+  if (key == "failures" && !is_add)
+    return "the announcement counter 'failures' is only added to, 1 at a time, and " + who;
   if (key == "failures" || rank_of(key, "failure/")) {
-    if (launcher || (rank < owner_.size() && is_owner(conn, rank)) ||
-        (rank != storewire::kNoRank && rank >= owner_.size()))
-      return std::nullopt;
-    return "only a rank's own connection or a launcher announces a failure ('" + key + "'), and " +
-           who + (rank == storewire::kNoRank ? "" : " after another connection");
+    if (!launcher && !(rank < owner_.size() && is_owner(conn, rank)))
+      return "only a rank's own connection or a launcher announces a failure ('" + key + "'), and " +
+             who +
+             (rank == storewire::kNoRank ? ""
+              : rank >= owner_.size()    ? ", outside this job of " + std::to_string(owner_.size()) +
+                                            " ranks"
+                                         : " after another connection");
+    if (auto n = rank_of(key, "failure/")) {
+      // The text of announcement n comes from the connection that got n.
+      const auto i = static_cast<std::size_t>(*n);
+      if (i >= announcer_.size() || announcer_[i] != conn)
+        return "announcement " + std::to_string(*n) + " ('" + key +
+               "') was not numbered for this connection by its ADD to 'failures'";
+    }
   }
   return std::nullopt;
+}
+
+std::optional<std::string> KeyOwners::refuse_add(std::uint64_t conn, std::uint32_t rank,
+                                                 const std::string& key, std::int64_t delta) {
+  if (auto why = refuse(conn, rank, key, true)) return why;
+  if (owner_.empty() || key != "failures") return std::nullopt;
+  if (delta != 1)
+    return "an announcement adds 1 to 'failures', not " + std::to_string(delta);
+  const int budget = rank == storewire::kNoRank
+                         ? static_cast<int>(owner_.size()) + kRankAnnouncements
+                         : kRankAnnouncements;
+  if (announced_[conn] >= budget)
+    return "this connection already made " + std::to_string(budget) +
+           " announcements, as many as it may";
+  return std::nullopt;
+}
+
+void KeyOwners::added(std::uint64_t conn, const std::string& key, std::int64_t sum) {
+  if (owner_.empty() || key != "failures" || sum < 1) return;
+  ++announced_[conn];
+  // Numbers beyond what the job's connections can make are never owned.
+  const std::size_t most = (owner_.size() + 1) * (kRankAnnouncements + 1) + owner_.size();
+  const auto n = static_cast<std::size_t>(sum);
+  if (n >= most) return;
+  if (announcer_.size() <= n) announcer_.resize(n + 1, 0);
+  announcer_[n] = conn;
 }
 
 }  // namespace gpudiag

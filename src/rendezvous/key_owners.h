@@ -11,22 +11,33 @@
 //   hello/<r> phase/<r> bye/<r> cp/<n>/<r>
 //                         the owner of r only
 //   cp/<n>/digest         the owner of rank 0 (the judge)
-//   failures failure/<n>  owners of any rank, and launchers where allowed
+//   failures              owners of ranks in the world, and launchers where
+//                         allowed, by ADD only, 1 at a time, at most kRankAnnouncements
+//                         times per rank's connection (a launcher: once per rank
+//                         and a few more); so the counter can neither be pushed
+//                         past what the job can announce nor hide a death
+//   failure/<n>           only the connection whose ADD to failures returned n
 //   dead/<r>              launchers where allowed
 //   server duplicates     nobody: the server writes them itself
 //   anything else         any connection
 // Ranks beyond the world size own nothing and may write only their own
-// rank's keys (a WORLD_SIZE mismatch is diagnosed from their records).
+// rank's records (a WORLD_SIZE mismatch is diagnosed from them); they never
+// announce a failure.
 // Without ownership (unit tests, tools that use the store generically) any
 // connection writes any key except the server's own.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace gpudiag {
+
+/// Announcements one rank's connection may make (a failure, then its death
+/// seen by itself is never more than a couple).
+inline constexpr int kRankAnnouncements = 4;
 
 class KeyOwners {
  public:
@@ -44,6 +55,15 @@ class KeyOwners {
   std::optional<std::string> refuse(std::uint64_t conn, std::uint32_t rank, const std::string& key,
                                     bool is_add) const;
 
+  /// refuse() for an ADD of `delta`, plus the announcement counter's rules
+  /// (adds of 1, a bounded number per connection).
+  std::optional<std::string> refuse_add(std::uint64_t conn, std::uint32_t rank,
+                                        const std::string& key, std::int64_t delta);
+
+  /// An ADD from `conn` to `key` gave `sum`: an announcement number for
+  /// `failures` now belongs to that connection.
+  void added(std::uint64_t conn, const std::string& key, std::int64_t sum);
+
   /// What an ADD to `key` from `conn` (which claimed `rank`) answers when
   /// `key` is that rank's claim: 1 for its owner, 2 for a duplicate, whatever
   /// the order the two ADDs arrive in (ownership goes by handshake order).
@@ -57,6 +77,8 @@ class KeyOwners {
   bool owns(std::uint64_t conn, std::uint32_t rank) const;
 
   std::vector<std::uint64_t> owner_;  ///< by rank; 0 while unclaimed (connection ids start at 1)
+  std::vector<std::uint64_t> announcer_;  ///< by announcement number: its connection
+  std::map<std::uint64_t, int> announced_;  ///< adds to `failures` per connection
   bool launchers_ = false;
   std::vector<std::string> duplicates_;  ///< "rank 1 (again, from 10.0.0.5:4242)", a few
 };

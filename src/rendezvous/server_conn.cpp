@@ -205,12 +205,13 @@ void ServerCore::request(Conn& c, const sw::Frame& f) {
       auto key = r.str();
       auto delta = r.i64();
       r.expect_done();
-      if (auto why = owners_.refuse(c.id, c.rank, key, true)) {
+      if (auto why = owners_.refuse_add(c.id, c.rank, key, delta)) {
         refuse(c, f.id, *why);
         break;
       }
       if (!fits(c, f.id, key, 20)) break;
       auto sum = state_.add(key, delta, woken);
+      if (sum) owners_.added(c.id, key, *sum);
       if (auto claim = owners_.claim_answer(c.id, c.rank, key); sum && claim) sum = claim;
       reply(c, sum ? sw::Writer(sw::Type::integer, f.id).i64(*sum).finish()
                    : error_frame(f.id, sw::ErrorCode::not_an_integer,

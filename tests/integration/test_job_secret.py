@@ -51,12 +51,17 @@ if secret == "-":
     c.sendall(MAGIC + frame(1, 0, struct.pack("<H", 1) + s(token)))
     t, payload = read_frame(c)
 else:
+    # SECRET, or SECRET:empty / SECRET:trunc / SECRET:long: the right secret's
+    # proof sent empty, cut to 16 bytes, or with a byte more.
+    secret, _, how = secret.partition(":")
     cn, rank = os.urandom(32), 1
     c.sendall(MAGIC + frame(1, 0, struct.pack("<H", 1) + s(token) + struct.pack("<BI", 1, rank) + s(cn)))
     t, payload = read_frame(c)
     if t == 0x88:
         sn = payload[4:]
-        c.sendall(frame(9, 0, s(proof(secret.encode(), b"gpudiag-store-v1 client", sn, cn, token, rank))))
+        p = proof(secret.encode(), b"gpudiag-store-v1 client", sn, cn, token, rank)
+        p = {"": p, "empty": b"", "trunc": p[:16], "long": p + b"\0"}[how]
+        c.sendall(frame(9, 0, s(p)))
         t, payload = read_frame(c)
 if t == 0x81:
     c.sendall(frame(2, 1, s(key.encode()) + s(value.encode())))
@@ -188,6 +193,18 @@ class JobSecret(unittest.TestCase):
         results = [self.finish(p) for p in (a0, a1)]
         self.assertEqual([r[0] for r in results], [0, 0], [r[2][-2000:] for r in results])
         self.assertIn("does not know the job's secret", results[0][2])
+
+    def test_the_right_secrets_proof_empty_cut_or_padded_is_refused(self):
+        # A handshake that took an empty proof, or compared a prefix, would let
+        # anyone in: the proof must be exactly the HMAC of the right secret.
+        port, secret = free_port(), "s-right-secret"
+        r0 = self.start([BIN, *ARGS], rank_env(0, 2, port, extra={"GPUDIAG_SECRET": secret}))
+        for how in ("empty", "trunc", "long"):
+            out = attack(port, "gpudiag-by-hand", secret + ":" + how)
+            self.assertIn("refused code 7", out, how)
+        r1 = self.start([BIN, *ARGS], rank_env(1, 2, port, extra={"GPUDIAG_SECRET": secret}))
+        results = [self.finish(p) for p in (r0, r1)]
+        self.assertEqual([r[0] for r in results], [0, 0], [r[2][-2000:] for r in results])
 
     def test_a_rank_without_the_secret_is_refused_by_a_store_with_one(self):
         port = free_port()
