@@ -220,6 +220,11 @@ class CheckRun {
     auto t0 = Deadline::Clock::now();
     auto deadline = wait_deadline();
     const bool exchange = std::string(name) == "exchange";
+    if (exchange) {  // a phase of its own for the peers' reports and the test hook
+      me().phase = name;
+      plane_.note_phase(name);
+      test_hook_.on_phase(name);  // GPUDIAG_TEST_RAISE (test_hook.h)
+    }
     auto judge = [&](const Gathered& g) {
       return encode_review(review_table(decoded(g), result_.table, g.missing, exchange));
     };
@@ -398,7 +403,8 @@ class CheckRun {
         unknown.endpoint = "not-read:0";
         peers.push_back(unknown);
       }
-      comm_ = setup_.host_transport->connect(peers, me().rank, wait_deadline());
+      // A peer that dies while the ring connects is announced: stop waiting then.
+      comm_ = setup_.host_transport->connect(peers, me().rank, wait_deadline(), abort_check);
       comm_->set_abort_check(abort_check);
     }
   }

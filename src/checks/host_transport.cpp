@@ -14,7 +14,8 @@ class MpiTransport : public HostTransport {
   explicit MpiTransport(MpiSession& s) : session_(s) {}
   std::string name() const override { return "host/mpi"; }
   std::string prepare() override { return {}; }
-  std::unique_ptr<Communicator> connect(const std::vector<RankRecord>&, int, Deadline) override {
+  std::unique_ptr<Communicator> connect(const std::vector<RankRecord>&, int, Deadline,
+                                        const AbortCheck&) override {
     return make_mpi_host_communicator(session_);
   }
 
@@ -26,7 +27,8 @@ class SelfTransport : public HostTransport {
  public:
   std::string name() const override { return "host/self"; }
   std::string prepare() override { return {}; }
-  std::unique_ptr<Communicator> connect(const std::vector<RankRecord>&, int, Deadline) override {
+  std::unique_ptr<Communicator> connect(const std::vector<RankRecord>&, int, Deadline,
+                                        const AbortCheck&) override {
     return make_self_communicator("host/self");
   }
 };
@@ -41,7 +43,7 @@ class TcpTransport : public HostTransport {
     return net::host_port(host_, listener_->port());
   }
   std::unique_ptr<Communicator> connect(const std::vector<RankRecord>& peers, int rank,
-                                        Deadline deadline) override {
+                                        Deadline deadline, const AbortCheck& abort_check) override {
     RingPeers p;
     p.rank = rank;
     p.token = token_;
@@ -51,7 +53,7 @@ class TcpTransport : public HostTransport {
       p.endpoints.push_back(r.endpoint);
       p.labels.push_back(rank_label(r));
     }
-    return make_tcp_ring(*listener_, p, deadline);
+    return make_tcp_ring(*listener_, p, deadline, abort_check);
   }
 
  private:

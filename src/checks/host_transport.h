@@ -21,8 +21,10 @@ class HostTransport {
   virtual std::string name() const = 0;  ///< "host/mpi", "host/tcp"
   /// The endpoint to publish in this rank's record ("" if none needed).
   virtual std::string prepare() = 0;
+  /// `abort_check` (a peer's announced failure or death) ends the wait early.
   virtual std::unique_ptr<Communicator> connect(const std::vector<RankRecord>& peers, int rank,
-                                                Deadline deadline) = 0;
+                                                Deadline deadline,
+                                                const AbortCheck& abort_check = {}) = 0;
 };
 
 std::unique_ptr<HostTransport> make_mpi_transport(MpiSession& session);

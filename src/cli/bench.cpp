@@ -224,7 +224,7 @@ int run(BenchCli o) {
       findings = print_expectation(out, expected, "# ") || findings;
       json["expected_busbw"] = verdict_json(expected);
     } else if (!job_ok(result)) {
-      write_all(out, versions_line(result));
+      write_all(out, versions_line(result) + summary_table(result));
     }
     // What differs between the ranks may explain a slow or failed run.
     write_all(out, render_fingerprint(result.fingerprint));

@@ -143,7 +143,8 @@ void lost_link(const std::string& who) {
                                     ": its process exited or was killed, or the link dropped");
 }
 
-Links connect_links(RingListener& listener, const RingPeers& peers, Deadline deadline) {
+Links connect_links(RingListener& listener, const RingPeers& peers, Deadline deadline,
+                    const AbortCheck& abort_check) {
   const int n = static_cast<int>(peers.endpoints.size()), r = peers.rank;
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
   int levels = 0;
@@ -152,18 +153,18 @@ Links connect_links(RingListener& listener, const RingPeers& peers, Deadline dea
   // Open every outgoing connection first: the peers' listeners are open since
   // before the exchange, so this completes without waiting for them to accept.
   Links links;
-  links.ring.out = open_to(peers, next, 0, deadline);
+  links.ring.out = open_to(peers, next, 0, deadline, abort_check);
   links.ring.out_label = peers.labels[next];
   links.partners.resize(levels);
   for (int k = 0; k < levels; ++k) {
     const int p = r ^ (1 << k);
-    links.partners[k].out = open_to(peers, p, k + 1, deadline);
+    links.partners[k].out = open_to(peers, p, k + 1, deadline, abort_check);
     links.partners[k].out_label = links.partners[k].in_label = peers.labels[p];
   }
   std::map<std::pair<int, int>, net::Fd> want;
   want[{prev, 0}];
   for (int k = 0; k < levels; ++k) want[{r ^ (1 << k), k + 1}];
-  auto got = accept_all(listener, std::move(want), peers, deadline);
+  auto got = accept_all(listener, std::move(want), peers, deadline, abort_check);
   links.ring.in = std::move(got[{prev, 0}]);
   links.ring.in_label = peers.labels[prev];
   for (int k = 0; k < levels; ++k) links.partners[k].in = std::move(got[{r ^ (1 << k), k + 1}]);

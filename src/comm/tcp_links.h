@@ -37,8 +37,10 @@ struct Links {
   std::vector<Link> partners;  ///< [k]: to and from rank ^ (1 << k); empty unless n = 2^m >= 4
 };
 
-/// Opens and accepts every connection `peers.rank` needs by `deadline`.
-Links connect_links(RingListener& listener, const RingPeers& peers, Deadline deadline);
+/// Opens and accepts every connection `peers.rank` needs by `deadline`; gives
+/// up early when `abort_check` has a reason (a peer announced dead).
+Links connect_links(RingListener& listener, const RingPeers& peers, Deadline deadline,
+                    const AbortCheck& abort_check = {});
 
 /// Links to and from every other rank ([peers.rank] stays empty), by `deadline`.
 /// Gives up early when `abort_check` has a reason (a peer announced dead).

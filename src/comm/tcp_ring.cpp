@@ -226,10 +226,10 @@ void TcpCollectives::stream_ring(const std::vector<RingStep>& steps, DType type,
 RingListener::RingListener() : fd_(net::listen_on("", 0)), port_(net::bound_port(fd_.get())) {}
 
 std::unique_ptr<Communicator> make_tcp_ring(RingListener& listener, const RingPeers& peers,
-                                            Deadline deadline) {
+                                            Deadline deadline, const AbortCheck& abort_check) {
   if (peers.endpoints.size() == 1) return make_self_communicator("host/tcp");
-  return std::make_unique<TcpCollectives>(connect_links(listener, peers, deadline), listener,
-                                          peers);
+  return std::make_unique<TcpCollectives>(connect_links(listener, peers, deadline, abort_check),
+                                          listener, peers);
 }
 
 }  // namespace gpudiag

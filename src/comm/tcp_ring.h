@@ -47,10 +47,11 @@ struct RingPeers {
   std::string token;                   ///< the job token; both ends must agree
 };
 
-/// Connects to the next rank and accepts the previous one by `deadline`.
+/// Connects to the next rank and accepts the previous one by `deadline`,
+/// giving up early when `abort_check` has a reason (a peer announced dead).
 /// Throws TimeoutError / Error naming the neighbour. `listener` must outlive
 /// the communicator: open_links() accepts the link test's connections on it.
 std::unique_ptr<Communicator> make_tcp_ring(RingListener& listener, const RingPeers& peers,
-                                            Deadline deadline);
+                                            Deadline deadline, const AbortCheck& abort_check = {});
 
 }  // namespace gpudiag
