@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,9 @@ struct ContractParam {
   bool real = false;
   int size = 1;
 };
+
+/// How GoogleTest prints a subject: its name.
+inline void PrintTo(const ContractParam& p, std::ostream* os) { *os << p.name; }
 
 /// The subjects of this run: the model's three sizes, or the real one.
 std::vector<ContractParam> contract_params();

@@ -55,7 +55,9 @@ class Collectives(unittest.TestCase):
             self.assertEqual(row[2], dtype)
             self.assertEqual(row[3], "none" if op in ("all_gather", "alltoall", "broadcast") else "sum")
             self.assertEqual(row[8], "0", row)   # out-of-place #wrong
-            self.assertEqual(row[12], "0", row)  # in-place #wrong
+            # in-place #wrong; alltoall and sendrecv in place are not checked, as in
+            # nccl-tests (reportErrors = in_place ? 0 : 1): their result is undefined there
+            self.assertEqual(row[12], "N/A" if op in ("alltoall", "sendrecv") else "0", row)
             # algbw is the size over the time, busbw algbw times the operation's factor
             # (to the printed precision; no bound on the time itself, which load changes).
             for t, alg, bus in ((row[5], row[6], row[7]), (row[9], row[10], row[11])):
