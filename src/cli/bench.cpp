@@ -298,7 +298,7 @@ Runner setup_bench(CLI::App& app) {
                   "rank 0 writes the results as JSON to FILE (the same as --json FILE)")
       ->type_name("FILE");
   sub->add_option("--device", o->check.device, "CUDA device ordinal (default: local rank)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(DeviceOrdinal());
   add_nccl_lib_option(sub, o->check.nccl_lib);
   sub->add_flag(
       "--links", o->links,
@@ -321,7 +321,7 @@ Runner setup_bench(CLI::App& app) {
                   "reach, instead of the table of GPU families (data/expected-bw); below 80% "
                   "WARN, below 50% FAIL (exit 1)")
       ->type_name("GB/s")
-      ->check(CLI::Range(0.001, 1e6));
+      ->check(FiniteIn(0.001, 1e6, "GB/s"));
   // Flags the sweep takes and --links does not (-n, -w, -T, -J, -e apply to both).
   std::vector<std::pair<CLI::Option*, std::string>> sweep_only;
   for (const char* name : {"OP", "-b", "-f", "-i", "-c", "-o", "-d", "-r", "-z", "-a"}) {

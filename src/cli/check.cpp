@@ -145,7 +145,7 @@ Runner setup_check(CLI::App& app) {
       ->check(Seconds(0.1, 86400.0))
       ->capture_default_str();
   sub->add_option("--device", o->check.device, "CUDA device ordinal (default: local rank)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(DeviceOrdinal());
   add_nccl_lib_option(sub, o->check.nccl_lib);
   add_json_option(sub, o->json_path, "rank 0 writes the job report");
   sub->add_option("--expect-busbw", o->expect_busbw,
@@ -153,7 +153,7 @@ Runner setup_check(CLI::App& app) {
                   "table of GPU families (data/expected-bw); below 80% WARN, below 50% FAIL "
                   "(exit 1)")
       ->type_name("GB/s")
-      ->check(CLI::Range(0.001, 1e6));
+      ->check(FiniteIn(0.001, 1e6, "GB/s"));
   sub->add_option("--nccl-debug", o->nccl_debug,
                   "capture every rank's NCCL log and explain it at the end; off unless given, "
                   "and --nccl-debug alone means info")

@@ -35,6 +35,34 @@ inline CLI::Validator Seconds(double lo, double hi) {
       "SECONDS");
 }
 
+/// A finite number in [lo, hi] named `what` ("GB/s"): rejects nan and inf as
+/// Seconds does.
+inline CLI::Validator FiniteIn(double lo, double hi, const std::string& what) {
+  return CLI::Validator(
+      [lo, hi, what](std::string& text) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(text, v) || !(v >= lo && v <= hi))
+          return "must be a number of " + what + " from " + CLI::detail::to_string(lo) + " to " +
+                 CLI::detail::to_string(hi) + ", not " + text;
+        return {};
+      },
+      what);
+}
+
+/// A CUDA device ordinal, 0 to 1023 (a range a reader can take in, rather
+/// than CLI11's "0 to 1.79769e+308" of NonNegativeNumber).
+inline CLI::Validator DeviceOrdinal() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        long long v = -1;
+        if (!CLI::detail::lexical_cast(text, v) || v < 0 || v > 1023)
+          return "must be a CUDA device ordinal from 0 to 1023 (after CUDA_VISIBLE_DEVICES), not " +
+                 text;
+        return {};
+      },
+      "N");
+}
+
 /// Writes `text` to `path` (the --json option). An unwritable path or a full
 /// disk prints one line on stderr and returns exit status 2 (else 0): never a
 /// report silently not written. The caller still ends the job normally.

@@ -23,7 +23,7 @@ Runner setup_info(CLI::App& app) {
       "info", "Show the launcher, rank, GPU, CUDA/NCCL/MPI versions and relevant environment");
   add_json_option(sub, o->json, "write what this rank would use (- prints only the JSON)", false);
   sub->add_option("--device", o->device, "CUDA device ordinal (default: local rank)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(DeviceOrdinal());
   add_nccl_lib_option(sub, o->nccl_lib);
   return [o] {
     auto info = collect_info(Env::from_process(), o->device, o->nccl_lib);

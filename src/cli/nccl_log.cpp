@@ -16,12 +16,14 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <new>
 
 #include "cli/commands.h"
 #include "cli/json_output.h"
 #include "nccl_log/capture.h"
 #include "nccl_log/render.h"
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace gpudiag::cli {
 
@@ -76,7 +78,16 @@ int run_nccl_log(NcclLogOptions& opt) {
                      "gpudiag nccl-log FILE|DIR... (or --print-env DIR to capture logs)");
   nccl_log::InputLimits limits;
   limits.max_bytes = opt.max_input;
-  auto report = nccl_log::summarize(opt.paths, limits);
+  nccl_log::Report report;
+  try {
+    report = nccl_log::summarize(opt.paths, limits);
+  } catch (const std::bad_alloc&) {
+    // Not "problems found" (exit 1), and not the check's advice about --mem:
+    // the logs given do not fit this host's memory.
+    throw UsageError("out of memory reading the logs (" + std::to_string(opt.paths.size()) +
+                         " path(s), up to --max-input " + human_bytes(opt.max_input) + ")",
+                     "pass the logs of one run only, fewer ranks' files, or a lower --max-input");
+  }
   if (!json_to_stdout(json)) std::cout << nccl_log::render_text(report);
   std::cout.flush();
   if (json.empty()) return report.exit_code();
@@ -101,7 +112,7 @@ Runner setup_nccl_log(CLI::App& app) {
                   "ends)")
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 50))
-      ->default_str("64GiB");
+      ->default_str("4GiB");
   sub->add_option("--print-env", opt->print_env,
                   "create RUN_DIR and print the NCCL_DEBUG* exports that log every rank there")
       ->type_name("RUN_DIR");

@@ -48,12 +48,23 @@ Runner setup_scan(CLI::App& app) {
                   "frames to show before the first inf/nan (max_frames_to_save)")
       ->default_val(21)
       ->check(CLI::Range(0, 1000000));
+  // A batch number is 0 or more: "-1" (which an unsigned conversion would
+  // wrap or drop) and anything not all digits are refused with the option named.
+  const CLI::Validator batch_number(
+      [](std::string& text) -> std::string {
+        if (text.empty() || text.size() > 15 ||
+            text.find_first_not_of("0123456789") != std::string::npos)
+          return "must be a batch number (0 or more), not " + text;
+        return {};
+      },
+      "N");
   sub->add_option("--trace-batches", cli->trace_batches,
                   "batches to trace in full instead of detecting, e.g. 1,3 (trace_batch_nums)")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(batch_number);
   sub->add_option("--abort-after-batch", cli->abort_after,
                   "stop after this batch has finished (abort_after_batch_num)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(batch_number);
   add_json_option(sub, cli->options.json_path, "also write every statistic");
   sub->add_option(
          "--dtype", cli->dtype,

@@ -32,7 +32,9 @@
 namespace gpudiag::nccl_log {
 
 inline constexpr std::size_t kMaxLineBytes = 64 * 1024;
-inline constexpr std::uint64_t kDefaultMaxInput = std::uint64_t{64} << 30;  // 64 GiB
+// 4 GiB: the INFO logs of a job of thousands of ranks, read in about 40 s;
+// an endless pipe stops there instead of after minutes.
+inline constexpr std::uint64_t kDefaultMaxInput = std::uint64_t{4} << 30;
 /// As many processes as gpudiag accepts ranks (WORLD_SIZE): about 3 KiB of memory each.
 inline constexpr std::size_t kMaxProcesses = std::size_t{1} << 20;
 

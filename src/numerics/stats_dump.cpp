@@ -6,10 +6,12 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "numerics/dtype.h"
 #include "numerics/mapped_file.h"
+#include "numerics/quote.h"
 #include "util/text.h"
 #include "util/error.h"
 
@@ -100,11 +102,24 @@ Parsed parse_file(const std::string& path) {
               "may be");
   Parsed p;
   p.path = path;
+  // A key given twice in one object (two batch_number, say) would leave
+  // the last one silently in force: refused, as safetensors headers are.
+  std::vector<std::set<std::string>> keys;
+  std::string twice;
+  auto no_duplicates = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) keys.emplace_back();
+    if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
+    if (event == json::parse_event_t::key && !keys.empty() && twice.empty() &&
+        !keys.back().insert(parsed.get<std::string>()).second)
+      twice = parsed.get<std::string>();
+    return true;
+  };
   try {
-    p.doc = json::parse(bytes.begin(), bytes.end());
+    p.doc = json::parse(bytes.begin(), bytes.end(), no_duplicates);
   } catch (const json::exception& e) {
     bad(path, std::string("not JSON: ") + e.what());
   }
+  if (!twice.empty()) bad(path, "it has the key " + quote(twice) + " twice in one object");
   if (!p.doc.is_object() || p.doc.value("format", json()) != kStatsFormat)
     bad(path, "its 'format' is not \"" + std::string(kStatsFormat) + "\"");
   p.batch = get_u64(p.doc, "batch_number", path, "the file");

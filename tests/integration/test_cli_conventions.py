@@ -224,6 +224,22 @@ class Help(unittest.TestCase):
             self.assertIn("Exit status:\n  ", r.stdout, sub)
             self.assertIn("--log-level", r.stdout, sub)
 
+    def test_numbers_out_of_range_are_one_plain_line_and_exit_2(self):
+        corpus = os.path.join(SOURCE_DIR, "tests", "data", "numerics", "corpus", "valid", "v2.npy")
+        cases = [(("check", "--expect-busbw", "nan"), "--expect-busbw: must be a number of GB/s"),
+                 (("bench", "--expect-busbw", "inf"), "--expect-busbw: must be a number of GB/s"),
+                 (("check", "--device", "-1"), "--device: must be a CUDA device ordinal from 0 to 1023"),
+                 (("info", "--device", "99999"), "--device: must be a CUDA device ordinal"),
+                 (("scan", corpus, "--trace-batches", "-1,2"), "must be a batch number (0 or more), not -1"),
+                 (("scan", corpus, "--abort-after-batch", "-3"), "must be a batch number (0 or more), not -3")]
+        for args, text in cases:
+            r = gpudiag(*args)
+            self.assertEqual(r.returncode, 2, args)
+            lines = r.stderr.strip().splitlines()
+            self.assertEqual(len(lines), 1, r.stderr)
+            self.assertIn(text, lines[0])
+            self.assertLess(len(lines[0]), 160, lines[0])  # no 300-digit bound
+
     def test_bare_gpudiag_prints_the_usage_and_exits_2(self):
         r = gpudiag()
         self.assertEqual(r.returncode, 2)

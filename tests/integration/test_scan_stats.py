@@ -226,7 +226,9 @@ class StatsMode(unittest.TestCase):
                                "exactly when 'nan' is above 0"),
                               (self.entry('"dtype": "F32", "shape": [2], "stats": ' +
                                           self.stats(abs_min=5, abs_max=1)), "abs_min is above abs_max"),
-                              (self.entry('"kind": "maybe"'), "'kind' is not")):
+                              (self.entry('"kind": "maybe"'), "'kind' is not"),
+                              ('{"format": "gpudiag-frames-stats/1", "batch_number": 0, "batch_number": 7,'
+                               ' "frames": []}', 'the key "batch_number" twice')):
             with open(path, "w") as f:
                 f.write(content)
             r = scan(self.dir)
