@@ -18,6 +18,7 @@
 #include "numerics/format.h"
 #include "numerics/frames.h"
 #include "numerics/inputs.h"
+#include "numerics/stats_dump.h"
 #include "util/error.h"
 #include "util/strings.h"
 
@@ -37,6 +38,10 @@ struct Side {
   std::vector<Batch> batches;
   const Batch* batch = nullptr;
   std::vector<TensorStats> stats;
+  /// A stats dump (*.stats.json, what ActivationDumper's default mode
+  /// writes): its batches and statistics, read rather than scanned.
+  std::unique_ptr<StatsDump> dump;
+  bool scanned() const { return dump == nullptr; }
 };
 
 std::unique_ptr<Side> resolve(const ScanOptions& o, const std::string& spec) {
@@ -62,19 +67,33 @@ std::unique_ptr<Side> resolve(const ScanOptions& o, const std::string& spec) {
       throw UsageError("--diff " + spec + ": " + p + " does not exist",
                        "name a batch number, a dump file or directory, or DUMP@N");
   const auto files = expand_paths(paths);
-  side->inputs.reserve(files.size());
-  for (const auto& f : files) {
-    side->inputs.push_back(open_input(f, o.npy_dtype));
-    if (side->inputs.back().kind != InputKind::frames)
-      throw UsageError("--diff compares frames dumps, and " + f + " holds loose tensors",
-                       "scan loose tensor files without --diff");
+  const auto stats_files = std::count_if(files.begin(), files.end(), is_stats_path);
+  if (stats_files > 0 && stats_files < static_cast<std::ptrdiff_t>(files.size()))
+    throw UsageError("--diff " + spec + " holds both statistics files (*.stats.json) and tensor "
+                         "files",
+                     "name each side as one dump: a directory of one kind, or DUMP@N");
+  if (stats_files > 0) {
+    side->dump = std::make_unique<StatsDump>(read_stats_dump(files, o.rank));
+    side->batches = side->dump->batches;
+  } else {
+    side->inputs.reserve(files.size());
+    for (const auto& f : files) {
+      side->inputs.push_back(open_input(f, o.npy_dtype));
+      if (side->inputs.back().kind != InputKind::frames)
+        throw UsageError("--diff compares frames dumps, and " + f + " holds loose tensors",
+                         "scan loose tensor files without --diff");
+    }
+    side->batches = assemble_batches(side->inputs);
   }
-  side->batches = assemble_batches(side->inputs);
   const std::string where = paths.size() == 1 ? paths[0] : "the dumps given";
   std::string numbers;
-  for (const auto& b : side->batches) {
+  for (std::size_t i = 0; i < side->batches.size(); ++i) {
+    const Batch& b = side->batches[i];
     numbers += (numbers.empty() ? "" : ", ") + std::to_string(b.number);
-    if (number ? b.number == *number : side->batches.size() == 1) side->batch = &b;
+    if (number ? b.number == *number : side->batches.size() == 1) {
+      side->batch = &b;
+      if (side->dump) side->stats = side->dump->stats[i];
+    }
   }
   if (!side->batch)
     throw UsageError(
@@ -120,16 +139,21 @@ int run_diff(const ScanOptions& o, const std::string& a_spec, const std::string&
              std::ostream& out) {
   auto a = resolve(o, a_spec);
   auto b = resolve(o, b_spec);
+  // Tensor dumps are scanned; a stats dump's statistics are already there.
   std::vector<TensorView> views[2];
+  Side* sides[2] = {a.get(), b.get()};
   for (int i = 0; i < 2; ++i)
-    for (const auto* t : (i == 0 ? a : b)->batch->tensors) views[i].push_back(view_of(*t));
-  // --device auto times both scanners on the first 256 MiB of batch A.
-  auto scanner = make_scanner(o.device, o.threads, o.gpu,
-                              o.device == ScanDevice::automatic
-                                  ? sample_of(views[0], kAutoSampleBytes)
-                                  : std::vector<TensorView>{});
-  a->stats = scanner->scan(views[0]);
-  b->stats = scanner->scan(views[1]);
+    if (sides[i]->scanned())
+      for (const auto* t : sides[i]->batch->tensors) views[i].push_back(view_of(*t));
+  if (a->scanned() || b->scanned()) {
+    // --device auto times both scanners on the first 256 MiB to be scanned.
+    auto scanner = make_scanner(o.device, o.threads, o.gpu,
+                                o.device == ScanDevice::automatic
+                                    ? sample_of(views[a->scanned() ? 0 : 1], kAutoSampleBytes)
+                                    : std::vector<TensorView>{});
+    for (int i = 0; i < 2; ++i)
+      if (sides[i]->scanned()) sides[i]->stats = scanner->scan(views[i]);
+  }
   const auto in_a = entries(*a), in_b = entries(*b);
   std::vector<Row> rows;
   std::size_t aligned = 0;

@@ -100,6 +100,26 @@ class StatsMode(unittest.TestCase):
         self.assertEqual(from_stats.stdout, from_tensors.stdout)
         self.assertEqual(from_stats.stdout, live)
 
+    def test_diff_reads_stats_dumps_as_it_scans_tensor_dumps(self):
+        # The README's `gpudiag scan dumps/ --diff 1 3`, on what the dumper
+        # writes by default (statistics), and one side of each kind.
+        torch.manual_seed(0)
+        train(TinyLM().to(torch.bfloat16).train(), self.dir)
+        stats, tensors = os.path.join(self.dir, "stats"), os.path.join(self.dir, "tensors")
+        numbers = sorted(int(f.split("-")[1].split(".")[0]) for f in os.listdir(stats))
+        self.assertGreaterEqual(len(numbers), 2, numbers)
+        a, b = str(numbers[0]), str(numbers[-1])
+        from_stats = scan(stats, "--diff", a, b)
+        from_tensors = scan(tensors, "--diff", a, b)
+        mixed = scan("--diff", f"{stats}@{a}", f"{tensors}@{b}")
+        for r in (from_stats, from_tensors, mixed):
+            self.assertEqual(r.returncode, 0, r.stderr)
+        body = lambda r: r.stdout.split("\n", 1)[1]  # the rows, after the line naming the sides
+        self.assertEqual(body(from_stats), body(from_tensors))
+        self.assertEqual(body(mixed), body(from_tensors))
+        self.assertIn(f"batch {a} of {stats} -> batch {b} of {stats}", from_stats.stdout)
+        self.assertRegex(from_stats.stdout.splitlines()[0], r"entries aligned .* grew")
+
     def test_a_stats_dump_is_at_most_one_percent_of_the_tensors(self):
         model = nn.Sequential(nn.Linear(512, 512), nn.GELU(), nn.Linear(512, 512))
         torch.manual_seed(0)
