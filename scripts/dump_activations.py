@@ -204,8 +204,11 @@ class ActivationDumper:
             if bad and self.stop_on_nan:
                 self._flush(final=True)
                 self._frame = 0  # written: close() has nothing left to write
+                # Under a launcher every rank writes its own files, and scan takes
+                # one rank at a time: name this one, so the command works as given.
+                rank = "" if self.rank is None else f" --rank {self.rank}"
                 self.stopped = (f"ActivationDumper: {bad} in batch {self.batch_number}; the dump in "
-                                f"{self.out_dir} holds that batch: gpudiag scan {self.out_dir}")
+                                f"{self.out_dir} holds that batch: gpudiag scan {self.out_dir}{rank}")
                 raise FloatingPointError(self.stopped)
         if module is self.model:
             if recording:

@@ -63,6 +63,11 @@ inline CLI::Validator DeviceOrdinal() {
       "N");
 }
 
+/// A path that exists, followed through links; a link loop, a dangling link
+/// and a path that cannot be searched each get their own words (CLI11's
+/// ExistingPath says "does not exist" for all of them).
+CLI::Validator ExistingPathExplained();
+
 /// Writes `text` to `path` (the --json option). An unwritable path or a full
 /// disk prints one line on stderr and returns exit status 2 (else 0): never a
 /// report silently not written. The caller still ends the job normally.

@@ -37,7 +37,7 @@ Runner setup_scan(CLI::App& app) {
       "or plain .safetensors / .npy files) and print the overflow detector's report");
   sub->add_option("paths", cli->options.paths,
                   "dump files or directories (every *.safetensors and *.npy)")
-      ->check(CLI::ExistingPath);
+      ->check(ExistingPathExplained());
   sub->add_option("--diff", cli->diff,
                   "instead of the report: two batches side by side and the entries whose abs "
                   "max grew most from A to B; each a batch number of the dumps given as paths, "

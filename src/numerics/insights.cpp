@@ -92,9 +92,14 @@ void Insights::add_batch(const Batch& batch, std::span<const TensorStats> stats)
   }
 }
 
-void Insights::add_loose(const std::string& where, const TensorInfo& t, const TensorStats&) {
+void Insights::add_loose(const std::string& where, const TensorInfo& t, const TensorStats& s) {
   ++tensors;
   bytes += t.data.size();
+  if (is_float(t.dtype) && !s.empty() && !near_) {  // headroom, as for a dump's frames
+    const double limit = limit_of(t.dtype);
+    if (std::isfinite(s.abs_max) && s.abs_max >= near_limit_ * limit)
+      near_ = NearLimit{{}, t.dtype, s.abs_max, limit, where};
+  }
   if (hint_ || (t.dtype != DType::I16 && t.dtype != DType::U16)) return;
   if (auto like = looks_like_float_bits(view_of(t))) hint_ = DTypeHint{where, t.dtype, *like};
 }
@@ -102,10 +107,12 @@ void Insights::add_loose(const std::string& where, const TensorInfo& t, const Te
 void Insights::print(std::FILE* to) const {
   if (near_)
     std::fprintf(to,
-                 "gpudiag scan: first frame near the %s limit (abs max >= %g of %s): %s, abs "
+                 "gpudiag scan: first %s near the %s limit (abs max >= %g of %s): %s, abs "
                  "max %s\n",
+                 near_->where.empty() ? "frame" : "tensor",
                  std::string(dtype_name(near_->dtype)).c_str(), near_limit_,
-                 format_e2(near_->limit).c_str(), near_->at.describe().c_str(),
+                 format_e2(near_->limit).c_str(),
+                 (near_->where.empty() ? near_->at.describe() : near_->where).c_str(),
                  format_e2(near_->abs_max).c_str());
   if (underflow_)
     std::fprintf(to,
@@ -136,7 +143,9 @@ nlohmann::json Insights::json() const {
                           {"label", p.label}};
   };
   nlohmann::json j = {{"near_limit_fraction", near_limit_}};
-  j["near_limit"] = near_ ? nlohmann::json{{"at", place(near_->at)},
+  j["near_limit"] = near_ ? nlohmann::json{{"at", near_->where.empty()
+                                                       ? place(near_->at)
+                                                       : nlohmann::json{{"where", near_->where}}},
                                            {"dtype", dtype_name(near_->dtype)},
                                            {"abs_max", near_->abs_max},
                                            {"limit", near_->limit}}

@@ -40,6 +40,7 @@ struct NearLimit {
   EntryPlace at;
   DType dtype = DType::F16;
   double abs_max = 0, limit = 0;
+  std::string where;  ///< loose tensors: the file and tensor name (then `at` is unset)
 };
 
 struct Underflow {

@@ -20,6 +20,7 @@
 #include "numerics/stats_dump.h"
 #include "util/error.h"
 #include "util/strings.h"
+#include "util/text.h"
 
 namespace gpudiag::numerics {
 
@@ -41,16 +42,28 @@ bool open_all(const std::vector<std::string>& files, std::optional<DType> npy_dt
   return ok;
 }
 
-/// Frames dumps and loose tensors are different reports: refuse a mix.
-bool frames_mode(const std::vector<InputFile>& inputs) {
-  const InputFile* frames = nullptr;
-  const InputFile* loose = nullptr;
-  for (const auto& in : inputs) (in.kind == InputKind::frames ? frames : loose) = &in;
-  if (frames && loose)
-    throw UsageError(frames->path() + " is a " + std::string(kFramesFormat) + " dump but " +
-                         loose->path() + " holds loose tensors",
+/// Opens each file in turn (one mapping at a time), naming every malformed
+/// one on stderr (then nullopt), and says whether they are a frames dump;
+/// frames dumps and loose tensors are different reports: a mix is refused.
+std::optional<bool> check_all(const std::vector<std::string>& files,
+                              std::optional<DType> npy_dtype) {
+  std::string frames, loose;
+  bool ok = true;
+  for (const auto& path : files) {
+    try {
+      const InputFile in = open_input(path, npy_dtype);
+      (in.kind == InputKind::frames ? frames : loose) = in.path();
+    } catch (const Error& e) {
+      std::fprintf(stderr, "gpudiag: %s\n", clean_text(e.one_line()).c_str());
+      ok = false;
+    }
+  }
+  if (!ok) return std::nullopt;
+  if (!frames.empty() && !loose.empty())
+    throw UsageError(frames + " is a " + std::string(kFramesFormat) + " dump but " + loose +
+                         " holds loose tensors",
                      "scan dumps and loose tensor files in separate runs");
-  return frames != nullptr;
+  return !frames.empty();
 }
 
 std::vector<TensorView> views_of(const std::vector<const TensorInfo*>& tensors) {
@@ -158,11 +171,15 @@ int scan_frames(const ScanOptions& o, const std::vector<Batch>& batches, Scanner
       insights, out);
 }
 
-int scan_loose(const std::vector<InputFile>& inputs, Scanner& scanner, ScanJson& json,
-               Insights& insights, std::ostream& out) {
+/// Loose tensor files, one at a time: each is mapped while it is scanned and
+/// unmapped after, so a folder of any number of files holds one mapping (the
+/// kernel's vm.max_map_count, 65530 by default, ran out at ~65k files).
+int scan_loose(const std::vector<std::string>& files, const ScanOptions& o, Scanner& scanner,
+               ScanJson& json, Insights& insights, std::ostream& out) {
   bool found = false;
   print_loose_header(out);
-  for (const auto& in : inputs) {
+  for (const auto& path : files) {
+    const InputFile in = open_input(path, o.npy_dtype);
     const auto tensors = loose_tensors(in);
     std::vector<TensorView> views;
     for (const auto& t : tensors) views.push_back(view_of(*t.tensor));
@@ -237,10 +254,14 @@ int run_scan(const ScanOptions& o, std::ostream& out) {
   const auto files = expand_paths(o.paths);
   if (std::any_of(files.begin(), files.end(), is_stats_path)) return scan_stats(o, files, out);
   if (o.rank >= 0) spdlog::warn("--rank {} applies to stats dumps only", o.rank);
+  // Every file is checked first (each malformed one named), one mapping at a
+  // time; a frames dump is then kept open whole (its batches span its files),
+  // loose files are opened again one by one as they are scanned.
   std::vector<InputFile> inputs;
-  inputs.reserve(files.size());
-  if (!open_all(files, o.npy_dtype, inputs)) return static_cast<int>(ExitCode::usage);
-  const bool frames = frames_mode(inputs);
+  const auto kind = check_all(files, o.npy_dtype);
+  if (!kind) return static_cast<int>(ExitCode::usage);
+  const bool frames = *kind;
+  if (frames && !open_all(files, o.npy_dtype, inputs)) return static_cast<int>(ExitCode::usage);
   if (!frames && (!o.detector.trace_batches.empty() || o.detector.abort_after_batch))
     spdlog::warn("--trace-batches and --abort-after-batch apply to frames dumps only");
 
@@ -248,21 +269,27 @@ int run_scan(const ScanOptions& o, std::ostream& out) {
   if (frames) batches = assemble_batches(inputs);
   // --device auto times both scanners on the first 256 MiB about to be scanned.
   std::vector<TensorView> sample;
+  std::unique_ptr<Scanner> scanner_for_auto;  // made while the sample's file is open
   if (o.device == ScanDevice::automatic) {
     std::vector<TensorView> first;
     if (frames && !batches.empty()) first = views_of(batches.front().tensors);
-    if (!frames && !inputs.empty())
-      for (const auto& t : loose_tensors(inputs.front())) first.push_back(view_of(*t.tensor));
+    std::optional<InputFile> first_loose;
+    if (!frames && !files.empty()) {
+      first_loose.emplace(open_input(files.front(), o.npy_dtype));
+      for (const auto& t : loose_tensors(*first_loose)) first.push_back(view_of(*t.tensor));
+    }
     sample = sample_of(first, kAutoSampleBytes);
+    scanner_for_auto = make_scanner(o.device, o.threads, o.gpu, sample);
   }
-  auto scanner = make_scanner(o.device, o.threads, o.gpu, sample);
+  auto scanner = scanner_for_auto ? std::move(scanner_for_auto)
+                                  : make_scanner(o.device, o.threads, o.gpu, sample);
   spdlog::info("scan: {} file(s), scanner {}", files.size(), scanner->describe());
   ScanJson json(frames ? "frames" : "tensors", scanner->describe(), files, !o.json_path.empty());
   json.set_options(o.detector);
   Insights insights(o.near_limit);
   const auto t0 = std::chrono::steady_clock::now();
   const int code = frames ? scan_frames(o, batches, *scanner, json, insights, out)
-                          : scan_loose(inputs, *scanner, json, insights, out);
+                          : scan_loose(files, o, *scanner, json, insights, out);
   finish(o, json, insights, code, frames, t0);
   return code;
 }

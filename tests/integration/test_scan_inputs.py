@@ -139,6 +139,52 @@ class LooseTensors(unittest.TestCase):
                                    "     nan      nan layer.bias\nlayer.bias has nans\n"
                                    "3.00e+00 3.00e+00 step\n")
 
+    def test_more_files_than_the_kernel_allows_mappings(self):
+        # vm.max_map_count is 65530 by default: a folder of more tensor files
+        # than that must scan, one mapping at a time (each file was kept mapped).
+        try:
+            with open("/proc/sys/vm/max_map_count") as f:
+                limit = int(f.read())
+        except OSError:
+            limit = 65530
+        n = limit + 500
+        if n > 200000:
+            self.skipTest(f"vm.max_map_count is {limit}: too many files to make here")
+        d = tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+        try:
+            blob = open(self.write_npy(d, np.array([1.5, -2.0], np.float32)), "rb").read()
+            for i in range(n):
+                with open(os.path.join(d, f"t{i:06d}.npy"), "wb") as f:
+                    f.write(blob)
+            r = scan(d, timeout=600)
+            self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+            self.assertNotIn("Cannot allocate memory", r.stderr)
+            self.assertIn(f"clean: {n + 1} tensors", r.stderr)
+        finally:
+            shutil.rmtree(d)
+
+    def test_headroom_is_told_for_loose_tensors_too(self):
+        path = os.path.join(self.dir, "h.npy")
+        np.save(path, np.array([1.0, 40000.0, -3.0], np.float16))
+        r = scan(path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(f"first tensor near the F16 limit (abs max >= 0.5 of 6.55e+04): {path} (h), "
+                      "abs max 4.00e+04", r.stderr)
+
+    def test_a_loop_of_links_is_named_as_one(self):
+        a, b = os.path.join(self.dir, "a"), os.path.join(self.dir, "b")
+        os.symlink(b, a)
+        os.symlink(a, b)
+        r = scan(a)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn(f"{a} is a loop of symbolic links", r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+
+    def write_npy(self, d, a):
+        path = os.path.join(d, "first.npy")
+        np.save(path, a)
+        return path
+
     def test_dumps_and_loose_files_do_not_mix(self):
         frames = os.path.join(CORPUS, "valid", "frames.safetensors")
         r = scan(frames, os.path.join(CORPUS, "valid", "v1.npy"))

@@ -162,6 +162,15 @@ class StatsMode(unittest.TestCase):
         self.assertIn("Detected inf/nan during batch_number=4", r.stdout)
         self.assertNotIn("the cause is earlier than this dump", r.stderr)
 
+    def test_the_stop_message_of_one_rank_of_many_names_a_command_that_works(self):
+        raised = self.blowup(keep_last=2, rank=3)
+        self.assertIsNotNone(raised)
+        command = str(raised).split(": gpudiag ", 1)[1].split()
+        self.assertEqual(command[-2:], ["--rank", "3"], str(raised))
+        r = scan(*command[1:])  # the command as the message gives it
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("Detected inf/nan during batch_number=4", r.stdout)
+
     def test_without_it_keep_last_loses_the_cause_and_scan_says_so(self):
         raised = self.blowup(keep_last=2, stop_on_nan=False)
         self.assertIsNone(raised)
