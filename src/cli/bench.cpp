@@ -154,6 +154,8 @@ int run(BenchCli o) {
   // sweep's business, so it stays small.
   o.check.large_bytes = 1ull << 20;
   auto job = join_job(Env::from_process(), o.check.timeout_s);
+  // Rank 0 writes the --json file: a path it cannot write ends the job now.
+  if (job.setup.world.rank == 0) check_json_target(o.json_path);
   set_log_tag("rank " + std::to_string(job.setup.world.rank));
   const int out = human_fd(o.json_path);  // stderr when the JSON takes stdout
   std::unique_ptr<NcclTestsPrinter> printer;

@@ -85,6 +85,8 @@ void summarize_nccl_capture(int out, const nccl_log::CapturePlan& plan, const Ch
 int run(const CheckCli& o) {
   auto job = join_job(Env::from_process(), o.check.timeout_s);
   set_log_tag("rank " + std::to_string(job.setup.world.rank));
+  // Rank 0 writes the --json file: a path it cannot write ends the job now.
+  if (job.setup.world.rank == 0) check_json_target(o.json_path);
   for (const auto& w : job.setup.world.warnings) spdlog::warn("{}", w);
   auto capture = start_nccl_capture(o, job);
 

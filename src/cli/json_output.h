@@ -42,6 +42,11 @@ int human_fd(const std::string& json_path);
 /// Invalid UTF-8 (names read from files) is replaced, never an exception.
 std::string json_text(const nlohmann::ordered_json& doc, bool pretty);
 
+/// Before a job starts: a --json FILE that could not be written at its end
+/// (its folder missing or not writable, or the path a folder) is a UsageError
+/// now, rather than after the whole job ran. "" and "-" pass.
+void check_json_target(const std::string& path);
+
 /// Writes `doc` (which must carry `schema`) where `path` says: stdout, or the
 /// file (indented). Returns 0, or 2 with one line on stderr when the file
 /// cannot be written (write_output_file()).

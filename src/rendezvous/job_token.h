@@ -22,7 +22,7 @@
 //   2. GPUDIAG_SECRET_FILE: a file only its owner may read (refused when its
 //      group or others have any access), its content without the trailing
 //      newline;
-//   3. none: the store is unauthenticated (said once by every rank).
+//   3. none: the store is unauthenticated (said once, by rank 0).
 //
 // SLURM offers its tasks nothing that only the job's processes can read, so
 // under SLURM the secret comes from the same variable or file (srun passes the

@@ -33,15 +33,20 @@ int slurm_port(const Env& env) {
   return 20000 + static_cast<int>(((job * 131 + step * 7) % 12000 + 12000) % 12000);
 }
 
-/// Says once per process that the store is unauthenticated, and why.
-void say_unauthenticated(const World& world, const JoinedStore& j) {
+/// Says once per job (rank 0 says it; the versions line of the report says
+/// it again) that the store is unauthenticated, why, and what would help:
+/// a secret, or, on torchrun's agent store, which cannot check one, another
+/// launcher.
+void say_unauthenticated(const World& world, const JoinedStore& j, bool agent_store) {
   static bool said = false;
-  if (said) return;
+  if (said || world.rank != 0) return;
   said = true;
-  spdlog::warn(
-      "rank {}: the store at {} is unauthenticated ({}): a local user who can reach it "
-      "may forge records; set GPUDIAG_SECRET or GPUDIAG_SECRET_FILE on every rank",
-      world.rank, j.store->address(), j.unauthenticated_why);
+  spdlog::warn("rank {}: the store at {} is unauthenticated ({}): a local user who can reach it "
+               "may forge records; {}",
+               world.rank, j.store->address(), j.unauthenticated_why,
+               agent_store ? "where that matters, start the job with gpudiag launch, whose store "
+                             "checks a job secret"
+                           : "set GPUDIAG_SECRET or GPUDIAG_SECRET_FILE on every rank");
 }
 
 }  // namespace
@@ -99,7 +104,7 @@ JoinedStore join_store(const World& world, const Env& env, Deadline deadline) {
     j.how = "joined the store at " + j.store->address() + " (served by the torchrun agent)";
     j.unauthenticated_why = "torchrun's agent store cannot authenticate";
     j.served_by = "the torchrun agent [" + where.host + "]";
-    say_unauthenticated(world, j);
+    say_unauthenticated(world, j, true);
     return j;
   }
   auto token = job_token(env);
@@ -136,7 +141,7 @@ JoinedStore join_store(const World& world, const Env& env, Deadline deadline) {
   j.authenticated = secret.has_value();
   if (!j.authenticated) {
     j.unauthenticated_why = "no GPUDIAG_SECRET or GPUDIAG_SECRET_FILE";
-    say_unauthenticated(world, j);
+    say_unauthenticated(world, j, false);
   }
   return j;
 }

@@ -13,7 +13,7 @@
 // The job secret (GPUDIAG_SECRET, GPUDIAG_SECRET_FILE; rendezvous/job_token.h)
 // is required of every connection to gpudiag's store when set. Without one,
 // or on torchrun's agent store (which cannot authenticate), the job still
-// runs: the rank says once that the store is unauthenticated, and
+// runs: rank 0 says once that the store is unauthenticated, and
 // JoinedStore::authenticated is false for the job report to say so.
 #pragma once
 

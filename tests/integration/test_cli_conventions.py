@@ -240,6 +240,16 @@ class Help(unittest.TestCase):
             self.assertIn(text, lines[0])
             self.assertLess(len(lines[0]), 160, lines[0])  # no 300-digit bound
 
+    def test_a_json_path_that_cannot_be_written_ends_the_job_before_it_runs(self):
+        for path, says in (("/nonexistent/x.json", "the folder /nonexistent does not exist"),
+                           ("/", "is a folder")):
+            for sub in ("check", "bench"):
+                r = gpudiag(sub, "--backend", "host", "--json", path)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(says, r.stderr)
+                self.assertNotIn("is OK", r.stdout)  # nothing ran
+                self.assertNotIn("# Avg bus bandwidth", r.stdout)
+
     def test_bare_gpudiag_prints_the_usage_and_exits_2(self):
         r = gpudiag()
         self.assertEqual(r.returncode, 2)
