@@ -6,4 +6,7 @@ cd "$(dirname "$0")/.."
 build=${GPUDIAG_BUILD_DIR:-build}
 jobs=${GPUDIAG_JOBS:-$(nproc)}
 cmake -S . -B "$build" "$@"
-cmake --build "$build" -j "$jobs"
+# GPUDIAG_BUILD_TARGETS (e.g. "gpudiag") builds those targets only.
+targets=()
+for t in ${GPUDIAG_BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build "$build" -j "$jobs" "${targets[@]}"

@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh
+# The main job needs gpudiag only: the test suite is built by the test command.
+GPUDIAG_BUILD_TARGETS=gpudiag scripts/build.sh
 echo "setup: running gpudiag check on 2 local ranks"
 exec build/gpudiag launch --nproc-per-node 2 -- check "$@"

@@ -250,7 +250,9 @@ Runner setup_bench(CLI::App& app) {
   sub->add_option("OP", o->op,
                   "all_reduce (default), all_gather, reduce_scatter, broadcast, reduce, alltoall, "
                   "sendrecv; nccl-tests' binary names (all_reduce_perf ...) work too");
-  sub->add_option("--backend", o->check.backend, "auto | nccl | host")
+  sub->add_option("--backend", o->check.backend,
+                  "auto: NCCL on GPUs when every rank has one, else host; nccl: device memory "
+                  "through NCCL; host: host memory through MPI or TCP")
       ->check(CLI::IsMember({"auto", "nccl", "host"}))
       ->capture_default_str();
   sub->add_option("-b,--minbytes,--min", o->min_bytes, "smallest size in bytes (K/M/G suffixes)")

@@ -36,7 +36,7 @@ Runner setup_scan(CLI::App& app) {
       "scripts/dump_activations.py, "
       "or plain .safetensors / .npy files) and print the overflow detector's report");
   sub->add_option("paths", cli->options.paths,
-                  "dump files or directories (every *.safetensors and *.npy)")
+                  "dump files or directories (every *.safetensors, *.npy and *.stats.json)")
       ->check(ExistingPathExplained());
   sub->add_option("--diff", cli->diff,
                   "instead of the report: two batches side by side and the entries whose abs "
