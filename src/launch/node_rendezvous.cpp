@@ -12,6 +12,7 @@
 
 #include "util/deadline.h"
 #include "util/error.h"
+#include "util/progress.h"
 
 namespace gpudiag::launch {
 
@@ -137,8 +138,17 @@ Membership meet_nodes(Store& store, const NodeView& mine, RendezvousTimes times,
   const auto join_by = Deadline::after_seconds(times.join_timeout_s);
   std::optional<Deadline> last_call;
   std::vector<NodeView> views;
+  std::int64_t joined = 0;
+  WaitNotice notice(
+      [&] {
+        return "the other nodes at the rendezvous at " + where + ": " + std::to_string(joined) +
+               " of " + nodes_text(mine) + " joined";
+      },
+      join_by);
   for (;;) {
+    notice.poll();
     const auto arrivals = store.add(kArrivals, 0, call());
+    joined = arrivals;
     std::vector<std::string> keys{kSize};
     for (std::int64_t a = 1; a <= arrivals; ++a) keys.push_back(node_key(static_cast<int>(a)));
     auto values = store.multi_get(keys, call());

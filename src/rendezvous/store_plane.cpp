@@ -7,7 +7,9 @@
 
 #include "rendezvous/checkpoint_digest.h"
 #include "rendezvous/store_limits.h"
+#include "util/progress.h"
 #include "util/strings.h"
+#include "world/fingerprint_compare.h"
 #include "util/error.h"
 
 namespace gpudiag {
@@ -116,10 +118,11 @@ class StorePlane : public Plane {
     return death_;
   }
 
-  Gathered gather_all(const std::string&, const std::string& mine, Deadline deadline,
+  Gathered gather_all(const std::string& name, const std::string& mine, Deadline deadline,
                       const std::vector<int>& wait_for, const std::vector<int>& need,
                       const Review& review) override {
     const std::string prefix = "cp/" + std::to_string(seq_++) + "/";
+    checkpoint_ = name;
     Gathered g;
     g.records.resize(me_.size);
     g.notes.resize(me_.size);
@@ -203,7 +206,23 @@ class StorePlane : public Plane {
     // announced, wait only a short grace for the rest, then give up.
     Deadline until = deadline;
     bool all = false;
+    // Which records are still missing, said every 10 s on a terminal (progress.h).
+    WaitNotice notice(
+        [&] {
+          std::vector<int> missing;
+          try {
+            auto v = multi_get(needed);
+            for (std::size_t i = 0; i < v.size(); ++i)
+              if (!v[i]) missing.push_back(needed_ranks[i]);
+          } catch (const std::exception&) {
+          }
+          return (missing.empty() ? std::string("the other ranks")
+                                  : "rank(s) " + compress_ranks(missing)) +
+                 " at the " + checkpoint_ + " checkpoint";
+        },
+        until);
     while (!(all = store_->wait(needed, until.min(Deadline::after(kSlice))))) {
+      notice.poll();
       if (until.expired()) break;
       if (!g.aborted)
         if (auto f = peer_failure()) {
@@ -229,7 +248,10 @@ class StorePlane : public Plane {
   bool read_digest(Gathered& g, const std::string& prefix, Deadline deadline) {
     const std::string key = prefix + "digest";
     const Deadline until = Deadline::at(deadline.when() + kJudgeGrace);
+    WaitNotice notice([&] { return "rank 0's review of the " + checkpoint_ + " checkpoint"; },
+                      until);
     while (!store_->wait({key}, until.min(Deadline::after(kSlice)))) {
+      notice.poll();
       if (until.expired()) return false;
       poll_failures();
       if (lost_) throw Error(ExitCode::broken, *lost_);  // the store stopped answering
@@ -382,6 +404,7 @@ class StorePlane : public Plane {
   bool warned_forged_ = false;     ///< the forged-counter warning was logged
   std::uint64_t bytes_ = 0;        ///< keys and values sent and read at checkpoints
   bool published_ = false;         ///< publish() set the next checkpoint's record
+  std::string checkpoint_;  ///< the name of the checkpoint being gathered, for progress lines
   Deadline::Clock::time_point next_failure_poll_{};
 };
 
