@@ -119,14 +119,71 @@ std::string HelpFormatter::make_option_opts(const CLI::Option* opt) const {
   return out;
 }
 
+std::string wrap_text(const std::string& text, std::size_t width, std::size_t hang) {
+  std::string out;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t nl = text.find('\n', start);
+    const std::string line =
+        text.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+    if (line.size() <= width) {
+      out += line;  // as written: an example's aligned comment keeps its spaces
+    } else {
+      // Broken at spaces; the pieces after the first keep the line's indent
+      // and `hang` spaces more.
+      const std::size_t lead = line.find_first_not_of(' ');
+      const std::string indent(lead == std::string::npos ? 0 : lead, ' ');
+      std::string piece = indent;
+      std::size_t i = indent.size();
+      bool first_word = true;
+      while (i < line.size()) {
+        std::size_t sp = line.find(' ', i);
+        if (sp == std::string::npos) sp = line.size();
+        const std::string word = line.substr(i, sp - i);
+        if (!first_word && piece.size() + 1 + word.size() > width) {
+          out += piece + "\n";
+          piece = indent + std::string(hang, ' ') + word;
+        } else {
+          piece += (first_word ? "" : " ") + word;
+        }
+        first_word = false;
+        i = sp + 1;
+      }
+      out += piece;
+    }
+    if (nl == std::string::npos) break;
+    out += '\n';
+    start = nl + 1;
+  }
+  return out;
+}
+
 std::string HelpFormatter::make_option_desc(const CLI::Option* opt) const {
   std::string desc = opt->get_description();
   const std::string& def = opt->get_default_str();
   // An optional value's default_str is what the bare option means: its
   // description says so, and it is no default. Flags have none to show.
-  if (opt->get_type_size() == 0 || opt->get_expected_min() == 0 || def.empty()) return desc;
-  if (desc.find("default") != std::string::npos) return desc;
-  return desc + " (default: " + def + ")";
+  if (!(opt->get_type_size() == 0 || opt->get_expected_min() == 0 || def.empty()) &&
+      desc.find("default") == std::string::npos)
+    desc += " (default: " + def + ")";
+  // The description column ends at kHelpWidth, as every help line does.
+  return wrap_text(desc, kHelpWidth - get_column_width(), 0);
+}
+
+std::string HelpFormatter::make_subcommand(const CLI::App* sub) const {
+  std::stringstream out;
+  CLI::detail::format_help(out, sub->get_display_name(true),
+                           wrap_text(sub->get_description(), kHelpWidth - get_column_width(), 0),
+                           get_column_width());
+  return out.str();
+}
+
+std::string HelpFormatter::make_description(const CLI::App* app) const {
+  return wrap_text(CLI::Formatter::make_description(app), kHelpWidth, 0);
+}
+
+std::string HelpFormatter::make_footer(const CLI::App* app) const {
+  return wrap_text(CLI::Formatter::make_footer(app), kHelpWidth, 2);
 }
 
 void add_help_footer(CLI::App* sub) {

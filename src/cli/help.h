@@ -16,12 +16,23 @@
 
 namespace gpudiag::cli {
 
+/// No help line is wider than this (descriptions and footers are wrapped).
+inline constexpr std::size_t kHelpWidth = 100;
+
 class HelpFormatter : public CLI::Formatter {
  public:
   HelpFormatter();
   std::string make_option_opts(const CLI::Option* opt) const override;
   std::string make_option_desc(const CLI::Option* opt) const override;
+  std::string make_subcommand(const CLI::App* sub) const override;
+  std::string make_description(const CLI::App* app) const override;
+  std::string make_footer(const CLI::App* app) const override;
 };
+
+/// `text` with its lines longer than `width` broken at spaces (a word longer
+/// than that stays whole), each piece after the first indented like its line
+/// plus `hang` spaces; lines that fit and line breaks are kept as written.
+std::string wrap_text(const std::string& text, std::size_t width, std::size_t hang);
 
 /// The option column's word for `opt`'s value ("SIZE", "auto|nccl|host", ...);
 /// empty for a flag.

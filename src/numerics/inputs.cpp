@@ -106,4 +106,8 @@ InputFile open_input(const std::string& path, std::optional<DType> npy_dtype) {
   return in;
 }
 
+InputKind inspect_input(const std::string& path, std::optional<DType> npy_dtype) {
+  return parse_input(path, npy_dtype).kind;  // unmapped again on return
+}
+
 }  // namespace gpudiag::numerics

@@ -44,4 +44,9 @@ std::vector<std::string> expand_paths(const std::vector<std::string>& paths);
 /// stops itself (SIGSTOP) after each file is parsed, before its data is read.
 InputFile open_input(const std::string& path, std::optional<DType> npy_dtype);
 
+/// The kind of the file, checked as open_input() checks it, with the file
+/// unmapped again before it returns (a first look at many files holds one
+/// mapping at a time). The test stop does not apply.
+InputKind inspect_input(const std::string& path, std::optional<DType> npy_dtype);
+
 }  // namespace gpudiag::numerics

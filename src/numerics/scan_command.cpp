@@ -51,8 +51,7 @@ std::optional<bool> check_all(const std::vector<std::string>& files,
   bool ok = true;
   for (const auto& path : files) {
     try {
-      const InputFile in = open_input(path, npy_dtype);
-      (in.kind == InputKind::frames ? frames : loose) = in.path();
+      (inspect_input(path, npy_dtype) == InputKind::frames ? frames : loose) = path;
     } catch (const Error& e) {
       std::fprintf(stderr, "gpudiag: %s\n", clean_text(e.one_line()).c_str());
       ok = false;
@@ -177,13 +176,15 @@ int scan_frames(const ScanOptions& o, const std::vector<Batch>& batches, Scanner
 int scan_loose(const std::vector<std::string>& files, const ScanOptions& o, Scanner& scanner,
                ScanJson& json, Insights& insights, std::ostream& out) {
   bool found = false;
-  print_loose_header(out);
+  bool header = false;  // printed with the first file's rows: a failure before leaves stdout empty
   for (const auto& path : files) {
     const InputFile in = open_input(path, o.npy_dtype);
     const auto tensors = loose_tensors(in);
     std::vector<TensorView> views;
     for (const auto& t : tensors) views.push_back(view_of(*t.tensor));
     const auto stats = scanner.scan(views);
+    if (!header) print_loose_header(out);
+    header = true;
     found = print_loose_file(out, in.path(), tensors, stats) || found;
     for (std::size_t i = 0; i < tensors.size(); ++i)
       insights.add_loose(in.path() + " (" + tensors[i].label + ")", *tensors[i].tensor, stats[i]);

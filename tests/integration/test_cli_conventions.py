@@ -184,10 +184,17 @@ class Logs(unittest.TestCase):
 
 class Help(unittest.TestCase):
     def option_line(self, help_text, option):
-        lines = [l for l in help_text.splitlines() if l.strip().startswith(option + " ")
-                 or l.strip() == option]
-        self.assertEqual(len(lines), 1, f"{option} in:\n{help_text}")
-        return lines[0]
+        """The option's entry, its wrapped description joined back into one line."""
+        lines = help_text.splitlines()
+        at = [i for i, l in enumerate(lines) if l.strip().startswith(option + " ")
+              or l.strip() == option]
+        self.assertEqual(len(at), 1, f"{option} in:\n{help_text}")
+        entry = lines[at[0]]
+        for more in lines[at[0] + 1:]:
+            if not more.startswith(" " * 36) or not more.strip():
+                break
+            entry += " " + more.strip()
+        return entry
 
     def test_each_kind_of_option_reads_plainly(self):
         r = gpudiag("check", "--help")
@@ -249,6 +256,13 @@ class Help(unittest.TestCase):
                 self.assertIn(says, r.stderr)
                 self.assertNotIn("is OK", r.stdout)  # nothing ran
                 self.assertNotIn("# Avg bus bandwidth", r.stdout)
+
+    def test_no_help_line_is_wider_than_100_columns(self):
+        for sub in ((), ("check",), ("bench",), ("launch",), ("scan",), ("nccl-log",), ("info",)):
+            r = gpudiag(*sub, "--help")
+            self.assertEqual(r.returncode, 0, sub)
+            wide = [l for l in r.stdout.splitlines() if len(l) > 100]
+            self.assertEqual(wide, [], sub)
 
     def test_bare_gpudiag_prints_the_usage_and_exits_2(self):
         r = gpudiag()
