@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "gpu/cuda.h"
-#include "numerics/mapped_file.h"
-#include "numerics/scanner.h"
+#include "numerics/formats/mapped_file.h"
+#include "numerics/scan/scanner.h"
 
 using namespace gpudiag;
 using namespace gpudiag::numerics;

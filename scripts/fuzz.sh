@@ -14,7 +14,12 @@ build=${2:-$root/build-fuzz}
 cxx=${FUZZ_CXX:-clang++}
 command -v "$cxx" >/dev/null || { echo "fuzz.sh: $cxx not found (Debian: clang libclang-rt-14-dev)" >&2; exit 2; }
 
-cmake -S "$root/src/numerics/fuzz" -B "$build" -DCMAKE_CXX_COMPILER="$cxx" \
+# A build folder configured from another source folder (an older layout) is made anew.
+if [[ -f $build/CMakeCache.txt ]] &&
+   ! grep -qx "CMAKE_HOME_DIRECTORY:INTERNAL=$root/src/fuzz" "$build/CMakeCache.txt"; then
+  rm -rf "$build"
+fi
+cmake -S "$root/src/fuzz" -B "$build" -DCMAKE_CXX_COMPILER="$cxx" \
       -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j"$(nproc)" >/dev/null
 

@@ -7,9 +7,9 @@
 #include <memory>
 #include <string>
 
-#include "numerics/dtype.h"
-#include "numerics/scan_kernels.h"
-#include "numerics/scanner.h"
+#include "numerics/scan/dtype.h"
+#include "numerics/scan/scan_kernels.h"
+#include "numerics/scan/scanner.h"
 #include "util/error.h"
 
 namespace {

@@ -8,8 +8,8 @@
 
 #include "cli/commands.h"
 #include "cli/json_output.h"
-#include "numerics/scan_command.h"
-#include "numerics/scan_diff.h"
+#include "numerics/detector/scan_command.h"
+#include "numerics/detector/scan_diff.h"
 #include "util/error.h"
 
 namespace gpudiag::cli {

@@ -1,11 +1,11 @@
 """The CUDA scan kernel's hot loop fits H100's budget at full memory bandwidth.
 
-The kernel (src/numerics/cuda_scan_kernel.cu, its header states the
+The kernel (src/numerics/scan/cuda_scan_kernel.cu, its header states the
 arithmetic) must read HBM3 at 3.35 TB/s: 209 G 16-byte vectors a second,
 against about 16.7 T integer instructions a second (132 SMs x 64 INT32 lanes
 x 1.98 GHz), so at most 80 instructions per vector, all included. This test
 compiles the per-vector fast path (tests/ptx/scan_probe.cu, which runs
-numerics/cuda_scan_lanes.h's fast_fold over 1 and over 9 vectors, unrolled)
+numerics/scan/cuda_scan_lanes.h's fast_fold over 1 and over 9 vectors, unrolled)
 to PTX with nvcc, no GPU needed, and counts instructions: (count of 9 - count
 of 1) / 8 per vector, its 16-byte load and address arithmetic included. The
 budget here is 40, half the hardware's, for what PTX does not show (the

@@ -1,9 +1,9 @@
 // Probe kernels for tests/integration/test_scan_kernel_ptx.py: the CUDA scan
-// kernel's per-vector fast path (numerics/cuda_scan_lanes.h, fast_fold) over
+// kernel's per-vector fast path (numerics/scan/cuda_scan_lanes.h, fast_fold) over
 // N vectors, unrolled, for each element width. The test compiles this to PTX
 // (nvcc -ptx, no GPU needed) and counts instructions: the difference between
 // N = 9 and N = 1 is 8 vectors' worth, load and address arithmetic included.
-#include "numerics/cuda_scan_lanes.h"
+#include "numerics/scan/cuda_scan_lanes.h"
 
 using namespace gpudiag::numerics::cuda_scan::lanes;
 

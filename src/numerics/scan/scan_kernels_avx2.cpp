@@ -1,0 +1,11 @@
+// The loops of scan_kernels_impl.h built with -mavx2 (see CMakeLists.txt):
+// called by scan_range only on a processor that has AVX2.
+#include "numerics/scan/scan_kernels_impl.h"
+
+namespace gpudiag::numerics {
+
+TensorStats scan_range_avx2(const TensorView& v, std::uint64_t begin, std::uint64_t end) {
+  return scan_range_here(v, begin, end);
+}
+
+}  // namespace gpudiag::numerics
