@@ -1,6 +1,9 @@
 #include "checks/watchdog.h"
 
+#include <spdlog/spdlog.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include "report/status_line.h"
 #include "util/error.h"
@@ -29,6 +32,15 @@ void Watchdog::arm(const std::string& phase, Deadline limit, std::string hint) {
   cv_.notify_all();
 }
 
+void Watchdog::set_notices(std::function<void(const std::string&)> sink,
+                           std::chrono::milliseconds every) {
+  std::lock_guard lock(mu_);
+  notice_sink_ = std::move(sink);
+  notice_every_ = every;
+  notice_for_ = {};
+  cv_.notify_all();
+}
+
 void Watchdog::disarm() {
   std::lock_guard lock(mu_);
   armed_ = false;
@@ -36,13 +48,30 @@ void Watchdog::disarm() {
 
 void Watchdog::loop() {
   std::unique_lock lock(mu_);
+  const bool terminal = ::isatty(STDERR_FILENO) == 1;
   while (!stop_) {
     if (!armed_) {
       cv_.wait(lock);
       continue;
     }
-    if (cv_.wait_until(lock, limit_) == std::cv_status::timeout && armed_ && !stop_ &&
-        Deadline::Clock::now() >= limit_) {
+    // A phase that lasts (a large memory test, a slow link) says so after
+    // 10 s: every 10 s on a terminal, once in a log (util/progress.h's rule).
+    const auto armed_at = started_;
+    if (notice_for_ != armed_at) notice_for_ = armed_at, next_notice_ = armed_at + notice_every_;
+    const auto wake = std::min(limit_, next_notice_);
+    const bool timed_out = cv_.wait_until(lock, wake) == std::cv_status::timeout;
+    if (timed_out && armed_ && !stop_ && started_ == armed_at &&
+        Deadline::Clock::now() >= next_notice_ && Deadline::Clock::now() < limit_) {
+      const std::string line =
+          "still in the " + phase_ + " phase after " + human_seconds(seconds_since(started_)) +
+          "; it is given up after " +
+          human_seconds(std::chrono::duration<double>(limit_ - started_).count());
+      if (notice_sink_) notice_sink_(line);
+      else spdlog::warn("{}", line);
+      next_notice_ = terminal || notice_sink_ ? next_notice_ + notice_every_ : limit_;
+      continue;
+    }
+    if (timed_out && armed_ && !stop_ && Deadline::Clock::now() >= limit_) {
       double stuck = seconds_since(started_);
       const std::string why =
           hint_.empty() ? " (a call that cannot time out did not return: a hung GPU or driver?); "

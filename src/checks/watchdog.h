@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -30,6 +31,10 @@ class Watchdog {
   void arm(const std::string& phase, Deadline limit, std::string hint = {});
   void disarm();
 
+  /// For tests: "still in the PHASE phase" notices go to `sink`, every `every`
+  /// (10 s by default, through the log).
+  void set_notices(std::function<void(const std::string&)> sink, std::chrono::milliseconds every);
+
  private:
   void loop();
 
@@ -38,6 +43,9 @@ class Watchdog {
   std::condition_variable cv_;
   std::string phase_, hint_;
   Deadline::Clock::time_point started_{}, limit_{};
+  std::chrono::milliseconds notice_every_{10000};
+  std::function<void(const std::string&)> notice_sink_;  ///< empty: spdlog
+  Deadline::Clock::time_point notice_for_{}, next_notice_{};  ///< the phase a notice is due for, and when
   bool armed_ = false, stop_ = false;
   std::thread thread_;
 };
