@@ -67,14 +67,15 @@ class Runner {
     const bool reduces = coll_reduces(plan_.coll) || plan_.coll == Coll::sendrecv;
     const std::vector<RedOp> ops = reduces ? plan_.ops : std::vector<RedOp>{RedOp::sum};
     const std::vector<int> roots = coll_has_root(plan_.coll) ? plan_.roots : std::vector<int>{-1};
-    for (DType t : plan_.types)
-      for (RedOp op : ops)
-        for (int root : roots)
-          for (std::uint64_t size : plan_.sizes) {
-            BenchRow row = measure(t, op, root, size);
-            row.redop = reduces ? redop_name(op) : "none";
-            if (ctx_.sink) ctx_.sink->row(row);
-          }
+    for (std::int64_t cycle = 0; cycle < plan_.cycles; ++cycle)
+      for (DType t : plan_.types)
+        for (RedOp op : ops)
+          for (int root : roots)
+            for (std::uint64_t size : plan_.sizes) {
+              BenchRow row = measure(t, op, root, size);
+              row.redop = reduces ? redop_name(op) : "none";
+              if (ctx_.sink) ctx_.sink->row(row);
+            }
   }
 
  private:

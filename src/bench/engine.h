@@ -33,6 +33,8 @@ struct BenchPlan {
   int check = 1;           ///< -c: checked calls per size (0: no check, "N/A")
   bool blocking = false;   ///< -z: wait for each call before the next
   int average = 1;         ///< -a: 0 rank 0's time, 1 mean over ranks, 2 min, 3 max
+  /// -N: the sweep runs this many times, each cycle printed (nccl-tests' run_cycles).
+  std::int64_t cycles = 1;
   /// Test-only (GPUDIAG_TEST_CORRUPT=RANK): this rank sends zeros in the
   /// checked calls, so the others' results miss its contribution.
   int corrupt_rank = -1;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 
 #include "bench/engine.h"
@@ -20,6 +21,8 @@
 #include "report/link_report.h"
 #include "report/status_line.h"
 #include "util/error.h"
+#include "util/env.h"
+#include "world/discovery.h"
 #include "util/log.h"
 #include "world/fingerprint_compare.h"
 
@@ -44,7 +47,57 @@ struct BenchCli {
   bool max_given = false, link_size_given = false;
   std::vector<std::string> sweep_only_given;  ///< sweep flags, which --links rejects
   std::vector<std::string> links_only_given;  ///< link-test flags, which the sweep rejects
+  // nccl-tests' other flags (src/common.cu there), as given.
+  int nthreads = 1, ngpus = 1, agg = 1, parallel_init = 0, stream_null = 0, graph = 0;
+  int cputime = 0, timestamps = 0, local_register = 0, cta_policy = -1, device_impl = 0;
+  int device_ctas = 16, memory = 0, unalign = 0, per_iter = 0, per_iter_skip = 0;
+  std::int64_t cycles = 1;
 };
+
+/// "2.28.9" -> 22809, as ncclGetVersion gives it since 2.9; 0 when not a version.
+int nccl_version_code(const std::string& v) {
+  int major = 0, minor = 0, patch = 0;
+  if (std::sscanf(v.c_str(), "%d.%d.%d", &major, &minor, &patch) != 3) return 0;
+  return major * 10000 + minor * 100 + patch;
+}
+
+/// One "# gpudiag: ..." line for each nccl-tests flag gpudiag runs differently
+/// or not at all (nccl-tests prints such lines for what it cannot do, and
+/// runs: so does gpudiag, rather than refuse a command line the field uses).
+std::vector<std::string> flag_notes(const BenchCli& o) {
+  std::vector<std::string> n;
+  auto add = [&](bool given, const std::string& text) {
+    if (given) n.push_back(text);
+  };
+  add(o.nthreads * o.ngpus > 1,
+      "-t " + std::to_string(o.nthreads) + " -g " + std::to_string(o.ngpus) +
+          ": every process drives one GPU; under a launcher, start one rank per GPU instead "
+          "(mpirun -np N, srun -n N)");
+  if (const char* g = std::getenv("GPUDIAG_BENCH_GPUS_PER_PROCESS"))
+    n.push_back(std::string("-g ") + g + " in one process: run as " + g +
+                " ranks of one GPU each, started by gpudiag launch");
+  add(o.agg > 1, "-m " + std::to_string(o.agg) +
+                     ": calls are not aggregated in one group; each iteration is one call");
+  add(o.parallel_init != 0, "-p 1: each rank initialises NCCL on its own thread anyway");
+  add(o.stream_null != 0, "-y 1: calls go on gpudiag's own stream, not the null stream");
+  add(o.graph > 0, "-G " + std::to_string(o.graph) +
+                       ": CUDA graphs are not used; each iteration is a plain call");
+  add(o.cputime != 0, "-C 1: the time column is the device's time between CUDA events (NCCL) "
+                      "or the host's (host backends), not the CPU time");
+  add(o.timestamps != 0, "-S 1: no timestamp column");
+  add(o.local_register != 0, "-R " + std::to_string(o.local_register) +
+                                 ": buffers are not registered with NCCL");
+  add(o.cta_policy >= 0, "-x " + std::to_string(o.cta_policy) + ": NCCL's CTA policy is not set");
+  add(o.device_impl != 0, "-D " + std::to_string(o.device_impl) +
+                              ": NCCL's own implementation runs, not a device-API one");
+  add(o.device_ctas != 16, "-V " + std::to_string(o.device_ctas) + ": no device-API kernel runs");
+  add(o.memory != 0, "-M 1: no memory usage report");
+  add(o.unalign != 0, "-u " + std::to_string(o.unalign) + ": buffers start aligned");
+  add(o.per_iter != 0, "-I 1: per-iteration times are kept (the slowest rank per row below); "
+                       "no i_* summary columns");
+  add(o.per_iter_skip != 0, "-K " + std::to_string(o.per_iter_skip) + ": no i_* summary to skip in");
+  return n;
+}
 
 /// --links measures one size per pair: -e (or --link-size) is that size, as
 /// nccl-tests reads it. The sweep's other flags would be silently ignored,
@@ -126,10 +179,54 @@ std::shared_ptr<BenchPlan> make_plan(const BenchCli& o) {
   plan->check = o.datacheck;
   plan->blocking = o.blocking != 0;
   plan->average = o.average;
+  // -N 0: nccl-tests runs until stopped; here until interrupted too (a bound
+  // no run reaches).
+  plan->cycles = o.cycles == 0 ? (std::int64_t{1} << 40) : o.cycles;
   return plan;
 }
 
+/// nccl-tests' `all_reduce_perf -g 8` on one node: one process driving 8
+/// GPUs. gpudiag runs one GPU per process, so a process started alone with
+/// -t x -g > 1 starts that many ranks of itself (gpudiag launch, one per GPU)
+/// and their report is the one printed: the command line works unchanged.
+/// Returns only when it does not apply.
+void relaunch_per_gpu(const BenchCli& o) {
+  const int n = o.nthreads * o.ngpus;
+  if (n <= 1 || discover_world(Env::from_process()).launcher != Launcher::none) return;
+  std::vector<std::string> args = {"/proc/self/exe", "launch", "--nproc-per-node",
+                                   std::to_string(n), "--", "bench"};
+  const auto& given = command_line();
+  bool skip = false;
+  // Everything after "bench" (or the nccl-tests name's op), without -t/-g.
+  std::size_t from = 1;
+  while (from < given.size() && given[from] != "bench") ++from;
+  for (std::size_t i = from + 1; i < given.size(); ++i) {
+    const std::string& a = given[i];
+    if (skip) {
+      skip = false;
+      continue;
+    }
+    if (a == "-g" || a == "-t" || a == "--ngpus" || a == "--nthreads") {
+      skip = true;
+      continue;
+    }
+    if (a.starts_with("--ngpus=") || a.starts_with("--nthreads=") ||
+        ((a.starts_with("-g") || a.starts_with("-t")) && a.size() > 2 && !a.starts_with("--")))
+      continue;
+    args.push_back(a);
+  }
+  ::setenv("GPUDIAG_BENCH_GPUS_PER_PROCESS", std::to_string(n).c_str(), 1);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  ::execv(argv[0], argv.data());
+  throw Error(ExitCode::internal, std::string("cannot start gpudiag launch for -g: ") +
+                                      std::strerror(errno));
+}
+
 int run(BenchCli o) {
+  relaunch_per_gpu(o);
   if (!o.links && o.min_bytes > o.max_bytes)
     throw UsageError("-b/--minbytes " + std::to_string(o.min_bytes) +
                      " is larger than -e/--maxbytes " + std::to_string(o.max_bytes));
@@ -182,6 +279,14 @@ int run(BenchCli o) {
       h.check = plan->check;
       h.average = plan->average;
       h.blocking = plan->blocking;
+      h.blocking_mode = o.blocking;
+      // The parameters line says what runs (one thread, one GPU, no graph...);
+      // what was asked and not done is each on its own note line.
+      h.notes = flag_notes(o);
+      if (o.cycles == 0) h.notes.push_back("-N 0: the sweep repeats until interrupted");
+      h.nccl_code = table[0] && table[0]->backend == "nccl"
+                        ? nccl_version_code(table[0]->nccl_version)
+                        : 0;  // no NCCL in the measurement
       h.backend = table[0] ? table[0]->backend : "";
       h.versions = table[0] ? versions_text(*table[0], "") : "";
       printer = std::make_unique<NcclTestsPrinter>(out, h);
@@ -288,9 +393,41 @@ Runner setup_bench(CLI::App& app) {
   sub->add_option("-r,--root", o->root, "root of broadcast and reduce; -1: every rank in turn")
       ->check(CLI::Range(-1, 1 << 24))
       ->capture_default_str();
-  sub->add_option("-z,--blocking", o->blocking, "1: wait for each call before the next")
-      ->check(CLI::Range(0, 1))
+  sub->add_option("-z,--blocking", o->blocking,
+                  "1, 2 or 3: wait for each call before the next (nccl-tests' barrier variants "
+                  "are one wait here)")
+      ->check(CLI::Range(0, 3))
       ->capture_default_str();
+  // nccl-tests' other flags: accepted with their meaning; what gpudiag runs
+  // differently is said on one "# gpudiag:" line of the report (flag_notes).
+  auto count = [&](const char* names, int& v, const char* what, int lo, int hi) {
+    sub->add_option(names, v, what)->check(CLI::Range(lo, hi))->capture_default_str();
+  };
+  count("-t,--nthreads", o->nthreads, "threads per process (nccl-tests'; one here, see the note)",
+        1, 1024);
+  count("-g,--ngpus", o->ngpus, "GPUs per thread (nccl-tests'; one here, see the note)", 1, 1024);
+  count("-m,--agg_iters", o->agg, "calls aggregated per iteration (nccl-tests')", 1, 100000);
+  sub->add_option("-N,--run_cycles", o->cycles, "times the sweep runs, each printed; 0: until "
+                  "interrupted")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 30))
+      ->capture_default_str();
+  count("-p,--parallel_init", o->parallel_init, "nccl-tests' parallel init (0/1)", 0, 1);
+  count("-y,--stream_null", o->stream_null, "nccl-tests' null stream (0/1)", 0, 1);
+  count("-G,--cudagraph", o->graph, "CUDA graph launches (nccl-tests')", 0, 1 << 20);
+  count("-C,--report_cputime", o->cputime, "report CPU time (nccl-tests', 0/1)", 0, 1);
+  count("-S,--report_timestamps", o->timestamps, "timestamp column (nccl-tests', 0/1)", 0, 1);
+  count("-R,--local_register", o->local_register, "buffer registration (nccl-tests', 0/1/2)", 0,
+        2);
+  count("-x,--cta_policy", o->cta_policy, "NCCL CTA policy (nccl-tests', 0/1/2)", -1, 2);
+  count("-D,--device_implementation", o->device_impl, "device API implementation (nccl-tests')",
+        0, 1 << 20);
+  count("-V,--device_cta_count", o->device_ctas, "device API CTAs (nccl-tests')", 1, 128);
+  count("-M,--memory", o->memory, "memory usage report (nccl-tests', 0/1)", 0, 1);
+  count("-u,--unalign", o->unalign, "misalign buffers by this many elements (nccl-tests')", 0,
+        1 << 20);
+  count("-I,--per_iter_timing", o->per_iter, "per-iteration timing (nccl-tests', 0/1)", 0, 1);
+  count("-K,--per_iter_skip", o->per_iter_skip, "leading samples left out of -I's summary", 0,
+        1 << 20);
   sub->add_option("-a,--average", o->average,
                   "time reported: 0 rank 0's, 1 mean over ranks, 2 min, 3 max")
       ->check(CLI::Range(0, 3))

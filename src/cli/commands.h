@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace gpudiag::cli {
 
@@ -73,6 +74,11 @@ CLI::Validator ExistingPathExplained();
 /// report silently not written. The caller still ends the job normally.
 int write_output_file(const std::string& option, const std::string& path,
                       const std::string& text);
+
+/// The command line as gpudiag was called (after an nccl-tests name was
+/// turned into `bench OP`), for a subcommand that starts itself again.
+void set_command_line(int argc, char** argv);
+const std::vector<std::string>& command_line();
 
 Runner setup_check(CLI::App& app);
 Runner setup_launch(CLI::App& app);

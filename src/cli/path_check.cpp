@@ -1,6 +1,7 @@
-// ExistingPathExplained() (commands.h): a path argument that must exist, with
-// the reason in words when it does not: stat() follows links, lstat() tells a
-// link from nothing, and errno tells a loop from a missing target.
+// ExistingPathExplained() and the stored command line (commands.h). A path
+// argument that must exist gets the reason in words when it does not: stat()
+// follows links, lstat() tells a link from nothing, and errno tells a loop
+// from a missing target.
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -10,6 +11,19 @@
 #include "util/text.h"
 
 namespace gpudiag::cli {
+
+namespace {
+std::vector<std::string>& stored_command_line() {
+  static std::vector<std::string> line;
+  return line;
+}
+}  // namespace
+
+void set_command_line(int argc, char** argv) {
+  stored_command_line().assign(argv, argv + argc);
+}
+
+const std::vector<std::string>& command_line() { return stored_command_line(); }
 
 CLI::Validator ExistingPathExplained() {
   return CLI::Validator(

@@ -140,6 +140,12 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
     spec.envp = to_envp(rank_environment(env, job, local));
     ranks.push_back({job.rank_of(local), local, ChildProcess::spawn(spec), std::move(out_log),
                      std::move(err_log), out_console, err_console});
+    // A bench's report is rank 0's stdout, in nccl-tests' layout: it goes out
+    // as nccl-tests' own would under mpirun, with no prefix on its rows.
+    const std::string& program = options.command.empty() ? std::string() : options.command.front();
+    ranks.back().bare_stdout =
+        job.rank_of(local) == 0 &&
+        (options.no_gpudiag ? program.ends_with("_perf") : program == "bench");
   }
 
   Supervisor supervisor(

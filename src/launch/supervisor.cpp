@@ -72,7 +72,8 @@ Supervisor::Supervisor(std::vector<RankProcess> ranks, bool prefix, StopPolicy p
     auto out = r.child.take_stdout();
     auto err = r.child.take_stderr();
     slots_.push_back(Slot{r.rank, r.local_rank, std::move(r.child),
-                          Relay(std::move(out), tag, out_), Relay(std::move(err), tag, err_),
+                          Relay(std::move(out), r.bare_stdout ? std::string() : tag, out_),
+                          Relay(std::move(err), tag, err_),
                           std::nullopt, false, false, 0, std::nullopt, false});
     if (r.out_log || !r.out_console) slots_.back().out.copy_to(r.out_log, r.out_console);
     if (r.err_log || !r.err_console) slots_.back().err.copy_to(r.err_log, r.err_console);

@@ -53,6 +53,9 @@ struct RankProcess {
   /// stream still goes to the launcher's own stdout/stderr.
   std::shared_ptr<LogFile> out_log, err_log;
   bool out_console = true, err_console = true;
+  /// Its stdout goes out without the "[rankN]: " prefix: rank 0 of a bench,
+  /// whose report the field's nccl-tests parsers read line by line.
+  bool bare_stdout = false;
 };
 
 class Supervisor {

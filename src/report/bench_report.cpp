@@ -54,16 +54,28 @@ std::string NcclTestsPrinter::label(int rank) const {
 
 void NcclTestsPrinter::begin(const std::vector<std::optional<RankRecord>>& table) {
   table_ = table;
-  std::string s = "# gpudiag bench (nccl-tests layout): " + h_.versions + "\n";
+  // nccl-tests' first line, in the words its consumers look for; what runs
+  // is said in the parentheses. No NCCL header was compiled in: 0.
+  std::string s = fmt::format("# nccl-tests version {} nccl-headers=0 nccl-library={} (gpudiag "
+                              "bench in nccl-tests' layout: {})\n",
+                              kNcclTestsVersion, h_.nccl_code, h_.versions);
   s += "# Collective test starting: " + h_.program + "\n";
   const bool factor = h_.step_factor > 1;
   s += fmt::format(
-      "# nThread 1 nGpus 1 minBytes {} maxBytes {} step: {}({}) warmup iters: {} iters: {} agg "
-      "iters: 1 validation: {} graph: 0\n",
-      h_.min_bytes, h_.max_bytes,
+      "# nThread {} nGpus {} minBytes {} maxBytes {} step: {}({}) warmup iters: {} iters: {} agg "
+      "iters: {} validation: {} graph: {} unalign: {}\n",
+      h_.nthreads, h_.ngpus, h_.min_bytes, h_.max_bytes,
       factor ? fmt::format("{:g}", h_.step_factor) : std::to_string(h_.step_bytes),
-      factor ? "factor" : "bytes", h_.warmup, h_.iters, h_.check);
-  if (h_.blocking) s += "# Blocking Enabled: wait for completion and barrier after each collective\n";
+      factor ? "factor" : "bytes", h_.warmup, h_.iters, h_.agg, h_.check, h_.graph, h_.unalign);
+  // nccl-tests 2.19's words for -z 1, 2 and 3 (src/util.cu writeDeviceReport).
+  if (h_.blocking_mode == 1)
+    s += "# Blocking Enabled: wait and barrier after each inner iteration (-m) \n";
+  if (h_.blocking_mode == 2)
+    s += "# Blocking Enabled: wait after each inner iteration (-m), no barrier \n";
+  if (h_.blocking_mode == 3)
+    s += "# Blocking Enabled: wait and barrier after each outer iteration (-n); time excludes "
+         "barrier \n";
+  for (const auto& note : h_.notes) s += "# gpudiag: " + note + "\n";
   s += "#\n# Using devices\n";
   for (std::size_t r = 0; r < table.size(); ++r) {
     const auto& rec = table[r];

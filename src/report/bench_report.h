@@ -26,8 +26,18 @@ struct BenchHeader {
   std::uint64_t step_bytes = 0;  ///< otherwise sizes grow by this
   int warmup = 0, iters = 0, check = 1, average = 1;
   bool blocking = false;
+  int blocking_mode = 0;  ///< nccl-tests' -z value (0-3), for its "Blocking Enabled" line
   std::string backend, versions;  ///< "nccl", "gpudiag 0.5 | CUDA ... | NCCL 2.28.9"
+  int nccl_code = 0;  ///< the NCCL loaded, as ncclGetVersion gives it (22809); 0: none
+  // nccl-tests' parameters line, as given: nThread, nGpus, agg iters, graph, unalign.
+  int nthreads = 1, ngpus = 1, agg = 1, graph = 0, unalign = 0;
+  /// One line each: a flag nccl-tests accepts that gpudiag runs differently
+  /// ("-G 10: CUDA graphs are not used; each iteration is a plain call").
+  std::vector<std::string> notes;
 };
+
+/// nccl-tests' version whose layout and JSON gpudiag bench follows.
+inline constexpr const char* kNcclTestsVersion = "2.19.6";
 
 class NcclTestsPrinter : public BenchSink {
  public:
