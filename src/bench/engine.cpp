@@ -55,10 +55,16 @@ class Runner {
     host_.resize(std::max(send_bytes_, recv_bytes_) + 16);
     gather_ = ctx.workspace.allocate(kPackedFloats * ctx.nranks);
     gathered_.resize(ctx.nranks);
+    if (plan.per_iter && per_iter_fits(ctx.nranks, plan.iters)) {
+      iter_floats_ = 2 * static_cast<std::size_t>(plan.iters);
+      iters_ = ctx.workspace.allocate(iter_floats_ * ctx.nranks);
+      iter_host_.resize(iter_floats_ * ctx.nranks);
+    }
   }
   ~Runner() {
     for (void* p : {send_, recv_}) ctx_.workspace.release(static_cast<float*>(p));
     ctx_.workspace.release(gather_);
+    if (iters_) ctx_.workspace.release(iters_);
   }
   Runner(const Runner&) = delete;
   Runner& operator=(const Runner&) = delete;
@@ -111,6 +117,9 @@ class Runner {
           call, plan_.iters, plan_.blocking,
           Deadline::after_seconds(ctx_.timeout_s + 2 * per_op * plan_.iters));
       const Stats s = stats_of(times);
+      if (iters_)  // -I: this rank's iterations, in microseconds
+        for (std::size_t i = 0; i < times.size() && i < iter_floats_ / 2; ++i)
+          iter_host_[i + in_place * (iter_floats_ / 2)] = static_cast<float>(times[i] * 1e6);
       mine.mean[in_place] = s.mean;
       mine.p50[in_place] = s.p50;
       mine.p99[in_place] = s.p99;
@@ -140,6 +149,7 @@ class Runner {
     }
     gather(mine);
     fill_row(row, cs, t);
+    if (iters_) gather_iterations(row);
     return row;
   }
 
@@ -160,6 +170,23 @@ class Runner {
     ctx_.workspace.upload_bytes(gather_ + kPackedFloats * ctx_.rank, &mine, sizeof mine);
     ctx_.comm.all_gather(gather_, kPackedFloats, wait());
     ctx_.workspace.download_bytes(gathered_.data(), gather_, sizeof(Packed) * ctx_.nranks);
+  }
+
+  /// -I: every rank's iteration times (this rank's are at the front of
+  /// iter_host_) to rank 0's row, over the communicator.
+  void gather_iterations(BenchRow& row) {
+    const std::size_t k = iter_floats_, half = k / 2;
+    ctx_.workspace.upload_bytes(iters_ + k * ctx_.rank, iter_host_.data(), k * sizeof(float));
+    ctx_.comm.all_gather(iters_, k, wait());
+    if (!ctx_.sink) return;
+    ctx_.workspace.download_bytes(iter_host_.data(), iters_, k * ctx_.nranks * sizeof(float));
+    for (int h = 0; h < 2; ++h) {
+      row.iter_us[h].resize(ctx_.nranks);
+      for (int q = 0; q < ctx_.nranks; ++q) {
+        const float* from = iter_host_.data() + k * q + h * half;
+        row.iter_us[h][q].assign(from, from + half);
+      }
+    }
   }
 
   void fill_row(BenchRow& row, const CollSizes& cs, DType t) const {
@@ -212,6 +239,10 @@ class Runner {
   float* gather_ = nullptr;
   std::vector<unsigned char> host_;
   std::vector<Packed> gathered_;
+  // -I: iterations per rank, 2 x iters floats each (out of place, in place).
+  float* iters_ = nullptr;
+  std::size_t iter_floats_ = 0;
+  std::vector<float> iter_host_;
 };
 
 }  // namespace

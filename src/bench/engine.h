@@ -35,6 +35,9 @@ struct BenchPlan {
   int average = 1;         ///< -a: 0 rank 0's time, 1 mean over ranks, 2 min, 3 max
   /// -N: the sweep runs this many times, each cycle printed (nccl-tests' run_cycles).
   std::int64_t cycles = 1;
+  /// -I 1: every rank's time of every iteration reaches rank 0 (BenchRow::
+  /// iter_us), for nccl-tests' per-iteration JSON; bounded by kMaxIterValues.
+  bool per_iter = false;
   /// Test-only (GPUDIAG_TEST_CORRUPT=RANK): this rank sends zeros in the
   /// checked calls, so the others' results miss its contribution.
   int corrupt_rank = -1;
@@ -61,7 +64,19 @@ struct BenchRow {
   std::uint64_t size = 0, count = 0;
   BenchHalf half[2];  ///< [0] out of place, [1] in place
   std::vector<RankMeasure> ranks;  ///< per rank (rank 0 only)
+  /// With BenchPlan::per_iter: [half][rank][iteration], microseconds (rank 0 only).
+  std::vector<std::vector<float>> iter_us[2];
 };
+
+/// The most per-iteration values (ranks x iterations x 2) -I gathers per row:
+/// 16 M floats, 64 MiB, on rank 0 and in each rank's workspace.
+inline constexpr std::uint64_t kMaxIterValues = std::uint64_t{16} << 20;
+
+/// Whether -I's gather fits kMaxIterValues for `nranks` ranks of `iters` iterations.
+inline bool per_iter_fits(int nranks, int iters) {
+  return static_cast<std::uint64_t>(nranks) * static_cast<std::uint64_t>(iters) * 2 <=
+         kMaxIterValues;
+}
 
 /// Where rank 0's rows go as they are measured.
 class BenchSink {

@@ -18,6 +18,7 @@
 #include "report/bench_report.h"
 #include "report/expected_bw_job.h"
 #include "report/job_report.h"
+#include "report/nccl_tests_json.h"
 #include "report/link_report.h"
 #include "report/status_line.h"
 #include "util/error.h"
@@ -93,9 +94,12 @@ std::vector<std::string> flag_notes(const BenchCli& o) {
   add(o.device_ctas != 16, "-V " + std::to_string(o.device_ctas) + ": no device-API kernel runs");
   add(o.memory != 0, "-M 1: no memory usage report");
   add(o.unalign != 0, "-u " + std::to_string(o.unalign) + ": buffers start aligned");
-  add(o.per_iter != 0, "-I 1: per-iteration times are kept (the slowest rank per row below); "
-                       "no i_* summary columns");
-  add(o.per_iter_skip != 0, "-K " + std::to_string(o.per_iter_skip) + ": no i_* summary to skip in");
+  add(o.per_iter != 0 && o.output_file.empty(),
+      "-I 1: per-iteration times go to -J's JSON (nccl-tests' keys), and there is no -J FILE; "
+      "the text has no i_* columns");
+  add(o.per_iter != 0 && !o.output_file.empty(),
+      "-I 1: per-iteration times of every rank are in -J's JSON at nccl-tests' keys; the text "
+      "has no i_* columns");
   return n;
 }
 
@@ -225,6 +229,28 @@ void relaunch_per_gpu(const BenchCli& o) {
                                       std::strerror(errno));
 }
 
+/// -J FILE: nccl-tests' JSON, with gpudiag's own document under "gpudiag".
+/// As nccl-tests does, an existing FILE is kept (FILE.0, FILE.1, ... are
+/// tried) and a file that cannot be written is skipped with a '#' line (and
+/// a warning): the measurement stands.
+void write_nccl_tests_json(int out, const std::string& path, const NcclTestsJson& nt,
+                           const NcclTestsPrinter& printer, const char* schema,
+                           const nlohmann::json& doc, const CheckResult& result) {
+  nlohmann::json gpudiag = {{"schema", schema}};
+  for (const auto& [k, v] : doc.items()) gpudiag[k] = v;
+  auto j = nt.document(printer.wrong(), printer.avg_busbw(), gpudiag, command_line());
+  if (!job_ok(result)) j["errors"].push_back("the measurement did not complete: see \"gpudiag\"");
+  std::string error;
+  const auto written = write_new_file(
+      path, j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n", error);
+  if (written) {
+    write_all(out, "# Writing JSON output to " + *written + "\n");
+  } else {
+    write_all(out, "# skipping json output; " + error + "\n");
+    spdlog::warn("-J {}: not written: {}", path, error);
+  }
+}
+
 int run(BenchCli o) {
   relaunch_per_gpu(o);
   if (!o.links && o.min_bytes > o.max_bytes)
@@ -234,10 +260,6 @@ int run(BenchCli o) {
     throw UsageError(
         "-f/--stepfactor " + fmt::format("{}", o.step_factor) + " does not grow the size",
         "give a factor above 1, e.g. -f 2, or -i BYTES for equal steps");
-  if (!o.output_file.empty()) {
-    if (!o.json_path.empty()) throw UsageError("give -J/--output_file or --json, not both");
-    o.json_path = o.output_file;
-  }
   std::shared_ptr<BenchPlan> plan;
   if (o.links)
     apply_link_options(o);
@@ -256,7 +278,9 @@ int run(BenchCli o) {
   set_log_tag("rank " + std::to_string(job.setup.world.rank));
   const int out = human_fd(o.json_path);  // stderr when the JSON takes stdout
   std::unique_ptr<NcclTestsPrinter> printer;
+  std::unique_ptr<NcclTestsJson> nt;  // -J: nccl-tests' own JSON
   if (plan) {
+    plan->per_iter = o.per_iter != 0 && per_iter_fits(job.setup.world.size, plan->iters);
     // Roots: -r R, or every rank with -r -1 (nccl-tests' way).
     const int n = job.setup.world.size;
     if (o.root >= n)
@@ -289,7 +313,15 @@ int run(BenchCli o) {
                         : 0;  // no NCCL in the measurement
       h.backend = table[0] ? table[0]->backend : "";
       h.versions = table[0] ? versions_text(*table[0], "") : "";
+      if (o.per_iter != 0 && !plan->per_iter)
+        h.notes.push_back("-I 1: " + std::to_string(job.setup.world.size) + " ranks x " +
+                          std::to_string(plan->iters) + " iterations is more than gpudiag "
+                          "gathers (16 M values): no per-iteration times");
       printer = std::make_unique<NcclTestsPrinter>(out, h);
+      if (!o.output_file.empty()) {
+        nt = std::make_unique<NcclTestsJson>(h, plan->per_iter, o.per_iter_skip);
+        printer->attach(nt.get());
+      }
       printer->begin(table);
       return static_cast<BenchSink*>(printer.get());
     };
@@ -336,6 +368,7 @@ int run(BenchCli o) {
     // What differs between the ranks may explain a slow or failed run.
     write_all(out, render_fingerprint(result.fingerprint));
     if (!o.json_path.empty()) json_status = emit_json(o.json_path, schema, json);
+    if (nt) write_nccl_tests_json(out, o.output_file, *nt, *printer, schema, json, result);
   }
   int status = job.finish(result);
   if (status == 0) status = json_status;
@@ -436,7 +469,8 @@ Runner setup_bench(CLI::App& app) {
       ->check(Seconds(0.1, 86400.0))
       ->capture_default_str();
   sub->add_option("-J,--output_file", o->output_file,
-                  "rank 0 writes the results as JSON to FILE (the same as --json FILE)")
+                  "rank 0 writes nccl-tests' JSON to FILE (FILE.0, FILE.1... when it exists), "
+                  "gpudiag's own document under \"gpudiag\" (--json writes that alone)")
       ->type_name("FILE");
   sub->add_option("--device", o->check.device, "CUDA device ordinal (default: local rank)")
       ->check(DeviceOrdinal());

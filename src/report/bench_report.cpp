@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "checks/verdict.h"
+#include "report/nccl_tests_json.h"
 #include "report/status_line.h"
 
 namespace gpudiag {
@@ -54,6 +55,7 @@ std::string NcclTestsPrinter::label(int rank) const {
 
 void NcclTestsPrinter::begin(const std::vector<std::optional<RankRecord>>& table) {
   table_ = table;
+  if (nt_) nt_->set_devices(table);
   // nccl-tests' first line, in the words its consumers look for; what runs
   // is said in the parentheses. No NCCL header was compiled in: 0.
   std::string s = fmt::format("# nccl-tests version {} nccl-headers=0 nccl-library={} (gpudiag "
@@ -105,6 +107,7 @@ void NcclTestsPrinter::begin(const std::vector<std::optional<RankRecord>>& table
 }
 
 void NcclTestsPrinter::row(const BenchRow& r) {
+  if (nt_) nt_->add_row(r);
   std::string s = fmt::format("{:>12}  {:>12}  {:>8}  {:>6}  {:>6}", r.size, r.count,
                               dtype_name(r.type), r.redop, r.root);
   nlohmann::json jr = {{"size", r.size}, {"count", r.count}, {"type", dtype_name(r.type)},

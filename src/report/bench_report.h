@@ -39,6 +39,8 @@ struct BenchHeader {
 /// nccl-tests' version whose layout and JSON gpudiag bench follows.
 inline constexpr const char* kNcclTestsVersion = "2.19.6";
 
+class NcclTestsJson;  // report/nccl_tests_json.h
+
 class NcclTestsPrinter : public BenchSink {
  public:
   /// Writes to `fd` (stdout, or stderr when the JSON takes stdout).
@@ -55,8 +57,11 @@ class NcclTestsPrinter : public BenchSink {
   double largest_busbw() const { return largest_busbw_; }
   double largest_bytes() const { return static_cast<double>(largest_size_); }
   nlohmann::json json() const;
+  /// Rows and devices also go to `nt` (-J's nccl-tests document), if set.
+  void attach(NcclTestsJson* nt) { nt_ = nt; }
 
  private:
+  NcclTestsJson* nt_ = nullptr;
   void out(const std::string& s) const;
   std::string label(int rank) const;
 

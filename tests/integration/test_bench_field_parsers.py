@@ -52,6 +52,54 @@ class FieldParsers(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         self.read_like_the_field(p.stdout, 2)
 
+    def test_json_is_nccl_tests_own_at_the_keys_its_analyser_reads(self):
+        # nccl-tests 2.19's tools/analyze_perf_json.py reads, of a -I 1 -J file:
+        # version, config.iterations, config.aggregated_iterations,
+        # config.per_iter_skip, results[].size and, per placement,
+        # results[].{out_of_place,in_place}_per_iter.{avg_us, min_us, max_us,
+        # p99_us, cv_pct, times_us, per_process_max_times_us}; times_us must be
+        # the max over the process rows of each iteration.
+        import json
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "r.json")
+            cmd = [BIN, "launch", "--nproc-per-node", "3", "--", "bench", "-b", "1K", "-e", "4K",
+                   "-n", "6", "-I", "1", "-K", "1", "-J", path]
+            p = run(cmd, timeout=180)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertIn(f"# Writing JSON output to {path}", p.stdout)
+            again = run(cmd, timeout=180)  # nccl-tests never overwrites: path.0
+            self.assertIn(f"# Writing JSON output to {path}.0", again.stdout)
+            with open(path) as f:
+                doc = json.load(f)
+        self.assertEqual(doc["version"], 3)
+        for key in ("start_time", "args", "env", "nccl_version", "config", "results",
+                    "out_of_bounds", "average_bus_bandwidth", "errors", "end_time"):
+            self.assertIn(key, doc)
+        cfg = doc["config"]
+        self.assertEqual((cfg["iterations"], cfg["aggregated_iterations"], cfg["per_iter_skip"]),
+                         (6, 1, 1))
+        self.assertEqual(cfg["per_iter_timing"], "true")  # nccl-tests' jsonBool writes strings
+        self.assertEqual([dev["rank"] for dev in cfg["devices"]], [0, 1, 2])
+        self.assertEqual([r["size"] for r in doc["results"]], [1024, 2048, 4096])
+        for r in doc["results"]:
+            self.assertEqual(set(r["out_of_place"]), {"time", "alg_bw", "bus_bw", "nwrong"})
+            for key in ("out_of_place_per_iter", "in_place_per_iter"):
+                it = r[key]
+                rows = it["per_process_max_times_us"]
+                self.assertEqual(len(rows), 3)  # every rank, every iteration
+                self.assertTrue(all(len(row) == 6 for row in rows), rows)
+                self.assertEqual(it["times_us"], [max(col) for col in zip(*rows)])
+                self.assertEqual(it["skipped_iterations"], 1)
+                self.assertLessEqual(it["min_us"], it["avg_us"])
+                self.assertLessEqual(it["avg_us"], it["max_us"])
+                self.assertEqual(it["max_us"], max(it["times_us"][1:]))
+                self.assertGreaterEqual(it["cv_pct"], 0)
+        self.assertEqual(doc["out_of_bounds"], {"count": 0, "okay": "true"})
+        self.assertEqual(doc["gpudiag"]["schema"], "gpudiag-bench/2")  # gpudiag's own, under one key
+        self.assertFalse([e for e in doc["env"] if e.startswith("GPUDIAG_SECRET=")
+                          and "not shown" not in e], "the launcher's secret is in the file")
+
     def test_g_above_one_alone_runs_one_rank_per_gpu(self):
         # `all_reduce_perf -g 2` on one machine: one process driving 2 GPUs in
         # nccl-tests; here 2 ranks of one each, started by gpudiag itself.

@@ -3,7 +3,7 @@ siblings: the rows between the out-of-place header and "# Out of bounds values",
 13 whitespace-separated fields each, and the footer's last field. Every
 collective under gpudiag launch, mpirun and (in test_slurm.py) srun; nccl-tests'
 flags and size suffixes; a corrupted contribution seen as #wrong, FAILED and the
-rank named; -J against the fields docs/json.md documents."""
+rank named; --json against the fields docs/json.md documents."""
 
 import json
 import os
@@ -176,11 +176,13 @@ def documented_fields(schema):
 
 
 class Json(unittest.TestCase):
-    def test_output_file_holds_every_documented_field_and_no_other(self):
+    def test_json_file_holds_every_documented_field_and_no_other(self):
+        # --json FILE: gpudiag's own document (-J writes nccl-tests' and carries
+        # this one under "gpudiag": test_bench_field_parsers.py).
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "out.json")
             p = run([BIN, "launch", "--nproc-per-node", "2", "--", "bench", "all_gather",
-                     "--backend", "host", "-b", "4K", "-e", "8K", "-n", "2", "-J", path],
+                     "--backend", "host", "-b", "4K", "-e", "8K", "-n", "2", "--json", path],
                     env=clean_env(), timeout=300)
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
             with open(path) as f:
