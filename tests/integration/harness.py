@@ -119,8 +119,10 @@ def clean_env():
 
 
 def strip_prefix(out):
-    """Output relayed by gpudiag launch without its "[rankN]: " prefixes."""
-    return "\n".join(l.split("]: ", 1)[-1] for l in out.splitlines())
+    """Output relayed by gpudiag launch without its "[rankN]: " prefixes (only a
+    line's leading one: rank 0's bench report goes out unprefixed, and its lines
+    may hold "]: " themselves, as in "# wrong on rank 0 [host]: ...")."""
+    return "\n".join(re.sub(r"^\[rank\d+\]: ", "", l) for l in out.splitlines())
 
 
 def children_by_rank(launcher_pid):

@@ -76,6 +76,22 @@ class SlurmTests(unittest.TestCase):
                 self.assertGreater(avg, 0)
                 self.assertIn("backend=host/mpi" if mpi == "pmix" else "backend=host/tcp", p.stdout)
 
+    def test_field_parsers_read_all_reduce_perf_under_srun(self):
+        # A node health check's own line, `srun all_reduce_perf -b 8 -e 32K -f 2 -g 1`,
+        # read as field_parsers.py's scripts read it, with and without PMIx.
+        from field_parsers import avg_busbw_shell, first_line_version, regex_rows, split_rows
+        from test_bench_field_parsers import LINE, PERF, SIZES
+        for mpi in ("none", "pmix"):
+            with self.subTest(mpi=mpi):
+                p = self.srun(f"--mpi={mpi}", "-n", "2", PERF, *LINE)
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                rows = regex_rows(p.stdout)
+                self.assertEqual([int(r[0]) for r in rows], SIZES, p.stdout)
+                self.assertTrue(all(r[8] == "0" and r[12] == "0" for r in rows), rows)
+                self.assertEqual(len(split_rows(p.stdout)), len(SIZES))
+                self.assertGreater(avg_busbw_shell(p.stdout), 0)
+                self.assertEqual(first_line_version(p.stdout), "2.19.6", p.stdout[:300])
+
     def sbatch(self, example, ntasks, env=None, args=("--size", "16MiB", "--iters", "1")):
         """Submits slurm/<example> resized to one node and `ntasks` tasks; returns its output."""
         with open(os.path.join(SOURCE_DIR, "slurm", example)) as f:
