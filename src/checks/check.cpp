@@ -320,6 +320,10 @@ class CheckRun {
     try {
       me().fingerprint =
           collect_fingerprint(live_sources(setup_.env, me().host, me().gpu_ordinal, opt_.nccl_lib));
+      // Kept past the exchange: the bandwidth verdict asks whether the job's
+      // nodes share one NVLink domain.
+      if (const auto d = me().fingerprint.get("gpu.nvlink_domain"); d.find('/') != std::string::npos)
+        me().nvlink_domain = d;
     } catch (const std::exception& e) {
       spdlog::warn("rank {}: no fingerprint: {}", me().rank, e.what());
     }

@@ -44,6 +44,9 @@ struct RankRecord {
   std::string cuda_runtime, cuda_driver, nccl_version, mpi_version;
   std::string nccl_path;    ///< the libnccl.so.2 this rank loaded ("" none)
   std::string nccl_hostid;  ///< NCCL_HOSTID: NCCL's own idea of which host this is
+  /// The GPU's multi-node NVLink domain, "<cluster uuid>/<clique>" (NVML,
+  /// world/nvml.h), "" when it is in none or it is not known.
+  std::string nvlink_domain;
   double allreduce_bytes = 0;
   double allreduce_seconds = 0;  ///< mean of the timed iterations
   /// gpudiag bench --links: median seconds per exchange of link_bytes with

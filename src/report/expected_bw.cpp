@@ -81,6 +81,7 @@ std::string measured_gbps(double v) {
 struct Figure {
   double gbps = 0;
   std::string basis, source;
+  std::uint64_t judged_from = 0;  ///< the smallest size it holds at
 };
 
 std::optional<Figure> table_figure(const GpuFamily& f, const BwMeasurement& m, std::string& why) {
@@ -88,7 +89,19 @@ std::optional<Figure> table_figure(const GpuFamily& f, const BwMeasurement& m, s
   if (!m.across_nodes)
     return Figure{pair ? f.intra_link_pair : f.intra_allreduce_busbw,
                   f.family + ", " + f.intra_fabric + (pair ? ", a pair on one node" : ", one node"),
-                  f.intra_source};
+                  f.intra_source, f.judged_from_bytes};
+  if (m.one_nvlink_domain) {
+    if (!f.has_domain) {
+      why = "no figure for " + f.family + " across nodes of one NVLink domain in " +
+            "data/expected-bw/" + f.file;
+      return std::nullopt;
+    }
+    return Figure{pair ? f.domain_link_pair : f.domain_allreduce_busbw,
+                  f.family + ", " + f.domain_fabric +
+                      (pair ? ", a pair on two nodes of one NVLink domain"
+                            : ", several nodes of one NVLink domain"),
+                  f.domain_source, f.domain_judged_from_bytes};
+  }
   if (m.rdma_rate_gbps <= 0) {
     why =
         "no active InfiniBand/RoCE port found on rank 0's host; across nodes the figure "
@@ -105,17 +118,17 @@ std::optional<Figure> table_figure(const GpuFamily& f, const BwMeasurement& m, s
   const std::string rate = std::to_string(nic->rate_gbps) + " Gb/s";
   if (pair)
     return Figure{nic->link_pair, f.family + ", a pair across nodes, one " + rate + " NIC",
-                  nic->source};
+                  nic->source, f.judged_from_bytes};
   const int ports = std::max(1, m.rdma_ports);
   const double nics = nic->allreduce_busbw_per_nic * ports;
   if (nics >= f.intra_allreduce_busbw)
     return Figure{f.intra_allreduce_busbw,
                   f.family + ", several nodes, " + std::to_string(ports) + "x " + rate +
                       " NICs a node (the node's " + f.intra_fabric + " figure is the lower)",
-                  f.intra_source + "; " + nic->source};
+                  f.intra_source + "; " + nic->source, f.judged_from_bytes};
   return Figure{
       nics, f.family + ", several nodes, " + std::to_string(ports) + "x " + rate + " NICs a node",
-      nic->source};
+      nic->source, f.judged_from_bytes};
 }
 
 std::string title(const BwMeasurement& m) {
@@ -157,6 +170,17 @@ GpuFamily parse_gpu_family(const std::string& file, std::string_view json_text) 
   }
   std::sort(f.inter.begin(), f.inter.end(),
             [](auto& a, auto& b) { return a.rate_gbps < b.rate_gbps; });
+  if (auto d = j.find("nvlink_domain"); d != j.end()) {
+    if (!d->is_object()) bad(file, "\"nvlink_domain\" is not an object");
+    f.has_domain = true;
+    f.domain_fabric = text(file, *d, "fabric");
+    f.domain_allreduce_busbw = figure(file, *d, "allreduce_busbw");
+    f.domain_link_pair = figure(file, *d, "link_pair");
+    const auto& dfrom = field(file, *d, "judged_from_bytes");
+    if (!dfrom.is_number_unsigned()) bad(file, "\"nvlink_domain.judged_from_bytes\" is not a byte count");
+    f.domain_judged_from_bytes = dfrom.get<std::uint64_t>();
+    f.domain_source = text(file, *d, "source");
+  }
   return f;
 }
 
@@ -218,13 +242,13 @@ BwVerdict judge_bandwidth(const BwMeasurement& m, const std::vector<GpuFamily>& 
   } else {
     v.file = "data/expected-bw/" + family->file;
     fig = table_figure(*family, m, why);
-    if (fig && m.bytes < static_cast<double>(family->judged_from_bytes)) {
+    if (fig && m.bytes < static_cast<double>(fig->judged_from)) {
       v.verdict = "no verdict";
       v.expected_gbps = fig->gbps;
       v.basis = fig->basis;
       v.source = fig->source;
       v.text = title(m) + " : " + gbps(fig->gbps) + " GB/s (" + fig->basis + ") from " +
-               human_bytes(family->judged_from_bytes) + "; measured " + measured + " at " +
+               human_bytes(fig->judged_from) + "; measured " + measured + " at " +
                human_bytes(static_cast<std::uint64_t>(m.bytes)) + ": too small a size to judge";
       return v;
     }

@@ -7,7 +7,8 @@
 // figure: within one node the family's intra-node figure; across nodes the
 // per-NIC figure of the host's InfiniBand/RoCE port rate times the number of
 // active ports at that rate, capped by the intra-node figure (a ring crosses
-// both). A measured bandwidth is then PASS, WARN below kWarnFraction of the
+// both); across nodes of one multi-node NVLink domain (GB200/GB300 NVL72),
+// the family's NVLink-domain figure. A measured bandwidth is then PASS, WARN below kWarnFraction of the
 // figure or FAIL below kFailFraction. `--expect-busbw` replaces the table's
 // figure. Without a GPU (the host backends) nothing here applies: the verdict
 // says so and is never PASS. Below the family's `judged_from_bytes` the table
@@ -43,6 +44,13 @@ struct GpuFamily {
   double intra_allreduce_busbw = 0, intra_link_pair = 0;  ///< GB/s
   std::string intra_source;
   std::vector<NicExpectation> inter;  ///< by rate, ascending
+  /// `nvlink_domain`: ranks on several nodes of one multi-node NVLink domain
+  /// (GB200/GB300 NVL72), optional.
+  bool has_domain = false;
+  std::string domain_fabric;
+  double domain_allreduce_busbw = 0, domain_link_pair = 0;  ///< GB/s
+  std::uint64_t domain_judged_from_bytes = 0;
+  std::string domain_source;
 };
 
 /// Parses one file; throws gpudiag::Error naming the file and the field.
@@ -63,6 +71,10 @@ struct BwMeasurement {
   std::string backend;   ///< "nccl", "host/tcp", "host/mpi"
   /// allreduce: the job spans several nodes; link_pair: the pair does.
   bool across_nodes = false;
+  /// Across nodes, every GPU of the job (allreduce) or pair is in one
+  /// multi-node NVLink domain (NVML's fabric cluster and clique, as NCCL
+  /// decides it): the family's nvlink_domain figures apply, not the NICs'.
+  bool one_nvlink_domain = false;
   int rdma_rate_gbps = 0;  ///< the host's InfiniBand/RoCE port rate (0 unknown)
   int rdma_ports = 0;      ///< active ports at that rate
   double bytes = 0;        ///< the size measured

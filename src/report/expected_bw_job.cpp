@@ -33,11 +33,14 @@ BwMeasurement job_measurement(const CheckResult& result, std::optional<double> e
   m.backend = result.me.backend;
   m.expect_override = expect_override;
   std::map<std::string, int> names;
-  std::set<std::string> hosts;
+  std::set<std::string> hosts, domains;
+  bool every_rank_in_a_domain = true;
   std::map<std::pair<std::string, std::string>, std::vector<int>> by_gpu;  // (host, GPU) -> ranks
   for (const auto& r : result.table) {
     if (!r) continue;
     hosts.insert(r->host);
+    domains.insert(r->nvlink_domain);
+    every_rank_in_a_domain = every_rank_in_a_domain && !r->nvlink_domain.empty();
     if (!r->gpu_name.empty()) ++names[r->gpu_name];
     const std::string gpu = !r->gpu_uuid.empty() ? r->gpu_uuid : r->gpu_bus_id;
     if (!gpu.empty()) by_gpu[{r->host, gpu}].push_back(r->rank);
@@ -53,6 +56,8 @@ BwMeasurement job_measurement(const CheckResult& result, std::optional<double> e
   for (const auto& [name, n] : names)
     if (n > best) m.gpu_name = name, best = n;
   m.across_nodes = hosts.size() > 1;
+  // As NCCL decides it (ncclTopoCheckMNNVL): the same cluster and clique.
+  m.one_nvlink_domain = m.across_nodes && every_rank_in_a_domain && domains.size() == 1;
   if (m.across_nodes) {
     const auto rdma = summarize_rdma(read_ib_ports(sys_root));
     m.rdma_rate_gbps = rdma.rate_gbps;

@@ -45,7 +45,10 @@ TEST(ExpectedBwTable, NamesAsCudaReportsThemFindOneFamily) {
                                                        {"NVIDIA H100 80GB HBM3", "H100 SXM"},
                                                        {"NVIDIA H100 PCIe", "H100 PCIe"},
                                                        {"NVIDIA H200", "H200 SXM"},
-                                                       {"NVIDIA B200", "B200"}};
+                                                       {"NVIDIA B200", "B200"},
+                                                       {"NVIDIA B300 SXM6 AC", "B300"},
+                                                       {"NVIDIA GB200", "GB200 NVL"},
+                                                       {"NVIDIA GB300", "GB300 NVL"}};
   for (const auto& [name, family] : names) {
     const GpuFamily* f = find_family(t, name);
     ASSERT_NE(f, nullptr) << name;
@@ -54,7 +57,7 @@ TEST(ExpectedBwTable, NamesAsCudaReportsThemFindOneFamily) {
     for (const auto& g : t) matching += find_family({g}, name) != nullptr;
     EXPECT_EQ(matching, 1) << name;
   }
-  for (const char* other : {"NVIDIA GH200 480GB", "NVIDIA GB200", "NVIDIA H100 NVL",
+  for (const char* other : {"NVIDIA GH200 480GB", "NVIDIA H100 NVL",
                             "NVIDIA H200 NVL", "NVIDIA GeForce RTX 4090", "Tesla V100-SXM2-32GB"})
     EXPECT_EQ(find_family(t, other), nullptr) << other;
 }
@@ -117,6 +120,48 @@ TEST(ExpectedBwVerdict, AcrossNodesByNicRateAndCount) {
   EXPECT_NE(v.text.find("pass --expect-busbw"), std::string::npos) << v.text;
 }
 
+// Blackwell: an NVL72 rack is one NVLink domain across its compute trays;
+// HGX B300 has an 800G NIC per GPU. Published runs from coreweave/nccl-tests'
+// README (NCCL 2.26.2): one rack of 72 GB200, and 20 racks over 400G NICs.
+TEST(ExpectedBwVerdict, BlackwellRacksAndRails) {
+  const auto& t = expected_bw_table();
+  auto m = allreduce("NVIDIA GB200", 834.57, true);  // one rack, 8 GiB
+  m.bytes = 8.0 * (1 << 30);
+  m.one_nvlink_domain = true;
+  m.rdma_rate_gbps = 400, m.rdma_ports = 4;  // the NICs do not apply within the domain
+  auto v = judge_bandwidth(m, t);
+  EXPECT_EQ(v.verdict, "PASS");
+  EXPECT_EQ(v.expected_gbps, 650);
+  EXPECT_NE(v.basis.find("several nodes of one NVLink domain"), std::string::npos) << v.basis;
+  m.gbps = 300;  // a rack with a switch tray down
+  EXPECT_EQ(judge_bandwidth(m, t).verdict, "FAIL");
+  m.bytes = 512 << 20, m.gbps = 586.06;  // still rising at 512 MiB: from 1 GiB only
+  EXPECT_EQ(judge_bandwidth(m, t).verdict, "no verdict");
+  // 20 racks (1440 GPUs): across domains, 4x 400G a tray: 180, measured 405.74.
+  m = allreduce("NVIDIA GB200", 405.74, true);
+  m.bytes = 16.0 * (1 << 30);
+  m.rdma_rate_gbps = 400, m.rdma_ports = 4;
+  v = judge_bandwidth(m, t);
+  EXPECT_EQ(v.verdict, "PASS");
+  EXPECT_EQ(v.expected_gbps, 180);
+  // HGX B300, 8x 800G: the NICs (8 x 85) pass NVLink's 650, which holds;
+  // with two of the eight ports up, 170.
+  m = allreduce("NVIDIA B300 SXM6 AC", 100, true);
+  m.rdma_rate_gbps = 800, m.rdma_ports = 8;
+  EXPECT_EQ(judge_bandwidth(m, t).expected_gbps, 650);
+  m.rdma_ports = 2;
+  v = judge_bandwidth(m, t);
+  EXPECT_EQ(v.expected_gbps, 170);
+  EXPECT_EQ(v.verdict, "WARN");
+  // A family with no NVLink-domain figure says so rather than judging by NICs.
+  m = allreduce("NVIDIA H100 80GB HBM3", 100, true);
+  m.one_nvlink_domain = true;
+  m.rdma_rate_gbps = 400, m.rdma_ports = 8;
+  v = judge_bandwidth(m, t);
+  EXPECT_EQ(v.verdict, "none");
+  EXPECT_NE(v.source.find("one NVLink domain"), std::string::npos) << v.source;
+}
+
 TEST(ExpectedBwVerdict, UnknownHardwareOverrideHostAndSmallSizes) {
   const auto& t = expected_bw_table();
   auto v = judge_bandwidth(allreduce("NVIDIA Foo", 100), t);
@@ -165,6 +210,20 @@ TEST(ExpectedBwTable, MalformedFilesNameTheFileAndField) {
   negative.replace(negative.find("\"allreduce_busbw\":1"), 19, "\"allreduce_busbw\":-5");
   EXPECT_THROW(parse_gpu_family("x.json", negative), Error);
   EXPECT_THROW(parse_gpu_family("x.json", "not json"), Error);
+  std::string domain = good;
+  domain.insert(domain.size() - 1, R"(,"nvlink_domain":[1])");
+  try {
+    parse_gpu_family("x.json", domain);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("x.json: \"nvlink_domain\" is not an object"),
+              std::string::npos)
+        << e.what();
+  }
+  domain = good;
+  domain.insert(domain.size() - 1, R"(,"nvlink_domain":{"fabric":"f","allreduce_busbw":2,
+    "link_pair":2,"source":"s"})");
+  EXPECT_THROW(parse_gpu_family("x.json", domain), Error);  // no judged_from_bytes
 }
 
 TEST(ExpectedBwJob, RdmaRateFromCapturedSysfs) {
@@ -215,6 +274,24 @@ TEST(ExpectedBwJob, RanksSharingAGpuGetNoVerdict) {
   // Each rank its own GPU: judged as before.
   for (int r = 0; r < 4; ++r) res.table[r]->gpu_uuid = "GPU-" + std::to_string(r);
   EXPECT_EQ(sweep_busbw_verdict(res, 256 << 20, 0.62, std::nullopt, kSys + "none").verdict, "FAIL");
+}
+
+// Two compute trays of one NVL72 rack: the same NVLink cluster and clique on
+// every rank puts the job in one domain; one rank elsewhere takes it out.
+TEST(ExpectedBwJob, OneNvlinkDomainAcrossTrays) {
+  auto res = job(8, 4, "NVIDIA GB200", "nccl");
+  for (auto& r : res.table)
+    r->allreduce_bytes = 1 << 30, r->allreduce_seconds = 0.0025,
+    r->nvlink_domain = "0123456789abcdef0123456789abcdef/7";
+  auto v = check_busbw_verdict(res, std::nullopt, kSys + "ib_up");  // 1.07 * 1.75 / 0.0025 = 751.6
+  EXPECT_EQ(v.verdict, "PASS");
+  EXPECT_EQ(v.expected_gbps, 650);
+  res.table[5]->nvlink_domain = "0123456789abcdef0123456789abcdef/8";  // another clique
+  v = check_busbw_verdict(res, std::nullopt, kSys + "ib_up");
+  EXPECT_EQ(v.expected_gbps, 0);  // GB200 has no 200G row: no figure across domains
+  EXPECT_EQ(v.verdict, "none");
+  res.table[5]->nvlink_domain.clear();  // a GPU in no domain
+  EXPECT_EQ(check_busbw_verdict(res, std::nullopt, kSys + "ib_up").verdict, "none");
 }
 
 TEST(ExpectedBwJob, SweepJudgesTheLargestSize) {

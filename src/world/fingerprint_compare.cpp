@@ -38,8 +38,11 @@ bool compared(const std::string& key) {
     return false;
   // A GPU's current clocks follow its load, its remapped rows are its own
   // history, and ACS names its own bridges: findings judge those, not equality.
+  // A multi-node NVLink domain is a rack's own (jobs span racks), and its
+  // fabric health is judged by a finding.
   if (key == "gpu.clock.sm" || key == "gpu.clock.mem" || key == "gpu.remapped_rows" ||
-      key == "gpu.nvml" || key == "pcie.acs")
+      key == "gpu.nvml" || key == "pcie.acs" || key == "gpu.nvlink_domain" ||
+      key == "gpu.nvlink_bw")
     return false;
   if (key.starts_with("nic."))
     for (const char* v : {"nic.veth", "nic.cali", "nic.br-", "nic.vnet", "nic.tap", "nic.lxc",
@@ -171,6 +174,23 @@ void find_bad_values(const std::vector<RankPrint>& ps, const std::map<std::strin
     else if (rows.find(", pending") != std::string::npos)
       note("a GPU has memory row remapping pending (NVML)",
            "reset the GPU (nvidia-smi -r) or reboot the node before the next job", p);
+    const std::string domain = p.print->get("gpu.nvlink_domain");
+    if (domain == "registering")
+      note("a GPU has not finished joining its NVLink fabric (NVML fabric state): NCCL cannot "
+           "use multi-node NVLink on it yet",
+           "check the fabric manager (systemctl status nvidia-fabricmanager, nvidia-smi -q | "
+           "grep -A4 Fabric) and start the job when the state is Completed",
+           p);
+    else if (domain.starts_with("failed"))
+      note("a GPU failed to join its NVLink fabric (NVML: " + domain + ")",
+           "check the fabric manager's log and the NVLink switch trays; drain the node if it "
+           "stays failed",
+           p);
+    if (p.print->get("gpu.nvlink_bw") == "degraded")
+      note("a GPU's NVLink fabric runs at degraded bandwidth (NVML fabric health)",
+           "check the NVLink switch trays and cables (nvidia-smi nvlink -s); drain the node "
+           "until repaired",
+           p);
     if (p.print->get("gpu.ecc").find("after reset") != std::string::npos)
       note("a GPU's ECC mode changes at its next reset (NVML)",
            "reset the GPU (nvidia-smi -r) or reboot, so every GPU runs the mode it is set to", p);

@@ -268,5 +268,32 @@ TEST(FingerprintFindings, RowRemappingAndEccChangePending) {
   EXPECT_NE(all.find("ECC mode changes at its next reset (NVML) @3"), std::string::npos) << all;
 }
 
+// An NVL72 rack: each tray's GPUs share a domain (never compared: racks
+// differ by design); one GPU still registering, one failed, one degraded.
+TEST(FingerprintFindings, NvlinkFabricNotReadyOrDegraded) {
+  Job job(8, 4, [](int r, Fingerprint& f) {
+    f.fields["gpu.nvlink_domain"] = r == 1   ? "registering"
+                                    : r == 2 ? "failed (NVML error 999)"
+                                    : r < 4  ? "ab/7"
+                                             : "ab/8";
+    f.fields["gpu.nvlink_bw"] = r == 6 ? "degraded" : r == 7 ? "not reported" : "full";
+  });
+  auto c = compare_fingerprints(job.view);
+  EXPECT_TRUE(c.differences.empty());
+  std::string all;
+  for (auto& f : c.findings) all += f.what + " @" + compress_ranks(f.ranks) + "\n";
+  EXPECT_NE(all.find("has not finished joining its NVLink fabric (NVML fabric state): NCCL "
+                     "cannot use multi-node NVLink on it yet @1"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("failed to join its NVLink fabric (NVML: failed (NVML error 999)) @2"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("fabric runs at degraded bandwidth (NVML fabric health) @6"),
+            std::string::npos)
+      << all;
+  EXPECT_EQ(c.findings.size(), 3u) << all;
+}
+
 }  // namespace
 }  // namespace gpudiag

@@ -168,7 +168,9 @@ std::string render_info(const nlohmann::json& j) {
                              ", SM clock " + field("gpu.clock.sm") + "/" +
                              field("gpu.clock.sm_max") + " MHz, memory clock " +
                              field("gpu.clock.mem") + "/" + field("gpu.clock.mem_max") +
-                             " MHz, remapped rows " + field("gpu.remapped_rows")
+                             " MHz, remapped rows " + field("gpu.remapped_rows") +
+                             ", NVLink domain " + field("gpu.nvlink_domain") + " (bandwidth " +
+                             field("gpu.nvlink_bw") + ")"
                        : field("gpu.nvml"));
     line("fingerprint", std::to_string(f.size()) + " fields (--json shows them; check compares them)");
   }

@@ -1,11 +1,15 @@
 // Reading a GPU's management state through NVML (nvml.h). Only stable entry
 // points of NVML's C API are used (present since driver 450 except the
-// remapped rows, Ampere and newer, which are looked up optionally). Each
+// remapped rows, Ampere and newer, and the fabric information, driver 525 and
+// newer, which are looked up optionally). Each
 // reading initialises NVML and shuts it down again: NVML counts its users,
 // and the fingerprint reads one GPU once a process.
 #include "world/nvml.h"
 
 #include <dlfcn.h>
+
+#include <algorithm>
+#include <iterator>
 
 namespace gpudiag {
 
@@ -20,6 +24,49 @@ bool bind(void* lib, const char* name, F& f) {
 std::string enabled(int state) { return state ? "enabled" : "disabled"; }
 
 std::string failed_call(int rc) { return rc == kNvmlNotSupported ? "not supported" : "unknown"; }
+
+/// gpu.nvlink_domain and gpu.nvlink_bw (nvml.h) from NVML's fabric info, as
+/// NCCL reads it (src/init.cc, the MNNVL block of fillInfo: v2 first).
+void read_fabric(const NvmlApi& a, void* dev, std::map<std::string, std::string>& f) {
+  f["gpu.nvlink_domain"] = f["gpu.nvlink_bw"] = "not reported";
+  NvmlFabricInfoV2 v2{};
+  v2.version = kNvmlFabricInfoV2;
+  int rc = -1;
+  bool health = false;
+  if (a.fabric_info_v) rc = a.fabric_info_v(dev, &v2), health = rc == kNvmlSuccess;
+  if (rc != kNvmlSuccess && a.fabric_info) {
+    NvmlFabricInfoV1 v1{};
+    rc = a.fabric_info(dev, &v1);
+    std::copy(std::begin(v1.cluster_uuid), std::end(v1.cluster_uuid), v2.cluster_uuid);
+    v2.status = v1.status, v2.clique_id = v1.clique_id, v2.state = v1.state;
+  }
+  if (rc == kNvmlNotSupported || (rc == kNvmlSuccess && v2.state == kFabricNotSupported)) {
+    f["gpu.nvlink_domain"] = "none";
+    return;
+  }
+  if (rc != kNvmlSuccess) return;
+  if (v2.state == kFabricNotStarted || v2.state == kFabricInProgress) {
+    f["gpu.nvlink_domain"] = "registering";
+  } else if (v2.state != kFabricCompleted) {
+    return;
+  } else if (v2.status != kNvmlSuccess) {
+    f["gpu.nvlink_domain"] = "failed (NVML error " + std::to_string(v2.status) + ")";
+  } else {
+    static const char* hex = "0123456789abcdef";
+    std::string uuid;
+    bool zero = true;
+    for (unsigned char b : v2.cluster_uuid) {
+      uuid += hex[b >> 4], uuid += hex[b & 15];
+      zero = zero && b == 0;
+    }
+    // A zero UUID means no multi-node NVLink (NCCL: ncclTopoCheckMNNVL).
+    f["gpu.nvlink_domain"] = zero ? "none" : uuid + "/" + std::to_string(v2.clique_id);
+  }
+  if (health) {
+    const unsigned bw = v2.health_mask & kFabricHealthDegradedWidth;
+    f["gpu.nvlink_bw"] = bw == 1 ? "degraded" : bw == 2 ? "full" : "not reported";
+  }
+}
 
 }  // namespace
 
@@ -43,6 +90,8 @@ NvmlLibrary open_nvml(const std::string& path) {
     return l;  // the handle stays open: harmless, and dlclose of NVML is not
   }
   bind(h, "nvmlDeviceGetRemappedRows", a.remapped_rows);
+  bind(h, "nvmlDeviceGetGpuFabricInfoV", a.fabric_info_v);
+  bind(h, "nvmlDeviceGetGpuFabricInfo", a.fabric_info);
   l.loaded = true;
   return l;
 }
@@ -56,7 +105,8 @@ std::map<std::string, std::string> read_nvml_fields(const NvmlLibrary& lib,
                                                     const std::string& bus_id) {
   std::map<std::string, std::string> f;
   for (const char* k : {"gpu.persistence", "gpu.ecc", "gpu.clock.sm", "gpu.clock.sm_max",
-                        "gpu.clock.mem", "gpu.clock.mem_max", "gpu.remapped_rows"})
+                        "gpu.clock.mem", "gpu.clock.mem_max", "gpu.remapped_rows", "gpu.nvlink_domain",
+                        "gpu.nvlink_bw"})
     f[k] = "unknown";
   if (!lib.loaded) {
     f["gpu.nvml"] = "not loaded: " + lib.why;
@@ -102,6 +152,7 @@ std::map<std::string, std::string> read_nvml_fields(const NvmlLibrary& lib,
   } else {
     f["gpu.remapped_rows"] = "not supported";
   }
+  read_fabric(a, dev, f);
   a.shutdown();
   return f;
 }

@@ -1,6 +1,7 @@
 // The GPU's management state from NVML (libnvidia-ml.so.1, part of the
 // driver): persistence mode, ECC mode, current and maximum clocks, remapped
-// memory rows. The library is loaded at run time with dlopen, once a process;
+// memory rows, and the multi-node NVLink domain (GB200/GB300 NVL72) the GPU
+// belongs to with its fabric health. The library is loaded at run time with dlopen, once a process;
 // where it is absent (no driver, a container without it) every value is
 // "unknown" and nothing fails. The calls go through NvmlApi, a table of the
 // few functions used, so tests drive the reading with synthetic values.
@@ -24,7 +25,42 @@ struct NvmlApi {
   /// nvmlDeviceGetRemappedRows (Ampere and newer; may be absent).
   int (*remapped_rows)(void*, unsigned* correctable, unsigned* uncorrectable, unsigned* pending,
                        unsigned* failure) = nullptr;
+  /// nvmlDeviceGetGpuFabricInfoV with an NvmlFabricInfoV2 (driver 550 and
+  /// newer), else nvmlDeviceGetGpuFabricInfo with an NvmlFabricInfoV1 (525
+  /// and newer); both may be absent.
+  int (*fabric_info_v)(void*, void* info) = nullptr;
+  int (*fabric_info)(void*, void* info) = nullptr;
 };
+
+/// nvmlGpuFabricInfo_t and nvmlGpuFabricInfo_v2_t as NVML's header declares
+/// them (NCCL 2.28 repeats both in src/include/nvmlwrap.h): the UUID of the
+/// NVLink cluster, the clique inside it, the registration state and, in v2,
+/// the health mask. NCCL puts two GPUs in one multi-node NVLink domain when
+/// both UUID (non-zero) and clique match (src/graph/paths.cc,
+/// ncclTopoCheckMNNVL).
+struct NvmlFabricInfoV1 {
+  unsigned char cluster_uuid[16];
+  int status;  ///< nvmlReturn_t, meaningful once state is completed
+  unsigned clique_id;
+  unsigned char state;
+};
+struct NvmlFabricInfoV2 {
+  unsigned version;  ///< NVML_STRUCT_VERSION(GpuFabricInfo, 2)
+  unsigned char cluster_uuid[16];
+  int status;
+  unsigned clique_id;
+  unsigned char state;
+  unsigned health_mask;
+};
+/// NVML_STRUCT_VERSION: the structure's size with the version in the top byte.
+inline constexpr unsigned kNvmlFabricInfoV2 = sizeof(NvmlFabricInfoV2) | (2u << 24);
+/// NVML_GPU_FABRIC_STATE_*.
+inline constexpr unsigned char kFabricNotSupported = 0, kFabricNotStarted = 1,
+                               kFabricInProgress = 2, kFabricCompleted = 3;
+/// The degraded-bandwidth field of the health mask: shift 0, values 0 not
+/// reported, 1 degraded, 2 full bandwidth. NVML's header gives its width
+/// mask as 0x11, which would read 2 as 0; the two low bits hold the values.
+inline constexpr unsigned kFabricHealthDegradedWidth = 0x3;
 
 inline constexpr int kNvmlSuccess = 0;
 inline constexpr int kNvmlNotSupported = 3;
@@ -47,6 +83,11 @@ const NvmlLibrary& load_nvml();
 /// gpu.remapped_rows ("0 correctable, 0 uncorrectable", with ", pending"
 /// and/or ", failed" when NVML says so). `lib` not loaded, or the GPU not
 /// found by `bus_id`, gives "unknown" everywhere and gpu.nvml saying why.
+/// gpu.nvlink_domain is "<cluster uuid, 32 hex>/<clique>" for a GPU in a
+/// multi-node NVLink domain, "none", "registering" (the fabric manager has
+/// not finished: NCCL cannot use the domain yet), "failed (NVML error N)" or
+/// "not reported" (a driver without fabric information); gpu.nvlink_bw is
+/// "full", "degraded" or "not reported".
 std::map<std::string, std::string> read_nvml_fields(const NvmlLibrary& lib,
                                                     const std::string& bus_id);
 

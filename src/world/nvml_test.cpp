@@ -17,6 +17,11 @@ struct FakeGpu {
   unsigned corr = 0, unc = 0, pending = 0, failure = 0;
   int ecc_rc = 0, init_rc = 0;
   int inits = 0, shutdowns = 0;
+  // Fabric info (NVML_GPU_FABRIC_STATE_*, health mask as nvml.h defines it).
+  int fabric_rc = kNvmlNotSupported;
+  unsigned char state = kFabricNotSupported, uuid_byte = 0;
+  int status = 0;
+  unsigned clique = 0, health = 0, version_seen = 0;
 };
 FakeGpu g;
 int kDevice;  // the handle's address
@@ -44,6 +49,17 @@ NvmlLibrary fake() {
   };
   a.remapped_rows = [](void*, unsigned* c, unsigned* u, unsigned* p, unsigned* f) {
     *c = g.corr, *u = g.unc, *p = g.pending, *f = g.failure;
+    return 0;
+  };
+  // nvmlDeviceGetGpuFabricInfoV checks the version the caller set, as NVML
+  // does for versioned structures (NVML_ERROR_ARGUMENT_VERSION_MISMATCH, 25).
+  a.fabric_info_v = [](void*, void* p) {
+    auto* i = static_cast<NvmlFabricInfoV2*>(p);
+    g.version_seen = i->version;
+    if (i->version != kNvmlFabricInfoV2) return 25;
+    if (g.fabric_rc != 0) return g.fabric_rc;
+    std::memset(i->cluster_uuid, g.uuid_byte, sizeof i->cluster_uuid);
+    i->status = g.status, i->clique_id = g.clique, i->state = g.state, i->health_mask = g.health;
     return 0;
   };
   return l;
@@ -78,6 +94,42 @@ TEST(Nvml, PendingStatesAndUnsupportedCalls) {
   auto no_rows = fake();
   no_rows.api.remapped_rows = nullptr;  // before Ampere
   EXPECT_EQ(read_nvml_fields(no_rows, "0000:1B:00.0")["gpu.remapped_rows"], "not supported");
+}
+
+TEST(Nvml, NvlinkDomainAndFabricHealth) {
+  g = {};  // an HGX GPU: no multi-node NVLink
+  auto f = read_nvml_fields(fake(), "0000:1B:00.0");
+  EXPECT_EQ(f["gpu.nvlink_domain"], "none");
+  EXPECT_EQ(g.version_seen, sizeof(NvmlFabricInfoV2) | (2u << 24));
+  g = {};  // an NVL72 tray, registered, full bandwidth
+  g.fabric_rc = 0, g.state = kFabricCompleted, g.uuid_byte = 0xab, g.clique = 7, g.health = 2;
+  f = read_nvml_fields(fake(), "0000:1B:00.0");
+  EXPECT_EQ(f["gpu.nvlink_domain"], "abababababababababababababababab/7");
+  EXPECT_EQ(f["gpu.nvlink_bw"], "full");
+  g.health = 1;  // NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_TRUE
+  EXPECT_EQ(read_nvml_fields(fake(), "0000:1B:00.0")["gpu.nvlink_bw"], "degraded");
+  g.uuid_byte = 0;  // completed with a zero UUID: no domain (ncclTopoCheckMNNVL)
+  EXPECT_EQ(read_nvml_fields(fake(), "0000:1B:00.0")["gpu.nvlink_domain"], "none");
+  g.state = kFabricInProgress;
+  EXPECT_EQ(read_nvml_fields(fake(), "0000:1B:00.0")["gpu.nvlink_domain"], "registering");
+  g.state = kFabricCompleted, g.status = 999;  // NVML_ERROR_UNKNOWN
+  EXPECT_EQ(read_nvml_fields(fake(), "0000:1B:00.0")["gpu.nvlink_domain"],
+            "failed (NVML error 999)");
+  // A driver before the versioned call: the v1 structure, no health.
+  auto v1 = fake();
+  v1.api.fabric_info_v = nullptr;
+  v1.api.fabric_info = [](void*, void* p) {
+    auto* i = static_cast<NvmlFabricInfoV1*>(p);
+    std::memset(i->cluster_uuid, 0x01, sizeof i->cluster_uuid);
+    i->status = 0, i->clique_id = 3, i->state = kFabricCompleted;
+    return 0;
+  };
+  f = read_nvml_fields(v1, "0000:1B:00.0");
+  EXPECT_EQ(f["gpu.nvlink_domain"], "01010101010101010101010101010101/3");
+  EXPECT_EQ(f["gpu.nvlink_bw"], "not reported");
+  v1.api.fabric_info = nullptr;  // a driver before 525
+  EXPECT_EQ(read_nvml_fields(v1, "0000:1B:00.0")["gpu.nvlink_domain"], "not reported");
+  EXPECT_EQ(g.inits, g.shutdowns);
 }
 
 TEST(Nvml, FailuresAreUnknownWithTheReason) {
