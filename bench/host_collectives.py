@@ -53,7 +53,7 @@ def gpudiag(op, n, a):
                         "-w", "2", "-a", "3", "-c", "0", "-J", out], check=True, env=env,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         with open(out) as f:
-            return {r["size"]: r["out_of_place"]["time_us"] / 1e6 for r in json.load(f)["results"]}
+            return {r["size"]: r["out_of_place"]["time"] / 1e6 for r in json.load(f)["results"]}
 
 
 def open_mpi(op, n, a, btl, exe):

@@ -35,7 +35,7 @@ def gpudiag(op, a):
         if p.returncode != 0 or not os.path.exists(out):
             sys.exit("gpudiag bench %s failed (exit %d): %s" % (op, p.returncode, p.stderr.strip()[-400:]))
         with open(out) as f:
-            return {r["size"]: r["out_of_place"]["time_us"] / 1e6 for r in json.load(f)["results"]}
+            return {r["size"]: r["out_of_place"]["time"] / 1e6 for r in json.load(f)["results"]}
 
 
 def reference(op, a):
