@@ -1,0 +1,295 @@
+// The judge's planner (plan.h): rounds handed out stage by stage, results
+// folded into one test per node (or node pair) and round, and the verdicts
+// recomputed from every test:
+//   1. nodes whose ranks stopped answering are MISSING (all of them) or
+//      FAILED (some); a bad test with such a node says nothing of its partner;
+//   2. a bad test within a node is that node's own;
+//   3. across nodes, a deciding test (against a node known good when it was
+//      planned) decides its suspect; otherwise a node whose bad tests are with
+//      two or more partners that each passed with someone else is bad, and a
+//      node whose bad tests are all with nodes found bad is OK;
+//   4. what is left with a bad test is SUSPECT: the tests cannot tell which
+//      side of its pair is at fault (no node known good to test it against).
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "checks/links.h"
+#include "sweep/plan.h"
+
+namespace gpudiag::sweep {
+
+struct Planner::Judged {
+  std::vector<NodeVerdict> verdicts;
+  std::vector<bool> known_good;
+  double within_ref = 0, cross_ref = 0;
+};
+
+Planner::Planner(Layout layout, PlannerOptions options)
+    : layout_(std::move(layout)), opt_(options) {
+  const int nodes = layout_.nodes();
+  std::size_t widest = 0;
+  for (const auto& m : layout_.members) widest = std::max(widest, m.size());
+  within_turns_ = link_rounds(static_cast<int>(widest));
+  circle_max_ = link_rounds(nodes);
+  // Two partners for every node: two turns, three when one node rests per turn.
+  circle_min_ = std::min(circle_max_, nodes % 2 ? 3 : 2);
+  gone_round_.assign(nodes, 0);
+  gone_why_.assign(nodes, "");
+}
+
+void Planner::never_arrived(const std::vector<int>& ranks, const std::vector<std::string>& hosts) {
+  (void)ranks;
+  for (const auto& h : hosts) {  // hosts named by the launcher that sent no rank
+    layout_.members.emplace_back();
+    layout_.hosts.push_back(h);
+    gone_round_.push_back(-1);
+    gone_why_.push_back("never arrived: none of its ranks reached the sweep");
+  }
+}
+
+Round Planner::next(double elapsed_s) {
+  if (index_ > 0) durations_.push_back(std::max(0.0, elapsed_s - last_start_));
+  last_start_ = elapsed_s;
+  Round r;
+  r.index = ++index_;
+  if (within_done_ < within_turns_) {
+    r.kind = RoundKind::within;
+    r.turn = within_done_++;
+    return r;
+  }
+  bool more = circle_done_ < circle_min_;
+  if (!more && circle_done_ < circle_max_ && !durations_.empty()) {
+    // Another turn of partners if it, and the deciding rounds after it, fit.
+    const double per_round = durations_.back();
+    more = elapsed_s + per_round * (1 + opt_.max_retest_rounds) <= opt_.time_budget_s;
+  }
+  if (more) {
+    r.kind = RoundKind::circle;
+    r.turn = circle_done_++;
+    return r;
+  }
+  if (retests_done_ < opt_.max_retest_rounds) {
+    auto pairs = retest_pairs();
+    if (!pairs.empty()) {
+      ++retests_done_;
+      r.kind = RoundKind::pairs;
+      r.node_pairs = std::move(pairs);
+      return r;
+    }
+  }
+  r.kind = RoundKind::done;
+  --index_;
+  return r;
+}
+
+void Planner::record(const Round& round, const std::vector<PairResult>& results,
+                     const std::vector<int>& gone) {
+  for (int rank : gone) {
+    const int node = rank >= 0 && rank < layout_.ranks() ? layout_.node_of[rank] : -1;
+    if (node < 0 || gone_round_[node] != 0) continue;
+    gone_round_[node] = round.index;
+    gone_why_[node] = "stopped answering in round " + std::to_string(round.index) + " (" +
+                      round.stage() + ")";
+  }
+  // Both ends report a pair: the faster time (the slower includes waiting for
+  // the other end to arrive), the first failure.
+  std::map<std::pair<int, int>, PairResult> pairs;
+  for (const auto& p : results) {
+    auto [it, fresh] = pairs.try_emplace({p.a, p.b}, p);
+    if (fresh) continue;
+    if (!p.ok && it->second.ok) it->second.ok = false, it->second.why = p.why;
+    it->second.gbps = std::max(it->second.gbps, p.gbps);
+  }
+  // Every pair the round planned, whether or not both ends reported.
+  std::map<std::pair<int, int>, NodeTest> tests;
+  for (int rank = 0; rank < layout_.ranks(); ++rank) {
+    const int other = partner_in(round, layout_, rank);
+    if (other < rank) continue;  // resting, or seen from the lower rank
+    auto it = pairs.find({rank, other});
+    PairResult p;
+    if (it != pairs.end()) {
+      p = it->second;
+    } else {
+      p.ok = false;
+      p.why = "neither end reported the exchange";
+    }
+    int a = layout_.node_of[rank], b = layout_.node_of[other];
+    if (round.kind == RoundKind::pairs)  // the suspect first
+      for (auto [s, g] : round.node_pairs)
+        if (s == b && g == a) std::swap(a, b);
+    if (round.kind == RoundKind::circle && b < a) std::swap(a, b);
+    auto [t, fresh] = tests.try_emplace({a, b});
+    NodeTest& test = t->second;
+    const std::string where = "ranks " + std::to_string(rank) + "<->" + std::to_string(other);
+    if (fresh) {
+      test.round = round.index;
+      test.stage = round.stage();
+      test.partner = a == b ? -1 : b;
+      test.gbps = p.ok ? p.gbps : 0;
+      test.where = where;
+    }
+    if (!p.ok && !test.failed) {
+      test.failed = true;
+      test.why = p.why;
+      test.where = where;
+    } else if (p.ok && !test.failed && p.gbps < test.gbps) {
+      test.gbps = p.gbps;
+      test.where = where;
+    }
+  }
+  for (auto& [nodes, test] : tests) {
+    test_nodes_.push_back(nodes);
+    tests_.push_back(test);
+  }
+}
+
+Planner::Judged Planner::judge() const {
+  const int n = layout_.nodes();
+  Judged j;
+  j.verdicts.resize(n);
+  std::vector<int> gone_ranks(n, 0);
+  for (int r = 0; r < layout_.ranks(); ++r)
+    if (layout_.node_of[r] >= 0 && gone_round_[layout_.node_of[r]] != 0) ++gone_ranks[layout_.node_of[r]];
+  auto gone = [&](int node) { return node >= 0 && gone_round_[node] != 0; };
+  // Class references from the tests that moved data between nodes still here.
+  std::vector<double> within, cross;
+  for (std::size_t i = 0; i < tests_.size(); ++i) {
+    const auto [a, b] = test_nodes_[i];
+    if (tests_[i].failed || gone(a) || gone(b)) continue;
+    (a == b ? within : cross).push_back(tests_[i].gbps);
+  }
+  j.within_ref = upper_quartile(within);
+  j.cross_ref = upper_quartile(cross);
+  std::vector<NodeTest> tests = tests_;
+  for (std::size_t i = 0; i < tests.size(); ++i) {
+    const auto [a, b] = test_nodes_[i];
+    const double ref = a == b ? j.within_ref : j.cross_ref;
+    tests[i].bad = tests[i].failed || tests[i].gbps < kSlowFraction * ref;
+  }
+  auto bad_state = [](const NodeTest& t) { return t.failed ? NodeState::failed : NodeState::slow; };
+  std::vector<int> decided(n, 0);  // 1 bad, 2 ok
+  for (int x = 0; x < n; ++x) {
+    auto& v = j.verdicts[x];
+    v.node = x;
+    if (gone(x)) {
+      v.state = gone_ranks[x] >= static_cast<int>(layout_.members[x].size()) ? NodeState::missing
+                                                                             : NodeState::failed;
+      v.reason = gone_why_[x];
+      decided[x] = 1;
+    }
+  }
+  for (std::size_t i = 0; i < tests.size(); ++i) {  // 2: a node's own tests
+    const int x = test_nodes_[i].first;
+    if (test_nodes_[i].second != x || !tests[i].bad || decided[x]) continue;
+    j.verdicts[x].state = bad_state(tests[i]);
+    j.verdicts[x].evidence = tests[i];
+    decided[x] = 1;
+  }
+  // 3: across nodes. Per node, its cross tests (the partner's view too).
+  struct Seen {
+    NodeTest test;
+    int partner;
+    bool deciding_for_me;
+  };
+  std::vector<std::vector<Seen>> seen(n);
+  for (std::size_t i = 0; i < tests.size(); ++i) {
+    const auto [a, b] = test_nodes_[i];
+    if (a == b) continue;
+    const bool deciding = tests[i].stage == "deciding";
+    NodeTest mine = tests[i], theirs = tests[i];
+    mine.partner = b;
+    theirs.partner = a;
+    seen[a].push_back({mine, b, deciding});
+    if (!deciding) seen[b].push_back({theirs, a, false});  // a deciding test is the suspect's
+  }
+  auto passed_elsewhere = [&](int p, int x) {
+    for (const auto& s : seen[p])
+      if (s.partner != x && !s.test.bad) return true;
+    return false;
+  };
+  for (int x = 0; x < n; ++x) {
+    if (decided[x]) continue;
+    const Seen* last_deciding = nullptr;
+    for (const auto& s : seen[x])
+      if (s.deciding_for_me && !gone(s.partner)) last_deciding = &s;
+    if (last_deciding) {
+      decided[x] = last_deciding->test.bad ? 1 : 2;
+      if (last_deciding->test.bad) j.verdicts[x].state = bad_state(last_deciding->test);
+      j.verdicts[x].evidence = last_deciding->test;
+      continue;
+    }
+    std::set<int> bad_partners;
+    bool all_explain = true;
+    const NodeTest* worst = nullptr;
+    for (const auto& s : seen[x]) {
+      if (!s.test.bad || gone(s.partner)) continue;
+      bad_partners.insert(s.partner);
+      all_explain = all_explain && passed_elsewhere(s.partner, x);
+      if (!worst || (s.test.failed && !worst->failed) ||
+          (s.test.failed == worst->failed && s.test.gbps < worst->gbps))
+        worst = &s.test;
+    }
+    if (bad_partners.size() >= 2 && all_explain) {
+      decided[x] = 1;
+      j.verdicts[x].state = bad_state(*worst);
+      j.verdicts[x].evidence = *worst;
+    }
+  }
+  for (int x = 0; x < n; ++x) {
+    if (decided[x]) continue;
+    const NodeTest* worst = nullptr;
+    const NodeTest* weakest = nullptr;
+    bool unexplained = false;
+    for (const auto& s : seen[x]) {
+      if (!weakest || s.test.gbps < weakest->gbps) weakest = &s.test;
+      if (!s.test.bad || gone(s.partner) || decided[s.partner] == 1) continue;
+      unexplained = true;
+      if (!worst || s.test.gbps < worst->gbps) worst = &s.test;
+    }
+    auto& v = j.verdicts[x];
+    if (unexplained) {
+      v.state = NodeState::suspect;
+      v.evidence = *worst;
+      v.reason = "a bad test with " + layout_.hosts[worst->partner] +
+                 " that no test against a node known good has settled";
+    } else if (weakest) {
+      v.evidence = *weakest;
+    }
+  }
+  j.known_good.assign(n, false);
+  for (int x = 0; x < n; ++x) {
+    if (decided[x] == 1 || j.verdicts[x].state != NodeState::ok || gone(x)) continue;
+    bool any = false, clean = true;
+    for (const auto& s : seen[x]) any = true, clean = clean && !s.test.bad;
+    j.known_good[x] = any && clean;
+  }
+  for (auto& v : j.verdicts) {
+    if (!v.evidence) continue;
+    v.threshold_gbps = kSlowFraction * (v.evidence->partner < 0 ? j.within_ref : j.cross_ref);
+  }
+  return j;
+}
+
+std::vector<std::pair<int, int>> Planner::retest_pairs() const {
+  const Judged j = judge();
+  const int n = layout_.nodes();
+  std::set<std::pair<int, int>> met;
+  for (auto [a, b] : test_nodes_) met.insert({std::min(a, b), std::max(a, b)});
+  std::vector<bool> used(n, false);
+  std::vector<std::pair<int, int>> out;
+  for (int x = 0; x < n; ++x) {
+    if (j.verdicts[x].state != NodeState::suspect) continue;
+    for (int g = 0; g < n; ++g) {
+      if (!j.known_good[g] || used[g] || met.count({std::min(x, g), std::max(x, g)})) continue;
+      used[g] = used[x] = true;
+      out.emplace_back(x, g);
+      break;
+    }
+  }
+  return out;
+}
+
+std::vector<NodeVerdict> Planner::verdicts() const { return judge().verdicts; }
+
+}  // namespace gpudiag::sweep
