@@ -18,7 +18,7 @@ constexpr struct {
                 {"INT", SIGINT},   {"ABRT", SIGABRT}, {"SEGV", SIGSEGV}};
 
 constexpr const char* kHookPhases[] = {"device", "exchange", "communicator", "all-reduce",
-                                       "sweep",  "links",    "barrier"};
+                                       "sweep",  "links",    "barrier",      "pool-round"};
 
 /// A whole non-negative decimal number up to `max`, nothing else.
 std::optional<int> whole_number(const std::string& s, int max) {
@@ -69,11 +69,11 @@ std::optional<TestRaise> parse_test_raise(const std::string& value, std::string&
     if (rest == p) t.phase = p;
   if (t.phase.empty()) {
     error = "unknown phase '" + rest +
-            "' (device, exchange, communicator, all-reduce, sweep, links, barrier)";
+            "' (device, exchange, communicator, all-reduce, sweep, links, barrier, pool-round)";
     return std::nullopt;
   }
-  if (t.iteration && t.phase != "all-reduce") {
-    error = "#N only applies to the all-reduce's timed iterations";
+  if (t.iteration && t.phase != "all-reduce" && t.phase != "pool-round") {
+    error = "#N only applies to the all-reduce's timed iterations and gpudiag sweep's rounds";
     return std::nullopt;
   }
   return t;

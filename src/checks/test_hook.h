@@ -7,10 +7,13 @@
 //   PHASE   device, exchange, communicator, all-reduce, sweep, links or barrier:
 //           the signal is raised as the rank enters the phase, after it has
 //           published the phase to its peers (so "last phase: PHASE" is what
-//           the others report)
-//   #N      all-reduce only: raise at the start of the N-th timed iteration
+//           the others report); pool-round is gpudiag sweep's (with #N)
+//   #N      all-reduce: raise at the start of the N-th timed iteration
 //           (1-based) instead, i.e. inside the all-reduce, while the other
-//           ranks are in the same collective; needs --iters >= N
+//           ranks are in the same collective; needs --iters >= N.
+//           pool-round: at gpudiag sweep's round N, after the rank has read
+//           its partner's address and before it measures, so the partner is
+//           inside the pair's exchange
 //   :RANK   only the rank with this global rank raises; without it every rank
 //           whose environment holds the variable does (under gpudiag launch
 //           every rank inherits it, so give :RANK there)

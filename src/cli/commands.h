@@ -86,5 +86,6 @@ Runner setup_bench(CLI::App& app);
 Runner setup_scan(CLI::App& app);
 Runner setup_nccl_log(CLI::App& app);
 Runner setup_info(CLI::App& app);
+Runner setup_sweep(CLI::App& app);
 
 }  // namespace gpudiag::cli

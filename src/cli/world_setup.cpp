@@ -13,8 +13,6 @@
 
 namespace gpudiag::cli {
 
-namespace {
-
 /// The address peers use to reach this rank's host/tcp port: GPUDIAG_HOST_ADDR,
 /// else the local address the kernel routes through towards MASTER_ADDR (so
 /// the ring uses the same network as the rendezvous), else the host name.
@@ -26,8 +24,6 @@ std::string ring_address(const Env& env) {
   }
   return short_hostname();
 }
-
-}  // namespace
 
 Job join_job(const Env& env, double timeout_s) {
   Job job;

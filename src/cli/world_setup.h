@@ -28,6 +28,10 @@ struct Job {
   int finish(const CheckResult& result);
 };
 
+/// The address peers use to reach this rank's host/tcp port: GPUDIAG_HOST_ADDR,
+/// else the local address routed towards MASTER_ADDR, else the host name.
+std::string ring_address(const Env& env);
+
 /// Throws UsageError for an inconsistent environment.
 Job join_job(const Env& env, double timeout_s);
 

@@ -187,8 +187,10 @@ Store* StoreHost::client() {
 }
 
 void StoreHost::on_child_exit(const ChildExit& exit) {
-  // Ranks the launcher stopped itself are not news; only an unexpected end is.
-  if (exit.status.ok() || exit.stopped_by_launcher) return;
+  // A rank that ended well is not news. One the launcher stopped itself (after
+  // a sibling failed) is announced too: the other nodes' ranks, which may go
+  // on without it (gpudiag sweep), then stop waiting for it at once.
+  if (exit.status.ok()) return;
   if (auto* store = client())
     publish_failure(*store, death_notice(exit, host_), Deadline::after(std::chrono::seconds(3)),
                     FailureKind::died, exit.rank);
@@ -198,8 +200,10 @@ std::string death_notice(const ChildExit& exit, const std::string& host) {
   std::string how = exit.status.describe();
   if (exit.status.signaled) how = "was " + how;
   return "rank " + std::to_string(exit.rank) + " [" + host + "-" + std::to_string(exit.local_rank) +
-         "] (pid " + std::to_string(exit.pid) + ") " + how + " (seen by gpudiag launch on " + host +
-         ")";
+         "] (pid " + std::to_string(exit.pid) + ") " + how +
+         (exit.stopped_by_launcher ? " (stopped by gpudiag launch on " + host +
+                                         " after another of its ranks failed)"
+                                   : " (seen by gpudiag launch on " + host + ")");
 }
 
 }  // namespace gpudiag::launch

@@ -89,6 +89,11 @@ class Plane {
   virtual std::optional<std::string> peer_death() { return std::nullopt; }
   /// Short name for the report: "single", "mpi", "store tcp://host:port".
   virtual std::string describe() const = 0;
+  /// Patient: an announced failure or death does not cut the wait for the
+  /// other ranks short (the check stops at a failure; the sweep goes on
+  /// without the failed, and waits for the live ones to finish their work).
+  /// The dead are still not waited for.
+  virtual void set_patient(bool /*patient*/) {}
 };
 
 std::unique_ptr<Plane> make_single_plane();

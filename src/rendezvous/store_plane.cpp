@@ -167,6 +167,7 @@ class StorePlane : public Plane {
   }
 
   std::uint64_t bytes_moved() const override { return bytes_; }
+  void set_patient(bool patient) override { patient_ = patient; }
 
   void publish(const std::string& mine, Deadline deadline) {
     if (lost_ || published_) return;
@@ -224,7 +225,7 @@ class StorePlane : public Plane {
     while (!(all = store_->wait(needed, until.min(Deadline::after(kSlice))))) {
       notice.poll();
       if (until.expired()) break;
-      if (!g.aborted)
+      if (!g.aborted && !patient_)
         if (auto f = peer_failure()) {
           g.aborted = *f;
           until = until.min(Deadline::after(kFailureGrace));
@@ -404,6 +405,7 @@ class StorePlane : public Plane {
   bool warned_forged_ = false;     ///< the forged-counter warning was logged
   std::uint64_t bytes_ = 0;        ///< keys and values sent and read at checkpoints
   bool published_ = false;         ///< publish() set the next checkpoint's record
+  bool patient_ = false;           ///< set_patient (plane.h)
   std::string checkpoint_;  ///< the name of the checkpoint being gathered, for progress lines
   Deadline::Clock::time_point next_failure_poll_{};
 };

@@ -100,6 +100,10 @@ struct NodeVerdict {
 struct PlannerOptions {
   double time_budget_s = 300;
   int max_retest_rounds = 2;
+  /// Rounds within nodes. The host backend leaves them out: between two
+  /// processes of one host it measures the kernel's loopback and the CPUs,
+  /// not a link of the node.
+  bool within = true;
 };
 
 /// The judge's side: hands out rounds, takes their results, decides.
@@ -112,11 +116,23 @@ class Planner {
   /// What `round` measured; `gone` are ranks that stopped answering by its end.
   void record(const Round& round, const std::vector<PairResult>& results,
               const std::vector<int>& gone);
-  /// Ranks that never arrived at the start.
+  /// What the job knows of a gone rank ("rank 8 [node5-0] (pid 42) was
+  /// killed by SIGKILL ..."): added to its node's reason, the first per node.
+  void note_gone(int rank, const std::string& note);
+  /// Hosts of the pool that sent no rank: MISSING, after the layout's nodes.
   void never_arrived(const std::vector<int>& ranks, const std::vector<std::string>& hosts);
+  /// Every node's host, the layout's then those that never arrived (the
+  /// verdicts' `node` indexes it).
+  std::vector<std::string> hosts() const;
+  /// A node whose rank failed before the rounds (its device, its memory):
+  /// FAILED with `why`, and left out of every round.
+  void node_failed(int node, const std::string& why);
   /// Every node's verdict from everything recorded so far.
   std::vector<NodeVerdict> verdicts() const;
   const Layout& layout() const { return layout_; }
+  /// Every test so far, and the nodes of each (A, B; B = A within a node).
+  const std::vector<NodeTest>& tests() const { return tests_; }
+  const std::vector<std::pair<int, int>>& test_nodes() const { return test_nodes_; }
   int rounds_run() const { return static_cast<int>(durations_.size()); }
 
  private:
@@ -136,6 +152,10 @@ class Planner {
   std::vector<std::pair<int, int>> test_nodes_;  ///< (A, B) of tests_ (B = A within)
   std::vector<int> gone_round_;                ///< per node: the round its ranks went (0 none)
   std::vector<std::string> gone_why_;
+  std::vector<bool> failed_early_;  ///< node_failed: FAILED whatever its rank count
+  std::vector<bool> rank_gone_;     ///< per rank: stopped answering
+  std::vector<bool> noted_;         ///< per node: note_gone added a note
+  std::vector<std::string> absent_;  ///< never_arrived's hosts
 };
 
 /// Upper quartile of `v` (the reference of a class); 0 when empty.

@@ -164,7 +164,25 @@ TEST(SweepPlanner, HostsThatNeverArrivedAreMissing) {
   auto v = sweep(p, [](int, int, int) { return 3.0; });
   ASSERT_EQ(v.size(), 4u);
   EXPECT_EQ(v[3].state, NodeState::missing);
-  EXPECT_EQ(p.layout().hosts[3], "h9");
+  EXPECT_EQ(p.hosts()[3], "h9");
+}
+
+TEST(SweepPlanner, ANodeThatLosesOneOfItsRanksIsFailedNotMissing) {
+  Planner p(make_layout(hosts(4, 2)), {});
+  auto v = sweep(
+      p, [](int, int, int) { return 3.0; },
+      [](int round) { return round == 2 ? std::vector<int>{5} : std::vector<int>{}; });
+  EXPECT_EQ(v[2].state, NodeState::failed);
+  EXPECT_EQ(v[1].state, NodeState::ok);
+}
+
+TEST(SweepPlanner, ANodeThatFailedBeforeTheRoundsIsFailedWithItsReason) {
+  Planner p(make_layout(hosts(4, 1)), {});
+  p.node_failed(2, "rank 2 [h2] failed in device: no GPU");
+  auto v = sweep(p, [](int a, int b, int) { return a == 2 || b == 2 ? -1 : 3.0; });
+  EXPECT_EQ(v[2].state, NodeState::failed);
+  EXPECT_EQ(v[2].reason, "rank 2 [h2] failed in device: no GPU");
+  for (int x : {0, 1, 3}) EXPECT_EQ(v[x].state, NodeState::ok) << x;
 }
 
 }  // namespace

@@ -30,22 +30,42 @@ Planner::Planner(Layout layout, PlannerOptions options)
   const int nodes = layout_.nodes();
   std::size_t widest = 0;
   for (const auto& m : layout_.members) widest = std::max(widest, m.size());
-  within_turns_ = link_rounds(static_cast<int>(widest));
+  within_turns_ = opt_.within ? link_rounds(static_cast<int>(widest)) : 0;
   circle_max_ = link_rounds(nodes);
   // Two partners for every node: two turns, three when one node rests per turn.
   circle_min_ = std::min(circle_max_, nodes % 2 ? 3 : 2);
   gone_round_.assign(nodes, 0);
   gone_why_.assign(nodes, "");
+  failed_early_.assign(nodes, false);
+  rank_gone_.assign(layout_.ranks(), false);
+  noted_.assign(nodes, false);
+}
+
+void Planner::note_gone(int rank, const std::string& note) {
+  const int node = rank >= 0 && rank < layout_.ranks() ? layout_.node_of[rank] : -1;
+  if (node < 0 || gone_round_[node] == 0 || noted_[node] || note.empty()) return;
+  noted_[node] = true;
+  gone_why_[node] += ": " + note;
+}
+
+void Planner::node_failed(int node, const std::string& why) {
+  if (node < 0 || node >= layout_.nodes() || gone_round_[node] != 0) return;
+  gone_round_[node] = -1;
+  gone_why_[node] = why;
+  failed_early_[node] = true;
 }
 
 void Planner::never_arrived(const std::vector<int>& ranks, const std::vector<std::string>& hosts) {
   (void)ranks;
-  for (const auto& h : hosts) {  // hosts named by the launcher that sent no rank
-    layout_.members.emplace_back();
-    layout_.hosts.push_back(h);
-    gone_round_.push_back(-1);
-    gone_why_.push_back("never arrived: none of its ranks reached the sweep");
-  }
+  // Hosts named as the pool's that sent no rank: kept apart from the layout
+  // (every rank plans its rounds over the layout it was sent, without them).
+  for (const auto& h : hosts) absent_.push_back(h);
+}
+
+std::vector<std::string> Planner::hosts() const {
+  auto all = layout_.hosts;
+  all.insert(all.end(), absent_.begin(), absent_.end());
+  return all;
 }
 
 Round Planner::next(double elapsed_s) {
@@ -87,7 +107,9 @@ void Planner::record(const Round& round, const std::vector<PairResult>& results,
                      const std::vector<int>& gone) {
   for (int rank : gone) {
     const int node = rank >= 0 && rank < layout_.ranks() ? layout_.node_of[rank] : -1;
-    if (node < 0 || gone_round_[node] != 0) continue;
+    if (node < 0) continue;
+    rank_gone_[rank] = true;
+    if (gone_round_[node] != 0) continue;
     gone_round_[node] = round.index;
     gone_why_[node] = "stopped answering in round " + std::to_string(round.index) + " (" +
                       round.stage() + ")";
@@ -150,7 +172,7 @@ Planner::Judged Planner::judge() const {
   j.verdicts.resize(n);
   std::vector<int> gone_ranks(n, 0);
   for (int r = 0; r < layout_.ranks(); ++r)
-    if (layout_.node_of[r] >= 0 && gone_round_[layout_.node_of[r]] != 0) ++gone_ranks[layout_.node_of[r]];
+    if (layout_.node_of[r] >= 0 && rank_gone_[r]) ++gone_ranks[layout_.node_of[r]];
   auto gone = [&](int node) { return node >= 0 && gone_round_[node] != 0; };
   // Class references from the tests that moved data between nodes still here.
   std::vector<double> within, cross;
@@ -173,8 +195,9 @@ Planner::Judged Planner::judge() const {
     auto& v = j.verdicts[x];
     v.node = x;
     if (gone(x)) {
-      v.state = gone_ranks[x] >= static_cast<int>(layout_.members[x].size()) ? NodeState::missing
-                                                                             : NodeState::failed;
+      v.state = !failed_early_[x] && gone_ranks[x] >= static_cast<int>(layout_.members[x].size())
+                    ? NodeState::missing
+                    : NodeState::failed;
       v.reason = gone_why_[x];
       decided[x] = 1;
     }
@@ -241,8 +264,12 @@ Planner::Judged Planner::judge() const {
     const NodeTest* worst = nullptr;
     const NodeTest* weakest = nullptr;
     bool unexplained = false;
+    const NodeTest* weakest_any = nullptr;
     for (const auto& s : seen[x]) {
-      if (!weakest || s.test.gbps < weakest->gbps) weakest = &s.test;
+      // An OK node's evidence: its weakest test with a partner still standing.
+      if (!weakest_any || s.test.gbps < weakest_any->gbps) weakest_any = &s.test;
+      if (!gone(s.partner) && decided[s.partner] != 1 && (!weakest || s.test.gbps < weakest->gbps))
+        weakest = &s.test;
       if (!s.test.bad || gone(s.partner) || decided[s.partner] == 1) continue;
       unexplained = true;
       if (!worst || s.test.gbps < worst->gbps) worst = &s.test;
@@ -253,8 +280,15 @@ Planner::Judged Planner::judge() const {
       v.evidence = *worst;
       v.reason = "a bad test with " + layout_.hosts[worst->partner] +
                  " that no test against a node known good has settled";
-    } else if (weakest) {
-      v.evidence = *weakest;
+    } else {
+      // An OK node shows its weakest test, across nodes first (within when it has none).
+      if (!weakest) weakest = weakest_any;
+      if (!weakest)
+        for (std::size_t i = 0; i < tests.size(); ++i)
+          if (test_nodes_[i].first == x && test_nodes_[i].second == x &&
+              (!weakest || tests[i].gbps < weakest->gbps))
+            weakest = &tests[i];
+      if (weakest) v.evidence = *weakest;
     }
   }
   j.known_good.assign(n, false);
@@ -290,6 +324,16 @@ std::vector<std::pair<int, int>> Planner::retest_pairs() const {
   return out;
 }
 
-std::vector<NodeVerdict> Planner::verdicts() const { return judge().verdicts; }
+std::vector<NodeVerdict> Planner::verdicts() const {
+  auto v = judge().verdicts;
+  for (std::size_t i = 0; i < absent_.size(); ++i) {
+    NodeVerdict a;
+    a.node = layout_.nodes() + static_cast<int>(i);
+    a.state = NodeState::missing;
+    a.reason = "never arrived: none of its ranks reached the sweep";
+    v.push_back(a);
+  }
+  return v;
+}
 
 }  // namespace gpudiag::sweep

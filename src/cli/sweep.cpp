@@ -1,0 +1,155 @@
+// gpudiag sweep: run by any launcher over a pool of nodes, one process per
+// GPU; the ranks test every node on its own and in pairs (src/sweep), and rank
+// 0 prints the verdict per node and writes the exclude list, the good
+// hostfiles, the JSON document and the metrics file. Exit status: 0 when no
+// node is to be excluded, 1 when some are, 3 when the sweep could not finish
+// (rank 0, which plans it, was lost), 2 for a usage error.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "cli/commands.h"
+#include "cli/json_output.h"
+#include "cli/world_setup.h"
+#include "rendezvous/job_token.h"
+#include "report/hostlist.h"
+#include "report/prometheus.h"
+#include "report/status_line.h"
+#include "sweep/report.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace gpudiag::cli {
+
+namespace {
+
+struct SweepCli {
+  sweep::SweepOptions sweep;
+  std::string hosts;  ///< --hosts: the pool, as a hostlist
+  std::string json_path, exclude_file, good_hostfile, good_mpi_hostfile, prometheus;
+};
+
+/// The hosts the pool should have: --hosts, else SLURM's node list when its
+/// names are the hosts' own (a cluster whose node names differ from host
+/// names would otherwise see every node "missing").
+std::vector<std::string> expected_hosts(const SweepCli& o, const Env& env, const std::string& me,
+                                        std::vector<std::string>& warnings) {
+  if (!o.hosts.empty()) return expand_slurm_hostlist(o.hosts);
+  auto list = env.get("SLURM_JOB_NODELIST");
+  if (!list || list->empty()) return {};
+  try {
+    auto hosts = expand_slurm_hostlist(*list);
+    if (std::find(hosts.begin(), hosts.end(), me) != hosts.end()) return hosts;
+    warnings.push_back("SLURM_JOB_NODELIST does not name this host (" + me +
+                       "): nodes that never arrive are not named; pass --hosts");
+  } catch (const Error& e) {
+    warnings.push_back("SLURM_JOB_NODELIST: " + e.one_line());
+  }
+  return {};
+}
+
+/// Rank 0's files: each written whole, a failure one line and exit status 2.
+int write_files(const SweepCli& o, const sweep::SweepOutcome& out) {
+  int status = 0;
+  auto put = [&](const std::string& option, const std::string& path, const std::string& text) {
+    if (path.empty()) return;
+    if (int s = write_output_file(option, path, text)) status = s;
+  };
+  put("--exclude-file", o.exclude_file, sweep::exclude_file_text(out));
+  put("--good-hostfile", o.good_hostfile, sweep::good_hostfile_text(out, false));
+  put("--good-mpi-hostfile", o.good_mpi_hostfile, sweep::good_hostfile_text(out, true));
+  if (!o.prometheus.empty()) {
+    try {
+      write_prometheus_file(o.prometheus, sweep::sweep_prometheus(out));
+    } catch (const Error& e) {
+      spdlog::error("{}", e.one_line());
+      status = static_cast<int>(ExitCode::usage);
+    }
+  }
+  if (!o.json_path.empty())
+    if (int s = emit_json(o.json_path, "gpudiag-sweep/1", sweep::sweep_json(out))) status = s;
+  return status;
+}
+
+int run(SweepCli& o) {
+  const Env env = Env::from_process();
+  auto job = join_job(env, o.sweep.timeout_s);
+  const auto& w = job.setup.world;
+  set_log_tag("rank " + std::to_string(w.rank));
+  for (const auto& warning : w.warnings) spdlog::warn("{}", warning);
+  if (w.rank == 0) {
+    for (const auto* p : {&o.json_path, &o.exclude_file, &o.good_hostfile, &o.good_mpi_hostfile,
+                          &o.prometheus})
+      check_json_target(*p);
+  }
+  std::vector<std::string> notes;
+  o.sweep.expected_hosts = expected_hosts(o, env, job.setup.host, notes);
+  if (w.rank == 0)
+    for (const auto& n : notes) spdlog::warn("{}", n);
+  auto out = sweep::run_sweep(o.sweep, job.setup, ring_address(env), job_token(env).value);
+  if (!out.error.empty()) {
+    spdlog::error("{}", out.error);
+    if (job.mpi) job.mpi->abandon();
+    return static_cast<int>(out.timed_out ? ExitCode::timeout : ExitCode::broken);
+  }
+  int status = out.excluded > 0 ? static_cast<int>(ExitCode::broken) : 0;
+  if (w.rank == 0) {
+    write_all(human_fd(o.json_path), sweep::sweep_text(out));
+    if (int s = write_files(o, out)) status = s;
+  }
+  if (job.mpi && !job.mpi->barrier_within(Deadline::after_seconds(3))) job.mpi->abandon();
+  return status;
+}
+
+}  // namespace
+
+Runner setup_sweep(CLI::App& app) {
+  auto o = std::make_shared<SweepCli>();
+  auto* sub = app.add_subcommand(
+      "sweep", "Over a pool of nodes (one rank per GPU): test every node alone and in pairs, "
+               "name the nodes to exclude and write the exclude list (exit 1 when there are some)");
+  auto& s = o->sweep;
+  sub->add_option("--backend", s.backend, "auto: NCCL on GPUs, else host/tcp; nccl; host")
+      ->check(CLI::IsMember({"auto", "nccl", "host"}))
+      ->capture_default_str();
+  sub->add_option("--size", s.bytes, "bytes each pair exchanges each way per measurement")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(std::uint64_t{4096}, std::uint64_t{4} << 30))
+      ->default_str("64MiB on GPUs, 4MiB on the host backend");
+  sub->add_option("--iters", s.iters, "timed exchanges per pair at most (the median is taken)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  sub->add_option("--timeout", s.timeout_s, "seconds any wait for the other ranks may take")
+      ->check(Seconds(0.1, 86400.0))
+      ->capture_default_str();
+  sub->add_option("--pair-timeout", s.pair_timeout_s,
+                  "seconds one pair's measurement may take before the pair counts as failed")
+      ->check(Seconds(0.1, 86400.0))
+      ->capture_default_str();
+  sub->add_option("--time-budget", s.time_budget_s,
+                  "seconds the sweep aims to finish in: more partners per node while it allows "
+                  "(every node gets two at least)")
+      ->check(Seconds(1.0, 7.0 * 86400))
+      ->capture_default_str();
+  sub->add_option("--hosts", o->hosts,
+                  "the pool's hosts as a SLURM hostlist (node[001-064]): those whose ranks never "
+                  "arrive are named MISSING (default: SLURM_JOB_NODELIST when it names this host)");
+  sub->add_option("--device", s.device, "CUDA device ordinal (default: local rank)")
+      ->check(DeviceOrdinal());
+  sub->add_option("--mem", s.mem_bytes, "memory each rank pattern-tests before the rounds")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(std::uint64_t{4096}, std::uint64_t{1} << 40))
+      ->default_str("256MiB on a GPU, 16MiB on the host backend");
+  add_nccl_lib_option(sub, s.nccl_lib);
+  sub->add_option("--exclude-file", o->exclude_file,
+                  "rank 0 writes the nodes to exclude, as a hostlist for sbatch --exclude");
+  sub->add_option("--good-hostfile", o->good_hostfile, "rank 0 writes the OK nodes, one per line");
+  sub->add_option("--good-mpi-hostfile", o->good_mpi_hostfile,
+                  "rank 0 writes the OK nodes as an mpirun hostfile (host slots=N)");
+  sub->add_option("--prometheus", o->prometheus,
+                  "rank 0 writes the verdicts and bandwidths in node_exporter's textfile format");
+  add_json_option(sub, o->json_path, "rank 0 writes the sweep's report");
+  return [o] { return run(*o); };
+}
+
+}  // namespace gpudiag::cli
