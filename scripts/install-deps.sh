@@ -13,7 +13,7 @@ set -euo pipefail
 build_pkgs=(cmake g++ make pkg-config libcli11-dev libspdlog-dev nlohmann-json3-dev
             libssl-dev libgtest-dev libopenmpi-dev openmpi-bin iproute2 procps)
 test_pkgs=(slurm-wlm slurm-wlm-basic-plugins munge libpmix-dev python3 python3-torch
-           python3-numpy clang libclang-rt-14-dev)
+           python3-numpy clang libclang-rt-14-dev prometheus-node-exporter gdb elfutils)
 
 want=("${build_pkgs[@]}")
 [[ "${1:-}" == "--test" ]] && want+=("${test_pkgs[@]}")

@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/json_output.h"
 #include "cli/world_setup.h"
+#include "report/prom_reports.h"
 #include "report/bench_report.h"
 #include "report/expected_bw_job.h"
 #include "report/job_report.h"
@@ -35,6 +36,7 @@ struct BenchCli {
   CheckOptions check;
   std::uint64_t min_bytes = 1ull << 20, max_bytes = 256ull << 20;
   std::string json_path;
+  std::string prometheus;  ///< --prometheus PATH (report/prom_reports.h)
   bool links = false;
   std::uint64_t link_bytes = 32ull << 20;
   double step_factor = 0;         ///< -f: sizes multiply by this (0: not given)
@@ -274,7 +276,10 @@ int run(BenchCli o) {
   o.check.large_bytes = 1ull << 20;
   auto job = join_job(Env::from_process(), o.check.timeout_s);
   // Rank 0 writes the --json file: a path it cannot write ends the job now.
-  if (job.setup.world.rank == 0) check_json_target(o.json_path);
+  if (job.setup.world.rank == 0) {
+    check_json_target(o.json_path);
+    check_json_target(o.prometheus);
+  }
   set_log_tag("rank " + std::to_string(job.setup.world.rank));
   const int out = human_fd(o.json_path);  // stderr when the JSON takes stdout
   std::unique_ptr<NcclTestsPrinter> printer;
@@ -368,6 +373,9 @@ int run(BenchCli o) {
     // What differs between the ranks may explain a slow or failed run.
     write_all(out, render_fingerprint(result.fingerprint));
     if (!o.json_path.empty()) json_status = emit_json(o.json_path, schema, json);
+    if (int s = write_report_prometheus(o.prometheus, schema, json,
+                                        result.me.backend == "nccl" ? result.me.nccl_version : ""))
+      json_status = s;
     if (nt) write_nccl_tests_json(out, o.output_file, *nt, *printer, schema, json, result);
   }
   int status = job.finish(result);
@@ -491,6 +499,9 @@ Runner setup_bench(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "rounds", "serial"}))
       ->capture_default_str();
   add_json_option(sub, o->json_path, "rank 0 writes the results (the job report if it failed)");
+  sub->add_option("--prometheus", o->prometheus,
+                  "rank 0 writes the results as metrics in node_exporter's textfile format "
+                  "(atomically)");
   sub->add_option("--expect-busbw", o->expect_busbw,
                   "GB/s the largest size's bus bandwidth (with --links: each link) should "
                   "reach, instead of the table of GPU families (data/expected-bw); below 80% "

@@ -16,6 +16,7 @@
 #include "nccl_log/render.h"
 #include "report/expected_bw_job.h"
 #include "report/job_report.h"
+#include "report/prom_reports.h"
 #include "report/status_line.h"
 #include "world/fingerprint_compare.h"
 #include "util/error.h"
@@ -28,6 +29,7 @@ namespace {
 struct CheckCli {
   CheckOptions check;
   std::string json_path;
+  std::string prometheus;  ///< --prometheus PATH (report/prom_reports.h)
   std::string nccl_debug;  ///< "", "info" or "trace"
   std::vector<std::string> nccl_debug_subsys;
   std::string nccl_debug_dir;
@@ -86,7 +88,10 @@ int run(const CheckCli& o) {
   auto job = join_job(Env::from_process(), o.check.timeout_s);
   set_log_tag("rank " + std::to_string(job.setup.world.rank));
   // Rank 0 writes the --json file: a path it cannot write ends the job now.
-  if (job.setup.world.rank == 0) check_json_target(o.json_path);
+  if (job.setup.world.rank == 0) {
+    check_json_target(o.json_path);
+    check_json_target(o.prometheus);
+  }
   for (const auto& w : job.setup.world.warnings) spdlog::warn("{}", w);
   auto capture = start_nccl_capture(o, job);
 
@@ -113,6 +118,9 @@ int run(const CheckCli& o) {
                        render_fingerprint(result.fingerprint));
     if (capture) summarize_nccl_capture(out, *capture, result);
     if (!o.json_path.empty()) json_status = emit_json(o.json_path, kCheckSchema, json);
+    if (int s = write_report_prometheus(o.prometheus, kCheckSchema, json,
+                                        result.me.backend == "nccl" ? result.me.nccl_version : ""))
+      json_status = s;
   }
   int status = job.finish(result);
   if (status == 0) status = json_status;
@@ -150,6 +158,8 @@ Runner setup_check(CLI::App& app) {
       ->check(DeviceOrdinal());
   add_nccl_lib_option(sub, o->check.nccl_lib);
   add_json_option(sub, o->json_path, "rank 0 writes the job report");
+  sub->add_option("--prometheus", o->prometheus,
+                  "rank 0 writes the job's metrics in node_exporter's textfile format (atomically)");
   sub->add_option("--expect-busbw", o->expect_busbw,
                   "GB/s the timed all-reduce's bus bandwidth should reach, instead of the "
                   "table of GPU families (data/expected-bw); below 80% WARN, below 50% FAIL "

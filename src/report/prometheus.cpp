@@ -114,8 +114,10 @@ void write_prometheus_file(const std::string& path, const std::string& text) {
   if (::rename(tmp.c_str(), path.c_str()) != 0) fail("rename onto");
 }
 
-PromLabels prom_info_labels(const std::string& nccl_version) {
-  return {{"version", GPUDIAG_VERSION}, {"nccl", nccl_version.empty() ? "none" : nccl_version}};
+PromLabels prom_info_labels(const std::string& report, const std::string& nccl_version) {
+  return {{"report", report},
+          {"version", GPUDIAG_VERSION},
+          {"nccl", nccl_version.empty() ? "none" : nccl_version}};
 }
 
 }  // namespace gpudiag

@@ -45,8 +45,10 @@ std::string prom_escape(const std::string& value);
 /// cannot be written.
 void write_prometheus_file(const std::string& path, const std::string& text);
 
-/// The labels every gpudiag file carries on gpudiag_info: version and the
+/// The labels every gpudiag file carries on gpudiag_info: the report
+/// ("check", "bench", "links", "sweep": node_exporter refuses one sample in
+/// two files of its directory, so each file's differs), the version and the
 /// NCCL loaded ("" none).
-PromLabels prom_info_labels(const std::string& nccl_version);
+PromLabels prom_info_labels(const std::string& report, const std::string& nccl_version);
 
 }  // namespace gpudiag

@@ -294,8 +294,12 @@ Planner::Judged Planner::judge() const {
   j.known_good.assign(n, false);
   for (int x = 0; x < n; ++x) {
     if (decided[x] == 1 || j.verdicts[x].state != NodeState::ok || gone(x)) continue;
+    // Known good: every test of it passed, or failed only with a node found bad or gone.
     bool any = false, clean = true;
-    for (const auto& s : seen[x]) any = true, clean = clean && !s.test.bad;
+    for (const auto& s : seen[x]) {
+      any = any || !s.test.bad;
+      clean = clean && (!s.test.bad || gone(s.partner) || decided[s.partner] == 1);
+    }
     j.known_good[x] = any && clean;
   }
   for (auto& v : j.verdicts) {
@@ -312,15 +316,19 @@ std::vector<std::pair<int, int>> Planner::retest_pairs() const {
   for (auto [a, b] : test_nodes_) met.insert({std::min(a, b), std::max(a, b)});
   std::vector<bool> used(n, false);
   std::vector<std::pair<int, int>> out;
-  for (int x = 0; x < n; ++x) {
-    if (j.verdicts[x].state != NodeState::suspect) continue;
-    for (int g = 0; g < n; ++g) {
-      if (!j.known_good[g] || used[g] || met.count({std::min(x, g), std::max(x, g)})) continue;
-      used[g] = used[x] = true;
-      out.emplace_back(x, g);
-      break;
+  // A partner it has not met yet first; else one it met (a new measurement of
+  // the same pair still tells a passing suspect from one that fails again).
+  for (bool unmet_only : {true, false})
+    for (int x = 0; x < n; ++x) {
+      if (j.verdicts[x].state != NodeState::suspect || used[x]) continue;
+      for (int g = 0; g < n; ++g) {
+        if (!j.known_good[g] || used[g]) continue;
+        if (unmet_only && met.count({std::min(x, g), std::max(x, g)})) continue;
+        used[g] = used[x] = true;
+        out.emplace_back(x, g);
+        break;
+      }
     }
-  }
   return out;
 }
 

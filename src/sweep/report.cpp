@@ -111,7 +111,7 @@ nlohmann::json sweep_json(const SweepOutcome& o) {
 
 std::string sweep_prometheus(const SweepOutcome& o) {
   PromText p;
-  p.gauge("gpudiag_info", "gpudiag's version and the NCCL it loaded", prom_info_labels(o.nccl_version), 1);
+  p.gauge("gpudiag_info", "gpudiag's version and the NCCL it loaded", prom_info_labels("sweep", o.backend == "nccl" ? o.nccl_version : ""), 1);
   for (const auto& v : o.verdicts) {
     const std::string host = host_of(o, v.node);
     p.gauge("gpudiag_sweep_node_ok", "1 when the sweep found the node OK, 0 when it is to be excluded",

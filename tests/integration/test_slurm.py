@@ -140,6 +140,31 @@ class SlurmTests(unittest.TestCase):
         self.assertEqual(len(rows), 3, out)
         self.assertIn("same-host links: 3", out)
 
+    def test_sbatch_sweep_names_the_nodes_that_never_came_in_a_list_slurm_reads(self):
+        # The pool is this node and two that never start a task: both are MISSING,
+        # and the exclude list is one SLURM itself expands back to those two.
+        node = subprocess.run(["hostname", "-s"], capture_output=True, text=True).stdout.strip()
+        with tempfile.TemporaryDirectory() as d:
+            p, out = self.sbatch("sweep.sbatch", 2, env={"SWEEP_DIR": d},
+                                 args=("--backend", "host", "--hosts", f"{node},ghost[08-09]"))
+            self.assertEqual(p.returncode, 1, p.stderr + out)
+            files = sorted(os.listdir(d))
+            self.assertEqual(len(files), 3, files)
+            excl = [f for f in files if f.endswith(".exclude")][0]
+            with open(os.path.join(d, excl)) as f:
+                hostlist = f.read().strip()
+            self.assertEqual(hostlist, "ghost[08-09]")
+            names = run(["scontrol", "show", "hostnames", hostlist], env=slurm_env())
+            self.assertEqual(names.stdout.split(), ["ghost08", "ghost09"], names.stderr)
+            with open(os.path.join(d, excl.replace(".exclude", ".hosts"))) as f:
+                self.assertEqual(f.read(), node + "\n")
+            with open(os.path.join(d, excl.replace(".exclude", ".json"))) as f:
+                doc = json.load(f)
+        self.assertEqual(doc["schema"], "gpudiag-sweep/1")
+        self.assertEqual({n["host"]: n["state"] for n in doc["nodes"]},
+                         {node: "OK", "ghost08": "MISSING", "ghost09": "MISSING"})
+        self.assertIn("exclude 2 of 3 node(s): ghost[08-09]", out)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -1,0 +1,129 @@
+"""gpudiag sweep over a pool of "nodes" made of network namespaces on one
+bridge (scripts/netns-hosts.sh star), each node a gpudiag launch of two ranks
+with its own host name, as a cluster's nodes would be:
+  - node4's link to the switch limited to 200 Mbit/s (tc tbf, a slow NIC),
+    node5's first rank killed at the start of round 2 (it dies mid-sweep),
+    node7 named in --hosts but never started:
+    exactly node4, node5 and node7 are excluded, each with its own state;
+  - a healthy pool: exit 0 and an empty exclude list.
+Plus the command line's refusals, and the sweep under mpirun."""
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+from harness import BIN, SOURCE_DIR, clean_env, free_port, mpirun, raise_at, run, strip_prefix
+
+NETNS = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
+
+
+@unittest.skipUnless(os.geteuid() == 0, "network namespaces need root")
+class SweepOverNamespaceNodes(unittest.TestCase):
+    PREFIX = "gsp"
+
+    def pool(self, n, throttle=None):
+        p = run([NETNS, "star", self.PREFIX, str(n)], timeout=60)
+        if p.returncode != 0:
+            self.skipTest("cannot create network namespaces here: " + p.stderr.strip())
+        self.addCleanup(run, [NETNS, "star-down", self.PREFIX, str(n)], timeout=60)
+        if throttle:
+            p = run([NETNS, "throttle", self.PREFIX, str(throttle), "200mbit"], timeout=30)
+            if p.returncode != 0:
+                self.skipTest("tc tbf (sch_tbf) is not available here: " + p.stderr.strip())
+
+    def sweep(self, n, *args, env=None):
+        """Starts node1..nodeN (two ranks each); returns [(returncode, stdout, stderr)]."""
+        port = 29760
+        procs = []
+        for i in range(1, n + 1):
+            inner = (f"hostname node{i}; exec {BIN} launch --nnodes {n} --node-rank {i - 1} "
+                     f"--nproc-per-node 2 --master-addr 10.78.0.1 --master-port {port} -- sweep "
+                     "--backend host --timeout 30 --pair-timeout 10 " + " ".join(args))
+            procs.append(subprocess.Popen(
+                ["ip", "netns", "exec", f"{self.PREFIX}-{i}", "unshare", "--uts", "sh", "-c", inner],
+                env=dict(clean_env(), GPUDIAG_SECRET="s" * 32, **(env or {})),
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        outs = []
+        for p in procs:
+            try:
+                o, e = p.communicate(timeout=300)
+                outs.append((p.returncode, o, e))
+            finally:
+                p.kill()
+        return outs
+
+    def test_slow_dead_and_absent_nodes_are_excluded_and_no_other(self):
+        self.pool(6, throttle=4)
+        d = tempfile.mkdtemp()
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
+        files = {k: os.path.join(d, k) for k in ("exclude", "hosts", "mpi", "json")}
+        outs = self.sweep(6, "--hosts", "'node[1-7]'", "--exclude-file", files["exclude"],
+                          "--good-hostfile", files["hosts"], "--good-mpi-hostfile", files["mpi"],
+                          "--json", files["json"], env=raise_at("SIGKILL@pool-round#2:8"))
+        rc, out, err = outs[0]
+        text = strip_prefix(out)
+        self.assertEqual(rc, 1, text + err)
+        with open(files["exclude"]) as f:
+            self.assertEqual(f.read(), "node[4-5,7]\n", text)
+        with open(files["hosts"]) as f:
+            self.assertEqual(f.read().split(), ["node1", "node2", "node3", "node6"])
+        with open(files["mpi"]) as f:
+            self.assertEqual(f.read().splitlines(),
+                             [f"node{i} slots=2" for i in (1, 2, 3, 6)])
+        with open(files["json"]) as f:
+            doc = json.load(f)
+        states = {n["host"]: n["state"] for n in doc["nodes"]}
+        self.assertEqual(states, {"node1": "OK", "node2": "OK", "node3": "OK", "node4": "SLOW",
+                                  "node5": "MISSING", "node6": "OK", "node7": "MISSING"}, text)
+        slow = next(n for n in doc["nodes"] if n["host"] == "node4")
+        # The evidence is a measurement against a node that is itself OK, below
+        # the threshold, at the configured rate (200 Mbit/s = 0.025 GB/s).
+        self.assertIn(states[slow["test"]["partner"]], ("OK",))
+        self.assertLess(slow["test"]["measured_gbps"], 0.03)
+        self.assertLess(slow["test"]["measured_gbps"], slow["test"]["threshold_gbps"])
+        self.assertIn("round 2", next(n for n in doc["nodes"] if n["host"] == "node5")["reason"])
+        self.assertIn("never arrived", next(n for n in doc["nodes"] if n["host"] == "node7")["reason"])
+        # Every node met at least two partners from other nodes.
+        for host in ("node1", "node2", "node3", "node4", "node6"):
+            peers = {t["peer"] for t in doc["tests"] if t["host"] == host} | \
+                    {t["host"] for t in doc["tests"] if t["peer"] == host}
+            self.assertGreaterEqual(len(peers - {host, None}), 2, host)
+        self.assertIn("exclude 3 of 7 node(s): node[4-5,7]", text)
+        # The other nodes' ranks end too: exit 1 (the pool has nodes to exclude),
+        # node5's launcher with its killed rank's 137.
+        for i, (rc_i, out_i, err_i) in enumerate(outs[1:], start=2):
+            self.assertEqual(rc_i, 137 if i == 5 else 1, (i, out_i[-500:], err_i[-1500:]))
+
+    def test_a_healthy_pool_excludes_nothing(self):
+        self.pool(4)
+        d = tempfile.mkdtemp()
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
+        excl = os.path.join(d, "exclude")
+        outs = self.sweep(4, "--exclude-file", excl)
+        text = strip_prefix(outs[0][1])
+        self.assertEqual([o[0] for o in outs], [0, 0, 0, 0], text + outs[0][2])
+        with open(excl) as f:
+            self.assertEqual(f.read(), "\n")
+        self.assertIn("no node to exclude: every one of the 4 node(s) passed", text)
+        self.assertEqual(text.count(" OK "), 4, text)
+
+
+class SweepCommandLine(unittest.TestCase):
+    def test_bad_values_are_one_line_and_exit_2(self):
+        for args, named in [(["--hosts", "n[1-"], "host list"), (["--hosts", "n[0-999][0-999]"], "host list"),
+                            (["--time-budget", "nan"], "--time-budget"), (["--iters", "0"], "--iters"),
+                            (["--size", "1"], "--size")]:
+            p = run([BIN, "sweep", *args], env=clean_env())
+            self.assertEqual(p.returncode, 2, (args, p.stdout, p.stderr))
+            self.assertIn(named, p.stderr, args)
+            self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+
+    def test_mpirun_sweep_of_one_node(self):
+        p = mpirun(2, "sweep", "--backend", "host")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("no node to exclude: every one of the 1 node(s) passed", p.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
