@@ -14,7 +14,7 @@
 #   6. a second NCCL (PyTorch's) through --nccl-lib: info, and check on every
 #      GPU (4 ranks on the one GPU when there is only one)
 #   7. 4 ranks on one GPU (each its own NCCL_HOSTID, sockets over lo): check,
-#      bench, bench --links
+#      bench, bench --links, sweep (each rank its own host name)
 #   8. faults on that GPU: a rank SIGKILLed, then a rank SIGSTOPped, inside
 #      the all-reduce: the others must name it, the job end, the GPU be freed
 # Logs go to $GPUDIAG_GPU_LOGS (default $OUT if set, else ./gpu-logs).
@@ -335,6 +335,26 @@ run links-1gpu 180 "${one_gpu[@]}" -- "$wrapper" bench --links --backend nccl --
 rc=$?
 record "$(links_rc $rc "$logs/links-1gpu.txt")"
 cat "$logs/links-1gpu.txt"
+
+# gpudiag sweep with NCCL pairs: each rank its own "node" (its own host name in
+# a UTS namespace, and its own NCCL_HOSTID), so the sweep runs node-pair rounds
+# of two-rank NCCL communicators. Exit 1 with a node named is a finding.
+if unshare --uts true 2>/dev/null; then
+  node_wrapper=$logs/node-wrapper.sh
+  # One rank per "node": its launcher's local size and rank are those of a node of one.
+  printf '#!/bin/sh\nexport LOCAL_WORLD_SIZE=1 LOCAL_RANK=0\nexec unshare --uts sh -c "hostname gpunode\\$RANK; exec \\"\\$0\\" \\"\\$@\\"" "%s" "$@"\n' \
+    "$wrapper" >"$node_wrapper"
+  chmod +x "$node_wrapper"
+  step "4 ranks on one GPU as 4 nodes: sweep --backend nccl --device 0"
+  run sweep-1gpu 180 "${one_gpu[@]}" -- "$node_wrapper" sweep --backend nccl --device 0 \
+    --size 32MiB --json "$logs/sweep-1gpu.json" --prometheus "$logs/sweep-1gpu.prom"
+  rc=$?
+  [[ $rc -eq 1 ]] && grep -q '^exclude ' "$logs/sweep-1gpu.txt" && rc=0
+  record $rc
+  cat "$logs/sweep-1gpu.txt"
+else
+  say "== sweep on one GPU: skipped (unshare --uts is not allowed here)"
+fi
 
 # Every collective at 4 ranks (issue 28): NCCL's threaded launch at 2+ ranks.
 for op in all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv; do
