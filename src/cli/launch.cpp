@@ -17,6 +17,7 @@
 #include "cli/json_output.h"
 #include "cli/launch_json.h"
 #include "gpu/cuda.h"
+#include "launch/entry.h"
 #include "launch/launcher.h"
 #include "launch/options.h"
 #include "launch/store_host.h"
@@ -103,9 +104,11 @@ Runner setup_launch(CLI::App& app) {
   sub->add_option("--log-dir,--log_dir", options->log_dir,
                   "Folder for DIR/<rdzv id>_<launch id>/attempt_K/<local rank>/{stdout,stderr}.log "
                   "(alone: both streams, still also on the console)");
-  auto ignored = std::make_shared<bool>(false);
-  sub->add_flag("--no-python,--no_python", *ignored,
-                "Accepted for torchrun's command lines: gpudiag ranks never run python");
+  sub->add_flag("--no-python,--no_python", options->no_python,
+                "As torchrun: the command is a program (searched in PATH), run without python");
+  sub->add_flag("-m,--module", options->module,
+                "As torchrun: the command is a Python module, run as `python -u -m MODULE args` "
+                "(python: PYTHON_EXEC, else the python3 in PATH)");
   auto monitor_interval = std::make_shared<double>(0.0);
   sub->add_option("--monitor-interval,--monitor_interval", *monitor_interval,
                   "Accepted for torchrun's command lines: gpudiag watches its ranks continuously")
@@ -139,8 +142,9 @@ Runner setup_launch(CLI::App& app) {
   add_json_option(sub, *json_path, "the launcher writes the job's summary (ranks, exits, times)");
   sub->positionals_at_end();
   sub->add_option("command", options->command,
-                  "After --: the gpudiag subcommand and its options (or, with --no-gpudiag, a "
-                  "program and its arguments)");
+                  "What each rank runs, as torchrun: SCRIPT.py [args] (run by PYTHON_EXEC, else "
+                  "the python3 in PATH), -m MODULE [args], --no-python PROGRAM [args]; or a "
+                  "gpudiag subcommand and its options (-- check ...)");
 
   return [&app, options, no_prefix, secret_file, text, monitor_interval, json_path]() -> int {
     (void)monitor_interval;  // accepted and checked, not needed
@@ -149,6 +153,7 @@ Runner setup_launch(CLI::App& app) {
     std::vector<std::string> subcommands;
     for (const auto* s : app.get_subcommands([](CLI::App*) { return true; }))
       subcommands.push_back(s->get_name());
+    launch::resolve_entry(*options, subcommands, Env::from_process());
     launch::validate(*options, subcommands);
     // gpudiag ranks meet in a store the launcher serves; a foreign program
     // (--no-gpudiag) may want MASTER_PORT for its own, so it gets none.

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <random>
 
+#include "launch/entry.h"
 #include "rendezvous/job_token.h"
 #include "rendezvous/socket.h"
 
@@ -95,6 +96,9 @@ Env rank_environment(const Env& parent, const JobInfo& job, int local_rank) {
   for (const auto& [name, value] : job.extra_env) env.set(name, value);
   for (auto& [name, value] : rank_variables(job, local_rank))
     env.set(std::move(name), std::move(value));
+  if (job.torch_children)
+    for (auto& [name, value] : torch_variables(job, local_rank, parent))
+      env.set(std::move(name), std::move(value));
   return env;
 }
 

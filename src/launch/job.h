@@ -51,6 +51,11 @@ struct JobInfo {
   /// children see them as TORCHELASTIC_RESTART_COUNT / _MAX_RESTARTS.
   int restart_count = 0;
   int max_restarts = 0;
+  /// A torch program's children (entry.h torch_variables): torchrun's
+  /// variables, the async error variable of the torch in use, OMP_NUM_THREADS
+  /// when the launcher sets it ("" not), the attempt's error-file folder.
+  bool torch_children = false;
+  std::string async_error_variable, omp_num_threads, error_dir;
 
   int world_size() const { return nnodes * nproc_per_node; }
   /// Global rank of the child with local rank `local_rank` on this node.

@@ -20,6 +20,9 @@
 #include <vector>
 
 #include "launch/child.h"
+#include "launch/entry.h"
+#include "launch/error_file.h"
+#include "world/host.h"
 #include "launch/job.h"
 #include "launch/signal_pipe.h"
 #include "launch/supervisor.h"
@@ -44,6 +47,7 @@ std::string self_name() {
 struct LogPlan {
   std::string base;
   const LaunchOptions* options = nullptr;
+  std::string error_made;  ///< the private folder made for error files when base is empty
 
   int to_files(int local) const {
     const auto& o = *options;
@@ -68,7 +72,7 @@ std::shared_ptr<LogFile> open_log(const std::string& dir, const char* name) {
 }
 
 LogPlan plan_logs(const LaunchOptions& o, const JobInfo& first) {
-  LogPlan plan{{}, &o};
+  LogPlan plan{{}, &o, {}};
   if (o.log_dir.empty() && o.tee.empty() && o.redirects.empty()) return plan;
   std::string root = o.log_dir;
   if (root.empty()) {
@@ -84,6 +88,37 @@ LogPlan plan_logs(const LaunchOptions& o, const JobInfo& first) {
 void say(const std::string& message) {
   std::string line = "gpudiag launch: " + message + "\n";
   (void)!::write(2, line.data(), line.size());
+}
+
+/// A torch program's error files: DIR/<run id>_<launch id>/attempt_K/<local
+/// rank>/error.json, under --log-dir's run folder, else a fresh private one.
+std::string error_root(const LogPlan& logs, const JobInfo& job, std::string& made) {
+  if (!logs.base.empty()) return logs.base;
+  if (made.empty()) {
+    char tmpl[] = "/tmp/gpudiag-launch-XXXXXX";
+    if (!::mkdtemp(tmpl))
+      throw Error(ExitCode::internal, std::string("launch: mkdtemp: ") + std::strerror(errno));
+    made = std::string(tmpl) + "/" + job.run_id + "_" + job.launch_id;
+  }
+  return made;
+}
+
+/// torchrun's ChildFailedError root cause, with the rank that failed first
+/// (not the earliest timestamp, which names a rank that failed because of it
+/// when both fail within a second): its exception and where the traceback is.
+void say_root_cause(const JobInfo& job, int local, const std::string& error_dir) {
+  if (local < 0 || error_dir.empty()) return;
+  const std::string path = error_dir + "/" + std::to_string(local) + "/error.json";
+  const auto e = read_child_error(path);
+  const std::string who = "rank " + std::to_string(job.rank_of(local)) + " [" + short_hostname() + "-" +
+                          std::to_string(local) + "]";
+  if (!e) {
+    say("root cause: " + who + " failed first and wrote no error file (torch's @record on its "
+        "entry function writes one)");
+    return;
+  }
+  say("root cause: " + who + " raised " + e->message +
+      (e->where.empty() ? "" : "\n  at " + e->where) + "\n  traceback: " + path);
 }
 
 struct Attempt {
@@ -119,6 +154,27 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
                 "launch: the job's master port became " + std::to_string(job.master_port));
   if (restart == 0) logs = plan_logs(options, job);
   const auto attempt_dir = logs.base + "/attempt_" + std::to_string(restart);
+  if (options.torch_children) {
+    job.torch_children = true;
+    const std::string async = async_error_variable(
+        options.no_python ? "" : torch_version_for(options.command.front()));
+    job.async_error_variable = async;
+    if (!env.has("OMP_NUM_THREADS") && job.nproc_per_node > 1) {
+      job.omp_num_threads = "1";
+      if (restart == 0)
+        say("setting OMP_NUM_THREADS=1 for each rank, as torchrun does, so " +
+            std::to_string(job.nproc_per_node) +
+            " ranks do not overload the CPUs; set it yourself to tune it");
+    }
+    job.error_dir = error_root(logs, job, logs.error_made) + "/attempt_" + std::to_string(restart);
+    for (int local = 0; local < job.nproc_per_node; ++local) {
+      std::error_code ec;
+      std::filesystem::create_directories(job.error_dir + "/" + std::to_string(local), ec);
+      if (ec)
+        throw UsageError("launch: cannot create " + job.error_dir + ": " + ec.message(),
+                         "give --log-dir a folder this user may write");
+    }
+  }
   if (!logs.base.empty())
     say("rank logs go to " + attempt_dir + "/<local rank>/{stdout,stderr}.log");
 
@@ -154,6 +210,8 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
       signals);
   Attempt out;
   out.status = supervisor.run();
+  if (out.status != 0 && job.torch_children)
+    say_root_cause(job, supervisor.first_failed_local_rank(), job.error_dir);
   out.restartable = supervisor.restartable();
   out.failure = supervisor.failure();
   return out;
@@ -162,7 +220,7 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
 int run_attempts(const LaunchOptions& options, const Env& env,
                  const std::function<LaunchObserver&(int)>& observer_for) {
   const auto started = std::chrono::steady_clock::now();
-  LogPlan logs{{}, &options};
+  LogPlan logs{{}, &options, {}};
   for (int restart = 0;; ++restart) {
     double timeout_s = options.timeout_s;
     if (timeout_s > 0) {

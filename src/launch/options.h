@@ -53,6 +53,13 @@ struct LaunchOptions {
   bool prefix = true;
   /// Run `command` as a program (searched in PATH) instead of a gpudiag subcommand.
   bool no_gpudiag = false;
+  /// torchrun's -m (the command's first word is a Python module) and
+  /// --no-python (a program); resolve_entry (entry.h) turns them into command.
+  bool module = false;
+  bool no_python = false;
+  /// Set by resolve_entry: the children are a torch program's, and get
+  /// torchrun's environment and error files.
+  bool torch_children = false;
   /// torchrun's rendezvous: --standalone (one node, a free local port),
   /// --rdzv-endpoint HOST[:PORT] (empty: none; the port defaults to 29400),
   /// --rdzv-backend c10d|static|gpudiag (empty: not given), --rdzv-id.

@@ -123,6 +123,10 @@ bool Supervisor::restartable() const {
          !gave_up_;
 }
 
+int Supervisor::first_failed_local_rank() const {
+  return first_failure_ ? static_cast<int>(*first_failure_) : -1;
+}
+
 std::string Supervisor::failure() const {
   if (!first_failure_) return {};
   const auto& s = slots_[*first_failure_];

@@ -76,6 +76,8 @@ class Supervisor {
   /// restart may help. `failure()` then says which rank and how.
   bool restartable() const;
   std::string failure() const;
+  /// After run(): the local rank of the first child that failed, -1 none.
+  int first_failed_local_rank() const;
 
  private:
   struct Slot;

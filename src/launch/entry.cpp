@@ -1,0 +1,135 @@
+// torchrun's entry points and child variables (entry.h).
+#include "launch/entry.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <fstream>
+#include <regex>
+
+#include "launch/child.h"
+#include "util/error.h"
+#include "util/strings.h"
+
+namespace gpudiag::launch {
+
+namespace {
+
+bool regular_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string forms(const std::vector<std::string>& subcommands) {
+  std::vector<std::string> runnable;
+  for (const auto& s : subcommands)
+    if (s != "launch") runnable.push_back(s);
+  return "gpudiag launch [options] SCRIPT.py [args] | -m MODULE [args] | --no-python PROGRAM "
+         "[args] | -- SUBCOMMAND (" +
+         join(runnable, ", ") + ")";
+}
+
+/// Major and minor of "2.11.0+cu130" -> {2, 11}; {-1, -1} when unreadable.
+std::pair<int, int> major_minor(const std::string& v) {
+  int major = -1, minor = -1;
+  if (std::sscanf(v.c_str(), "%d.%d", &major, &minor) != 2) return {-1, -1};
+  return {major, minor};
+}
+
+}  // namespace
+
+std::string python_interpreter(const Env& env) {
+  if (auto p = env.get("PYTHON_EXEC"); p && !p->empty()) return find_program(*p, env);
+  return find_program("python3", env);
+}
+
+void resolve_entry(LaunchOptions& o, const std::vector<std::string>& subcommands, const Env& env) {
+  if (o.command.empty() || o.command.front().empty()) return;  // validate() says what is missing
+  if (o.module) {
+    if (o.no_python)
+      throw UsageError("launch: -m and --no-python cannot go together (a module needs python)",
+                       forms(subcommands));
+    auto args = o.command;
+    o.command = {python_interpreter(env), "-u", "-m"};
+    o.command.insert(o.command.end(), args.begin(), args.end());
+    o.no_gpudiag = o.torch_children = true;
+    return;
+  }
+  if (o.no_python) {
+    o.no_gpudiag = o.torch_children = true;
+    return;
+  }
+  if (o.no_gpudiag) {
+    o.torch_children = true;
+    return;
+  }
+  const std::string& first = o.command.front();
+  for (const auto& s : subcommands)
+    if (first == s) return;  // a gpudiag subcommand (validate() refuses "launch")
+  if (regular_file(first)) {
+    auto args = o.command;
+    o.command = {python_interpreter(env), "-u"};
+    o.command.insert(o.command.end(), args.begin(), args.end());
+    o.no_gpudiag = o.torch_children = true;
+    return;
+  }
+  throw UsageError("launch: '" + first + "' is neither a file nor a gpudiag subcommand",
+                   forms(subcommands));
+}
+
+std::string torch_version_for(const std::string& python) {
+  // The interpreter's real file names its version (python3.11); its
+  // packages are in <prefix>/lib/python3.X/{site,dist}-packages (venv, conda,
+  // /usr/local) or Debian's /usr/lib/python3/dist-packages.
+  char real[PATH_MAX];
+  if (!::realpath(python.c_str(), real)) return "";
+  const std::string path = real;
+  std::smatch m;
+  static const std::regex name(R"(^(.*)/bin/python(3\.\d+)$)");
+  std::vector<std::string> dirs;
+  const std::string bin_dir = python.substr(0, python.rfind('/'));
+  const std::string venv = bin_dir.substr(0, bin_dir.rfind('/'));  // a venv keeps its own prefix
+  if (std::regex_match(path, m, name)) {
+    for (const auto& prefix : {venv, m[1].str(), std::string("/usr/local"), std::string("/usr")})
+      for (const char* kind : {"site-packages", "dist-packages"})
+        dirs.push_back(prefix + "/lib/python" + m[2].str() + "/" + kind);
+  }
+  dirs.push_back("/usr/lib/python3/dist-packages");
+  static const std::regex line(R"(^__version__\s*=\s*['"]([^'"]{1,64})['"])");
+  for (const auto& d : dirs) {
+    std::ifstream f(d + "/torch/version.py");
+    std::string text;
+    for (int n = 0; n < 64 && std::getline(f, text); ++n)
+      if (std::regex_search(text, m, line)) return m[1].str();
+  }
+  return "";
+}
+
+std::string async_error_variable(const std::string& torch_version) {
+  const auto [major, minor] = major_minor(torch_version);
+  return major > 2 || (major == 2 && minor >= 2) ? "TORCH_NCCL_ASYNC_ERROR_HANDLING"
+                                                 : "NCCL_ASYNC_ERROR_HANDLING";
+}
+
+std::vector<std::pair<std::string, std::string>> torch_variables(const JobInfo& job, int local_rank,
+                                                                 const Env& parent) {
+  std::vector<std::pair<std::string, std::string>> v{
+      {"ROLE_RANK", std::to_string(job.rank_of(local_rank))},
+      {"ROLE_NAME", "default"},
+      {"ROLE_WORLD_SIZE", std::to_string(job.world_size())},
+      {"TORCHELASTIC_RUN_ID", job.run_id},
+      {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+  };
+  const std::string async = job.async_error_variable.empty() ? "NCCL_ASYNC_ERROR_HANDLING"
+                                                             : job.async_error_variable;
+  v.emplace_back(async, parent.get_or(async, "1"));
+  if (!job.omp_num_threads.empty()) v.emplace_back("OMP_NUM_THREADS", job.omp_num_threads);
+  if (!job.error_dir.empty())
+    v.emplace_back("TORCHELASTIC_ERROR_FILE",
+                   job.error_dir + "/" + std::to_string(local_rank) + "/error.json");
+  return v;
+}
+
+}  // namespace gpudiag::launch

@@ -1,0 +1,57 @@
+// What gpudiag launch runs, from torchrun's entry points (resolve_entry), and
+// the environment torchrun gives a training script's children (torch_variables):
+//
+//   launch [options] SCRIPT [args]     python -u SCRIPT args   (SCRIPT: an existing file)
+//   launch [options] -m MODULE [args]  python -u -m MODULE args
+//   launch [options] --no-python PROGRAM [args]   PROGRAM args (searched in PATH)
+//   launch [options] [--] SUBCOMMAND [options]    gpudiag SUBCOMMAND (check, bench, ...)
+//
+// "python" is PYTHON_EXEC when set (torchrun's own override), else the
+// python3 on PATH. torchrun (torch/distributed/run.py, 1.13 to 2.x) runs
+// `sys.executable -u`; a launcher that is not Python has no sys.executable,
+// so the PATH's python3 stands in for it.
+//
+// The children of a torch program (every form but SUBCOMMAND) get torchrun's
+// variables, as torch's LocalElasticAgent._start_workers sets them
+// (torch/distributed/elastic/agent/server/local_elastic_agent.py), and each its
+// own TORCHELASTIC_ERROR_FILE (torch/distributed/elastic/multiprocessing/
+// __init__.py start_processes: <log dir>/attempt_K/<local rank>/error.json).
+// Differences, each for a reason (docs/launch.md): TORCHELASTIC_USE_AGENT_STORE
+// is False (the launcher's store speaks gpudiag's protocol, not torch's, so
+// rank 0 creates torch's store as under a c10d rendezvous).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "launch/job.h"
+#include "launch/options.h"
+#include "util/env.h"
+
+namespace gpudiag::launch {
+
+/// Turns the torchrun forms into `options.command` (and no_gpudiag), or
+/// throws UsageError with one line naming the forms. Sets options.torch_children
+/// for every form but a gpudiag subcommand.
+void resolve_entry(LaunchOptions& options, const std::vector<std::string>& subcommands,
+                   const Env& env);
+
+/// The Python interpreter torchrun's forms run: PYTHON_EXEC, else python3 in PATH.
+std::string python_interpreter(const Env& env);
+
+/// torch's version ("2.11.0", "1.13.0a0") as installed for `python` (its
+/// version.py in the interpreter's site or dist packages, read, not imported);
+/// "" when not found.
+std::string torch_version_for(const std::string& python);
+
+/// The async error variable torchrun of `torch_version` sets:
+/// TORCH_NCCL_ASYNC_ERROR_HANDLING from torch 2.2, NCCL_ASYNC_ERROR_HANDLING
+/// before (and when the version is unknown).
+std::string async_error_variable(const std::string& torch_version);
+
+/// torchrun's per-child variables beyond rank_variables() (job.h).
+std::vector<std::pair<std::string, std::string>> torch_variables(const JobInfo& job, int local_rank,
+                                                                 const Env& parent);
+
+}  // namespace gpudiag::launch

@@ -1,0 +1,139 @@
+"""gpudiag launch running a real PyTorch training script (Debian's torch 1.13,
+DDP over gloo) as torchrun runs it: the entry points (SCRIPT, -m MODULE,
+--no-python PROGRAM), the same losses as torchrun, the children's
+environment compared variable for variable with torchrun's children, and a
+rank that raises through torch's @record named with its exception."""
+import json
+import os
+import re
+import subprocess
+import tempfile
+import unittest
+
+from harness import BIN, clean_env, free_port, run, strip_prefix
+
+PYTHON = "/usr/bin/python3"
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "torch")
+TRAIN = os.path.abspath(os.path.join(FIXTURES, "train.py"))
+
+# The variables torch 1.13's LocalElasticAgent._start_workers sets (and
+# torch.distributed.run's OMP_NUM_THREADS), compared between the launchers.
+COMPARED = ["LOCAL_RANK", "RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL_WORLD_SIZE",
+            "WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "TORCHELASTIC_RESTART_COUNT",
+            "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE",
+            "NCCL_ASYNC_ERROR_HANDLING", "OMP_NUM_THREADS"]
+
+
+def have_torch():
+    try:
+        return subprocess.run([PYTHON, "-c", "import torch.distributed.run"],
+                              capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def env_without_threads():
+    env = clean_env()
+    env.pop("OMP_NUM_THREADS", None)
+    env["PYTHON_EXEC"] = PYTHON  # the interpreter with torch, as torchrun's own override
+    return env
+
+
+def launch(*args, timeout=240):
+    return run([BIN, "launch", *args], env=env_without_threads(), timeout=timeout)
+
+
+def torchrun(*args, timeout=240):
+    # torch 1.13's default --redirects/--tee "0" does not parse under Python 3.11.
+    return run([PYTHON, "-m", "torch.distributed.run", "--redirects", "2", "--tee", "2", *args],
+               env=env_without_threads(), timeout=timeout)
+
+
+def losses(out):
+    return re.findall(r"step (\d+) loss ([\d.]+)", strip_prefix(out))
+
+
+@unittest.skipUnless(have_torch(), "Debian's python3-torch is not installed (install-deps.sh --test)")
+class TrainingScriptUnderLaunch(unittest.TestCase):
+    def test_script_and_module_give_torchruns_losses(self):
+        ref = torchrun("--nproc_per_node", "2", "--master_port", str(free_port()), TRAIN,
+                       "--steps", "6", "--lr", "0.05")
+        self.assertEqual(ref.returncode, 0, ref.stderr[-3000:])
+        expected = losses(ref.stdout)
+        self.assertEqual(len(expected), 6, ref.stdout)
+        p = launch("--nproc-per-node", "2", TRAIN, "--steps", "6", "--lr", "0.05")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr[-3000:])
+        self.assertEqual(losses(p.stdout), expected)
+        # -m: the module form, with its directory on PYTHONPATH.
+        env = env_without_threads()
+        env["PYTHONPATH"] = os.path.abspath(FIXTURES)
+        p = run([BIN, "launch", "--nproc-per-node", "2", "-m", "train", "--steps", "6", "--lr",
+                 "0.05"], env=env, timeout=240)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr[-3000:])
+        self.assertEqual(losses(p.stdout), expected)
+        # torchrun sets OMP_NUM_THREADS=1 for several ranks, and says so.
+        self.assertIn("OMP_NUM_THREADS", p.stderr)
+
+    def test_children_environment_matches_torchruns(self):
+        port = free_port()
+        envs = {}
+        for name, start in [("torchrun", torchrun), ("launch", launch)]:
+            with tempfile.TemporaryDirectory() as d:
+                p = start("--nproc-per-node" if name == "launch" else "--nproc_per_node", "2",
+                          "--rdzv-backend" if name == "launch" else "--rdzv_backend", "c10d",
+                          "--rdzv-endpoint" if name == "launch" else "--rdzv_endpoint",
+                          f"127.0.0.1:{port}",
+                          "--rdzv-id" if name == "launch" else "--rdzv_id", "envcheck",
+                          TRAIN, "--steps", "1", "--dump-env", d)
+                self.assertEqual(p.returncode, 0, (name, p.stdout, p.stderr[-3000:]))
+                envs[name] = {}
+                for r in (0, 1):
+                    with open(os.path.join(d, f"env-{r}.json")) as f:
+                        envs[name][r] = json.load(f)
+        for r in (0, 1):
+            t, g = envs["torchrun"][r], envs["launch"][r]
+            for var in COMPARED:
+                self.assertEqual(g.get(var), t.get(var), (r, var))
+            # Each child its own error file, torchrun's layout under the run's folder.
+            for e in (t, g):
+                self.assertTrue(e["TORCHELASTIC_ERROR_FILE"].endswith(f"/attempt_0/{r}/error.json"),
+                                e["TORCHELASTIC_ERROR_FILE"])
+        self.assertNotEqual(envs["launch"][0]["TORCHELASTIC_ERROR_FILE"],
+                            envs["launch"][1]["TORCHELASTIC_ERROR_FILE"])
+
+    def test_a_rank_that_raises_is_named_with_its_exception(self):
+        p = launch("--nproc-per-node", "2", TRAIN, "--steps", "6", "--fail-rank", "1",
+                   "--fail-step", "2")
+        self.assertEqual(p.returncode, 1, p.stderr[-3000:])
+        m = re.search(r"gpudiag launch: root cause: rank (\d+) \[[^\]]+\] raised (.*)", p.stderr)
+        self.assertIsNotNone(m, p.stderr[-3000:])
+        self.assertEqual(m.group(1), "1")
+        self.assertIn("ValueError: step 2 went wrong on rank 1", m.group(2))
+        self.assertRegex(p.stderr, r"train\.py\", line \d+, in main")
+        path = re.search(r"traceback: (\S+/error\.json)", p.stderr).group(1)
+        with open(path) as f:
+            self.assertIn("ValueError", json.load(f)["message"]["message"])
+
+
+class EntryPoints(unittest.TestCase):
+    def test_a_name_that_is_neither_file_nor_subcommand_gets_the_forms(self):
+        p = run([BIN, "launch", "--nproc-per-node", "2", "no_such_train.py"], env=clean_env())
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+        self.assertIn("neither a file nor a gpudiag subcommand", p.stderr)
+        self.assertIn("-m MODULE", p.stderr)
+
+    def test_no_python_runs_the_program(self):
+        p = run([BIN, "launch", "--nproc-per-node", "2", "--no-python", "sh", "-c",
+                 "echo $ROLE_NAME $ROLE_RANK $TORCHELASTIC_USE_AGENT_STORE"], env=clean_env())
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("[rank1]: default 1 False", p.stdout)
+
+    def test_subcommands_keep_their_short_form(self):
+        p = run([BIN, "launch", "--nproc-per-node", "2", "--", "check", "--backend", "host",
+                 "--size", "64KiB", "--iters", "1"], env=clean_env())
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
