@@ -125,6 +125,15 @@ Runner setup_launch(CLI::App& app) {
                   "Stop the whole job after this many seconds (0: no limit)")
       ->check(Seconds(0, 30 * 86400))
       ->capture_default_str();
+  sub->add_option("--hang-timeout", options->hang_timeout_s,
+                  "When no rank printed anything and no rank used CPU time for this many seconds: "
+                  "print where every rank is (by its stack), then stop the job (0: never). "
+                  "kill -USR1 <launcher> prints the same at any time and the job goes on")
+      ->check(Seconds(0, 30 * 86400))
+      ->capture_default_str();
+  sub->add_flag("--no-stack-hook", [options](std::int64_t) { options->stack_hook = false; },
+                "Do not give Python ranks the faulthandler startup file that lets the launcher "
+                "read their Python stacks (they are then read natively, with eu-stack or gdb)");
   sub->add_option("--exit-timeout", options->exit_timeout_s,
                   "Seconds a rank may take to exit after printing its status line; then it is "
                   "reported and killed (default: the check's --timeout + 60)")

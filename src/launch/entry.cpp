@@ -54,7 +54,7 @@ void resolve_entry(LaunchOptions& o, const std::vector<std::string>& subcommands
     auto args = o.command;
     o.command = {python_interpreter(env), "-u", "-m"};
     o.command.insert(o.command.end(), args.begin(), args.end());
-    o.no_gpudiag = o.torch_children = true;
+    o.no_gpudiag = o.torch_children = o.python_entry = true;
     return;
   }
   if (o.no_python) {
@@ -72,7 +72,7 @@ void resolve_entry(LaunchOptions& o, const std::vector<std::string>& subcommands
     auto args = o.command;
     o.command = {python_interpreter(env), "-u"};
     o.command.insert(o.command.end(), args.begin(), args.end());
-    o.no_gpudiag = o.torch_children = true;
+    o.no_gpudiag = o.torch_children = o.python_entry = true;
     return;
   }
   throw UsageError("launch: '" + first + "' is neither a file nor a gpudiag subcommand",

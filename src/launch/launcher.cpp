@@ -121,6 +121,40 @@ void say_root_cause(const JobInfo& job, int local, const std::string& error_dir)
       (e->where.empty() ? "" : "\n  at " + e->where) + "\n  traceback: " + path);
 }
 
+/// The startup file that lets the launcher ask a Python rank for its stack:
+/// faulthandler dumps every thread to GPUDIAG_STACK_FILE on SIGUSR2; the
+/// user's own sitecustomize (the next one on sys.path) still runs.
+constexpr const char* kPythonHook = R"PY(# gpudiag launch's startup file (docs/launch.md, --no-stack-hook turns it off):
+# on SIGUSR2 this rank writes every thread's Python stack to GPUDIAG_STACK_FILE.
+import os as _os, sys as _sys
+try:
+    import faulthandler as _fh, signal as _sig
+    _path = _os.environ.get("GPUDIAG_STACK_FILE")
+    if _path:
+        _fh.register(_sig.SIGUSR2, file=open(_path, "a"), all_threads=True, chain=False)
+except Exception:
+    pass
+_here = _os.path.dirname(_os.path.abspath(__file__))
+_saved = list(_sys.path)
+try:
+    _sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or ".") != _here]
+    del _sys.modules["sitecustomize"]
+    import sitecustomize  # noqa: F401  the user's own, if any
+except ImportError:
+    pass
+finally:
+    _sys.path[:] = _saved
+)PY";
+
+void write_python_hook(const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/sitecustomize.py";
+  net::Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644));
+  if (!fd || ::write(fd.get(), kPythonHook, std::strlen(kPythonHook)) < 0)
+    throw UsageError("launch: cannot write " + path + ": " + std::strerror(errno),
+                     "give --log-dir a folder this user may write, or pass --no-stack-hook");
+}
+
 struct Attempt {
   int status = 0;
   bool restartable = false;
@@ -167,6 +201,12 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
             " ranks do not overload the CPUs; set it yourself to tune it");
     }
     job.error_dir = error_root(logs, job, logs.error_made) + "/attempt_" + std::to_string(restart);
+    if (options.python_entry && options.stack_hook) {
+      const std::string hook = error_root(logs, job, logs.error_made) + "/python-hook";
+      write_python_hook(hook);
+      const std::string path = env.get_or("PYTHONPATH", "");
+      job.extra_env.emplace_back("PYTHONPATH", path.empty() ? hook : hook + ":" + path);
+    }
     for (int local = 0; local < job.nproc_per_node; ++local) {
       std::error_code ec;
       std::filesystem::create_directories(job.error_dir + "/" + std::to_string(local), ec);
@@ -193,9 +233,15 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
       out_console = !(quiet & kStdOut);
       err_console = !(quiet & kStdErr);
     }
-    spec.envp = to_envp(rank_environment(env, job, local));
+    Env child_env = rank_environment(env, job, local);
+    std::string stack_file;
+    if (options.python_entry && options.stack_hook && !job.error_dir.empty()) {
+      stack_file = job.error_dir + "/" + std::to_string(local) + "/stack.txt";
+      child_env.set("GPUDIAG_STACK_FILE", stack_file);
+    }
+    spec.envp = to_envp(child_env);
     ranks.push_back({job.rank_of(local), local, ChildProcess::spawn(spec), std::move(out_log),
-                     std::move(err_log), out_console, err_console});
+                     std::move(err_log), out_console, err_console, false, stack_file});
     // A bench's report is rank 0's stdout, in nccl-tests' layout: it goes out
     // as nccl-tests' own would under mpirun, with no prefix on its rows.
     const std::string& program = options.command.empty() ? std::string() : options.command.front();
@@ -206,7 +252,11 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
 
   Supervisor supervisor(
       std::move(ranks), options.prefix,
-      {options.grace_s, options.kill_after_s, timeout_s, effective_exit_timeout(options)}, watcher,
+      {options.grace_s, options.kill_after_s, timeout_s, effective_exit_timeout(options),
+       options.hang_timeout_s,
+       job.error_dir.empty() ? (logs.base.empty() ? std::string() : attempt_dir) : job.error_dir,
+       short_hostname()},
+      watcher,
       signals);
   Attempt out;
   out.status = supervisor.run();

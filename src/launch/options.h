@@ -60,6 +60,13 @@ struct LaunchOptions {
   /// Set by resolve_entry: the children are a torch program's, and get
   /// torchrun's environment and error files.
   bool torch_children = false;
+  /// Set by resolve_entry: the command is python (SCRIPT or -m).
+  bool python_entry = false;
+  /// --hang-timeout: report every rank's stack and stop when no output and no
+  /// CPU time moved this long (0: never). --no-stack-hook: no faulthandler
+  /// startup file for Python ranks (their stacks are then native).
+  double hang_timeout_s = 0.0;
+  bool stack_hook = true;
   /// torchrun's rendezvous: --standalone (one node, a free local port),
   /// --rdzv-endpoint HOST[:PORT] (empty: none; the port defaults to 29400),
   /// --rdzv-backend c10d|static|gpudiag (empty: not given), --rdzv-id.

@@ -28,7 +28,8 @@ extern "C" void on_signal(int sig) {
 }
 
 /// The signals a SignalPipe takes over, in the order of SignalPipe::previous_.
-constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE};
+// SIGUSR1: print where every rank is (its stack) and go on (supervisor.h).
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE, SIGUSR1};
 
 }  // namespace
 

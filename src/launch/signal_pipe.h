@@ -34,7 +34,7 @@ class SignalPipe {
   net::Fd write_;
   using Action = struct sigaction;
   /// What SIGINT, SIGTERM, SIGHUP, SIGCHLD and SIGPIPE did before (kSignals order).
-  std::array<Action, 5> previous_{};
+  std::array<Action, 6> previous_{};
 };
 
 }  // namespace gpudiag::launch

@@ -10,8 +10,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "launch/job_status.h"
+#include "launch/stacks.h"
 #include "launch/summary.h"
 #include "util/error.h"
 
@@ -52,6 +56,7 @@ struct Supervisor::Slot {
   std::uint64_t sent_signals = 0;
   std::optional<Deadline> exit_by;  ///< set when its status line went through
   bool hung_on_exit = false;
+  std::string stack_file;
 
   void send(int sig) {
     child.signal(sig);
@@ -74,7 +79,7 @@ Supervisor::Supervisor(std::vector<RankProcess> ranks, bool prefix, StopPolicy p
     slots_.push_back(Slot{r.rank, r.local_rank, std::move(r.child),
                           Relay(std::move(out), r.bare_stdout ? std::string() : tag, out_),
                           Relay(std::move(err), tag, err_),
-                          std::nullopt, false, false, 0, std::nullopt, false});
+                          std::nullopt, false, false, 0, std::nullopt, false, r.stack_file});
     if (r.out_log || !r.out_console) slots_.back().out.copy_to(r.out_log, r.out_console);
     if (r.err_log || !r.err_console) slots_.back().err.copy_to(r.err_log, r.err_console);
   }
@@ -92,6 +97,7 @@ int Supervisor::run() {
     }
     act_on_deadlines();
     watch_exits();
+    watch_progress();
     // Also while stopping: ranks may see the same fault (their WORLD_SIZE
     // differs) and fail before the observer's verdict; the verdict still wins.
     if (!stopped_for_ && !interrupted_by_)
@@ -102,7 +108,8 @@ int Supervisor::run() {
   for (auto& s : slots_) s.out.close(), s.err.close();
 
   auto ends = outcomes();
-  int status = job_exit_status(ends, {interrupted_by_, timed_out_ || exit_timed_out_, gave_up_});
+  int status =
+      job_exit_status(ends, {interrupted_by_, timed_out_ || exit_timed_out_ || hung_, gave_up_});
   if (status != 0 && !stopped_for_ && !interrupted_by_) {
     // Every rank ended before the verdict came: ask once more, synchronously.
     std::optional<std::string> why;
@@ -120,6 +127,7 @@ int Supervisor::run() {
 
 bool Supervisor::restartable() const {
   return first_failure_ && !stopped_for_ && !interrupted_by_ && !timed_out_ && !exit_timed_out_ &&
+         !hung_ &&
          !gave_up_;
 }
 
@@ -180,6 +188,10 @@ void Supervisor::on_exit(std::size_t index) {
 }
 
 void Supervisor::on_signal(int sig) {
+  if (sig == SIGUSR1) {
+    if (!live_ranks().empty()) report_stacks("SIGUSR1");
+    return;
+  }
   if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP) return;  // SIGCHLD only wakes the loop
   auto live = live_ranks();
   if (live.empty()) return;  // the job is over; only its output is still draining
@@ -218,6 +230,7 @@ void Supervisor::stop_for(const std::string& why) {
 
 void Supervisor::act_on_deadlines() {
   if (job_deadline_ && job_deadline_->expired() && phase_ == Phase::running) {
+    report_stacks("--timeout " + seconds(policy_.timeout_s));
     timed_out_ = true;
     phase_ = Phase::stopping;
     say("job still running after --timeout " + seconds(policy_.timeout_s) +
@@ -273,6 +286,73 @@ void Supervisor::watch_exits() {
   }
 }
 
+void Supervisor::watch_progress() {
+  if (policy_.hang_timeout_s <= 0 || hang_reported_ || phase_ != Phase::running) return;
+  // CPU time of every live rank (utime + stime of /proc/PID/stat), summed.
+  unsigned long long cpu = 0;
+  for (const auto& s : slots_) {
+    if (s.status) continue;
+    std::ifstream f("/proc/" + std::to_string(s.child.pid()) + "/stat");
+    std::string text;
+    std::getline(f, text);
+    const auto paren = text.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::istringstream fields(text.substr(paren + 2));
+    std::string v;
+    unsigned long long utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && fields >> v; ++i) {
+      if (i == 14) utime = std::strtoull(v.c_str(), nullptr, 10);
+      if (i == 15) stime = std::strtoull(v.c_str(), nullptr, 10);
+    }
+    cpu += utime + stime;
+  }
+  // A few ticks of CPU are a rank's own polling threads, not progress.
+  if (cpu > last_cpu_ + 5 * slots_.size()) last_progress_ = Deadline::Clock::now();
+  last_cpu_ = std::max(last_cpu_, cpu);
+  const double idle = std::chrono::duration<double>(Deadline::Clock::now() - last_progress_).count();
+  if (idle < policy_.hang_timeout_s) return;
+  hang_reported_ = true;
+  report_stacks("--hang-timeout " + seconds(policy_.hang_timeout_s) +
+                ": no rank printed anything or used CPU time for that long");
+  // Stopped as --timeout stops a job (exit status 3), with its own words.
+  hung_ = true;
+  phase_ = Phase::stopping;
+  auto live = live_ranks();
+  say("the job hung (--hang-timeout " + seconds(policy_.hang_timeout_s) + "); sending SIGTERM to " +
+      ranks_phrase(live));
+  signal_live(SIGTERM);
+  last_request_ = "SIGTERM";
+  kill_at_ = Deadline::after_seconds(policy_.kill_after_s);
+}
+
+void Supervisor::report_stacks(const std::string& why) {
+  auto live = live_ranks();
+  if (live.empty()) return;
+  ++stack_reports_;
+  const std::string dir = policy_.stack_dir.empty()
+                              ? std::string()
+                              : policy_.stack_dir + "/stacks-" + std::to_string(stack_reports_);
+  if (!dir.empty()) std::filesystem::create_directories(dir);
+  std::vector<RankStack> stacks;
+  for (auto& s : slots_) {
+    if (s.status) continue;
+    RankStack st = take_stack(s.child.pid(), s.stack_file);
+    st.rank = s.rank;
+    st.local_rank = s.local_rank;
+    st.host = policy_.host;
+    summarise(st);
+    if (!dir.empty()) {
+      std::ofstream f(dir + "/rank" + std::to_string(s.rank) + ".txt");
+      f << "# rank " << s.rank << " pid " << s.child.pid() << " (" << st.source << ")\n" << st.text;
+    }
+    stacks.push_back(std::move(st));
+  }
+  std::string text = "where the ranks are (" + why + ")" +
+                     (dir.empty() ? std::string() : "; full stacks in " + dir) + ":";
+  for (const auto& line : group_stacks(stacks)) text += "\n  " + line;
+  say(text);
+}
+
 void Supervisor::poll_once() {
   std::vector<pollfd> fds{{signals_.fd(), POLLIN, 0}};
   std::vector<Relay*> relays{nullptr};
@@ -294,7 +374,10 @@ void Supervisor::poll_once() {
     for (int sig : signals_.drain()) on_signal(sig);
   }
   for (std::size_t i = 1; i < fds.size(); ++i)
-    if (fds[i].revents) relays[i]->pump();
+    if (fds[i].revents) {
+      relays[i]->pump();
+      last_progress_ = Deadline::Clock::now();
+    }
 }
 
 void Supervisor::signal_live(int sig) {
@@ -325,6 +408,7 @@ std::string Supervisor::summary_note(int status) const {
   std::vector<std::string> parts;
   if (interrupted_by_) parts.push_back("interrupted by " + signal_name(interrupted_by_));
   if (timed_out_) parts.push_back("stopped by --timeout " + seconds(policy_.timeout_s));
+  if (hung_) parts.push_back("stopped by --hang-timeout " + seconds(policy_.hang_timeout_s));
   if (stopped_for_) parts.push_back("stopped at the rendezvous");
   if (exit_timed_out_)
     parts.push_back("killed at --exit-timeout " + seconds(policy_.exit_timeout_s));

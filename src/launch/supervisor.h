@@ -42,6 +42,13 @@ struct StopPolicy {
   /// After a rank printed its status line (OK or broken), the seconds it has
   /// to exit before it is reported as hung in teardown and killed.
   double exit_timeout_s = 120.0;
+  /// No rank's output and no rank's CPU time moved for this long: report
+  /// every rank's stack and stop the job (0: never).
+  double hang_timeout_s = 0.0;
+  /// Where the full stacks go (stacks-<n>/rank<R>.txt); "" none.
+  std::string stack_dir;
+  /// The host name in "[host-local]" labels.
+  std::string host;
 };
 
 /// A started child and the rank it runs.
@@ -56,6 +63,8 @@ struct RankProcess {
   /// Its stdout goes out without the "[rankN]: " prefix: rank 0 of a bench,
   /// whose report the field's nccl-tests parsers read line by line.
   bool bare_stdout = false;
+  /// A Python rank's faulthandler dump file (GPUDIAG_STACK_FILE; "" none).
+  std::string stack_file;
 };
 
 class Supervisor {
@@ -98,6 +107,10 @@ class Supervisor {
   std::vector<RankOutcome> outcomes() const;
   std::string summary_note(int status) const;
   void say(const std::string& message);
+  /// Takes every live rank's stack, prints the grouping, writes the files.
+  void report_stacks(const std::string& why);
+  /// --hang-timeout: output or CPU time moved since the last look?
+  void watch_progress();
 
   Sink out_{1};
   Sink err_{2};
@@ -109,6 +122,11 @@ class Supervisor {
   Phase phase_ = Phase::running;
   std::optional<std::size_t> first_failure_;
   int interrupted_by_ = 0;
+  Deadline::Clock::time_point last_progress_ = Deadline::Clock::now();
+  unsigned long long last_cpu_ = 0;
+  bool hang_reported_ = false;
+  bool hung_ = false;  ///< stopped by --hang-timeout
+  int stack_reports_ = 0;
   int stop_signals_ = 0;
   bool timed_out_ = false;
   /// A rank was killed for hanging past --exit-timeout.

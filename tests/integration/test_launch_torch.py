@@ -5,9 +5,12 @@ environment compared variable for variable with torchrun's children, and a
 rank that raises through torch's @record named with its exception."""
 import json
 import os
+import queue
 import re
+import signal
 import subprocess
 import tempfile
+import threading
 import unittest
 
 from harness import BIN, clean_env, free_port, run, strip_prefix
@@ -113,6 +116,59 @@ class TrainingScriptUnderLaunch(unittest.TestCase):
         path = re.search(r"traceback: (\S+/error\.json)", p.stderr).group(1)
         with open(path) as f:
             self.assertIn("ValueError", json.load(f)["message"]["message"])
+
+
+@unittest.skipUnless(have_torch(), "Debian's python3-torch is not installed (install-deps.sh --test)")
+class HangReport(unittest.TestCase):
+    """Rank 1 sleeps at step 3 while the others wait in DDP's all-reduce."""
+
+    def check_report(self, err, n):
+        block = err[err.index("where the ranks are"):]
+        self.assertIn("the others wait for rank 1\n", block)
+        self.assertRegex(block, r"rank 1 \[[^\]]+-1\] is in train\.py:\d+ in main")
+        others = "rank 0" if n == 2 else "ranks " + ",".join(str(r) for r in range(n) if r != 1)
+        self.assertRegex(block, others + r"( \[[^\]]+\])? waits? in \w+ \(.*\) from train\.py:\d+ in main")
+        files = re.search(r"full stacks in (\S+):", block).group(1)
+        self.assertEqual(sorted(os.listdir(files)), sorted("rank%d.txt" % r for r in range(n)))
+
+    def test_hang_timeout_names_the_rank_the_others_wait_for(self):
+        for n in (2, 4):
+            p = launch("--nproc-per-node", str(n), "--hang-timeout", "5", TRAIN, "--steps", "8",
+                       "--hang-rank", "1", "--hang-step", "3")
+            self.assertEqual(p.returncode, 3, p.stderr[-3000:])
+            self.check_report(p.stderr, n)
+            self.assertIn("stopped by --hang-timeout 5 s", p.stderr)
+
+    def test_sigusr1_prints_where_the_ranks_are_and_the_job_goes_on(self):
+        proc = subprocess.Popen([BIN, "launch", "--nproc-per-node", "2", TRAIN, "--steps", "8",
+                                 "--hang-rank", "1", "--hang-step", "3"],
+                                env=env_without_threads(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        lines = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(l) for l in proc.stderr], daemon=True).start()
+        try:
+            # The event, not a guess: rank 1 says it is about to sleep.
+            for line in proc.stdout:
+                if "rank 1 sleeping at step 3" in line:
+                    break
+            # Rank 0 reaches the all-reduce on its own time: ask again until a
+            # report shows it waiting there (each report is an event of its own).
+            for attempt in range(30):
+                proc.send_signal(signal.SIGUSR1)
+                block = ""
+                while not re.search(r"\n  rank 0 .*\n", block):
+                    line = lines.get(timeout=60)
+                    if "where the ranks are (SIGUSR1)" in line:
+                        block = line
+                    elif block:
+                        block += line
+                if "rank 0 [" in block and " waits in " in block:
+                    break
+            self.assertIsNone(proc.poll())  # the job goes on
+            self.check_report(block, 2)
+        finally:
+            proc.kill()
+            proc.communicate()
 
 
 class EntryPoints(unittest.TestCase):

@@ -1,0 +1,294 @@
+// Taking and grouping the ranks' stacks (stacks.h).
+#include "launch/stacks.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <regex>
+#include <thread>
+
+#include "launch/summary.h"
+#include "util/text.h"
+
+namespace gpudiag::launch {
+
+namespace {
+
+constexpr std::size_t kMaxText = 256 * 1024;
+using Clock = std::chrono::steady_clock;
+
+/// Runs argv, returns its stdout (at most kMaxText), killed after `seconds`.
+std::string capture(const std::vector<std::string>& argv, double seconds, bool& ran) {
+  ran = false;
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return "";
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]), ::close(fds[1]);
+    return "";
+  }
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    const int null = ::open("/dev/null", O_WRONLY);
+    if (null >= 0) ::dup2(null, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  std::string out;
+  const auto until = Clock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1000));
+  char buf[16384];
+  while (out.size() < kMaxText) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+    if (left.count() <= 0) break;
+    pollfd p{fds[0], POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fds[0]);
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ran = !(WIFEXITED(status) && WEXITSTATUS(status) == 127);
+  return out.substr(0, kMaxText);
+}
+
+off_t file_size(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? st.st_size : -1;
+}
+
+std::string read_from(const std::string& path, off_t from) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return "";
+  std::string out;
+  char buf[16384];
+  ::lseek(fd, from, SEEK_SET);
+  ssize_t n;
+  while (out.size() < kMaxText && (n = ::read(fd, buf, sizeof buf)) > 0) out.append(buf, n);
+  ::close(fd);
+  return out;
+}
+
+std::string base(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+bool in_library(const std::string& frame) {
+  return frame.find("/site-packages/") != std::string::npos ||
+         frame.find("/dist-packages/") != std::string::npos ||
+         frame.find("/lib/python3") != std::string::npos || frame.rfind("<frozen ", 0) == 0;
+}
+
+/// "/x/train.py:42 in main" -> "train.py:42 in main".
+std::string short_frame(const std::string& f) {
+  const auto colon = f.find(':');
+  if (colon == std::string::npos) return f;
+  return base(f.substr(0, colon)) + f.substr(colon);
+}
+
+}  // namespace
+
+std::vector<std::string> python_frames(const std::string& dump) {
+  static const std::regex frame(R"re(^\s+File "([^"]*)", line (\d+) in (.*)$)re");
+  std::vector<std::vector<std::string>> threads;
+  std::size_t current = static_cast<std::size_t>(-1);
+  std::size_t at = 0;
+  while (at < dump.size()) {
+    std::size_t end = dump.find('\n', at);
+    if (end == std::string::npos) end = dump.size();
+    const std::string line = dump.substr(at, end - at);
+    at = end + 1;
+    if (line.rfind("Thread 0x", 0) == 0 || line.rfind("Current thread 0x", 0) == 0) {
+      threads.emplace_back();
+      if (line.rfind("Current", 0) == 0) current = threads.size() - 1;
+      continue;
+    }
+    std::smatch m;
+    if (!threads.empty() && std::regex_match(line, m, frame))
+      threads.back().push_back(m[1].str() + ":" + m[2].str() + " in " + m[3].str());
+  }
+  for (const auto& t : threads)  // the main thread runs the script's <module>
+    if (!t.empty() && t.back().ends_with(" in <module>")) return t;
+  if (current < threads.size()) return threads[current];
+  return threads.empty() ? std::vector<std::string>{} : threads.front();
+}
+
+std::vector<std::string> native_frames(const std::string& text, pid_t tid) {
+  // eu-stack: "TID 42:" then "#0  0x00007f... func"; gdb: "Thread N (... LWP 42 ...)"
+  // then "#0  0x... in func (args) at file:line".
+  static const std::regex eu_tid(R"(^TID (\d+):)");
+  static const std::regex gdb_tid(R"(^Thread \d+ .*LWP (\d+))");
+  static const std::regex frame(R"(^#\d+\s+(?:0x[0-9a-f]+\s+)?(?:in\s+)?([^\s(]+))");
+  std::vector<std::string> out;
+  bool mine = false;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    std::size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(at, end - at);
+    at = end + 1;
+    std::smatch m;
+    if (std::regex_search(line, m, eu_tid) || std::regex_search(line, m, gdb_tid)) {
+      mine = std::stol(m[1].str()) == tid;
+      continue;
+    }
+    if (mine && std::regex_search(line, m, frame)) out.push_back(m[1].str());
+  }
+  return out;
+}
+
+void summarise(RankStack& s) {
+  if (s.frames.empty()) {
+    s.where = s.error.empty() ? "no stack" : "no stack (" + s.error + ")";
+    return;
+  }
+  if (s.source == "python") {
+    const std::string& top = s.frames.front();
+    std::string own;
+    for (const auto& f : s.frames)
+      if (!in_library(f)) {
+        own = short_frame(f);
+        break;
+      }
+    // Inside torch (a collective, or autograd running DDP's all-reduce) while
+    // its own code is further out: it waits on the framework, not on itself.
+    s.waiting = top.find("/torch/") != std::string::npos && in_library(top);
+    if (s.waiting) {
+      const auto in = top.rfind(" in ");
+      const std::string call = in == std::string::npos ? top : top.substr(in + 4);
+      s.where = "wait in " + call + " (" + short_frame(top.substr(0, in)) + ")" +
+                (own.empty() ? "" : " from " + own);
+    } else {
+      s.where = "in " + (own.empty() ? short_frame(top) : own);
+    }
+    return;
+  }
+  // Native: the first frame that is not a libc wait primitive says where.
+  static const std::regex primitive(
+      R"(^(__|_dl_|syscall|epoll_wait|poll|ppoll|select|pselect|nanosleep|clock_nanosleep|sleep|usleep|pthread_cond|pthread_join|futex|read|recv|accept|start_thread|clone))");
+  // Collectives and the waits of the frameworks (gpudiag's own ranks included).
+  static const std::regex collective(
+      R"((gloo|nccl|Nccl|MPI_|PMPI_|ompi_|c10d|ProcessGroup|gpudiag::.*([Ww]ait|[Gg]ather|[Rr]ing|[Ll]ink|[Ss]tore)))");
+  std::string where;
+  for (const auto& f : s.frames)
+    if (!std::regex_search(f, primitive)) {
+      where = f;
+      break;
+    }
+  if (where.empty()) where = s.frames.front();
+  for (const auto& f : s.frames)
+    if (std::regex_search(f, collective)) {
+      s.waiting = true;
+      break;
+    }
+  s.where = (s.waiting ? "wait in " : "in ") + where;
+}
+
+RankStack take_stack(pid_t pid, const std::string& python_dump) {
+  RankStack s;
+  if (!python_dump.empty() && file_size(python_dump) >= 0) {
+    const off_t before = file_size(python_dump);
+    if (::kill(pid, SIGUSR2) == 0) {
+      // The dump is written by the rank's signal handler: wait until it has
+      // grown and stopped growing (at most 3 s).
+      const auto until = Clock::now() + std::chrono::seconds(3);
+      off_t last = before;
+      auto stable_since = Clock::now();
+      while (Clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        const off_t now = file_size(python_dump);
+        if (now != last) last = now, stable_since = Clock::now();
+        if (last > before && Clock::now() - stable_since > std::chrono::milliseconds(150)) break;
+      }
+      if (last > before) {
+        s.text = read_from(python_dump, before);
+        s.frames = python_frames(s.text);
+        s.source = "python";
+        if (!s.frames.empty()) return s;
+      }
+    }
+  }
+  bool ran = false;
+  s.text = capture({"eu-stack", "-p", std::to_string(pid)}, 10, ran);
+  s.source = "eu-stack";
+  if (!ran || s.text.empty()) {
+    s.text = capture({"gdb", "-nx", "-batch", "-p", std::to_string(pid), "-ex",
+                      "thread apply all bt"},
+                     20, ran);
+    s.source = "gdb";
+    if (!ran) {
+      s.source.clear();
+      s.error = "neither eu-stack (elfutils) nor gdb is installed";
+      return s;
+    }
+  }
+  s.frames = native_frames(s.text, pid);
+  if (s.frames.empty()) s.error = s.source + " read no frames (ptrace not permitted?)";
+  return s;
+}
+
+std::vector<std::string> group_stacks(const std::vector<RankStack>& stacks) {
+  struct Group {
+    std::vector<int> ranks;
+    std::string host_of_first;
+    int local_of_first = 0;
+    bool waiting = false;
+  };
+  std::map<std::string, Group> groups;
+  for (const auto& s : stacks) {
+    auto& g = groups[s.where];
+    if (g.ranks.empty()) g.host_of_first = s.host, g.local_of_first = s.local_rank;
+    g.ranks.push_back(s.rank);
+    g.waiting = s.waiting;
+  }
+  std::vector<std::pair<std::string, Group>> order(groups.begin(), groups.end());
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    if (a.second.waiting != b.second.waiting) return !a.second.waiting;
+    return a.second.ranks.size() < b.second.ranks.size();
+  });
+  std::vector<std::string> lines;
+  std::vector<int> waited_for;
+  bool someone_waits = false;
+  for (const auto& [where, g] : order) {
+    someone_waits = someone_waits || g.waiting;
+    if (!g.waiting && g.ranks.size() * 2 <= stacks.size())
+      waited_for.insert(waited_for.end(), g.ranks.begin(), g.ranks.end());
+  }
+  if (someone_waits && !waited_for.empty()) {
+    std::sort(waited_for.begin(), waited_for.end());
+    lines.push_back("the others wait for " + std::string(waited_for.size() == 1 ? "rank " : "ranks ") +
+                    format_ranks(waited_for));
+  }
+  for (const auto& [where, g] : order) {
+    if (lines.size() == 9) {
+      lines.push_back("... and " + std::to_string(order.size() - 8) + " more groups (see the files)");
+      break;
+    }
+    auto ranks = g.ranks;
+    std::sort(ranks.begin(), ranks.end());
+    const bool one = ranks.size() == 1;
+    std::string who = (one ? "rank " : "ranks ") + format_ranks(ranks);
+    if (one) who += " [" + clean_text(g.host_of_first) + "-" + std::to_string(g.local_of_first) + "]";
+    const std::string verb = where.rfind("wait in ", 0) == 0 ? (one ? "waits" : "wait") + where.substr(4)
+                             : where.rfind("in ", 0) == 0   ? (one ? "is " : "are ") + where
+                                                            : ": " + where;
+    lines.push_back(who + (verb.rfind(":", 0) == 0 ? "" : " ") + clean_text(verb));
+  }
+  return lines;
+}
+
+}  // namespace gpudiag::launch

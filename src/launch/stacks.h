@@ -1,0 +1,52 @@
+// Where each rank of a hung job is, by its stack, and which ranks differ.
+//
+// take_stack(): a Python rank that runs the launcher's startup hook (a
+// sitecustomize.py on its PYTHONPATH that registers faulthandler on SIGUSR2,
+// writing to its GPUDIAG_STACK_FILE) is sent SIGUSR2 and its dump read back
+// once it stops growing; any other rank's native stack is read with
+// elfutils' eu-stack, else gdb (Debian packages elfutils, gdb). Both bounded:
+// a few seconds and 256 KiB of text per rank.
+//
+// group_stacks(): each rank is summarised by its innermost frame that says
+// where it is ("train.py:42 in main"); a rank inside torch.distributed (or
+// in a native collective: gloo, NCCL, MPI) is "waiting in" that call, from the
+// first frame of its own code. Ranks are grouped by that summary; the ranks
+// that are not waiting while others are, or else the smallest groups, are
+// named first as the ones the job waits for.
+#pragma once
+
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+namespace gpudiag::launch {
+
+struct RankStack {
+  int rank = 0;
+  int local_rank = 0;
+  std::string host;
+  std::string source;               ///< "python", "eu-stack", "gdb", or "" (none taken)
+  std::vector<std::string> frames;  ///< innermost first, as "file:line in func" or "func"
+  std::string text;                 ///< the raw dump, for the file
+  std::string error;                ///< why no stack was taken
+  std::string where;                ///< the summary (group key)
+  bool waiting = false;             ///< inside a collective or a wait of the framework
+};
+
+/// The stack of `pid`; `python_dump` is the rank's GPUDIAG_STACK_FILE ("" none).
+RankStack take_stack(pid_t pid, const std::string& python_dump);
+
+/// Fills where/waiting from frames (exposed for tests).
+void summarise(RankStack& s);
+
+/// "rank 1 [node1-1] is in train.py:42 in main; ranks 0,2-7 wait in all_reduce
+/// (distributed_c10d.py:1536) from train.py:40": at most 8 groups, one line each.
+std::vector<std::string> group_stacks(const std::vector<RankStack>& stacks);
+
+/// Parses a faulthandler dump: the main thread's frames (the one that runs
+/// <module>), innermost first.
+std::vector<std::string> python_frames(const std::string& dump);
+/// Parses eu-stack's or gdb's output: the frames of thread `tid`.
+std::vector<std::string> native_frames(const std::string& text, pid_t tid);
+
+}  // namespace gpudiag::launch

@@ -1,0 +1,73 @@
+// Reading faulthandler's and eu-stack's dumps, and naming the rank the others wait for.
+#include "launch/stacks.h"
+
+#include <gtest/gtest.h>
+
+namespace gpudiag::launch {
+namespace {
+
+const char* kRank1 = R"(Thread 0x00007f1 (most recent call first):
+  File "/usr/lib/python3.11/threading.py", line 320 in wait
+  File "/usr/lib/python3.11/threading.py", line 1002 in _bootstrap
+
+Current thread 0x00007f2 (most recent call first):
+  File "/work/train.py", line 44 in main
+  File "/usr/lib/python3/dist-packages/torch/distributed/elastic/multiprocessing/errors/__init__.py", line 346 in wrapper
+  File "/work/train.py", line 60 in <module>
+)";
+
+const char* kRank0 = R"(Current thread 0x00007f3 (most recent call first):
+  File "/usr/lib/python3/dist-packages/torch/autograd/__init__.py", line 197 in backward
+  File "/usr/lib/python3/dist-packages/torch/_tensor.py", line 488 in backward
+  File "/work/train.py", line 49 in main
+  File "/work/train.py", line 60 in <module>
+)";
+
+TEST(Stacks, PythonDumpsAreSummarisedByTheirOwnCode) {
+  RankStack one;
+  one.rank = 1, one.local_rank = 1, one.host = "n1", one.source = "python";
+  one.frames = python_frames(kRank1);
+  ASSERT_EQ(one.frames.size(), 3u);
+  summarise(one);
+  EXPECT_EQ(one.where, "in train.py:44 in main");
+  EXPECT_FALSE(one.waiting);
+  std::vector<RankStack> all{one};
+  for (int r : {0, 2, 3}) {
+    RankStack w;
+    w.rank = r, w.local_rank = r, w.host = "n1", w.source = "python";
+    w.frames = python_frames(kRank0);
+    summarise(w);
+    EXPECT_EQ(w.where, "wait in backward (__init__.py:197) from train.py:49 in main");
+    all.push_back(w);
+  }
+  EXPECT_EQ(group_stacks(all),
+            (std::vector<std::string>{"the others wait for rank 1",
+                                      "rank 1 [n1-1] is in train.py:44 in main",
+                                      "ranks 0,2,3 wait in backward (__init__.py:197) from train.py:49 in main"}));
+}
+
+TEST(Stacks, NativeFramesOfTheMainThread) {
+  const char* eu = R"(PID 42 - process
+TID 43:
+#0  0x00007f00 epoll_wait
+TID 42:
+#0  0x00007f01 __futex_abstimed_wait_common
+#1  0x00007f02 pthread_cond_timedwait
+#2  0x00005501 gpudiag::wait_for_link(int)
+#3  0x00005502 main
+)";
+  RankStack s;
+  s.source = "eu-stack";
+  s.frames = native_frames(eu, 42);
+  ASSERT_EQ(s.frames.size(), 4u);
+  summarise(s);
+  EXPECT_EQ(s.where, "wait in gpudiag::wait_for_link");
+  EXPECT_TRUE(s.waiting);
+  RankStack none;
+  none.error = "neither eu-stack (elfutils) nor gdb is installed";
+  summarise(none);
+  EXPECT_EQ(none.where, "no stack (neither eu-stack (elfutils) nor gdb is installed)");
+}
+
+}  // namespace
+}  // namespace gpudiag::launch
