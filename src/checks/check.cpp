@@ -156,6 +156,10 @@ class CheckRun {
         while (!(death = plane_.peer_death()) && !until.expired())
           std::this_thread::sleep_for(std::chrono::milliseconds(20));
         if (death) why = why.find(*death) != std::string::npos ? *death : *death + "; here: " + why;
+        // No death, but the store may have stopped, and a peer that saw it
+        // first has quit (its connections closed): the store is the cause.
+        else if (auto lost = plane_.lost_plane())
+          why = why.find(*lost) != std::string::npos ? *lost : *lost + "; here: " + why;
       }
       me().fail(phase, why, e.code() == ExitCode::timeout);
       plane_.announce_failure(rank_label(me()) + " failed in " + phase + ": " + why);

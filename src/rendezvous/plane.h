@@ -94,6 +94,11 @@ class Plane {
   /// without the failed, and waits for the live ones to finish their work).
   /// The dead are still not waited for.
   virtual void set_patient(bool /*patient*/) {}
+  /// Asks the control plane itself whether it still answers (a store: one
+  /// request, confirmed as usual); the reason when it does not. A lost peer
+  /// connection may be a peer that quit because the store stopped: this names
+  /// the store instead. Only the store plane can stop on its own.
+  virtual std::optional<std::string> lost_plane() { return std::nullopt; }
 };
 
 std::unique_ptr<Plane> make_single_plane();

@@ -168,6 +168,16 @@ class StorePlane : public Plane {
 
   std::uint64_t bytes_moved() const override { return bytes_; }
   void set_patient(bool patient) override { patient_ = patient; }
+  std::optional<std::string> lost_plane() override {
+    if (!lost_) {
+      try {
+        answered([&](Deadline d) { return store_->try_get("failures", d); });
+      } catch (const Error& e) {
+        note_lost(e);
+      }
+    }
+    return lost_;
+  }
 
   void publish(const std::string& mine, Deadline deadline) {
     if (lost_ || published_) return;
