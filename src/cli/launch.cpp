@@ -175,7 +175,9 @@ Runner setup_launch(CLI::App& app) {
     const bool meets = launch::meeting(*options) == launch::Meeting::rendezvous;
     JobRecorder recorder(nullptr);  // --json: the summary across attempts
     int status;
-    if (options->no_gpudiag && !meets) {
+    // A torch program under the static rendezvous gets the launcher's store as
+    // its agent store, as under torchrun: the launcher serves one then.
+    if (options->no_gpudiag && !meets && !launch::uses_agent_store(*options)) {
       status = launch::run_launch(*options, env, &recorder);
     } else {
       launch::RendezvousTimes times{options->join_timeout_s, options->last_call_s};

@@ -61,10 +61,7 @@ void resolve_entry(LaunchOptions& o, const std::vector<std::string>& subcommands
     o.no_gpudiag = o.torch_children = true;
     return;
   }
-  if (o.no_gpudiag) {
-    o.torch_children = true;
-    return;
-  }
+  if (o.no_gpudiag) return;  // gpudiag's own flag: a plain program, no torch environment
   const std::string& first = o.command.front();
   for (const auto& s : subcommands)
     if (first == s) return;  // a gpudiag subcommand (validate() refuses "launch")
@@ -75,7 +72,13 @@ void resolve_entry(LaunchOptions& o, const std::vector<std::string>& subcommands
     o.no_gpudiag = o.torch_children = o.python_entry = true;
     return;
   }
-  throw UsageError("launch: '" + first + "' is neither a file nor a gpudiag subcommand",
+  std::string guess;
+  std::size_t best = 3;
+  for (const auto& s : subcommands)
+    if (s != "launch")
+      if (auto d = edit_distance(first, s); d < best) best = d, guess = s;
+  throw UsageError("launch: '" + first + "' is neither a file nor a gpudiag subcommand" +
+                       (guess.empty() ? "" : " (did you mean '" + guess + "'?)"),
                    forms(subcommands));
 }
 
@@ -113,6 +116,10 @@ std::string async_error_variable(const std::string& torch_version) {
                                                  : "NCCL_ASYNC_ERROR_HANDLING";
 }
 
+bool uses_agent_store(const LaunchOptions& o) {
+  return o.torch_children && !o.standalone && o.rdzv_backend != "c10d";
+}
+
 std::vector<std::pair<std::string, std::string>> torch_variables(const JobInfo& job, int local_rank,
                                                                  const Env& parent) {
   std::vector<std::pair<std::string, std::string>> v{
@@ -120,7 +127,7 @@ std::vector<std::pair<std::string, std::string>> torch_variables(const JobInfo& 
       {"ROLE_NAME", "default"},
       {"ROLE_WORLD_SIZE", std::to_string(job.world_size())},
       {"TORCHELASTIC_RUN_ID", job.run_id},
-      {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+      {"TORCHELASTIC_USE_AGENT_STORE", job.agent_store ? "True" : "False"},
   };
   const std::string async = job.async_error_variable.empty() ? "NCCL_ASYNC_ERROR_HANDLING"
                                                              : job.async_error_variable;

@@ -33,7 +33,8 @@ namespace gpudiag::launch {
 
 /// Turns the torchrun forms into `options.command` (and no_gpudiag), or
 /// throws UsageError with one line naming the forms. Sets options.torch_children
-/// for every form but a gpudiag subcommand.
+/// for torchrun's forms (SCRIPT, -m, --no-python); gpudiag's own --no-gpudiag
+/// runs a plain program, without torchrun's variables.
 void resolve_entry(LaunchOptions& options, const std::vector<std::string>& subcommands,
                    const Env& env);
 
@@ -49,6 +50,11 @@ std::string torch_version_for(const std::string& python);
 /// TORCH_NCCL_ASYNC_ERROR_HANDLING from torch 2.2, NCCL_ASYNC_ERROR_HANDLING
 /// before (and when the version is unknown).
 std::string async_error_variable(const std::string& torch_version);
+
+/// Whether a torch program's ranks get the launcher's store as their agent
+/// store (TORCHELASTIC_USE_AGENT_STORE=True), as torchrun decides it: under
+/// the static rendezvous (its default), not under c10d or --standalone.
+bool uses_agent_store(const LaunchOptions& options);
 
 /// torchrun's per-child variables beyond rank_variables() (job.h).
 std::vector<std::pair<std::string, std::string>> torch_variables(const JobInfo& job, int local_rank,

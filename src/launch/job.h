@@ -55,6 +55,9 @@ struct JobInfo {
   /// variables, the async error variable of the torch in use, OMP_NUM_THREADS
   /// when the launcher sets it ("" not), the attempt's error-file folder.
   bool torch_children = false;
+  /// TORCHELASTIC_USE_AGENT_STORE: the launcher's store serves torch's
+  /// clients (torchrun: under the static rendezvous, its default).
+  bool agent_store = false;
   std::string async_error_variable, omp_num_threads, error_dir;
 
   int world_size() const { return nnodes * nproc_per_node; }

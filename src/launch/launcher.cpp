@@ -106,12 +106,13 @@ std::string error_root(const LogPlan& logs, const JobInfo& job, std::string& mad
 /// torchrun's ChildFailedError root cause, with the rank that failed first
 /// (not the earliest timestamp, which names a rank that failed because of it
 /// when both fail within a second): its exception and where the traceback is.
-void say_root_cause(const JobInfo& job, int local, const std::string& error_dir) {
+void say_root_cause(const JobInfo& job, int local, const std::string& error_dir, bool python) {
   if (local < 0 || error_dir.empty()) return;
   const std::string path = error_dir + "/" + std::to_string(local) + "/error.json";
   const auto e = read_child_error(path);
   const std::string who = "rank " + std::to_string(job.rank_of(local)) + " [" + short_hostname() + "-" +
                           std::to_string(local) + "]";
+  if (!e && !python) return;  // a program that is not Python writes none
   if (!e) {
     say("root cause: " + who + " failed first and wrote no error file (torch's @record on its "
         "entry function writes one)");
@@ -190,6 +191,7 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
   const auto attempt_dir = logs.base + "/attempt_" + std::to_string(restart);
   if (options.torch_children) {
     job.torch_children = true;
+    job.agent_store = uses_agent_store(options);
     const std::string async = async_error_variable(
         options.no_python ? "" : torch_version_for(options.command.front()));
     job.async_error_variable = async;
@@ -261,7 +263,7 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
   Attempt out;
   out.status = supervisor.run();
   if (out.status != 0 && job.torch_children)
-    say_root_cause(job, supervisor.first_failed_local_rank(), job.error_dir);
+    say_root_cause(job, supervisor.first_failed_local_rank(), job.error_dir, options.python_entry);
   out.restartable = supervisor.restartable();
   out.failure = supervisor.failure();
   return out;

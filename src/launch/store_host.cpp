@@ -69,6 +69,7 @@ void StoreHost::start_server(JobInfo& job, int port) {
   o.served_by = "gpudiag launch [" + host_ + "]";
   o.owned_keys = true;
   o.launcher_clients = true;  // every node's launcher reports its ranks' deaths
+  o.torch_clients = !gpudiag_ranks_;  // a torch program's ranks use it as torchrun's agent store
   server_ = std::make_unique<TcpStoreServer>(o);
   job.master_port = server_->port();
 }

@@ -138,8 +138,17 @@ void ServerCore::on_readable(Conn& c) {
 }
 
 void ServerCore::parse(Conn& c) {
+  if (c.torch) return parse_torch(c);
   std::string_view buf(c.in);
   buf.remove_prefix(c.in_off);
+  if (!c.magic_ok && opts_.torch_clients && !buf.empty() && buf[0] != sw::kMagic[0] &&
+      static_cast<unsigned char>(buf[0]) < 16) {
+    // torch's first byte is a query type (0-15); gpudiag's is the magic's 'G'.
+    if (c.refused) return condemn(c, "over the connection cap (a torch client)");
+    c.torch = c.greeted = true;
+    spdlog::debug("store: client {} speaks torch's TCPStore protocol", c.peer);
+    return parse_torch(c);
+  }
   if (!c.magic_ok) {
     auto n = std::min(buf.size(), sw::kMagic.size());
     if (buf.substr(0, n) != sw::kMagic.substr(0, n))
@@ -293,6 +302,11 @@ void ServerCore::wake(const std::vector<StoreState::WaiterId>& woken) {
     if (!c) continue;
     c->parked.erase(wid);
     c->parked_bytes -= p.bytes;
+    if (p.torch) {
+      reply(*c, std::string(1, '\0'));  // STOP_WAITING
+      if (!c->doomed) parse_torch(*c);   // requests that came in behind the wait
+      continue;
+    }
     reply(*c, p.is_get ? sw::Writer(sw::Type::value, p.req).str(*state_.find(p.key)).finish()
                        : sw::Writer(sw::Type::ok, p.req).finish());
   }

@@ -59,6 +59,8 @@ struct Conn {
   std::unordered_set<StoreState::WaiterId> parked;
   std::size_t parked_bytes = 0;  ///< memory its parked requests hold
   std::size_t accounted = 0;     ///< its share of ServerCore::buffered_total_
+  bool torch = false;            ///< speaks torch's TCPStore protocol (server_torch.cpp)
+  bool torch_validated = false;  ///< ... its later dialect (VALIDATE first, types + 1)
   std::size_t pending_out() const { return out.size() - out_off; }
 };
 
@@ -75,6 +77,12 @@ class ServerCore {
   Conn* find(std::uint64_t id);
   /// Handles readiness `events` (EPOLL* bits) on `c`.
   void on_event(Conn& c, std::uint32_t events);
+  /// torch's TCPStore protocol on `c` (server_torch.cpp): parses and answers
+  /// the complete requests in its buffer; false when it was condemned.
+  void parse_torch(Conn& c);
+  /// One torch request at the front of `buf`; 0 when incomplete, else its size.
+  std::size_t torch_request(Conn& c, std::string_view buf);
+  std::size_t torch_keys_ = 0;  ///< keys torch clients hold ("torch" + their key)
   /// Logs why `c` is dropped and marks it for bury().
   void condemn(Conn& c, const std::string& why);
   /// Closes the connections condemned during this batch.
@@ -139,6 +147,7 @@ class ServerCore {
     bool is_get;
     std::string key;
     std::size_t bytes;  ///< counted in its connection's parked_bytes
+    bool torch = false;  ///< a torch WAIT: its reply is the byte 0 (STOP_WAITING)
   };
   std::uint32_t max_frame_;  ///< after the handshake
   std::size_t max_keys_;     ///< per WAIT / MULTI_GET

@@ -47,6 +47,14 @@ std::optional<std::int64_t> StoreState::add(const std::string& key, std::int64_t
   return result;
 }
 
+bool StoreState::erase(const std::string& key) {
+  auto it = values_.find(key);
+  if (it == values_.end()) return false;
+  bytes_ -= key.size() + it->second.size();
+  values_.erase(it);
+  return true;
+}
+
 const std::string* StoreState::find(const std::string& key) const {
   auto it = values_.find(key);
   return it == values_.end() ? nullptr : &it->second;

@@ -30,6 +30,8 @@ class StoreState {
                                   std::vector<WaiterId>& woken);
   /// The value of `key`, valid until the next change; nullptr when absent.
   const std::string* find(const std::string& key) const;
+  /// Removes `key`; false when it was not there. Parked waiters stay parked.
+  bool erase(const std::string& key);
 
   /// Parks `id` until every key exists. Returns true (and parks nothing) when
   /// they all exist already.

@@ -64,6 +64,10 @@ struct TcpStoreServerOptions {
   /// report deaths and failures (gpudiag launch's); else they may not.
   bool owned_keys = false;
   bool launcher_clients = false;
+  /// Also serve torch's TCPStore clients (torch's wire format, no
+  /// authentication: torch has none), in a key space of their own ("torch"
+  /// + their key) that gpudiag's protocol cannot reach and they cannot leave.
+  bool torch_clients = false;
   /// With no launcher to see a rank's process end (ranks started by hand):
   /// when the connection that owns a rank closes before the rank said
   /// goodbye (its `bye/<r>` key), the server announces that rank's death

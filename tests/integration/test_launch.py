@@ -393,7 +393,7 @@ class BadArguments(unittest.TestCase):
         (["--nnodes", "2", "--node-rank", "1", "--", "check"], "--nnodes 2 needs --master-addr"),
         (["--nproc-per-node", "2"], "no command after '--'"),
         (["--nproc-per-node", "2", "--"], "no command after '--'"),
-        (["--", "chek"], "'chek' is not a gpudiag subcommand (did you mean 'check'?)"),
+        (["--", "chek"], "'chek' is neither a file nor a gpudiag subcommand (did you mean 'check'?)"),
         (["--", "launch", "--", "check"], "'launch' cannot run inside 'launch'"),
         (["--grace", "-1", "--", "check"], "--grace: must be a number of seconds from 0"),
         (["--no-gpudiag", "--", "no-such-program-here"], "'no-such-program-here' not found"),

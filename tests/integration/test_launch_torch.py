@@ -77,32 +77,55 @@ class TrainingScriptUnderLaunch(unittest.TestCase):
         # torchrun sets OMP_NUM_THREADS=1 for several ranks, and says so.
         self.assertIn("OMP_NUM_THREADS", p.stderr)
 
+    def children_env(self, start, *launcher_args):
+        with tempfile.TemporaryDirectory() as d:
+            p = start(*launcher_args, TRAIN, "--steps", "1", "--dump-env", d)
+            self.assertEqual(p.returncode, 0, (launcher_args, p.stdout, p.stderr[-3000:]))
+            envs = {}
+            for r in (0, 1):
+                with open(os.path.join(d, f"env-{r}.json")) as f:
+                    envs[r] = json.load(f)
+            return envs
+
     def test_children_environment_matches_torchruns(self):
-        port = free_port()
-        envs = {}
+        # Under c10d (rank 0 serves torch's store) and under the static
+        # rendezvous, torchrun's default (the launcher's store is the agent store).
+        for backend in ("c10d", "static"):
+            port = free_port()
+            if backend == "c10d":
+                t = self.children_env(torchrun, "--nproc_per_node", "2", "--rdzv_backend", "c10d",
+                                      "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id", "envcheck")
+                g = self.children_env(launch, "--nproc-per-node", "2", "--rdzv-backend", "c10d",
+                                      "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "envcheck")
+            else:
+                t = self.children_env(torchrun, "--nproc_per_node", "2", "--master_port", str(port),
+                                      "--rdzv_id", "envcheck")
+                g = self.children_env(launch, "--nproc-per-node", "2", "--master-port", str(port),
+                                      "--rdzv-id", "envcheck")
+                self.assertEqual(g[0]["MASTER_PORT"], str(port))
+            for r in (0, 1):
+                for var in COMPARED:
+                    self.assertEqual(g[r].get(var), t[r].get(var), (backend, r, var))
+                # Each child its own error file, torchrun's layout under the run's folder.
+                for e in (t[r], g[r]):
+                    self.assertTrue(e["TORCHELASTIC_ERROR_FILE"].endswith(f"/attempt_0/{r}/error.json"),
+                                    e["TORCHELASTIC_ERROR_FILE"])
+            self.assertEqual(t[0]["TORCHELASTIC_USE_AGENT_STORE"], "True" if backend == "static" else "False")
+            self.assertNotEqual(g[0]["TORCHELASTIC_ERROR_FILE"], g[1]["TORCHELASTIC_ERROR_FILE"])
+
+    def test_torchs_store_client_gets_the_answers_torchruns_agent_gives(self):
+        client = os.path.join(FIXTURES, "store_client.py")
         for name, start in [("torchrun", torchrun), ("launch", launch)]:
-            with tempfile.TemporaryDirectory() as d:
-                p = start("--nproc-per-node" if name == "launch" else "--nproc_per_node", "2",
-                          "--rdzv-backend" if name == "launch" else "--rdzv_backend", "c10d",
-                          "--rdzv-endpoint" if name == "launch" else "--rdzv_endpoint",
-                          f"127.0.0.1:{port}",
-                          "--rdzv-id" if name == "launch" else "--rdzv_id", "envcheck",
-                          TRAIN, "--steps", "1", "--dump-env", d)
-                self.assertEqual(p.returncode, 0, (name, p.stdout, p.stderr[-3000:]))
-                envs[name] = {}
-                for r in (0, 1):
-                    with open(os.path.join(d, f"env-{r}.json")) as f:
-                        envs[name][r] = json.load(f)
-        for r in (0, 1):
-            t, g = envs["torchrun"][r], envs["launch"][r]
-            for var in COMPARED:
-                self.assertEqual(g.get(var), t.get(var), (r, var))
-            # Each child its own error file, torchrun's layout under the run's folder.
-            for e in (t, g):
-                self.assertTrue(e["TORCHELASTIC_ERROR_FILE"].endswith(f"/attempt_0/{r}/error.json"),
-                                e["TORCHELASTIC_ERROR_FILE"])
-        self.assertNotEqual(envs["launch"][0]["TORCHELASTIC_ERROR_FILE"],
-                            envs["launch"][1]["TORCHELASTIC_ERROR_FILE"])
+            p = start("--nproc-per-node" if name == "launch" else "--nproc_per_node", "3",
+                      "--master-port" if name == "launch" else "--master_port", str(free_port()),
+                      client)
+            self.assertEqual(p.returncode, 0, (name, p.stdout, p.stderr[-3000:]))
+            self.assertEqual(sorted(re.findall(r"store ok (\d)", p.stdout)), ["0", "1", "2"], name)
+
+    def test_strangers_bytes_in_torchs_format_leave_the_store_serving(self):
+        p = launch("--nproc-per-node", "1", os.path.join(FIXTURES, "hostile_torch_bytes.py"))
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr[-3000:])
+        self.assertIn("hostile ok", p.stdout)
 
     def test_a_rank_that_raises_is_named_with_its_exception(self):
         p = launch("--nproc-per-node", "2", TRAIN, "--steps", "6", "--fail-rank", "1",
@@ -183,7 +206,7 @@ class EntryPoints(unittest.TestCase):
         p = run([BIN, "launch", "--nproc-per-node", "2", "--no-python", "sh", "-c",
                  "echo $ROLE_NAME $ROLE_RANK $TORCHELASTIC_USE_AGENT_STORE"], env=clean_env())
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertIn("[rank1]: default 1 False", p.stdout)
+        self.assertIn("[rank1]: default 1 True", p.stdout)  # the launcher's store is the agent store
 
     def test_subcommands_keep_their_short_form(self):
         p = run([BIN, "launch", "--nproc-per-node", "2", "--", "check", "--backend", "host",
