@@ -62,6 +62,16 @@ class RecordingObserver : public launch::LaunchObserver {
   std::optional<std::string> stop_reason() override {
     return inner_ ? inner_->stop_reason() : std::nullopt;
   }
+  int request_stacks() override { return inner_ ? inner_->request_stacks() : 0; }
+  bool answers_stacks() override { return inner_ && inner_->answers_stacks(); }
+  int stack_request_pending() override { return inner_ ? inner_->stack_request_pending() : 0; }
+  void publish_stacks(int n, const std::string& summary) override {
+    if (inner_) inner_->publish_stacks(n, summary);
+  }
+  std::vector<std::string> collect_stacks(int n, Deadline deadline,
+                                          std::vector<int>& silent) override {
+    return inner_ ? inner_->collect_stacks(n, deadline, silent) : std::vector<std::string>{};
+  }
   std::optional<std::string> final_stop_reason() override {
     return inner_ ? inner_->final_stop_reason() : std::nullopt;
   }

@@ -21,6 +21,7 @@
 
 #include "launch/exit_status.h"
 #include "launch/job.h"
+#include "util/deadline.h"
 
 namespace gpudiag::launch {
 
@@ -51,6 +52,26 @@ class LaunchObserver {
   /// Asked once when every child has ended and the job failed without a
   /// stop_reason(): the same question, answered now (it may take a second).
   virtual std::optional<std::string> final_stop_reason() { return stop_reason(); }
+
+  // Where the ranks of every node are (stacks.h), through a store the
+  // launchers share: the first node's launcher asks, the others answer.
+  /// The first node's: asks every other launcher for its ranks' stacks;
+  /// the request's number, 0 when there is nobody to ask.
+  virtual int request_stacks() { return 0; }
+  /// Whether this launcher answers another's requests (not the first node's).
+  virtual bool answers_stacks() { return false; }
+  /// The others': a request made since the last call, 0 none. Must not block
+  /// for long (asked on every pass of the loop).
+  virtual int stack_request_pending() { return 0; }
+  /// Answers request `n` with this node's summary (encode_stacks()).
+  virtual void publish_stacks(int n, const std::string& summary) { (void)n, (void)summary; }
+  /// The other nodes' answers to `n` that came by `deadline`, and the node
+  /// ranks that gave none.
+  virtual std::vector<std::string> collect_stacks(int n, Deadline deadline,
+                                                  std::vector<int>& silent) {
+    (void)n, (void)deadline, (void)silent;
+    return {};
+  }
 };
 
 }  // namespace gpudiag::launch

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <map>
 #include <regex>
@@ -239,6 +240,56 @@ RankStack take_stack(pid_t pid, const std::string& python_dump) {
   s.frames = native_frames(s.text, pid);
   if (s.frames.empty()) s.error = s.source + " read no frames (ptrace not permitted?)";
   return s;
+}
+
+std::string encode_stacks(const std::vector<RankStack>& stacks) {
+  std::string out;
+  for (const auto& s : stacks) {
+    auto field = [](const std::string& t) {
+      std::string c = clean_text(t).substr(0, 300);
+      std::replace(c.begin(), c.end(), '\t', ' ');
+      return c;
+    };
+    out += std::to_string(s.rank) + "\t" + std::to_string(s.local_rank) + "\t" +
+           (s.waiting ? "1" : "0") + "\t" + field(s.host) + "\t" + field(s.where) + "\n";
+    if (out.size() > 60000) break;
+  }
+  return out;
+}
+
+std::vector<RankStack> decode_stacks(const std::string& text) {
+  std::vector<RankStack> out;
+  std::size_t at = 0;
+  while (at < text.size() && out.size() < 4096) {
+    std::size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(at, std::min<std::size_t>(end - at, 1024));
+    at = end + 1;
+    std::vector<std::string> f;
+    std::size_t p = 0;
+    while (f.size() < 5) {
+      const std::size_t tab = f.size() == 4 ? std::string::npos : line.find('\t', p);
+      f.push_back(line.substr(p, tab == std::string::npos ? std::string::npos : tab - p));
+      if (tab == std::string::npos) break;
+      p = tab + 1;
+    }
+    if (f.size() != 5) continue;
+    RankStack s;
+    char* e1 = nullptr;
+    char* e2 = nullptr;
+    const long rank = std::strtol(f[0].c_str(), &e1, 10);
+    const long local = std::strtol(f[1].c_str(), &e2, 10);
+    if (f[0].empty() || *e1 || f[1].empty() || *e2 || rank < 0 || rank > (1 << 24) || local < 0 ||
+        local > 4096 || (f[2] != "0" && f[2] != "1"))
+      continue;
+    s.rank = static_cast<int>(rank);
+    s.local_rank = static_cast<int>(local);
+    s.waiting = f[2] == "1";
+    s.host = clean_text(f[3]);
+    s.where = clean_text(f[4]);
+    out.push_back(std::move(s));
+  }
+  return out;
 }
 
 std::vector<std::string> group_stacks(const std::vector<RankStack>& stacks) {

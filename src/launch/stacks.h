@@ -43,6 +43,12 @@ void summarise(RankStack& s);
 /// (distributed_c10d.py:1536) from train.py:40": at most 8 groups, one line each.
 std::vector<std::string> group_stacks(const std::vector<RankStack>& stacks);
 
+/// A node's summaries for another launcher: one line per rank,
+/// "rank\tlocal\twaiting\thost\twhere" (escaped, bounded).
+std::string encode_stacks(const std::vector<RankStack>& stacks);
+/// Reads them back; lines that do not parse are left out (a stranger's bytes).
+std::vector<RankStack> decode_stacks(const std::string& text);
+
 /// Parses a faulthandler dump: the main thread's frames (the one that runs
 /// <module>), innermost first.
 std::vector<std::string> python_frames(const std::string& dump);

@@ -197,6 +197,76 @@ void StoreHost::on_child_exit(const ChildExit& exit) {
                     FailureKind::died, exit.rank);
 }
 
+// Stack reports across nodes (observer.h): a counter the first node's
+// launcher raises, and one answer per node and request. Bounded: a request
+// number past what was asked is ignored, answers are read with a deadline.
+namespace {
+constexpr const char* kStackRequest = "launch/stacks/request";
+std::string stack_key(int n, int node) {
+  return "launch/stacks/" + std::to_string(n) + "/" + std::to_string(node);
+}
+}  // namespace
+
+int StoreHost::request_stacks() {
+  if (job_.node_rank != 0 || job_.nnodes < 2) return 0;
+  auto* store = client();
+  if (!store) return 0;
+  try {
+    const auto n = store->add(kStackRequest, 1, Deadline::after(std::chrono::seconds(3)));
+    return n > 0 && n < (1 << 20) ? static_cast<int>(n) : 0;
+  } catch (const Error& e) {
+    spdlog::warn("launch: cannot ask the other nodes for their stacks: {}", e.one_line());
+    return 0;
+  }
+}
+
+int StoreHost::stack_request_pending() {
+  if (job_.node_rank == 0 || job_.nnodes < 2) return 0;
+  const auto now = Deadline::Clock::now();
+  if (now < next_stack_poll_) return 0;
+  next_stack_poll_ = now + std::chrono::milliseconds(500);
+  auto* store = client();
+  if (!store) return 0;
+  try {
+    auto v = store->try_get(kStackRequest, Deadline::after(std::chrono::seconds(1)));
+    if (!v || v->size() > 12) return 0;
+    char* end = nullptr;
+    const long n = std::strtol(v->c_str(), &end, 10);
+    if (*end || n <= stacks_seen_ || n >= (1 << 20)) return 0;
+    stacks_seen_ = static_cast<int>(n);
+    return stacks_seen_;
+  } catch (const Error&) {
+    return 0;
+  }
+}
+
+void StoreHost::publish_stacks(int n, const std::string& summary) {
+  if (auto* store = client()) try {
+      store->set(stack_key(n, job_.node_rank), summary, Deadline::after(std::chrono::seconds(3)));
+    } catch (const Error& e) {
+      spdlog::warn("launch: cannot give node 0 this node's stacks: {}", e.one_line());
+    }
+}
+
+std::vector<std::string> StoreHost::collect_stacks(int n, Deadline deadline,
+                                                   std::vector<int>& silent) {
+  std::vector<std::string> keys, out;
+  for (int node = 1; node < job_.nnodes; ++node) keys.push_back(stack_key(n, node));
+  auto* store = client();
+  if (!store) return out;
+  try {
+    store->wait(keys, deadline);
+    auto values = store->multi_get(keys, Deadline::after(std::chrono::seconds(3)));
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      if (values[i]) out.push_back(values[i]->substr(0, 1 << 16));
+      else silent.push_back(static_cast<int>(i) + 1);
+    }
+  } catch (const Error& e) {
+    spdlog::warn("launch: the other nodes' stacks: {}", e.one_line());
+  }
+  return out;
+}
+
 std::string death_notice(const ChildExit& exit, const std::string& host) {
   std::string how = exit.status.describe();
   if (exit.status.signaled) how = "was " + how;

@@ -54,6 +54,12 @@ class StoreHost : public LaunchObserver {
   std::optional<std::string> stop_reason() override;
   /// The watcher's verdict, or else the views compared now, in one read.
   std::optional<std::string> final_stop_reason() override;
+  int request_stacks() override;
+  int stack_request_pending() override;
+  bool answers_stacks() override { return job_.node_rank != 0 && job_.nnodes > 1; }
+  void publish_stacks(int n, const std::string& summary) override;
+  std::vector<std::string> collect_stacks(int n, Deadline deadline,
+                                          std::vector<int>& silent) override;
 
  private:
   /// A client of the job's store, connected on first use.
@@ -68,6 +74,8 @@ class StoreHost : public LaunchObserver {
   std::string host_;
   std::optional<JobSecret> secret_;
   bool gpudiag_ranks_ = true;
+  int stacks_seen_ = 0;  ///< the last stack request answered (other nodes)
+  Deadline::Clock::time_point next_stack_poll_{};
   RendezvousTimes times_;
   JobInfo job_;
   std::unique_ptr<TcpStoreServer> server_;

@@ -30,6 +30,8 @@ constexpr auto kDrainAfterLastExit = std::chrono::seconds(2);
 constexpr int kPollCapMs = 500;
 /// Reads (64 KiB each) taken from a dead child's pipes before reporting it.
 constexpr int kDrainReadsOnExit = 64;
+/// How long the first node's launcher waits for the others' stacks.
+constexpr auto kStacksFromNodes = std::chrono::seconds(15);
 
 std::string seconds(double s) {
   char buf[32];
@@ -98,6 +100,7 @@ int Supervisor::run() {
     act_on_deadlines();
     watch_exits();
     watch_progress();
+    answer_stack_request();
     // Also while stopping: ranks may see the same fault (their WORLD_SIZE
     // differs) and fail before the observer's verdict; the verdict still wins.
     if (!stopped_for_ && !interrupted_by_)
@@ -239,6 +242,7 @@ void Supervisor::act_on_deadlines() {
     last_request_ = "SIGTERM";
     kill_at_ = Deadline::after_seconds(policy_.kill_after_s);
   }
+  if (hang_stop_at_ && hang_stop_at_->expired()) stop_hung();
   if (phase_ != Phase::running) job_deadline_.reset();
   if (term_at_ && term_at_->expired()) {
     term_at_.reset();
@@ -314,6 +318,18 @@ void Supervisor::watch_progress() {
   hang_reported_ = true;
   report_stacks("--hang-timeout " + seconds(policy_.hang_timeout_s) +
                 ": no rank printed anything or used CPU time for that long");
+  // Another node's launcher keeps its ranks alive until the first node has
+  // asked for their stacks (it hangs too, so it asks within seconds).
+  if (observer_.answers_stacks()) {
+    hang_stop_at_ = Deadline::after(kStacksFromNodes);
+    return;
+  }
+  stop_hung();
+}
+
+void Supervisor::stop_hung() {
+  hang_stop_at_.reset();
+  if (phase_ != Phase::running) return;
   // Stopped as --timeout stops a job (exit status 3), with its own words.
   hung_ = true;
   phase_ = Phase::stopping;
@@ -325,14 +341,12 @@ void Supervisor::watch_progress() {
   kill_at_ = Deadline::after_seconds(policy_.kill_after_s);
 }
 
-void Supervisor::report_stacks(const std::string& why) {
-  auto live = live_ranks();
-  if (live.empty()) return;
+std::vector<RankStack> Supervisor::local_stacks(std::string& dir) {
   ++stack_reports_;
-  const std::string dir = policy_.stack_dir.empty()
-                              ? std::string()
-                              : policy_.stack_dir + "/stacks-" + std::to_string(stack_reports_);
-  if (!dir.empty()) std::filesystem::create_directories(dir);
+  dir = policy_.stack_dir.empty() ? std::string()
+                                  : policy_.stack_dir + "/stacks-" + std::to_string(stack_reports_);
+  std::error_code ec;
+  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
   std::vector<RankStack> stacks;
   for (auto& s : slots_) {
     if (s.status) continue;
@@ -347,10 +361,47 @@ void Supervisor::report_stacks(const std::string& why) {
     }
     stacks.push_back(std::move(st));
   }
-  std::string text = "where the ranks are (" + why + ")" +
+  return stacks;
+}
+
+void Supervisor::report_stacks(const std::string& why) {
+  if (live_ranks().empty()) return;
+  // The first node's launcher asks the others first, so all take theirs at once.
+  const int request = observer_.request_stacks();
+  std::string dir;
+  auto stacks = local_stacks(dir);
+  cached_summary_ = encode_stacks(stacks);
+  std::string nodes_note;
+  if (request > 0) {
+    std::vector<int> silent;
+    for (const auto& text : observer_.collect_stacks(request, Deadline::after(kStacksFromNodes), silent))
+      for (auto& s : decode_stacks(text)) stacks.push_back(std::move(s));
+    std::sort(stacks.begin(), stacks.end(),
+              [](const RankStack& a, const RankStack& b) { return a.rank < b.rank; });
+    nodes_note = "; every node's ranks";
+    if (!silent.empty())
+      nodes_note += " but node(s) " + format_ranks(silent) + "'s (no answer within " +
+                    seconds(std::chrono::duration<double>(kStacksFromNodes).count()) + ")";
+  }
+  std::string text = "where the ranks are (" + why + nodes_note + ")" +
                      (dir.empty() ? std::string() : "; full stacks in " + dir) + ":";
   for (const auto& line : group_stacks(stacks)) text += "\n  " + line;
   say(text);
+}
+
+void Supervisor::answer_stack_request() {
+  const int n = observer_.stack_request_pending();
+  if (n <= 0) return;
+  // Just reported on its own (--hang-timeout): those stacks, taken while
+  // the ranks were still untouched.
+  if (hang_stop_at_ && !cached_summary_.empty()) {
+    observer_.publish_stacks(n, cached_summary_);
+    stop_hung();
+    return;
+  }
+  if (live_ranks().empty()) return;
+  std::string dir;
+  observer_.publish_stacks(n, encode_stacks(local_stacks(dir)));
 }
 
 void Supervisor::poll_once() {
@@ -361,7 +412,7 @@ void Supervisor::poll_once() {
       if (r->open()) fds.push_back({r->fd(), POLLIN, 0}), relays.push_back(r);
 
   auto next = Deadline::after(std::chrono::milliseconds(kPollCapMs));
-  for (const auto& d : {job_deadline_, term_at_, kill_at_, give_up_at_, drain_until_})
+  for (const auto& d : {job_deadline_, term_at_, kill_at_, give_up_at_, drain_until_, hang_stop_at_})
     if (d) next = next.min(*d);
   for (const auto& s : slots_)
     if (s.exit_by && !s.status) next = next.min(*s.exit_by);

@@ -27,6 +27,7 @@
 
 #include "launch/child.h"
 #include "launch/observer.h"
+#include "launch/stacks.h"
 #include "launch/output.h"
 #include "launch/signal_pipe.h"
 #include "launch/summary.h"
@@ -107,8 +108,15 @@ class Supervisor {
   std::vector<RankOutcome> outcomes() const;
   std::string summary_note(int status) const;
   void say(const std::string& message);
-  /// Takes every live rank's stack, prints the grouping, writes the files.
+  /// Takes every live rank's stack, prints the grouping (the whole job's on
+  /// the first node of several), writes the files.
   void report_stacks(const std::string& why);
+  /// This node's live ranks' stacks, their files under a new stacks-N in `dir`.
+  std::vector<RankStack> local_stacks(std::string& dir);
+  /// Another node's launcher asked for this node's stacks: answer it.
+  void answer_stack_request();
+  /// Stops a job --hang-timeout found hung (exit status 3).
+  void stop_hung();
   /// --hang-timeout: output or CPU time moved since the last look?
   void watch_progress();
 
@@ -126,6 +134,8 @@ class Supervisor {
   unsigned long long last_cpu_ = 0;
   bool hang_reported_ = false;
   bool hung_ = false;  ///< stopped by --hang-timeout
+  std::optional<Deadline> hang_stop_at_;  ///< a later node's stop, after node 0 asked
+  std::string cached_summary_;           ///< this node's last report, encoded
   int stack_reports_ = 0;
   int stop_signals_ = 0;
   bool timed_out_ = false;

@@ -13,7 +13,7 @@ import tempfile
 import threading
 import unittest
 
-from harness import BIN, clean_env, free_port, run, strip_prefix
+from harness import BIN, SOURCE_DIR, clean_env, free_port, run, strip_prefix
 
 PYTHON = "/usr/bin/python3"
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "torch")
@@ -192,6 +192,45 @@ class HangReport(unittest.TestCase):
         finally:
             proc.kill()
             proc.communicate()
+
+
+@unittest.skipUnless(have_torch() and os.geteuid() == 0,
+                     "needs Debian's python3-torch and root (network namespaces)")
+class HangAcrossNodes(unittest.TestCase):
+    """Two network-namespace nodes of two ranks (scripts/netns-hosts.sh up): rank 2,
+    on the second node, sleeps; the first node's launcher names it for the job."""
+    PREFIX = "ghl"
+
+    def test_the_first_node_names_the_rank_of_another_node(self):
+        netns = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
+        p = run([netns, "up", self.PREFIX], timeout=60)
+        if p.returncode != 0:
+            self.skipTest("cannot create network namespaces here: " + p.stderr.strip())
+        self.addCleanup(run, [netns, "down", self.PREFIX], timeout=60)
+        port = 29000 + os.getpid() % 1000
+        procs = []
+        for node, side in ((0, "a"), (1, "b")):
+            inner = (f"hostname node{side}; export GLOO_SOCKET_IFNAME={self.PREFIX}-v{side}; "
+                     f"exec {BIN} launch --nnodes 2 --node-rank {node} --nproc-per-node 2 "
+                     f"--master-addr 10.77.0.1 --master-port {port} --hang-timeout 8 {TRAIN} "
+                     "--steps 8 --hang-rank 2 --hang-step 3")
+            procs.append(subprocess.Popen(
+                ["ip", "netns", "exec", f"{self.PREFIX}-{side}", "unshare", "--uts", "sh", "-c", inner],
+                env=dict(env_without_threads(), GPUDIAG_SECRET="s" * 32),
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        outs = []
+        for proc in procs:
+            try:
+                outs.append(proc.communicate(timeout=180))
+            finally:
+                proc.kill()
+        err = outs[0][1]
+        self.assertIn("every node's ranks", err, err[-3000:])
+        block = err[err.index("where the ranks are"):]
+        self.assertIn("the others wait for rank 2\n", block)
+        self.assertRegex(block, r"rank 2 \[nodeb-0\] is in train\.py:\d+ in main")
+        self.assertRegex(block, r"ranks 0,1,3 wait in \w+ \(.*\) from train\.py:\d+ in main")
+        self.assertEqual(procs[0].returncode, 3, err[-2000:])
 
 
 class EntryPoints(unittest.TestCase):
