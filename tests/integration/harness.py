@@ -50,6 +50,19 @@ def broken_lines(stdout):
     return [m for m in (BROKEN_RE.match(l) for l in stdout.splitlines()) if m]
 
 
+# Debian's python3 with its python3-torch (the PATH's python3 may be another).
+TORCH_PYTHON = "/usr/bin/python3"
+
+
+def have_torch():
+    """Whether Debian's torch (torch.distributed.run) can be imported."""
+    try:
+        return subprocess.run([TORCH_PYTHON, "-c", "import torch.distributed.run"],
+                              capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
 def require(program):
     if shutil.which(program) is None:
         raise unittest.SkipTest(f"{program} is not installed (scripts/install-deps.sh --test)")

@@ -13,9 +13,9 @@ import tempfile
 import threading
 import unittest
 
-from harness import BIN, SOURCE_DIR, clean_env, free_port, run, strip_prefix
+from harness import BIN, SOURCE_DIR, TORCH_PYTHON, clean_env, free_port, have_torch, run, strip_prefix
 
-PYTHON = "/usr/bin/python3"
+PYTHON = TORCH_PYTHON
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "torch")
 TRAIN = os.path.abspath(os.path.join(FIXTURES, "train.py"))
 
@@ -25,14 +25,6 @@ COMPARED = ["LOCAL_RANK", "RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL
             "WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "TORCHELASTIC_RESTART_COUNT",
             "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE",
             "NCCL_ASYNC_ERROR_HANDLING", "OMP_NUM_THREADS"]
-
-
-def have_torch():
-    try:
-        return subprocess.run([PYTHON, "-c", "import torch.distributed.run"],
-                              capture_output=True, timeout=60).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
 
 
 def env_without_threads():
