@@ -85,10 +85,26 @@ std::string vec(const std::string& v) { return le64(v.size()) + v; }
 }  // namespace
 
 void ServerCore::parse_torch(Conn& c) {
-  while (!c.doomed && !c.closing && c.parked.empty()) {  // replies keep request order
+  while (!c.doomed && !c.closing) {
     std::string_view buf(c.in);
     buf.remove_prefix(c.in_off);
     if (buf.empty()) break;
+    if (!c.parked.empty()) {
+      // Replies keep request order, so nothing is read behind a parked WAIT
+      // but the CANCEL_WAIT (2.x) of a client whose wait timed out.
+      if (!c.torch_validated || static_cast<std::uint8_t>(buf[0]) != 12) break;
+      for (auto wid : c.parked) {
+        state_.cancel(wid);
+        if (auto it = pending_.find(wid); it != pending_.end()) {
+          c.parked_bytes -= it->second.bytes;
+          pending_.erase(it);
+        }
+      }
+      c.parked.clear();
+      reply(c, std::string(1, '\1'));  // WAIT_CANCELED
+      c.in_off += 1;
+      continue;
+    }
     const std::size_t used = torch_request(c, buf);
     if (used == 0) break;
     c.in_off += used;
@@ -148,6 +164,8 @@ std::size_t ServerCore::torch_request(Conn& c, std::string_view buf) {
       auto expected = in.str(value_cap, too_big);
       auto desired = in.str(value_cap, too_big);
       if (!in.ok) break;
+      if (state_.bytes() + k.size() + desired.size() > opts_.max_stored_bytes)
+        return refuse_torch("the store is full");
       const std::string* now = state_.find(k);
       std::string answer;
       if (!now) {
@@ -228,7 +246,7 @@ std::size_t ServerCore::torch_request(Conn& c, std::string_view buf) {
       reply(c, le64(gone ? 1 : 0));
       return in.at;
     }
-    case 100:  // CANCEL_WAIT: nothing is parked while it can be read (one at a time)
+    case 100:  // CANCEL_WAIT with nothing parked (the wait was answered): WAIT_CANCELED
       reply(c, std::string(1, '\1'));
       return 1;
     default:

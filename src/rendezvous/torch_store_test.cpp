@@ -333,5 +333,36 @@ TEST_F(ValidatedDialect, TimedOutWaitIsCancelledAndTheConnectionStaysInSync) {
   EXPECT_EQ(c.get("never", in_s(5)), "N");
 }
 
+
+// gpudiag's own store with torch clients allowed (server_torch.cpp, the side
+// gpudiag launch serves to a torch program): gpudiag's torch client finds the
+// validated dialect there, a wait that times out is cancelled (the server
+// reads CANCEL_WAIT behind the parked WAIT), and the store goes on serving.
+TEST(TorchClientsOnGpudiagStore, ValidatedDialectWaitsCancelsAndServes) {
+  TcpStoreServerOptions o;
+  o.bind_host = "127.0.0.1";
+  o.torch_clients = true;
+  o.world_size = 2;
+  TcpStoreServer server(o);
+  TorchStoreClient c("127.0.0.1", server.port(), "p/", in_s(10));
+  EXPECT_EQ(c.dialect(), TorchStoreClient::Dialect::validated);
+  auto t0 = Clock::now();
+  EXPECT_FALSE(c.wait({"never"}, in_s(0.3)));
+  EXPECT_LT(since(t0), 3.0);
+  c.set("k", std::string("v\0w", 3), in_s(5));
+  EXPECT_EQ(c.get("k", in_s(5)), std::string("v\0w", 3));
+  EXPECT_EQ(c.add("n", 7, in_s(5)), 7);
+  EXPECT_EQ(c.add("n", -9, in_s(5)), -2);
+  auto many = c.multi_get({"k", "absent"}, in_s(5));
+  ASSERT_EQ(many.size(), 2u);
+  EXPECT_TRUE(many[0]);
+  EXPECT_FALSE(many[1]);
+  // A second client's SET wakes the first one's WAIT.
+  auto waiter = std::async(std::launch::async, [&] { return c.wait({"later"}, in_s(10)); });
+  TorchStoreClient d("127.0.0.1", server.port(), "p/", in_s(10));
+  d.set("later", "1", in_s(5));
+  EXPECT_TRUE(waiter.get());
+}
+
 }  // namespace
 }  // namespace gpudiag

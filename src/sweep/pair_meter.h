@@ -10,8 +10,9 @@
 // (sendrecv): the first exchange is checked element by element and timed;
 // from its time the lower rank picks how many more fit in a quarter of the
 // pair's deadline (at least one, at most --iters) and tells the other, so a
-// slow link is measured rather than timed out; the median of those is the
-// pair's time, as the link test takes it (link_run.h).
+// slow link is measured rather than timed out; the fastest of those is the
+// pair's time (the link test takes the median, link_run.h; a sweep that
+// excludes nodes takes what the link can do, not the noise of a moment).
 #pragma once
 
 #include <cstdint>
