@@ -5,8 +5,9 @@
 //      FAILED (some); a bad test with such a node says nothing of its partner;
 //   2. a bad test within a node is that node's own;
 //   3. across nodes, a deciding test (against a node known good when it was
-//      planned) decides its suspect; otherwise a node whose bad tests are with
-//      two or more partners that each passed with someone else is bad, and a
+//      planned) decides its suspect; otherwise a node whose exchanges failed
+//      with two or more partners that each passed with someone else is
+//      FAILED (a node that is only slow waits for a deciding test), and a
 //      node whose bad tests are all with nodes found bad is OK;
 //   4. what is left with a bad test is SUSPECT: the tests cannot tell which
 //      side of its pair is at fault (no node known good to test it against).
@@ -187,10 +188,10 @@ Planner::Judged Planner::judge() const {
   for (std::size_t i = 0; i < tests.size(); ++i) {
     const auto [a, b] = test_nodes_[i];
     const double ref = a == b ? j.within_ref : j.cross_ref;
-    tests[i].bad = tests[i].failed || tests[i].gbps < kSlowFraction * ref;
+    tests[i].bad = tests[i].failed || tests[i].gbps < opt_.slow_fraction * ref;
   }
   auto bad_state = [](const NodeTest& t) { return t.failed ? NodeState::failed : NodeState::slow; };
-  std::vector<int> decided(n, 0);  // 1 bad, 2 ok
+  std::vector<int> decided(n, 0);  // 1 bad, 2 ok, 3 likely slow (to be confirmed)
   for (int x = 0; x < n; ++x) {
     auto& v = j.verdicts[x];
     v.node = x;
@@ -253,10 +254,20 @@ Planner::Judged Planner::judge() const {
           (s.test.failed == worst->failed && s.test.gbps < worst->gbps))
         worst = &s.test;
     }
+    // Failures name the node at once; slowness only through a deciding test
+    // against a node known good (a busy moment must not exclude a node).
     if (bad_partners.size() >= 2 && all_explain) {
-      decided[x] = 1;
-      j.verdicts[x].state = bad_state(*worst);
       j.verdicts[x].evidence = *worst;
+      if (worst->failed) {
+        decided[x] = 1;
+        j.verdicts[x].state = NodeState::failed;
+      } else {  // likely slow: explains its partners' tests, confirmed by a deciding test
+        decided[x] = 3;
+        j.verdicts[x].state = NodeState::suspect;
+        j.verdicts[x].reason = "slow with " + std::to_string(bad_partners.size()) +
+                               " partners that are fast with others; no deciding test against "
+                               "a node known good has confirmed it";
+      }
     }
   }
   for (int x = 0; x < n; ++x) {
@@ -270,7 +281,8 @@ Planner::Judged Planner::judge() const {
       if (!weakest_any || s.test.gbps < weakest_any->gbps) weakest_any = &s.test;
       if (!gone(s.partner) && decided[s.partner] != 1 && (!weakest || s.test.gbps < weakest->gbps))
         weakest = &s.test;
-      if (!s.test.bad || gone(s.partner) || decided[s.partner] == 1) continue;
+      if (!s.test.bad || gone(s.partner) || decided[s.partner] == 1 || decided[s.partner] == 3)
+        continue;
       unexplained = true;
       if (!worst || s.test.gbps < worst->gbps) worst = &s.test;
     }
@@ -293,18 +305,21 @@ Planner::Judged Planner::judge() const {
   }
   j.known_good.assign(n, false);
   for (int x = 0; x < n; ++x) {
-    if (decided[x] == 1 || j.verdicts[x].state != NodeState::ok || gone(x)) continue;
-    // Known good: every test of it passed, or failed only with a node found bad or gone.
+    if (decided[x] == 1 || decided[x] == 3 || j.verdicts[x].state != NodeState::ok || gone(x))
+      continue;
+    // Known good: cleared by a deciding test, or every test of it passed, or
+    // failed only with a node found bad or gone.
     bool any = false, clean = true;
     for (const auto& s : seen[x]) {
       any = any || !s.test.bad;
-      clean = clean && (!s.test.bad || gone(s.partner) || decided[s.partner] == 1);
+      clean = clean && (!s.test.bad || gone(s.partner) || decided[s.partner] == 1 ||
+                        decided[s.partner] == 3);
     }
-    j.known_good[x] = any && clean;
+    j.known_good[x] = decided[x] == 2 || (any && clean);
   }
   for (auto& v : j.verdicts) {
     if (!v.evidence) continue;
-    v.threshold_gbps = kSlowFraction * (v.evidence->partner < 0 ? j.within_ref : j.cross_ref);
+    v.threshold_gbps = opt_.slow_fraction * (v.evidence->partner < 0 ? j.within_ref : j.cross_ref);
   }
   return j;
 }

@@ -147,7 +147,8 @@ class SweepRun {
       Layout layout = make_layout(hosts);
       out_.ranks_per_node.clear();
       for (const auto& m : layout.members) out_.ranks_per_node.push_back(static_cast<int>(m.size()));
-      planner_.emplace(layout, PlannerOptions{o_.time_budget_s, 2, me_.backend == "nccl"});
+      const bool gpu = me_.backend == "nccl";
+      planner_.emplace(layout, PlannerOptions{o_.time_budget_s, 2, gpu, gpu ? 0.5 : 0.25});
       std::set<std::string> seen(layout.hosts.begin(), layout.hosts.end());
       std::vector<std::string> absent;
       for (const auto& h : o_.expected_hosts)
