@@ -184,11 +184,35 @@ Planner::Judged Planner::judge() const {
   }
   j.within_ref = upper_quartile(within);
   j.cross_ref = upper_quartile(cross);
+  // Each node's score: the median of its tests across nodes. A slow NIC or
+  // cable makes every test of its node slow; a busy moment makes some tests
+  // of any node slow. So a test that is merely slow counts against a pair only
+  // when one of the two nodes is slow at its median (or in a deciding test).
+  std::vector<std::vector<double>> by_node(n);
+  for (std::size_t i = 0; i < tests_.size(); ++i) {
+    const auto [a, b] = test_nodes_[i];
+    if (a == b || tests_[i].failed || gone(a) || gone(b) || tests_[i].stage == "deciding") continue;
+    by_node[a].push_back(tests_[i].gbps);
+    by_node[b].push_back(tests_[i].gbps);
+  }
+  std::vector<double> score(n, -1), scores;
+  for (int x = 0; x < n; ++x) {
+    auto& v = by_node[x];
+    if (v.empty()) continue;
+    std::sort(v.begin(), v.end());
+    score[x] = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    scores.push_back(score[x]);
+  }
+  std::sort(scores.begin(), scores.end());
+  const double node_ref = scores.empty() ? 0 : scores[scores.size() / 2];
+  auto slow_node = [&](int x) { return score[x] >= 0 && score[x] < opt_.slow_fraction * node_ref; };
   std::vector<NodeTest> tests = tests_;
   for (std::size_t i = 0; i < tests.size(); ++i) {
     const auto [a, b] = test_nodes_[i];
     const double ref = a == b ? j.within_ref : j.cross_ref;
-    tests[i].bad = tests[i].failed || tests[i].gbps < opt_.slow_fraction * ref;
+    const bool slow = tests[i].gbps < opt_.slow_fraction * ref;
+    tests[i].bad = tests[i].failed ||
+                   (slow && (a == b || tests[i].stage == "deciding" || slow_node(a) || slow_node(b)));
   }
   auto bad_state = [](const NodeTest& t) { return t.failed ? NodeState::failed : NodeState::slow; };
   std::vector<int> decided(n, 0);  // 1 bad, 2 ok, 3 likely slow (to be confirmed)
@@ -248,6 +272,9 @@ Planner::Judged Planner::judge() const {
     const NodeTest* worst = nullptr;
     for (const auto& s : seen[x]) {
       if (!s.test.bad || gone(s.partner)) continue;
+      // A slow (not failed) test speaks against this node only when it is
+      // slow at its median too; else it is its partner's, or a busy moment.
+      if (!s.test.failed && !s.deciding_for_me && !slow_node(x)) continue;
       bad_partners.insert(s.partner);
       all_explain = all_explain && passed_elsewhere(s.partner, x);
       if (!worst || (s.test.failed && !worst->failed) ||
@@ -283,6 +310,7 @@ Planner::Judged Planner::judge() const {
         weakest = &s.test;
       if (!s.test.bad || gone(s.partner) || decided[s.partner] == 1 || decided[s.partner] == 3)
         continue;
+      if (!s.test.failed && !slow_node(x)) continue;  // as above
       unexplained = true;
       if (!worst || s.test.gbps < worst->gbps) worst = &s.test;
     }
