@@ -37,16 +37,21 @@ int slurm_port(const Env& env) {
 /// it again) that the store is unauthenticated, why, and what would help:
 /// a secret, or, on torchrun's agent store, which cannot check one, another
 /// launcher.
-void say_unauthenticated(const World& world, const JoinedStore& j, bool agent_store) {
+/// `agent_store`: 0 gpudiag's own store, 1 torchrun's agent, 2 gpudiag
+/// launch's store in torch's protocol (a gpudiag subcommand run as a torch
+/// program, with --no-python).
+void say_unauthenticated(const World& world, const JoinedStore& j, int agent_store) {
   static bool said = false;
   if (said || world.rank != 0) return;
   said = true;
   spdlog::warn("rank {}: the store at {} is unauthenticated ({}): a local user who can reach it "
                "may forge records; {}",
                world.rank, j.store->address(), j.unauthenticated_why,
-               agent_store ? "where that matters, start the job with gpudiag launch, whose store "
-                             "checks a job secret"
-                           : "set GPUDIAG_SECRET or GPUDIAG_SECRET_FILE on every rank");
+               agent_store == 2 ? "where that matters, run it as gpudiag launch ... -- SUBCOMMAND "
+                                  "(not --no-python), whose ranks prove the job's secret"
+               : agent_store == 1 ? "where that matters, start the job with gpudiag launch, whose "
+                                    "store checks a job secret"
+                                  : "set GPUDIAG_SECRET or GPUDIAG_SECRET_FILE on every rank");
 }
 
 }  // namespace
@@ -101,10 +106,15 @@ JoinedStore join_store(const World& world, const Env& env, Deadline deadline) {
     std::string prefix = "gpudiag/" + env.get_or("TORCHELASTIC_RUN_ID", "run") + "/" +
                          env.get_or("TORCHELASTIC_RESTART_COUNT", "0") + "/";
     j.store = std::make_unique<TorchStoreClient>(where.host, where.port, prefix, deadline);
-    j.how = "joined the store at " + j.store->address() + " (served by the torchrun agent)";
-    j.unauthenticated_why = "torchrun's agent store cannot authenticate";
-    j.served_by = "the torchrun agent [" + where.host + "]";
-    say_unauthenticated(world, j, true);
+    // gpudiag launch running gpudiag as a torch program (--no-python) offers
+    // its store in torch's protocol too; its children carry GPUDIAG_LAUNCH_ID.
+    const bool by_launch = !env.get_or("GPUDIAG_LAUNCH_ID", "").empty();
+    const std::string agent = by_launch ? "gpudiag launch, in torch's protocol" : "the torchrun agent";
+    j.how = "joined the store at " + j.store->address() + " (served by " + agent + ")";
+    j.unauthenticated_why = by_launch ? "torch's protocol has no authentication"
+                                      : "torchrun's agent store cannot authenticate";
+    j.served_by = (by_launch ? "gpudiag launch [" : "the torchrun agent [") + where.host + "]";
+    say_unauthenticated(world, j, by_launch ? 2 : 1);
     return j;
   }
   auto token = job_token(env);
@@ -141,7 +151,7 @@ JoinedStore join_store(const World& world, const Env& env, Deadline deadline) {
   j.authenticated = secret.has_value();
   if (!j.authenticated) {
     j.unauthenticated_why = "no GPUDIAG_SECRET or GPUDIAG_SECRET_FILE";
-    say_unauthenticated(world, j, false);
+    say_unauthenticated(world, j, 0);
   }
   return j;
 }

@@ -239,6 +239,15 @@ class EntryPoints(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("[rank1]: default 1 True", p.stdout)  # the launcher's store is the agent store
 
+    def test_gpudiag_run_as_a_torch_program_uses_the_store_in_torchs_protocol(self):
+        # --no-python BIN check: the ranks are told the agent store exists
+        # (TORCHELASTIC_USE_AGENT_STORE=True) and join it with torch's protocol.
+        p = run([BIN, "launch", "--nproc-per-node", "2", "--no-python", BIN, "--log-level", "info",
+                 "check", "--backend", "host", "--size", "64KiB", "--iters", "1"], env=clean_env())
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("served by gpudiag launch, in torch's protocol", p.stdout + p.stderr)
+        self.assertIn("-- SUBCOMMAND (not --no-python)", p.stdout + p.stderr)
+
     def test_subcommands_keep_their_short_form(self):
         p = run([BIN, "launch", "--nproc-per-node", "2", "--", "check", "--backend", "host",
                  "--size", "64KiB", "--iters", "1"], env=clean_env())
