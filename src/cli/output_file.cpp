@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "cli/commands.h"
+#include "report/status_line.h"
 #include "util/error.h"
 
 namespace gpudiag::cli {
@@ -21,17 +22,11 @@ int write_output_file(const std::string& option, const std::string& path, const 
   };
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return fail("open");
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int saved = errno ? errno : EIO;
-      ::close(fd);
-      errno = saved;
-      return fail("write");
-    }
-    done += static_cast<std::size_t>(n);
+  if (!write_all(fd, text)) {
+    const int saved = errno ? errno : EIO;
+    ::close(fd);
+    errno = saved;
+    return fail("write");
   }
   if (::close(fd) != 0) return fail("close");
   return 0;

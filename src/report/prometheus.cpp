@@ -2,6 +2,7 @@
 // samples rendered as they are added; the atomic write goes through a
 // descriptor so every failure (open, write, fsync, rename) is seen.
 #include "report/prometheus.h"
+#include "report/status_line.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -92,17 +93,11 @@ void write_prometheus_file(const std::string& path, const std::string& text) {
   };
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail("create");
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int saved = errno ? errno : EIO;
-      ::close(fd);
-      errno = saved;
-      fail("write");
-    }
-    done += static_cast<std::size_t>(n);
+  if (!write_all(fd, text)) {
+    const int saved = errno ? errno : EIO;
+    ::close(fd);
+    errno = saved;
+    fail("write");
   }
   if (::fsync(fd) != 0 && errno != EINVAL) {
     const int saved = errno;

@@ -24,16 +24,18 @@ std::string status_line(const RankRecord& r) {
   return line + "\n";
 }
 
-void write_all(int fd, const std::string& text) {
+bool write_all(int fd, const std::string& text) {
   std::size_t off = 0;
   while (off < text.size()) {
     ssize_t n = ::write(fd, text.data() + off, text.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return;  // stdout closed: nothing useful left to do
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0) errno = EIO;
+      return false;  // errno says why (stdout closed, disk full, ...)
     }
     off += static_cast<std::size_t>(n);
   }
+  return true;
 }
 
 }  // namespace gpudiag

@@ -16,6 +16,8 @@ std::string status_line(const RankRecord& r);
 
 /// Writes `text` to `fd` with as few write(2) calls as the kernel allows
 /// (one for anything up to PIPE_BUF), retrying on EINTR and short writes.
-void write_all(int fd, const std::string& text);
+/// False, with errno saying why, when not all of it could be written
+/// (callers writing to the terminal may ignore it: nothing is left to do).
+bool write_all(int fd, const std::string& text);
 
 }  // namespace gpudiag
