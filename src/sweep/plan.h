@@ -125,7 +125,7 @@ class Planner {
   /// killed by SIGKILL ..."): added to its node's reason, the first per node.
   void note_gone(int rank, const std::string& note);
   /// Hosts of the pool that sent no rank: MISSING, after the layout's nodes.
-  void never_arrived(const std::vector<int>& ranks, const std::vector<std::string>& hosts);
+  void never_arrived(const std::vector<std::string>& hosts);
   /// Every node's host, the layout's then those that never arrived (the
   /// verdicts' `node` indexes it).
   std::vector<std::string> hosts() const;

@@ -163,7 +163,7 @@ TEST(SweepPlanner, ASlowPairWithinANodeIsThatNodes) {
 
 TEST(SweepPlanner, HostsThatNeverArrivedAreMissing) {
   Planner p(make_layout(hosts(3, 1)), {});
-  p.never_arrived({}, {"h9"});
+  p.never_arrived({"h9"});
   auto v = sweep(p, [](int, int, int) { return 3.0; });
   ASSERT_EQ(v.size(), 4u);
   EXPECT_EQ(v[3].state, NodeState::missing);

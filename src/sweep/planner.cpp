@@ -56,8 +56,7 @@ void Planner::node_failed(int node, const std::string& why) {
   failed_early_[node] = true;
 }
 
-void Planner::never_arrived(const std::vector<int>& ranks, const std::vector<std::string>& hosts) {
-  (void)ranks;
+void Planner::never_arrived(const std::vector<std::string>& hosts) {
   // Hosts named as the pool's that sent no rank: kept apart from the layout
   // (every rank plans its rounds over the layout it was sent, without them).
   for (const auto& h : hosts) absent_.push_back(h);

@@ -153,7 +153,7 @@ class SweepRun {
       std::vector<std::string> absent;
       for (const auto& h : o_.expected_hosts)
         if (!seen.count(h)) absent.push_back(h);
-      planner_->never_arrived({}, absent);
+      planner_->never_arrived(absent);
       std::vector<int> unknown;
       for (int r = 0; r < n_; ++r)
         if (!hosts[r] && std::find(unnamable.begin(), unnamable.end(), r) == unnamable.end())
@@ -246,10 +246,7 @@ class SweepRun {
 
   void mark_gone(const std::vector<int>& missing) {
     for (int r : missing)
-      if (r >= 0 && r < n_ && r != me_.rank && !gone_[r]) {
-        gone_[r] = true;
-        newly_gone_.push_back(r);
-      }
+      if (r >= 0 && r < n_ && r != me_.rank) gone_[r] = true;
   }
 
   std::vector<int> live() const {
@@ -378,7 +375,6 @@ class SweepRun {
   Layout layout_;
   Round round_;
   std::vector<bool> gone_, skip_;
-  std::vector<int> newly_gone_;
   TestHook hook_;
   Gathered last_peers_;  ///< this round's sweep-K-peers checkpoint, for the judge's notes
 };
