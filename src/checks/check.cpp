@@ -253,13 +253,13 @@ class CheckRun {
       auto& slot = result_.table[r];
       if (!absent[r]) {
         result_.live.push_back(r);
-        if (gathered.records[r]) slot = decode(*gathered.records[r]);
+        if (const auto& rec = gathered.records.at(r)) slot = decode(*rec);
         result_.last_seen[r] = name;
         result_.missed_at[r].clear();
       } else if (r != me().rank) {
         degraded_ = true;
         peer_timeout = peer_timeout || !gathered.aborted;
-        std::string note = r < static_cast<int>(gathered.notes.size()) ? gathered.notes[r] : "";
+        std::string note = r < static_cast<int>(gathered.notes.size()) ? gathered.notes.at(r) : "";
         if (result_.missed_at[r].empty()) result_.missed_at[r] = name;  // for the report
         if (!note.empty()) result_.missing_note[r] = note;
         if (note.empty())
@@ -343,7 +343,7 @@ class CheckRun {
   static std::vector<std::optional<RankRecord>> decoded(const Gathered& g) {
     std::vector<std::optional<RankRecord>> out(g.records.size());
     for (std::size_t r = 0; r < g.records.size(); ++r)
-      if (g.records[r]) out[r] = decode(*g.records[r]);
+      if (const auto& rec = g.records.at(r)) out[r] = decode(*rec);
     return out;
   }
 

@@ -25,6 +25,24 @@ std::string encode_digest(const Gathered& g) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+std::string encode_digest(const std::vector<int>& missing, const std::map<int, std::string>& notes,
+                          const std::optional<std::string>& aborted, const std::string& review,
+                          const std::map<int, std::string>& records) {
+  nlohmann::json j;
+  j["missing"] = missing;
+  nlohmann::json n = nlohmann::json::object();
+  std::size_t kept = 0;
+  for (const auto& [r, text] : notes)
+    if (kept++ < kMaxNotes) n[std::to_string(r)] = text;
+  j["notes"] = std::move(n);
+  j["aborted"] = aborted ? nlohmann::json(*aborted) : nlohmann::json(nullptr);
+  j["review"] = review.substr(0, kMaxDigestReview);
+  nlohmann::json rec = nlohmann::json::object();
+  for (const auto& [r, text] : records) rec[std::to_string(r)] = text;
+  j["records"] = std::move(rec);
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 bool decode_digest(const std::string& text, int self, int size, Gathered& g) {
   try {
     auto j = nlohmann::json::parse(text);
@@ -40,6 +58,13 @@ bool decode_digest(const std::string& text, int self, int size, Gathered& g) {
     for (int r : g.missing) g.records[r].reset();
     if (j.at("aborted").is_string())
       g.aborted = storelimits::store_text(j["aborted"].get<std::string>(), 1024);
+    if (auto it = j.find("records"); it != j.end() && it->is_object()) {
+      int taken = 0;
+      for (const auto& [k, v] : it->items()) {
+        auto r = storelimits::parse_bounded(k, 0, size - 1);
+        if (r && v.is_string() && taken++ < 16 && !g.records[*r]) g.records[*r] = v.get<std::string>();
+      }
+    }
     g.review = j.at("review").get<std::string>().substr(0, kMaxDigestReview);
     g.judged = true;
     return true;

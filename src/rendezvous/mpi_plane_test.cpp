@@ -20,8 +20,8 @@ std::string record(int r) {
 
 std::string count_bad(const Gathered& g) {
   int bad = 0;
-  for (const auto& r : g.records)
-    if (r && r->rfind("bad", 0) == 0) ++bad;
+  for (std::size_t i = 0; i < g.records.size(); ++i)
+    if (const auto& r = g.records.at(i); r && r->rfind("bad", 0) == 0) ++bad;
   return "bad=" + std::to_string(bad);
 }
 

@@ -5,7 +5,7 @@ namespace gpudiag {
 void Gathered::find_missing() {
   missing.clear();
   for (std::size_t r = 0; r < records.size(); ++r)
-    if (!records[r]) missing.push_back(static_cast<int>(r));
+    if (!records.at(r)) missing.push_back(static_cast<int>(r));
 }
 
 namespace {
@@ -18,7 +18,8 @@ class SinglePlane : public Plane {
                       const std::vector<int>&, const std::vector<int>&,
                       const Review& review) override {
     Gathered g;
-    g.records = {mine};
+    g.records.resize(1);
+    g.records[0] = mine;
     g.notes.resize(1);
     g.judged = true;
     if (review) g.review = review(g);

@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "util/deadline.h"
@@ -32,16 +33,52 @@ namespace gpudiag {
 
 class MpiSession;
 
+/// One slot per rank, stored only where a slot was written: a rank of a
+/// 100,000-rank job holds the few records it read, not 100,000 empty slots
+/// per checkpoint. Reads of an unwritten slot give T{}; writes create it.
+template <class T>
+class RankSlots {
+ public:
+  std::size_t size() const { return n_; }
+  void resize(std::size_t n) {
+    n_ = n;
+    for (auto it = slots_.begin(); it != slots_.end();)
+      it = it->first >= n ? slots_.erase(it) : std::next(it);
+  }
+  /// Every slot back to T{} (the only value assign takes).
+  void assign(std::size_t n, const T&) {
+    n_ = n;
+    slots_.clear();
+  }
+  T& operator[](std::size_t r) { return slots_[r]; }
+  const T& operator[](std::size_t r) const {
+    auto it = slots_.find(r);
+    return it == slots_.end() ? empty() : it->second;
+  }
+  /// The value at r without creating the slot.
+  const T& at(std::size_t r) const { return (*this)[r]; }
+  /// Slots written so far (for tests of what a rank holds).
+  std::size_t stored() const { return slots_.size(); }
+
+ private:
+  static const T& empty() {
+    static const T none{};
+    return none;
+  }
+  std::size_t n_ = 0;
+  std::unordered_map<std::size_t, T> slots_;
+};
+
 struct Gathered {
   /// Indexed by rank. On the judge, or when not `judged`: every rank's record,
   /// nullopt for a rank that did not arrive in time. Elsewhere: this rank's
   /// and those it asked for in `need` (nullopt for the rest).
-  std::vector<std::optional<std::string>> records;
+  RankSlots<std::optional<std::string>> records;
   /// Ranks that did not arrive, ascending (same on every rank when judged).
   std::vector<int> missing;
   /// Indexed by rank, for missing ranks: what the plane knows of them
   /// ("pid 4242 on node2, last phase: all-reduce"); may be empty.
-  std::vector<std::string> notes;
+  RankSlots<std::string> notes;
   /// Set when the wait ended early: a peer announced a failure, or the plane
   /// itself was lost ("lost the store at 10.0.0.1:29500: ...").
   std::optional<std::string> aborted;

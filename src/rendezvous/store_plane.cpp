@@ -135,10 +135,11 @@ class StorePlane : public Plane {
     try {
       // A SET is answered at once: the answer window, not the checkpoint's
       // deadline, so a store that stops now is named within seconds.
-      if (!published_)
-        answered([&](Deadline d) { set(prefix + std::to_string(me_.rank), mine, d); });
+      if (!published_) publish_now(prefix, name, mine, need);
       published_ = false;
-      if (me_.rank == 0) {
+      if (me_.tree) {
+        tree_gather(g, prefix, deadline, need);
+      } else if (me_.rank == 0) {
         judge(g, prefix, deadline, wait_for, review);
       } else if (!read_digest(g, prefix, deadline)) {
         // The judge did not publish in time (it is missing, or late): read the
@@ -179,10 +180,10 @@ class StorePlane : public Plane {
     return lost_;
   }
 
-  void publish(const std::string& mine, Deadline deadline) {
+  void publish(const std::string& name, const std::string& mine, const std::vector<int>& need) {
     if (lost_ || published_) return;
     try {
-      set("cp/" + std::to_string(seq_) + "/" + std::to_string(me_.rank), mine, deadline);
+      publish_now("cp/" + std::to_string(seq_) + "/", name, mine, need);
       published_ = true;
     } catch (const Error& e) {
       note_lost(e);
@@ -190,6 +191,52 @@ class StorePlane : public Plane {
   }
 
  private:
+  /// Sets this rank's record; in a tree, first the checkpoint's name (the
+  /// node's first rank) and the records it needs from other nodes.
+  void publish_now(const std::string& prefix, const std::string& name, const std::string& mine,
+                   const std::vector<int>& need) {
+    if (me_.tree) {
+      if (me_.rank == me_.node_first)
+        answered([&](Deadline d) { set(prefix + "name", name, d); });
+      std::string far;
+      for (int r : need)
+        if (r < me_.node_first || r > me_.node_last) far += (far.empty() ? "" : ",") + std::to_string(r);
+      if (!far.empty())
+        answered([&](Deadline d) {
+          set("need/" + prefix.substr(3) + std::to_string(me_.rank), far, d);
+        });
+    }
+    answered([&](Deadline d) { set(prefix + std::to_string(me_.rank), mine, d); });
+  }
+
+  /// In a tree: the leader's digest, then the records this rank needs from
+  /// its node's store; without a digest, only this node's records are known
+  /// and every other rank is unheard of.
+  void tree_gather(Gathered& g, const std::string& prefix, Deadline deadline,
+                   const std::vector<int>& need) {
+    if (read_digest(g, prefix, Deadline::at(deadline.when() + me_.judge_grace - kJudgeGrace))) {
+      std::vector<int> want;
+      for (int r : need)
+        if (r != me_.rank && r >= 0 && r < me_.size && !g.records[r]) want.push_back(r);
+      if (want.empty()) return;
+      std::vector<std::string> keys;
+      for (int r : want) keys.push_back(prefix + std::to_string(r));
+      auto values = multi_get(keys);
+      for (std::size_t i = 0; i < want.size(); ++i)
+        if (!std::binary_search(g.missing.begin(), g.missing.end(), want[i]))
+          g.records[want[i]] = std::move(values[i]);
+      return;
+    }
+    std::vector<std::string> keys;
+    for (int r = me_.node_first; r <= me_.node_last; ++r) keys.push_back(prefix + std::to_string(r));
+    auto values = multi_get(keys);
+    for (int r = me_.node_first; r <= me_.node_last; ++r)
+      if (r != me_.rank) g.records[r] = std::move(values[r - me_.node_first]);
+    g.find_missing();
+    g.aborted = "no digest from this node's leader by the deadline: the judges above it did not "
+                "answer, so only this node's ranks are known";
+  }
+
   /// Rank 0: waits for the records, reads them all, reviews the table and
   /// publishes the digest every other rank reads.
   void judge(Gathered& g, const std::string& prefix, Deadline deadline,
@@ -259,14 +306,17 @@ class StorePlane : public Plane {
   bool read_digest(Gathered& g, const std::string& prefix, Deadline deadline) {
     const std::string key = prefix + "digest";
     const Deadline until = Deadline::at(deadline.when() + kJudgeGrace);
-    WaitNotice notice([&] { return "rank 0's review of the " + checkpoint_ + " checkpoint"; },
+    WaitNotice notice([&] {
+                        return std::string(me_.tree ? "the node leader's" : "rank 0's") +
+                               " review of the " + checkpoint_ + " checkpoint";
+                      },
                       until);
     while (!store_->wait({key}, until.min(Deadline::after(kSlice)))) {
       notice.poll();
       if (until.expired()) return false;
       poll_failures();
       if (lost_) throw Error(ExitCode::broken, *lost_);  // the store stopped answering
-      if (death_ && answered([&](Deadline d) { return store_->try_get(dead_key(0), d); }))
+      if (!me_.tree && death_ && answered([&](Deadline d) { return store_->try_get(dead_key(0), d); }))
         return false;
     }
     auto text = answered([&](Deadline d) { return store_->try_get(key, d); });
@@ -432,8 +482,9 @@ std::int64_t publish_failure(Store& store, const std::string& why, Deadline dead
   return n;
 }
 
-void publish_record(Plane& store_plane, const std::string& mine, Deadline deadline) {
-  if (auto* p = dynamic_cast<StorePlane*>(&store_plane)) p->publish(mine, deadline);
+void publish_record(Plane& store_plane, const std::string& name, const std::string& mine,
+                    const std::vector<int>& need) {
+  if (auto* p = dynamic_cast<StorePlane*>(&store_plane)) p->publish(name, mine, need);
 }
 
 std::unique_ptr<Plane> make_store_plane(std::unique_ptr<Store> store, const StorePlaneIdentity& me,

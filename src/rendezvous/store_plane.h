@@ -18,6 +18,8 @@
 //                 process end
 //   dead/<r>      set by a launcher before it announces rank r's death, so a
 //                 checkpoint stops waiting for r at once
+//   cp/<n>/name   the checkpoint's name, for the leader (tree only)
+//   need/<n>/<r>  records rank r reads from other nodes, "5,17" (tree only)
 //   server        set by gpudiag's server itself: who serves it, "rank 0 [node1]"
 //   duplicates    set by gpudiag's server itself: ranks claimed by a second
 //                 connection, which may not write them (key_owners.h)
@@ -49,6 +51,15 @@ struct StorePlaneIdentity {
   /// Who serves the store ("rank 0", "gpudiag launch", "the torchrun agent"),
   /// until the store says itself (its `server` key: "rank 0 [node1]").
   std::string served_by;
+  /// In a tree (rendezvous/tree.h, relay.h): the store is this node's, its
+  /// leader judges, and every rank (rank 0 too) reads the digest. The node's
+  /// ranks are [node_first, node_last]; records of other ranks come from the
+  /// digest (rank 0's) or are asked of the leader (need/<n>/<r>). A rank waits
+  /// for the digest `judge_grace` past its deadline (the levels above decide
+  /// later); without one it knows only its node.
+  bool tree = false;
+  int node_first = 0, node_last = -1;
+  std::chrono::milliseconds judge_grace{5000};
 };
 
 /// Claims the rank in `store`. Throws UsageError when another process holds it
@@ -60,7 +71,8 @@ std::unique_ptr<Plane> make_store_plane(std::unique_ptr<Store> store, const Stor
 /// record now, and the next gather_all() finds it set instead of setting it.
 /// For the scale simulator (src/sim), which drives thousands of ranks from a
 /// few threads: every rank publishes, then the judge and the others gather.
-void publish_record(Plane& store_plane, const std::string& mine, Deadline deadline);
+void publish_record(Plane& store_plane, const std::string& name, const std::string& mine,
+                    const std::vector<int>& need = {});
 
 enum class FailureKind { failed, died };
 

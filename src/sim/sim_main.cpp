@@ -11,7 +11,7 @@ int main(int argc, char** argv) {
   gpudiag::sim::SimOptions o;
   CLI::App app{
       "gpudiag-sim: N simulated ranks through the check's checkpoints against a real store"};
-  app.add_option("--ranks", o.ranks, "simulated ranks")->check(CLI::Range(2, 100000));
+  app.add_option("--ranks", o.ranks, "simulated ranks")->check(CLI::Range(2, 1000000));
   app.add_option("--missing", o.missing, "ranks that join but never reach a checkpoint");
   app.add_option("--stop", o.stop, "ranks that stop after the communicator checkpoint");
   app.add_option("--die", o.die, "ranks that die after the communicator checkpoint");
@@ -19,7 +19,17 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", o.timeout_s, "seconds a checkpoint waits for absent ranks");
   app.add_option("--record-bytes", o.record_bytes, "bytes of each rank's record");
   app.add_flag("--all-to-all", o.all_to_all,
-               "every rank also reads every record (the checkpoint before the digest)");
+               "every rank also reads every record (the checkpoint before the digest; --flat)");
+  app.add_flag("--flat", o.flat, "one store and one judge (rank 0) for every rank");
+  app.add_option("--per-node", o.per_node, "ranks on a node")->check(CLI::Range(1, 1024));
+  app.add_option("--group-nodes", o.group_nodes, "nodes under one second-level judge")
+      ->check(CLI::Range(2, 4096));
+  app.add_option("--missing-leaders", o.missing_leaders, "node leaders that never report");
+  app.add_option("--dead-judges", o.dead_judges,
+                 "second-level judges that die after the communicator checkpoint");
+  app.add_option("--workers", o.workers, "processes simulating nodes")->check(CLI::Range(1, 64));
+  app.add_option("--store-procs", o.store_procs, "processes serving the group stores")
+      ->check(CLI::Range(1, 64));
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
   try {

@@ -1,8 +1,23 @@
-// The scale simulator: N simulated ranks in one process, each a real
-// TcpStoreClient and a real StorePlane, run through the check's checkpoint
-// sequence against a real TcpStoreServer (configured as `gpudiag launch`
-// hosts it on one node: world size, token, a random job secret) in a child
-// process, so its peak RSS is its own.
+// The scale simulator: N simulated ranks, each a real StorePlane, run through
+// the check's checkpoint sequence, in one of two shapes.
+//
+// Flat (--flat): every rank a real TcpStoreClient of one real TcpStoreServer
+// (configured as `gpudiag launch` hosts it: world size, token, a random job
+// secret) in a child process, rank 0 the judge. Up to ~65,000 ranks: the
+// simulator's own process then runs out of descriptors (20,000 here).
+//
+// Tree (the default; rendezvous/tree.h, relay.h): ranks on nodes of 8, a
+// real Relay per node as its leader, nodes in groups of 128 under a real
+// group Relay, one root Relay. Sharing a process: a node's ranks, its leader
+// and its store (a MemoryStore: the node's loopback hop is not simulated with
+// sockets), in worker processes of a block of nodes each. Real sockets: every
+// leader's TcpStoreClient to its group's TcpStoreServer, every group judge's
+// to the root's. The group stores and their judges run in store processes
+// (several groups each, like the hosts that serve them); the root's in one of
+// its own; each reports its peak RSS. Faults beyond the ranks': leaders that
+// never report (--missing-leaders) and group judges that die after the
+// communicator checkpoint (--dead-judges: their store and judge go away, and
+// with them their own node's leader), whose leaders then report to the root.
 //
 // A small pool of threads drives the ranks, not a thread per rank: at each
 // checkpoint every live rank first publishes its record (publish_record), then
@@ -12,8 +27,9 @@
 // first two checkpoints, note the phase they are in and stop; --die K do the
 // same, then the simulated launcher announces their deaths as it does for a
 // killed rank. The last line sums it up:
-//   sim: N ranks, K checkpoints, T s, store peak RSS M MiB, bytes through the
-//   store B, missing named: X/Y
+//   sim: N ranks, K checkpoints, T s, store peak RSS M MiB (all stores A MiB),
+//   bytes through the store B, missing named: X/Y
+// (M: the largest store process; B: every level's keys and values.)
 #pragma once
 
 #include <cstdint>
@@ -29,17 +45,25 @@ struct SimOptions {
   int record_bytes = 600;  ///< a rank's record, about a real one's size
   /// Every rank reads every record, as checkpoints did before the digest.
   bool all_to_all = false;
+  bool flat = false;  ///< one store, rank 0 the judge
+  // The tree's shape and faults.
+  int per_node = 8, group_nodes = 128;
+  int missing_leaders = 1, dead_judges = 1;
+  int workers = 4;      ///< processes simulating nodes
+  int store_procs = 4;  ///< processes serving the group stores (the root has its own)
 };
 
 struct SimResult {
   int ranks = 0, checkpoints = 0;
   double seconds = 0;
-  double store_peak_rss_mib = 0;
+  double store_peak_rss_mib = 0, all_stores_rss_mib = 0;
   std::uint64_t bytes = 0;      ///< keys and values through the store, all ranks
   int named = 0, expected = 0;  ///< absent ranks every live rank named, of those absent
   std::string summary() const;
 };
 
 SimResult run_simulation(const SimOptions& o);
+SimResult run_flat(const SimOptions& o);
+SimResult run_tree(const SimOptions& o);
 
 }  // namespace gpudiag::sim

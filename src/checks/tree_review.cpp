@@ -1,0 +1,71 @@
+// The check's reviewer for the tree (see tree_review.h).
+#include "checks/tree_review.h"
+
+#include <algorithm>
+
+#include "checks/record.h"
+#include "checks/verdict.h"
+
+namespace gpudiag {
+
+std::string CheckTreeReviewer::review(const std::string& checkpoint,
+                                      const std::map<int, std::string>& records,
+                                      const std::vector<int>& missing,
+                                      const std::map<int, std::string>&) {
+  std::vector<std::optional<RankRecord>> now;
+  now.reserve(records.size());
+  for (const auto& [r, text] : records) {
+    try {
+      auto rec = decode(text);
+      if (rec.rank != r) continue;  // a record under another rank's key is not believed
+      if (labels_.size() < 65536 || labels_.count(r)) labels_[r] = rank_label(rec);
+      now.push_back(std::move(rec));
+    } catch (const std::exception&) {
+    }
+  }
+  auto out = review_table(now, {}, missing, checkpoint == "exchange");
+  for (std::size_t i = 0; i < missing.size() && out.labels.size() < kReviewNames; ++i)
+    if (auto it = labels_.find(missing[i]); it != labels_.end())
+      out.labels.emplace_back(missing[i], it->second);
+  return encode_review(out);
+}
+
+std::string CheckTreeReviewer::merge(const std::string&, const std::vector<std::string>& reviews) {
+  CheckpointReview out;
+  std::vector<nlohmann::json> prints;
+  auto add_unique = [](std::vector<std::string>& to, const std::vector<std::string>& from) {
+    for (const auto& line : from)
+      if (std::find(to.begin(), to.end(), line) == to.end()) to.push_back(line);
+  };
+  for (const auto& text : reviews) {
+    CheckpointReview r;
+    try {
+      r = decode_review(text);
+    } catch (const std::exception&) {
+      continue;
+    }
+    for (auto& f : r.failures)
+      if (out.failures.size() < kReviewNames) out.failures.push_back(std::move(f));
+    out.failed += std::max(0, r.failed);
+    add_unique(out.conflicts, r.conflicts);
+    add_unique(out.warnings, r.warnings);
+    out.oversubscribed = out.oversubscribed || r.oversubscribed;
+    for (auto& l : r.labels)
+      if (out.labels.size() < kReviewNames) out.labels.push_back(std::move(l));
+    if (!r.fingerprint.is_null()) prints.push_back(std::move(r.fingerprint));
+  }
+  std::sort(out.failures.begin(), out.failures.end());
+  std::sort(out.labels.begin(), out.labels.end());
+  for (auto* lines : {&out.conflicts, &out.warnings})
+    if (lines->size() > kReviewNames) {
+      const auto more = lines->size() - kReviewNames;
+      lines->resize(kReviewNames);
+      lines->push_back("(" + std::to_string(more) + " more in the groups' reviews)");
+    }
+  // Each group compared its own nodes; one comparison stands for the job
+  // only when there was one group.
+  if (prints.size() == 1) out.fingerprint = std::move(prints[0]);
+  return encode_review(out);
+}
+
+}  // namespace gpudiag

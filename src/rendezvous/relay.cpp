@@ -1,0 +1,409 @@
+// One judge of the tree (see relay.h).
+#include "rendezvous/relay.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "rendezvous/checkpoint_digest.h"
+#include "rendezvous/store_limits.h"
+#include "rendezvous/store_plane.h"
+#include "util/error.h"
+
+namespace gpudiag {
+
+namespace {
+
+constexpr auto kSlice = std::chrono::milliseconds(200);
+constexpr auto kForwardEvery = std::chrono::milliseconds(100);
+constexpr auto kFailureGrace = std::chrono::seconds(2);
+constexpr auto kAnswer = std::chrono::seconds(10);
+/// Records one rank may ask its leader for beyond its node (store_plane.h).
+constexpr std::size_t kMaxNeeds = 64;
+
+std::string cp(int seq) { return "cp/" + std::to_string(seq) + "/"; }
+std::string tree_cp(int seq) { return "tree/cp/" + std::to_string(seq) + "/"; }
+
+/// The rank a death announcement names ("rank 12 [n1-4] (pid ...) ..."), so
+/// the copy above can mark it dead too; -1 when it names none.
+int named_rank(const std::string& text, int world) {
+  if (text.rfind("rank ", 0) != 0) return -1;
+  auto end = text.find_first_not_of("0123456789", 5);
+  auto r = storelimits::parse_bounded(text.substr(5, end == std::string::npos ? end : end - 5), 0,
+                                      world - 1);
+  return r ? static_cast<int>(*r) : -1;
+}
+
+}  // namespace
+
+Relay::Relay(RelayOptions o) : o_(std::move(o)) {}
+
+Store& Relay::parent() {
+  if (parent_lost_ || !o_.above) return *o_.root;
+  return *o_.above;
+}
+
+void Relay::lose_parent(const std::string& why) {
+  if (parent_lost_ || !o_.root || o_.root == o_.above) throw Error(ExitCode::broken, why);
+  parent_lost_ = true;
+  const int g = o_.layout.group_of_node(o_.index);
+  spdlog::warn("{}: lost the judge of {}: {}; reporting to the root", o_.layout.node_label(o_.index),
+               o_.layout.group_label(g), why);
+  o_.root->set("tree/lost/" + std::to_string(g), storelimits::store_text(why, 512),
+               Deadline::after(kAnswer));
+}
+
+std::vector<Relay::Child> Relay::children(int seq) {
+  std::vector<Child> out;
+  const auto& L = o_.layout;
+  auto add_node = [&](int k) {
+    auto [a, b] = L.ranks_of_node(k);
+    out.push_back({k, tree_cp(seq) + "node/" + std::to_string(k), a, b, false});
+  };
+  if (o_.level == RelayLevel::node) {
+    auto [a, b] = L.ranks_of_node(o_.index);
+    for (int r = a; r <= b; ++r) out.push_back({r, cp(seq) + std::to_string(r), r, r, false});
+  } else if (o_.level == RelayLevel::group) {
+    auto [a, b] = L.nodes_of_group(o_.index);
+    for (int k = a; k <= b; ++k) add_node(k);
+  } else if (!L.grouped()) {
+    for (int k = 0; k < L.nodes(); ++k) add_node(k);
+  } else {
+    for (int g = 0; g < L.groups(); ++g) {
+      if (lost_groups_.count(g)) {
+        auto [a, b] = L.nodes_of_group(g);
+        for (int k = a; k <= b; ++k) add_node(k);
+      } else {
+        auto [a, b] = L.ranks_of_group(g);
+        out.push_back({g, tree_cp(seq) + "group/" + std::to_string(g), a, b, true});
+      }
+    }
+  }
+  return out;
+}
+
+std::string Relay::checkpoint_name(int seq) {
+  auto v = o_.below->try_get(cp(seq) + "name", Deadline::after(kAnswer));
+  return v ? storelimits::store_text(*v, 64) : std::string();
+}
+
+/// Notes for a node's missing ranks from their hello/ and phase/ keys.
+void Relay::describe_ranks(TreePart& p, const std::vector<int>& missing) {
+  std::vector<std::string> keys;
+  std::vector<int> described;
+  for (int r : missing) {
+    if (described.size() >= kMaxPartNotes) break;
+    described.push_back(r);
+    keys.push_back("hello/" + std::to_string(r));
+    keys.push_back("phase/" + std::to_string(r));
+  }
+  auto v = o_.below->multi_get(keys, Deadline::after(kAnswer));
+  for (std::size_t i = 0; i < described.size(); ++i) {
+    const auto& hello = v[2 * i];
+    const auto& phase = v[2 * i + 1];
+    p.notes[described[i]] =
+        hello ? storelimits::store_text(*hello, 256) + ", last phase: " +
+                    storelimits::store_text(phase.value_or("start"), 64)
+              : "never joined its node's leader (" + o_.layout.node_label(o_.index) +
+                    "): not started, or cannot reach " + o_.below->address();
+  }
+}
+
+TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop, bool& came) {
+  const auto& L = o_.layout;
+  std::vector<Child> kids = children(seq);
+  std::optional<Deadline> until;
+  std::vector<std::optional<std::string>> vals;
+  came = false;
+  for (;;) {
+    std::vector<std::string> keys, absent;
+    for (const auto& c : kids) keys.push_back(c.key);
+    vals = o_.below->multi_get(keys, Deadline::after(kAnswer));
+    std::vector<int> absent_ranks;
+    bool any = false;
+    for (std::size_t i = 0; i < kids.size(); ++i) {
+      if (vals[i]) any = true;
+      else if (!gone_.count(kids[i].id)) {
+        absent.push_back(kids[i].key);
+        absent_ranks.push_back(kids[i].id);
+      }
+    }
+    if (any && !until) until = Deadline::after(o_.timeout);
+    if (absent.empty()) break;
+    if (o_.level == RelayLevel::root && L.grouped()) {
+      // A group whose judge its leaders found lost: wait for its nodes here.
+      std::vector<std::string> lost_keys;
+      std::vector<int> lost_ids;
+      for (const auto& c : kids)
+        if (c.group && !vals[&c - kids.data()]) {
+          lost_keys.push_back("tree/lost/" + std::to_string(c.id));
+          lost_ids.push_back(c.id);
+        }
+      auto lv = o_.below->multi_get(lost_keys, Deadline::after(kAnswer));
+      bool changed = false;
+      for (std::size_t i = 0; i < lv.size(); ++i)
+        if (lv[i] && lost_groups_.insert(lost_ids[i]).second) {
+          spdlog::warn("root: {}'s judge is lost ({}); its nodes report here",
+                       L.group_label(lost_ids[i]), storelimits::store_text(*lv[i], 256));
+          changed = true;
+        }
+      if (changed) {
+        kids = children(seq);
+        continue;
+      }
+    }
+    forward_announcements();
+    if (aborted_below_ && until) until = until->min(Deadline::after(kFailureGrace));
+    if (o_.level == RelayLevel::node && !absent_ranks.empty()) {
+      std::vector<std::string> dead;
+      for (int r : absent_ranks) dead.push_back("dead/" + std::to_string(r));
+      auto d = o_.below->multi_get(dead, Deadline::after(kAnswer));
+      if (any && std::all_of(d.begin(), d.end(), [](const auto& v) { return v.has_value(); }))
+        break;
+    }
+    if (until && until->expired()) break;
+    if (!until && (idle.expired() || (stop && stop()))) return {};
+    Deadline slice = Deadline::after(kSlice);
+    o_.below->wait(absent.empty() ? keys : absent, until ? until->min(slice) : idle.min(slice));
+  }
+  came = true;
+
+  TreePart part;
+  std::vector<std::string> reviews;
+  std::map<int, std::string> direct;  // records from nodes (not through a group)
+  std::vector<int> missing_here;      // children absent at this checkpoint
+  last_missing_.clear();
+  for (std::size_t i = 0; i < kids.size(); ++i) {
+    const auto& c = kids[i];
+    below_bytes_ += c.key.size() + (vals[i] ? vals[i]->size() : 0);
+    if (o_.level == RelayLevel::node) {
+      if (vals[i]) part.records[c.id] = *vals[i];
+      else missing_here.push_back(c.id);
+      continue;
+    }
+    std::optional<TreePart> p;
+    if (vals[i]) p = decode_part(*vals[i], c.first, c.last);
+    if (!p) {
+      missing_here.push_back(c.id);
+      last_missing_.push_back(c.id);
+      const std::string why =
+          c.group ? L.group_label(c.id) + ": its second-level judge did not report"
+                  : L.node_label(c.id) + ": its leader did not report";
+      for (int r = c.first; r <= c.last; ++r) {
+        part.missing.push_back(r);
+        if (part.notes.size() < kMaxPartNotes)
+          part.notes[r] = why + (vals[i] ? " (its part did not parse)" : " by the deadline");
+      }
+      if (!c.group) part.lost.push_back(c.id);
+      continue;
+    }
+    gone_.erase(c.id);
+    if (name_.empty() || part.checkpoint.empty()) part.checkpoint = p->checkpoint;
+    for (auto& [r, text] : p->records) (c.group ? part.records : direct)[r] = std::move(text);
+    part.missing.insert(part.missing.end(), p->missing.begin(), p->missing.end());
+    for (auto& [r, note] : p->notes)
+      if (part.notes.size() < kMaxPartNotes) part.notes[r] = std::move(note);
+    if (!part.aborted) part.aborted = p->aborted;
+    if (p->review) reviews.push_back(*p->review);
+    part.lost.insert(part.lost.end(), p->lost.begin(), p->lost.end());
+  }
+  for (int id : missing_here) gone_.insert(id);
+  if (o_.level == RelayLevel::node) {
+    part.checkpoint = checkpoint_name(seq);
+    part.missing = missing_here;
+    last_missing_ = missing_here;
+    describe_ranks(part, missing_here);
+  } else {
+    std::sort(part.missing.begin(), part.missing.end());
+    // Records that came straight from nodes are reviewed here; the rest were
+    // reviewed by their groups.
+    if (o_.reviewer && (!direct.empty() || reviews.empty())) {
+      std::vector<int> missing_direct;
+      for (int r : part.missing)
+        if (!L.grouped() || o_.level == RelayLevel::group ||
+            lost_groups_.count(L.group_of_node(L.node_of(r))))
+          missing_direct.push_back(r);
+      reviews.push_back(o_.reviewer->review(part.checkpoint, direct, missing_direct, part.notes));
+    }
+    if (o_.reviewer)
+      part.review = reviews.size() == 1 ? reviews[0] : o_.reviewer->merge(part.checkpoint, reviews);
+    if (auto it = direct.find(0); it != direct.end()) part.records[0] = it->second;
+  }
+  if (!part.aborted && aborted_below_) part.aborted = std::string("a failure was announced");
+  return part;
+}
+
+bool Relay::collect(int seq, Deadline idle, const std::function<bool()>& stop) {
+  bool came = false;
+  TreePart part = gather(seq, idle, stop, came);
+  if (!came) return false;
+  if (o_.level == RelayLevel::root) {
+    // A missing rank's note goes down once, at the first checkpoint it
+    // misses; ranks keep it (checks/check.cpp), so later digests stay small.
+    for (auto it = part.notes.begin(); it != part.notes.end();)
+      it = noted_.count(it->first) ? part.notes.erase(it) : std::next(it);
+    for (const auto& [r, note] : part.notes) noted_.insert(r);
+    const std::string d = encode_digest(part.missing, part.notes, part.aborted,
+                                        part.review.value_or(""), part.records);
+    o_.below->set(tree_cp(seq) + "digest", d, Deadline::after(kAnswer));
+    return true;
+  }
+  const std::string key = tree_cp(seq) + (o_.level == RelayLevel::node ? "node/" : "group/") +
+                          std::to_string(o_.index);
+  const std::string text = encode_part(part);
+  up_bytes_ += key.size() + text.size();
+  try {
+    parent().set(key, text, Deadline::after(kAnswer));
+  } catch (const TimeoutError&) {
+    throw;
+  } catch (const Error& e) {
+    lose_parent(e.one_line());
+    parent().set(key, text, Deadline::after(kAnswer));
+  }
+  last_part_ = {key, text};
+  return true;
+}
+
+bool Relay::pass_down(int seq, const std::function<bool()>& stop) {
+  if (o_.level == RelayLevel::root) return true;
+  const std::string key = tree_cp(seq) + "digest";
+  const int above = o_.level == RelayLevel::node && o_.layout.grouped() ? 2 : 1;
+  const Deadline until = Deadline::after(o_.timeout * above + o_.digest_grace);
+  std::optional<std::string> digest;
+  while (!digest) {
+    try {
+      if (parent().wait({key}, until.min(Deadline::after(kSlice))))
+        digest = parent().try_get(key, Deadline::after(kAnswer));
+    } catch (const TimeoutError&) {
+    } catch (const Error& e) {
+      lose_parent(e.one_line());
+      // The lost judge may have had our part and never passed it on.
+      parent().set(last_part_.first, last_part_.second, Deadline::after(kAnswer));
+      continue;
+    }
+    if (digest) break;
+    forward_announcements();
+    if (until.expired() || (stop && stop())) return false;
+  }
+  up_bytes_ += key.size() + digest->size();
+  if (o_.level == RelayLevel::group) {
+    o_.below->set(key, *digest, Deadline::after(kAnswer));
+  } else {
+    copy_needs(seq);
+    o_.below->set(cp(seq) + "digest", *digest, Deadline::after(kAnswer));
+  }
+  return true;
+}
+
+/// Copies into the node's store the records its ranks asked for (need/<n>/<r>,
+/// "5,17,33") that live on other nodes, from those nodes' parts in the
+/// parent's store; a rank beyond what the parent holds stays absent.
+void Relay::copy_needs(int seq) {
+  const auto& L = o_.layout;
+  auto [a, b] = L.ranks_of_node(o_.index);
+  std::vector<std::string> keys;
+  for (int r = a; r <= b; ++r) keys.push_back("need/" + std::to_string(seq) + "/" + std::to_string(r));
+  auto v = o_.below->multi_get(keys, Deadline::after(kAnswer));
+  std::set<int> wanted;
+  for (const auto& text : v) {
+    if (!text) continue;
+    std::size_t count = 0, at = 0;
+    while (at <= text->size() && count++ < kMaxNeeds) {
+      auto comma = text->find(',', at);
+      auto r = storelimits::parse_bounded(
+          text->substr(at, comma == std::string::npos ? std::string::npos : comma - at), 0,
+          L.world - 1);
+      if (r && (*r < a || *r > b)) wanted.insert(static_cast<int>(*r));
+      if (comma == std::string::npos) break;
+      at = comma + 1;
+    }
+  }
+  if (wanted.empty()) return;
+  std::vector<int> nodes;
+  for (int r : wanted)
+    if (nodes.empty() || nodes.back() != L.node_of(r)) nodes.push_back(L.node_of(r));
+  std::vector<std::string> part_keys;
+  for (int k : nodes) part_keys.push_back(tree_cp(seq) + "node/" + std::to_string(k));
+  auto parts = parent().multi_get(part_keys, Deadline::after(kAnswer));
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (!parts[i]) continue;
+    up_bytes_ += part_keys[i].size() + parts[i]->size();
+    auto [first, last] = L.ranks_of_node(nodes[i]);
+    auto p = decode_part(*parts[i], first, last);
+    if (!p) continue;
+    for (const auto& [r, text] : p->records)
+      if (wanted.count(r)) o_.below->set(cp(seq) + std::to_string(r), text, Deadline::after(kAnswer));
+  }
+}
+
+bool Relay::all_said_bye() {
+  std::vector<std::string> keys;
+  const auto& L = o_.layout;
+  for (const auto& c : children(0)) {
+    if (gone_.count(c.id)) continue;
+    if (o_.level == RelayLevel::node) keys.push_back("bye/" + std::to_string(c.id));
+    else keys.push_back(std::string("tree/bye/") + (c.group ? "group/" : "node/") + std::to_string(c.id));
+  }
+  (void)L;
+  auto v = o_.below->multi_get(keys, Deadline::after(kAnswer));
+  return std::all_of(v.begin(), v.end(), [](const auto& x) { return x.has_value(); });
+}
+
+void Relay::run(std::chrono::milliseconds idle, const std::function<bool()>& stop) {
+  auto done = [&] { return (stop && stop()) || all_said_bye(); };
+  try {
+    for (int seq = 0;; ++seq) {
+      if (!collect(seq, Deadline::after(idle), done)) break;
+      if (!pass_down(seq, stop)) break;
+    }
+    if (o_.level != RelayLevel::root)
+      parent().set(std::string("tree/bye/") + (o_.level == RelayLevel::node ? "node/" : "group/") +
+                       std::to_string(o_.index),
+                   "1", Deadline::after(kAnswer));
+  } catch (const Error& e) {
+    spdlog::warn("the tree's {} {} stopped: {}",
+                 o_.level == RelayLevel::node ? "leader of node"
+                 : o_.level == RelayLevel::group ? "judge of group" : "root", o_.index,
+                 e.one_line());
+  }
+}
+
+void Relay::forward_announcements() {
+  if (Deadline::Clock::now() < next_forward_) return;
+  next_forward_ = Deadline::Clock::now() + kForwardEvery;
+  const int world = o_.layout.world;
+  auto copy = [&](Store& from, Store* to, std::int64_t& seen, std::set<std::int64_t>& skip,
+                  std::set<std::int64_t>& made, bool up) {
+    auto text = from.try_get("failures", Deadline::after(kAnswer));
+    if (!text) return;
+    auto count = storelimits::parse_bounded(*text, 0, 16LL * world + 64);
+    if (!count || *count <= seen) return;
+    std::vector<std::string> keys;
+    for (std::int64_t n = seen + 1; n <= std::min<std::int64_t>(*count, seen + 2LL * world + 16); ++n)
+      keys.push_back("failure/" + std::to_string(n));
+    auto values = from.multi_get(keys, Deadline::after(kAnswer));
+    for (const auto& v : values) {
+      if (!v) break;
+      ++seen;
+      if (skip.count(seen)) continue;
+      if (up) aborted_below_ = true;
+      if (!to) continue;
+      auto tab = v->find('\t');
+      const bool died = v->rfind("died", 0) == 0;
+      const std::string body = tab == std::string::npos ? *v : v->substr(tab + 1);
+      made.insert(publish_failure(*to, body, Deadline::after(kAnswer),
+                                  died ? FailureKind::died : FailureKind::failed,
+                                  died ? named_rank(body, world) : -1));
+    }
+  };
+  try {
+    Store* up = o_.level == RelayLevel::root ? nullptr : &parent();
+    copy(*o_.below, up, seen_below_, own_below_, own_above_, true);
+    if (up) copy(*up, o_.below, seen_above_, own_above_, own_below_, false);
+  } catch (const TimeoutError&) {
+  } catch (const Error& e) {
+    spdlog::debug("relay: announcements not copied: {}", e.one_line());
+  }
+}
+
+}  // namespace gpudiag

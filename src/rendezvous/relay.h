@@ -1,0 +1,116 @@
+// One judge of the tree (rendezvous/tree.h): a node's leader, a group's
+// second-level judge, or the root.
+//
+// At each checkpoint a relay waits in its own store (`below`) for its
+// children: a node's ranks set cp/<n>/<r> (store_plane.h); a group's or the
+// root's children set tree/cp/<n>/node/<k> or tree/cp/<n>/group/<g>. The
+// children have `timeout` after the first of them arrives; an announced
+// failure cuts that to a grace, and children a launcher reported dead are not
+// waited for. The relay then sends its parent (`above`) one part: a node
+// passes its ranks' records with the missing ones and what is known of them
+// (pid, host, last phase); a group reviews its table (TreeReviewer) and passes
+// the review, its missing ranks and rank 0's record; an absent child is named
+// "node 12 (ranks 96-103)" or "group 3 (...)", its ranks missing. The root
+// merges and publishes the digest (tree/cp/<n>/digest), with a missing
+// rank's note only the first time it is missing. On the way down each
+// relay copies its parent's digest into its own store; a node's leader also
+// copies in the records its ranks asked for (need/<n>/<r>) from the parts its
+// parent holds, and the digest last, as cp/<n>/digest for its ranks.
+//
+// Failures and deaths travel at once: while it waits, a relay copies new
+// announcements (store_plane.h: failures, failure/<i>, dead/<r>) from its own
+// store to its parent's and from its parent's into its own, never echoing its
+// own. When a node's group judge is lost (its connection fails), the leader
+// says so at the root (tree/lost/<g>) and reports to the root directly, which
+// then waits for that group's nodes itself: a dead second-level judge costs
+// its own node, not its 128.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "rendezvous/store.h"
+#include "rendezvous/tree.h"
+#include "util/deadline.h"
+
+namespace gpudiag {
+
+enum class RelayLevel { node, group, root };
+
+struct RelayOptions {
+  RelayLevel level = RelayLevel::node;
+  int index = 0;  ///< node k or group g (0 for the root)
+  TreeLayout layout;
+  Store* below = nullptr;  ///< this relay's own store, where its children write
+  Store* above = nullptr;  ///< the parent's store (none for the root)
+  Store* root = nullptr;   ///< the root's store, when it is not `above` (a grouped node)
+  TreeReviewer* reviewer = nullptr;
+  std::chrono::milliseconds timeout{60000};
+  /// How long a relay waits for its parent's digest past its own decision:
+  /// the levels above may each wait `timeout` for their own stragglers.
+  std::chrono::milliseconds digest_grace{5000};
+};
+
+class Relay {
+ public:
+  explicit Relay(RelayOptions o);
+
+  /// Checkpoint `seq`: waits for the children (the first for up to `idle`),
+  /// then sends the part up (the root: publishes the digest). False when no
+  /// child came within `idle` or `stop` said so.
+  bool collect(int seq, Deadline idle, const std::function<bool()>& stop = {});
+  /// Waits for the parent's digest of checkpoint `seq` and passes it down.
+  /// False when it never came (the ranks below then judge for themselves).
+  bool pass_down(int seq, const std::function<bool()>& stop = {});
+  /// collect and pass_down until every child said goodbye (bye/<r>,
+  /// tree/bye/...), none came within `idle`, or `stop` returns true; then
+  /// says goodbye to the parent. For a leader's thread.
+  void run(std::chrono::milliseconds idle, const std::function<bool()>& stop);
+  /// Copies announcements across (called while waiting; cheap when idle).
+  void forward_announcements();
+
+  /// Keys and values this relay sent to and read from its parent and the
+  /// root (for the simulator's bytes per level).
+  std::uint64_t bytes_up() const { return up_bytes_; }
+  std::uint64_t bytes_below() const { return below_bytes_; }
+  /// Children named missing at the last checkpoint (ranks, or nodes/groups).
+  const std::vector<int>& missing() const { return last_missing_; }
+
+ private:
+  struct Child {
+    int id;            ///< rank, node or group
+    std::string key;   ///< where it writes at this checkpoint
+    int first, last;   ///< the ranks it speaks for
+    bool group;        ///< a group under the root
+  };
+  std::vector<Child> children(int seq);
+  TreePart gather(int seq, Deadline idle, const std::function<bool()>& stop, bool& came);
+  void describe_ranks(TreePart& p, const std::vector<int>& missing);
+  std::string checkpoint_name(int seq);
+  Store& parent();
+  void lose_parent(const std::string& why);
+  void copy_needs(int seq);
+  bool all_said_bye();
+
+  RelayOptions o_;
+  std::set<int> gone_;  ///< children that missed a checkpoint: not waited for again
+  std::set<int> lost_groups_;  ///< (root) groups whose judge is lost: their nodes report here
+  bool parent_lost_ = false;   ///< (grouped node) reports to the root instead
+  std::string name_;           ///< the checkpoint's name, from the ranks
+  std::vector<int> last_missing_;
+  std::set<int> noted_;  ///< (root) missing ranks whose note a digest carried
+  // Announcements: how many were read from each side, and our own copies.
+  std::int64_t seen_below_ = 0, seen_above_ = 0;
+  std::set<std::int64_t> own_below_, own_above_;
+  Deadline::Clock::time_point next_forward_{};
+  std::uint64_t up_bytes_ = 0, below_bytes_ = 0;
+  bool aborted_below_ = false;
+  std::pair<std::string, std::string> last_part_;  ///< key and part last sent up
+};
+
+}  // namespace gpudiag

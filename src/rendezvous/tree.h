@@ -1,0 +1,90 @@
+// The shape of a large job's control plane: ranks on nodes, nodes in groups,
+// and what one level tells the next at a checkpoint.
+//
+// Past a few thousand ranks one store and one judge do not serve a job well
+// (docs/ARCHITECTURE.md): a rank talks only to its node's *leader*, which
+// judges its node's ranks and sends its parent one *part*; past
+// `group_nodes` nodes, leaders are grouped under second-level judges, whose
+// parts go to the root. The root's digest goes back down the same way. Ranks
+// are laid out in blocks: node k holds ranks k*per_node .. k*per_node +
+// per_node - 1 (torchrun's and gpudiag launch's order, SLURM's default block
+// distribution); a job laid out otherwise runs flat.
+//
+// A part (one store value): a header line, "gpudiag-part/1 <length>", the
+// header itself in JSON,
+//   {"checkpoint":"exchange","missing":[3,7],"notes":{"3":"..."},
+//    "aborted":"..."|null,"review":"..."|null,"lost":[12]}
+// then the records it passes on, each "<rank> <length>\n<record>" (records
+// are JSON already: framed, not escaped again). A node passes all of its
+// ranks' records with the missing ones and what is known of them; a group
+// passes rank 0's record and the review of its table instead of the rest;
+// `lost`: nodes whose leader never reported. A part comes from another
+// process and is not trusted: records and missing ranks outside the sender's
+// own ranks are dropped, notes cut to one line, at most 64 kept, and a frame
+// that runs past the end rejects the part.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gpudiag {
+
+struct TreeLayout {
+  int world = 0;
+  int per_node = 8;
+  int group_nodes = 128;  ///< nodes under one second-level judge
+
+  int nodes() const { return per_node > 0 ? (world + per_node - 1) / per_node : 0; }
+  /// Nodes are grouped under second-level judges only past group_nodes.
+  bool grouped() const { return nodes() > group_nodes; }
+  int groups() const { return grouped() ? (nodes() + group_nodes - 1) / group_nodes : 0; }
+  int node_of(int rank) const { return rank / per_node; }
+  int group_of_node(int node) const { return node / group_nodes; }
+  /// [first, last] rank of node k.
+  std::pair<int, int> ranks_of_node(int k) const;
+  /// [first, last] node of group g.
+  std::pair<int, int> nodes_of_group(int g) const;
+  /// [first, last] rank of group g.
+  std::pair<int, int> ranks_of_group(int g) const;
+  /// "node 12 (ranks 96-103)".
+  std::string node_label(int k) const;
+  /// "group 3 (nodes 384-511, ranks 3072-4095)".
+  std::string group_label(int g) const;
+};
+
+struct TreePart {
+  std::string checkpoint;  ///< its name, as the ranks gave it ("exchange")
+  std::map<int, std::string> records;
+  std::vector<int> missing;          ///< ascending
+  std::map<int, std::string> notes;  ///< for missing ranks, at most kMaxPartNotes
+  std::optional<std::string> aborted;
+  std::optional<std::string> review;
+  std::vector<int> lost;  ///< nodes whose leader never reported
+};
+
+inline constexpr std::size_t kMaxPartNotes = 64;
+
+std::string encode_part(const TreePart& p);
+/// Decodes a part sent by whoever speaks for ranks [first, last]; nullopt
+/// when the text is not a part. What lies outside the range is dropped.
+std::optional<TreePart> decode_part(const std::string& text, int first, int last);
+
+/// Reviews a level's table and merges children's reviews: the check's
+/// judgement (checks/tree_review.h), kept out of the plane.
+class TreeReviewer {
+ public:
+  virtual ~TreeReviewer() = default;
+  /// The review of a table: `records` by rank (the ranks that arrived),
+  /// `missing` ascending, `notes` for some of the missing.
+  virtual std::string review(const std::string& checkpoint, const std::map<int, std::string>& records,
+                             const std::vector<int>& missing,
+                             const std::map<int, std::string>& notes) = 0;
+  /// One review from the reviews of disjoint parts of the job.
+  virtual std::string merge(const std::string& checkpoint,
+                            const std::vector<std::string>& reviews) = 0;
+};
+
+}  // namespace gpudiag

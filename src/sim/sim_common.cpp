@@ -1,0 +1,147 @@
+// See sim_common.h.
+#include "sim/sim_common.h"
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "util/error.h"
+
+namespace gpudiag::sim {
+
+void parallel_for(int n, int threads, const std::function<void(int)>& fn) {
+  std::atomic<int> next{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      for (int i; (i = next++) < n;) fn(i);
+    });
+  for (auto& t : pool) t.join();
+}
+
+RankRecord sim_record(int rank, int size, int record_bytes) {
+  RankRecord r;
+  r.rank = rank;
+  r.world_size = size;
+  r.local_rank = rank % 8;
+  r.host = "simnode" + std::to_string(rank / 8);
+  r.pid = 100000 + rank;
+  r.host_cpus = 64;
+  r.backend = "host/tcp";
+  r.endpoint = r.host + ":" + std::to_string(20000 + rank % 8);
+  r.cuda_runtime = r.cuda_driver = "12.4";
+  r.nccl_version = "2.21.5";
+  r.launcher = "gpudiag-launch";
+  // Pad to a real record's size (GPU name, UUID, timings...).
+  const int now = static_cast<int>(encode(r).size());
+  if (record_bytes > now) r.gpu_name = std::string(record_bytes - now, 'x');
+  return r;
+}
+
+long long peak_rss_kib() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
+}
+
+void raise_descriptor_limit() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+void write_line(int fd, const std::string& line) {
+  const std::string s = line + "\n";
+  if (write(fd, s.data(), s.size()) < 0) _exit(1);
+}
+
+void wait_released(int control) {
+  char c;
+  while (read(control, &c, 1) > 0) {
+  }
+}
+
+namespace {
+/// The parent's ends of every child's pipes: a child forked later closes
+/// them, or a release() would never reach the earlier child.
+std::vector<int>& parent_ends() {
+  static std::vector<int> fds;
+  return fds;
+}
+void forget(int fd) {
+  auto& v = parent_ends();
+  v.erase(std::remove(v.begin(), v.end(), fd), v.end());
+}
+}  // namespace
+
+Child::Child(const std::function<void(int, int)>& body) {
+  int to_parent[2], control[2];
+  if (pipe(to_parent) != 0 || pipe(control) != 0)
+    throw Error(ExitCode::broken, "gpudiag-sim: pipe failed");
+  std::fflush(nullptr);
+  pid_ = fork();
+  if (pid_ < 0) throw Error(ExitCode::broken, "gpudiag-sim: fork failed");
+  if (pid_ == 0) {
+    close(to_parent[0]);
+    close(control[1]);
+    for (int fd : parent_ends()) close(fd);
+    parent_ends().clear();
+    int rc = 0;
+    try {
+      body(to_parent[1], control[0]);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "gpudiag-sim: %s\n", e.what());
+      rc = 1;
+    }
+    std::fflush(nullptr);
+    _exit(rc);
+  }
+  close(to_parent[1]);
+  close(control[0]);
+  from_ = to_parent[0];
+  control_ = control[1];
+  parent_ends().push_back(from_);
+  parent_ends().push_back(control_);
+}
+
+Child::~Child() {
+  release();
+  wait();
+  if (from_ >= 0) {
+    forget(from_);
+    close(from_);
+  }
+}
+
+std::string Child::read_line() {
+  std::string s;
+  char c;
+  while (read(from_, &c, 1) == 1 && c != '\n') s += c;
+  return s;
+}
+
+void Child::release() {
+  if (control_ >= 0) {
+    forget(control_);
+    close(control_);
+  }
+  control_ = -1;
+}
+
+bool Child::wait() {
+  if (pid_ <= 0) return false;
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+}  // namespace gpudiag::sim

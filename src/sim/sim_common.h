@@ -1,0 +1,52 @@
+// What both of the simulator's shapes share (simulator.h): a pool of threads
+// over simulated ranks or nodes, the padded record of a simulated rank, and a
+// forked child process that reports lines to its parent (the stores run in
+// processes of their own, so each one's peak RSS and descriptors are its own).
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <string>
+
+#include "checks/record.h"
+
+namespace gpudiag::sim {
+
+/// Runs fn(0..n-1) on `threads` threads.
+void parallel_for(int n, int threads, const std::function<void(int)>& fn);
+
+/// A simulated rank's record, padded to about `record_bytes` (a real one's size).
+RankRecord sim_record(int rank, int size, int record_bytes);
+
+/// This process's peak RSS in KiB.
+long long peak_rss_kib();
+
+/// Raises the soft descriptor limit to the hard one (20,000 on some hosts).
+void raise_descriptor_limit();
+
+/// A forked process running `body(out, control)`: it writes lines to `out`
+/// and should end when `control` reads end-of-file (the parent's release()).
+class Child {
+ public:
+  explicit Child(const std::function<void(int out, int control)>& body);
+  ~Child();
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  /// The next line the child wrote; empty at its end.
+  std::string read_line();
+  /// Tells the child to finish (closes its control pipe).
+  void release();
+  /// Waits for the child to exit; true when it exited 0.
+  bool wait();
+
+ private:
+  pid_t pid_ = -1;
+  int from_ = -1, control_ = -1;
+};
+
+void write_line(int fd, const std::string& line);
+/// Blocks until the parent releases this child.
+void wait_released(int control);
+
+}  // namespace gpudiag::sim

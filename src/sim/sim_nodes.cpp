@@ -1,0 +1,193 @@
+// The simulator's nodes (see simulator.h, sim_tree.h): a process simulates a
+// block of nodes, each with its ranks (real StorePlanes), its store (a
+// MemoryStore: the ranks and their leader share this process) and its leader
+// (a real Relay, with a real TCP connection to its group's store, and one to
+// the root's opened only when its group's judge is lost). The checkpoints go
+// in steps across the block: every rank publishes, every leader collects,
+// every leader passes the digest down, every rank reads it.
+#include <cstdio>
+#include <memory>
+#include <mutex>
+
+#include "checks/record.h"
+#include "rendezvous/memory_store.h"
+#include "rendezvous/store_plane.h"
+#include "rendezvous/tcp_store_client.h"
+#include "sim/sim_common.h"
+#include "sim/sim_tree.h"
+#include "util/error.h"
+
+namespace gpudiag::sim {
+
+namespace {
+
+/// A TCP store connected on first use: a leader's line to the root, needed
+/// only when its group's judge is lost.
+class LazyStore : public Store {
+ public:
+  LazyStore(int port, std::string secret) : port_(port), secret_(std::move(secret)) {}
+  void set(const std::string& k, const std::string& v, Deadline d) override { s().set(k, v, d); }
+  std::string get(const std::string& k, Deadline d) override { return s().get(k, d); }
+  std::optional<std::string> try_get(const std::string& k, Deadline d) override {
+    return s().try_get(k, d);
+  }
+  std::int64_t add(const std::string& k, std::int64_t v, Deadline d) override {
+    return s().add(k, v, d);
+  }
+  bool wait(const std::vector<std::string>& k, Deadline d) override { return s().wait(k, d); }
+  std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>& k,
+                                                    Deadline d) override {
+    return s().multi_get(k, d);
+  }
+  std::string address() const override { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  Store& s() {
+    std::lock_guard lock(mu_);
+    if (!client_)
+      client_ = std::make_unique<TcpStoreClient>("127.0.0.1", port_, kTreeToken,
+                                                 Deadline::after_seconds(30), secret_);
+    return *client_;
+  }
+  int port_;
+  std::string secret_;
+  std::mutex mu_;
+  std::unique_ptr<TcpStoreClient> client_;
+};
+
+struct SimNode {
+  std::unique_ptr<MemoryStore> store;
+  std::unique_ptr<Store> above;
+  std::unique_ptr<LazyStore> root;
+  std::unique_ptr<Relay> leader;
+};
+
+}  // namespace
+
+void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret, int root_port,
+                   const std::vector<int>& group_ports, int k0, int k1, int out) {
+  const auto& L = p.layout;
+  const int n = L.world;
+  const int r0 = L.ranks_of_node(k0).first, r1 = L.ranks_of_node(k1 - 1).second + 1;
+  std::vector<SimNode> nodes(k1 - k0);
+  // Leaders join their parents over TCP; ranks join their node's store.
+  parallel_for(k1 - k0, o.threads, [&](int i) {
+    const int k = k0 + i;
+    auto& node = nodes[i];
+    node.store = std::make_unique<MemoryStore>("the store of simnode" + std::to_string(k));
+    const int port = L.grouped() ? group_ports[L.group_of_node(k)] : root_port;
+    node.above = std::make_unique<TcpStoreClient>("127.0.0.1", port, kTreeToken,
+                                                  Deadline::after_seconds(60), secret);
+    if (L.grouped()) node.root = std::make_unique<LazyStore>(root_port, secret);
+    auto ro = relay_options(p, o, RelayLevel::node, k);
+    ro.below = node.store.get();
+    ro.above = node.above.get();
+    ro.root = node.root.get();
+    node.leader = std::make_unique<Relay>(ro);
+  });
+  std::vector<std::unique_ptr<Plane>> planes(r1 - r0);
+  std::vector<std::string> records(r1 - r0);
+  parallel_for(r1 - r0, o.threads, [&](int i) {
+    const int r = r0 + i;
+    const int k = L.node_of(r);
+    StorePlaneIdentity id{r, n, r % L.per_node, "simnode" + std::to_string(k), 100000 + r};
+    id.tree = true;
+    std::tie(id.node_first, id.node_last) = L.ranks_of_node(k);
+    id.judge_grace = ms(3 * (o.timeout_s + 2) + 5);
+    id.served_by = "the leader of simnode" + std::to_string(k);
+    // The node's store is this process's memory: its own object per rank, as
+    // a rank's own connection would be.
+    struct View : Store {
+      explicit View(Store& s) : s(s) {}
+      void set(const std::string& k, const std::string& v, Deadline d) override { s.set(k, v, d); }
+      std::string get(const std::string& k, Deadline d) override { return s.get(k, d); }
+      std::optional<std::string> try_get(const std::string& k, Deadline d) override {
+        return s.try_get(k, d);
+      }
+      std::int64_t add(const std::string& k, std::int64_t v, Deadline d) override {
+        return s.add(k, v, d);
+      }
+      bool wait(const std::vector<std::string>& k, Deadline d) override { return s.wait(k, d); }
+      std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>& k,
+                                                        Deadline d) override {
+        return s.multi_get(k, d);
+      }
+      std::string address() const override { return s.address(); }
+      Store& s;
+    };
+    planes[i] = make_store_plane(std::make_unique<View>(*nodes[k - k0].store), id,
+                                 Deadline::after_seconds(60));
+    records[i] = encode(sim_record(r, n, o.record_bytes));
+  });
+
+  if (k0 == 0) std::fprintf(stderr, "sim: the first block of %d nodes joined\n", k1 - k0);
+  std::vector<std::vector<int>> last(r1 - r0);
+  for (int seq = 0; seq < kCheckpointCount; ++seq) {
+    const char* name = kTreeCheckpoints[seq];
+    if (seq == kLastForFaulty + 1) {
+      for (int r = r0; r < r1; ++r) {
+        if (p.fate[r] != Fate::stop && p.fate[r] != Fate::die) continue;
+        planes[r - r0]->note_phase("all-reduce");
+        if (p.fate[r] == Fate::die)  // as the node's launcher announces a killed rank
+          publish_failure(*nodes[L.node_of(r) - k0].store,
+                          "rank " + std::to_string(r) + " [simnode" + std::to_string(L.node_of(r)) +
+                              "-" + std::to_string(r % L.per_node) + "] (pid " +
+                              std::to_string(100000 + r) + ") was killed by SIGKILL (seen by "
+                              "gpudiag-sim)",
+                          Deadline::after_seconds(10), FailureKind::died, r);
+      }
+    }
+    // The first block says how long each step took, one line a checkpoint.
+    auto tp = std::chrono::steady_clock::now();
+    std::string steps;
+    auto lap = [&](const char* what) {
+      auto now = std::chrono::steady_clock::now();
+      char b[64];
+      std::snprintf(b, sizeof b, "%s%s %.2f s", steps.empty() ? "" : ", ", what,
+                    std::chrono::duration<double>(now - tp).count());
+      steps += b;
+      tp = now;
+    };
+    parallel_for(r1 - r0, o.threads, [&](int i) {
+      if (p.arrives(r0 + i, seq)) publish_record(*planes[i], name, records[i]);
+    });
+    lap("ranks publish");
+    auto leading = [&](int i) { return !p.leader_gone(k0 + i, seq); };
+    parallel_for(k1 - k0, o.threads, [&](int i) {
+      if (leading(i)) nodes[i].leader->collect(seq, Deadline::after_seconds(300));
+    });
+    lap("leaders collect");
+    parallel_for(k1 - k0, o.threads, [&](int i) {
+      if (leading(i)) nodes[i].leader->pass_down(seq);
+    });
+    lap("the digest comes down");
+    parallel_for(r1 - r0, o.threads, [&](int i) {
+      if (p.arrives(r0 + i, seq))
+        last[i] = planes[i]
+                      ->gather_all(name, records[i], Deadline::after_seconds(o.timeout_s), {}, {},
+                                   {})
+                      .missing;
+    });
+    lap("ranks read the digest");
+    if (k0 == 0) std::fprintf(stderr, "sim: %s: %s\n", name, steps.c_str());
+  }
+
+  // Which absent ranks every live rank here named at the last checkpoint.
+  std::string named;
+  for (int a : p.absent()) {
+    bool everywhere = true;
+    for (int r = r0; r < r1 && everywhere; ++r)
+      if (p.arrives(r, kCheckpointCount - 1))
+        everywhere = std::binary_search(last[r - r0].begin(), last[r - r0].end(), a);
+    if (everywhere) named += " " + std::to_string(a);
+  }
+  write_line(out, "named" + named);
+  long long rank_bytes = 0, leader_bytes = 0;
+  for (const auto& pl : planes) rank_bytes += static_cast<long long>(pl->bytes_moved());
+  for (const auto& node : nodes) leader_bytes += static_cast<long long>(node.leader->bytes_up());
+  write_line(out, "bytes " + std::to_string(rank_bytes) + " " + std::to_string(leader_bytes));
+  planes.clear();
+  write_line(out, std::to_string(peak_rss_kib()));
+}
+
+}  // namespace gpudiag::sim
