@@ -73,7 +73,7 @@ int write_files(const SweepCli& o, const sweep::SweepOutcome& out) {
 
 int run(SweepCli& o) {
   const Env env = Env::from_process();
-  auto job = join_job(env, o.sweep.timeout_s);
+  auto job = join_job(env, o.sweep.timeout_s, /*tree=*/false);
   const auto& w = job.setup.world;
   set_log_tag("rank " + std::to_string(w.rank));
   for (const auto& warning : w.warnings) spdlog::warn("{}", warning);

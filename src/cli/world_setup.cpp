@@ -7,6 +7,7 @@
 #include "rendezvous/job_token.h"
 #include "rendezvous/socket.h"
 #include "rendezvous/store_plane.h"
+#include "rendezvous/tcp_store_client.h"
 #include "report/job_report.h"
 #include "util/error.h"
 #include "world/host.h"
@@ -25,7 +26,48 @@ std::string ring_address(const Env& env) {
   return short_hostname();
 }
 
-Job join_job(const Env& env, double timeout_s) {
+/// Joins the job through node leaders (tree_host.h): local rank 0 joins the
+/// job's store (rank 0 serves it, as in a flat job) and runs its node's
+/// store and judges; every rank joins its node's store.
+void join_tree(Job& job, const TreePlan& tree, const Env& env, double timeout_s) {
+  const auto& w = job.setup.world;
+  auto deadline = Deadline::after_seconds(timeout_s);
+  auto token = job_token(env);
+  auto secret = job_secret(env);
+  const std::string key = secret ? secret->key : std::string();
+  if (w.local_rank == 0) {
+    job.store = join_store(w, env, deadline, /*as_leader=*/true);
+    spdlog::info("{}", job.store.how);
+    TreeConnect c;
+    c.token = token.value;
+    c.secret = key;
+    c.root = [again = job.store.connect_again, timeout_s] {
+      return again(Deadline::after_seconds(timeout_s));
+    };
+    c.address = ring_address(env);
+    c.host = job.setup.host;
+    c.timeout_s = timeout_s;
+    job.tree = std::make_unique<TreeHost>(tree, std::move(c));
+  }
+  if (!secret)
+    job.setup.store_unauthenticated = job.store.unauthenticated_why.empty()
+                                          ? "no job secret"
+                                          : job.store.unauthenticated_why;
+  auto client = std::make_unique<TcpStoreClient>("127.0.0.1", tree.node_port, token.value,
+                                                 deadline, key, static_cast<std::uint32_t>(w.rank));
+  StorePlaneIdentity id{w.rank, w.size, w.local_rank, job.setup.host, getpid(),
+                        "the leader of " + tree.layout.node_label(tree.node) + " (local rank 0)"};
+  id.tree = true;
+  std::tie(id.node_first, id.node_last) = tree.layout.ranks_of_node(tree.node);
+  // The levels above decide after their own waits: up to three of them.
+  id.judge_grace = std::chrono::milliseconds(static_cast<long>((3 * timeout_s + 10) * 1000));
+  spdlog::info("rank {}: meeting the job through {} ({}; {})", w.rank, id.served_by, tree.why,
+               client->address());
+  job.plane = make_store_plane(std::move(client), id, deadline);
+  job.transport = make_tcp_transport(ring_address(env), token.value);
+}
+
+Job join_job(const Env& env, double timeout_s, bool allow_tree) {
   Job job;
   job.setup.world = discover_world(env);
   job.setup.env = env;
@@ -52,6 +94,9 @@ Job join_job(const Env& env, double timeout_s) {
   } else if (w.size == 1) {
     job.plane = make_single_plane();
     job.transport = make_self_transport();
+  } else if (auto tree = allow_tree ? plan_tree(w, env, store_address(w, env).port)
+                                    : std::nullopt) {
+    join_tree(job, *tree, env, timeout_s);
   } else {
     auto deadline = Deadline::after_seconds(timeout_s);
     job.store = join_store(w, env, deadline);

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "checks/check.h"
+#include "cli/tree_host.h"
 #include "comm/mpi.h"
 #include "rendezvous/store_join.h"
 
@@ -15,6 +16,9 @@ struct Job {
   CheckSetup setup;
   std::unique_ptr<MpiSession> mpi;
   JoinedStore store;  ///< when ranks meet through a store (declared before plane: outlives it)
+  /// A node leader's stores and judges (tree_host.h): outlives the plane, so
+  /// this rank's goodbye reaches its node's store before they stop.
+  std::unique_ptr<TreeHost> tree;
   std::unique_ptr<Plane> plane;
   std::unique_ptr<HostTransport> transport;
 
@@ -32,7 +36,9 @@ struct Job {
 /// else the local address routed towards MASTER_ADDR, else the host name.
 std::string ring_address(const Env& env);
 
-/// Throws UsageError for an inconsistent environment.
-Job join_job(const Env& env, double timeout_s);
+/// Throws UsageError for an inconsistent environment. `tree`: the job may
+/// meet through node leaders (tree_host.h); the sweep, whose judge reads
+/// every rank's records, does not.
+Job join_job(const Env& env, double timeout_s, bool tree = true);
 
 }  // namespace gpudiag::cli

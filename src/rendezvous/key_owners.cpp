@@ -34,9 +34,10 @@ std::string claim_text(std::uint32_t rank) {
 
 }  // namespace
 
-KeyOwners::KeyOwners(int world_size, bool launchers_allowed)
+KeyOwners::KeyOwners(int world_size, bool launchers_allowed, bool leaders_judge)
     : owner_(world_size > 0 ? static_cast<std::size_t>(world_size) : 0, 0),
-      launchers_(launchers_allowed) {}
+      launchers_(launchers_allowed),
+      leaders_judge_(leaders_judge) {}
 
 std::optional<std::string> KeyOwners::greeted(std::uint64_t conn, std::uint32_t rank,
                                               const std::string& peer) {
@@ -89,11 +90,16 @@ std::optional<std::string> KeyOwners::refuse(std::uint64_t conn, std::uint32_t r
     return per_rank(*r);
   }
   if (auto tail = checkpoint_tail(key)) {
+    const bool leader = leaders_judge_ && launchers_ && rank == storewire::kNoRank;
     if (*tail == "digest")
-      return is_owner(conn, 0) ? std::nullopt
+      return is_owner(conn, 0) || leader ? std::nullopt
                                : std::optional<std::string>("the checkpoint digest '" + key +
                                                             "' is rank 0's and " + who);
-    if (auto r = storelimits::parse_bounded(*tail, 0, storewire::kNoRank - 1)) return per_rank(*r);
+    if (auto r = storelimits::parse_bounded(*tail, 0, storewire::kNoRank - 1)) {
+      if (leader && static_cast<std::size_t>(*r) < owner_.size() && owner_[*r] == 0)
+        return std::nullopt;  // another node's record, copied in by the leader
+      return per_rank(*r);
+    }
     return std::nullopt;
   }
   const bool launcher = rank == storewire::kNoRank && launchers_;

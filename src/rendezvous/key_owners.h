@@ -10,7 +10,10 @@
 //                         so it learns that it is one (duplicate RANK)
 //   hello/<r> phase/<r> bye/<r> cp/<n>/<r>
 //                         the owner of r only
-//   cp/<n>/digest         the owner of rank 0 (the judge)
+//   cp/<n>/digest         the owner of rank 0 (the judge); on a node leader's
+//                         store, the leader (a launcher connection)
+//   cp/<n>/<r>            (as hello/) and, on a node leader's store, the
+//                         leader for a rank nobody here claimed
 //   failures              owners of ranks in the world, and launchers where
 //                         allowed, by ADD only, 1 at a time, at most kRankAnnouncements
 //                         times per rank's connection (a launcher: once per rank
@@ -42,7 +45,11 @@ inline constexpr int kRankAnnouncements = 4;
 class KeyOwners {
  public:
   /// `world_size` 0 turns ownership off.
-  KeyOwners(int world_size, bool launchers_allowed);
+  /// `leaders_judge`: the store is a node leader's (rendezvous/relay.h): its
+  /// launcher connection (the leader) writes the checkpoint digest, and the
+  /// records of ranks no connection here claimed (other nodes' ranks, copied
+  /// in for the ranks that need them).
+  KeyOwners(int world_size, bool launchers_allowed, bool leaders_judge = false);
 
   /// Connection `conn` (peer "ip:port") completed its handshake claiming
   /// `rank` (storewire::kNoRank for a launcher). Returns, for a duplicate
@@ -80,6 +87,7 @@ class KeyOwners {
   std::vector<std::uint64_t> announcer_;  ///< by announcement number: its connection
   std::map<std::uint64_t, int> announced_;  ///< adds to `failures` per connection
   bool launchers_ = false;
+  bool leaders_judge_ = false;
   std::vector<std::string> duplicates_;  ///< "rank 1 (again, from 10.0.0.5:4242)", a few
 };
 

@@ -47,7 +47,7 @@ void Relay::lose_parent(const std::string& why) {
   if (parent_lost_ || !o_.root || o_.root == o_.above) throw Error(ExitCode::broken, why);
   parent_lost_ = true;
   const int g = o_.layout.group_of_node(o_.index);
-  spdlog::warn("{}: lost the judge of {}: {}; reporting to the root", o_.layout.node_label(o_.index),
+  spdlog::info("{}: lost the judge of {}: {}; reporting to the root", o_.layout.node_label(o_.index),
                o_.layout.group_label(g), why);
   o_.root->set("tree/lost/" + std::to_string(g), storelimits::store_text(why, 512),
                Deadline::after(kAnswer));

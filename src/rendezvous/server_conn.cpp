@@ -55,7 +55,8 @@ ServerCore::ServerCore(TcpStoreServerOptions opts)
                                          : storelimits::max_request_frame(opts_.world_size)),
       max_keys_(storelimits::max_keys_per_request(opts_.world_size)),
       scratch_(kReadChunk),
-      owners_(opts_.owned_keys ? opts_.world_size : 0, opts_.launcher_clients) {
+      owners_(opts_.owned_keys ? opts_.world_size : 0, opts_.launcher_clients,
+              opts_.leader_judges) {
   std::vector<StoreState::WaiterId> none;
   if (!opts_.served_by.empty()) state_.set("server", opts_.served_by, none);
 }

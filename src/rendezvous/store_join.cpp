@@ -96,7 +96,7 @@ StoreAddress store_address(const World& world, const Env& env) {
                    "or start them with gpudiag launch, torchrun or mpirun");
 }
 
-JoinedStore join_store(const World& world, const Env& env, Deadline deadline) {
+JoinedStore join_store(const World& world, const Env& env, Deadline deadline, bool as_leader) {
   auto where = store_address(world, env);
   // Every rank may hold sockets to many peers (the ring, the link test): take
   // the whole descriptor allowance. The server checks it can hold the job.
@@ -106,6 +106,9 @@ JoinedStore join_store(const World& world, const Env& env, Deadline deadline) {
     std::string prefix = "gpudiag/" + env.get_or("TORCHELASTIC_RUN_ID", "run") + "/" +
                          env.get_or("TORCHELASTIC_RESTART_COUNT", "0") + "/";
     j.store = std::make_unique<TorchStoreClient>(where.host, where.port, prefix, deadline);
+    j.connect_again = [where, prefix](Deadline d) -> std::unique_ptr<Store> {
+      return std::make_unique<TorchStoreClient>(where.host, where.port, prefix, d);
+    };
     // gpudiag launch running gpudiag as a torch program (--no-python) offers
     // its store in torch's protocol too; its children carry GPUDIAG_LAUNCH_ID.
     const bool by_launch = !env.get_or("GPUDIAG_LAUNCH_ID", "").empty();
@@ -129,12 +132,23 @@ JoinedStore join_store(const World& world, const Env& env, Deadline deadline) {
     o.served_by = "rank 0 [" + short_hostname() + "]";
     o.owned_keys = true;  // no launcher here: connections without a rank report nothing
     o.deaths_from_connections = true;  // ... so the store reports a rank's lost connection
+    if (as_leader) {
+      // Node leaders' judges meet here; ranks meet in their nodes' stores,
+      // whose leaders report deaths.
+      o.launcher_clients = true;
+      o.deaths_from_connections = false;
+      o.expected_clients = 3 * (world.size / std::max(1, world.local_size)) + 16;
+    }
     j.server = std::make_unique<TcpStoreServer>(o);
   }
+  const std::string key = secret ? secret->key : std::string();
+  j.connect_again = [where, token = token.value, key](Deadline d) -> std::unique_ptr<Store> {
+    return std::make_unique<TcpStoreClient>(where.host, where.port, token, d, key);
+  };
   try {
-    j.store = std::make_unique<TcpStoreClient>(where.host, where.port, token.value, deadline,
-                                               secret ? secret->key : std::string(),
-                                               static_cast<std::uint32_t>(world.rank));
+    j.store = std::make_unique<TcpStoreClient>(
+        where.host, where.port, token.value, deadline, key,
+        as_leader ? storewire::kNoRank : static_cast<std::uint32_t>(world.rank));
   } catch (const Error& e) {
     if (!j.server) throw;
     throw UsageError("rank 0 serves the store on port " + std::to_string(where.port) +

@@ -17,6 +17,7 @@
 // JoinedStore::authenticated is false for the job report to say so.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -53,8 +54,16 @@ struct JoinedStore {
   /// Why it is unauthenticated, for the report: "no GPUDIAG_SECRET or
   /// GPUDIAG_SECRET_FILE", "torchrun's agent store cannot authenticate".
   std::string unauthenticated_why;
+  /// Another connection to the same store, as a launcher (no rank): what a
+  /// node leader's judges use (cli/tree_host.h).
+  std::function<std::unique_ptr<Store>(Deadline)> connect_again;
 };
 
-JoinedStore join_store(const World& world, const Env& env, Deadline deadline);
+/// `as_leader`: this rank joins as its node's leader (cli/tree_host.h): its
+/// connection claims no rank (its rank meets the others in its node's store),
+/// and rank 0's server takes the leaders' judges as launchers and does not
+/// take a closed connection for a rank's death.
+JoinedStore join_store(const World& world, const Env& env, Deadline deadline,
+                       bool as_leader = false);
 
 }  // namespace gpudiag

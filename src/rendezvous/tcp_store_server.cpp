@@ -48,7 +48,7 @@ constexpr std::size_t kRefusedAtOnce = 16;
 std::size_t connection_cap(const TcpStoreServerOptions& o, std::string& why) {
   const auto limit = net::raise_fd_limit();
   const long long budget = limit.soft - limit.open - storelimits::kFdMargin;
-  const long long world = o.world_size;
+  const long long world = o.expected_clients > 0 ? o.expected_clients : o.world_size;
   why = "descriptors: `ulimit -n` " + std::to_string(limit.soft) + ", " +
         std::to_string(limit.open) + " open at start";
   if (world > 0 && budget < world + 8) {
@@ -62,8 +62,8 @@ std::size_t connection_cap(const TcpStoreServerOptions& o, std::string& why) {
                          "`; LimitNOFILE= under systemd, nofile in "
                          "/etc/security/limits.conf)");
   }
-  std::size_t cap =
-      o.max_connections ? o.max_connections : storelimits::max_connections(o.world_size);
+  std::size_t cap = o.max_connections ? o.max_connections
+                                      : storelimits::max_connections(static_cast<int>(world));
   return std::min<std::size_t>(cap, static_cast<std::size_t>(std::max(budget, 16LL)));
 }
 

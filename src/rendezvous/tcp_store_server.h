@@ -73,6 +73,12 @@ struct TcpStoreServerOptions {
   /// goodbye (its `bye/<r>` key), the server announces that rank's death
   /// itself, as a launcher would. Needs owned_keys.
   bool deaths_from_connections = false;
+  /// Connections this store expects, when fewer than world_size (a node
+  /// leader's store: its node's ranks and the leader), for the descriptor check.
+  int expected_clients = 0;
+  /// A node leader's store (rendezvous/relay.h, key_owners.h): the leader's
+  /// launcher connection writes the digest and other nodes' records.
+  bool leader_judges = false;
   /// A connection must complete its handshake within this time.
   std::chrono::milliseconds handshake_timeout{10000};
 };

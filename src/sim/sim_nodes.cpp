@@ -7,9 +7,9 @@
 // every leader passes the digest down, every rank reads it.
 #include <cstdio>
 #include <memory>
-#include <mutex>
 
 #include "checks/record.h"
+#include "rendezvous/lazy_store.h"
 #include "rendezvous/memory_store.h"
 #include "rendezvous/store_plane.h"
 #include "rendezvous/tcp_store_client.h"
@@ -20,40 +20,6 @@
 namespace gpudiag::sim {
 
 namespace {
-
-/// A TCP store connected on first use: a leader's line to the root, needed
-/// only when its group's judge is lost.
-class LazyStore : public Store {
- public:
-  LazyStore(int port, std::string secret) : port_(port), secret_(std::move(secret)) {}
-  void set(const std::string& k, const std::string& v, Deadline d) override { s().set(k, v, d); }
-  std::string get(const std::string& k, Deadline d) override { return s().get(k, d); }
-  std::optional<std::string> try_get(const std::string& k, Deadline d) override {
-    return s().try_get(k, d);
-  }
-  std::int64_t add(const std::string& k, std::int64_t v, Deadline d) override {
-    return s().add(k, v, d);
-  }
-  bool wait(const std::vector<std::string>& k, Deadline d) override { return s().wait(k, d); }
-  std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>& k,
-                                                    Deadline d) override {
-    return s().multi_get(k, d);
-  }
-  std::string address() const override { return "127.0.0.1:" + std::to_string(port_); }
-
- private:
-  Store& s() {
-    std::lock_guard lock(mu_);
-    if (!client_)
-      client_ = std::make_unique<TcpStoreClient>("127.0.0.1", port_, kTreeToken,
-                                                 Deadline::after_seconds(30), secret_);
-    return *client_;
-  }
-  int port_;
-  std::string secret_;
-  std::mutex mu_;
-  std::unique_ptr<TcpStoreClient> client_;
-};
 
 struct SimNode {
   std::unique_ptr<MemoryStore> store;
@@ -78,7 +44,13 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
     const int port = L.grouped() ? group_ports[L.group_of_node(k)] : root_port;
     node.above = std::make_unique<TcpStoreClient>("127.0.0.1", port, kTreeToken,
                                                   Deadline::after_seconds(60), secret);
-    if (L.grouped()) node.root = std::make_unique<LazyStore>(root_port, secret);
+    if (L.grouped())
+      node.root = std::make_unique<LazyStore>(
+          [root_port, secret]() -> std::unique_ptr<Store> {
+            return std::make_unique<TcpStoreClient>("127.0.0.1", root_port, kTreeToken,
+                                                    Deadline::after_seconds(30), secret);
+          },
+          "127.0.0.1:" + std::to_string(root_port));
     auto ro = relay_options(p, o, RelayLevel::node, k);
     ro.below = node.store.get();
     ro.above = node.above.get();

@@ -1,7 +1,9 @@
-"""The scale simulator (build/gpudiag-sim): 4096 simulated ranks through every
-checkpoint against a real store, with ranks that never arrive, stop and die
+"""The scale simulator (build/gpudiag-sim): thousands of simulated ranks
+through every checkpoint, with one store and rank 0 judging (--flat) and with
+node leaders under a tree of judges (the default), with ranks that never
+arrive, stop and die, a leader that never reports and a group judge that dies
 injected, and every one of them named by every rank that is still there. The
-16k-rank runs are in bench/scale.py (docs/BENCHMARKS.md)."""
+runs up to 102,400 ranks are in bench/scale.py (docs/BENCHMARKS.md)."""
 import os
 import re
 import unittest
@@ -10,8 +12,8 @@ from harness import BUILD_DIR, run
 
 SIM = os.path.join(BUILD_DIR, "gpudiag-sim")
 LAST = re.compile(r"^sim: (?P<n>\d+) ranks, (?P<cps>\d+) checkpoints, (?P<s>[\d.]+) s, store peak RSS "
-                  r"(?P<rss>\d+) MiB, bytes through the store (?P<bytes>\d+), missing named: "
-                  r"(?P<named>\d+)/(?P<of>\d+)$")
+                  r"(?P<rss>\d+) MiB \(all stores (?P<all>\d+) MiB\), bytes through the store "
+                  r"(?P<bytes>\d+), missing named: (?P<named>\d+)/(?P<of>\d+)$")
 
 
 def sim(*args, timeout=60):
@@ -20,10 +22,14 @@ def sim(*args, timeout=60):
     return p, LAST.match(last)
 
 
+PER_RANK = re.compile(r"ranks<->leaders [\d.]+ MiB \((?P<rank>\d+) B a rank\), "
+                      r"leaders<->parents [\d.]+ MiB \((?P<node>\d+) B a node\)")
+
+
 @unittest.skipUnless(os.path.exists(SIM), "gpudiag-sim not built")
 class ScaleSim(unittest.TestCase):
-    def test_4096_ranks_with_faults_are_named_and_bytes_grow_linearly(self):
-        p, m = sim("--ranks", "4096", "--missing", "3", "--stop", "2", "--die", "2",
+    def test_4096_ranks_flat_with_faults_are_named_and_bytes_grow_linearly(self):
+        p, m = sim("--flat", "--ranks", "4096", "--missing", "3", "--stop", "2", "--die", "2",
                    "--timeout", "1")
         self.assertEqual(p.returncode, 0, p.stdout[-2000:] + p.stderr[-2000:])
         self.assertIsNotNone(m, p.stdout)
@@ -34,10 +40,35 @@ class ScaleSim(unittest.TestCase):
         # 600-byte records, so well under 2 KiB per rank per checkpoint.
         self.assertLess(int(m["bytes"]), 4096 * 5 * 2048)
 
-    def test_bytes_per_rank_do_not_grow_with_the_job(self):
+    def test_tree_names_missing_ranks_a_silent_leader_and_a_dead_group_judge(self):
+        # 512 nodes of 8 in 8 groups of 64: 7 faulty ranks, a leader that never
+        # reports (its 8 ranks) and a group judge that dies after the
+        # communicator checkpoint (its own node's 8 ranks go with it; the other
+        # 63 nodes of its group report to the root instead).
+        p, m = sim("--ranks", "4096", "--group-nodes", "64", "--missing", "3", "--stop", "2",
+                   "--die", "2", "--timeout", "1")
+        self.assertEqual(p.returncode, 0, p.stdout[-2000:] + p.stderr[-3000:])
+        self.assertIsNotNone(m, p.stdout)
+        self.assertEqual((m["n"], m["named"], m["of"]), ("4096", "23", "23"))
+        self.assertIn("8 groups of 64 nodes", p.stderr)
+
+    def test_bytes_per_rank_and_per_node_do_not_grow_with_the_job(self):
+        per_rank, per_node = [], []
+        for n in (512, 4096):
+            p, m = sim("--ranks", str(n), "--group-nodes", "16", "--missing-leaders", "0",
+                       "--dead-judges", "0")
+            self.assertEqual(p.returncode, 0, p.stderr[-2000:])
+            b = PER_RANK.search(p.stderr)
+            self.assertIsNotNone(b, p.stderr[-2000:])
+            per_rank.append(int(b["rank"]))
+            per_node.append(int(b["node"]))
+        self.assertLess(per_rank[1], per_rank[0] * 1.1)
+        self.assertLess(per_node[1], per_node[0] * 1.1)
+
+    def test_flat_bytes_per_rank_do_not_grow_with_the_job(self):
         per_rank = []
         for n in (256, 1024):
-            p, m = sim("--ranks", str(n))
+            p, m = sim("--flat", "--ranks", str(n))
             self.assertEqual(p.returncode, 0, p.stderr[-2000:])
             per_rank.append(int(m["bytes"]) / n)
         self.assertLess(per_rank[1], per_rank[0] * 1.1)

@@ -1,0 +1,215 @@
+// The tree's choice and a leader's stores and judges (see tree_host.h).
+#include "cli/tree_host.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include "checks/tree_review.h"
+#include "rendezvous/lazy_store.h"
+#include "rendezvous/relay.h"
+#include "rendezvous/store_limits.h"
+#include "rendezvous/tcp_store_client.h"
+#include "util/error.h"
+
+namespace gpudiag::cli {
+
+namespace {
+
+/// The tree turns itself on from this many ranks (GPUDIAG_TREE=auto).
+constexpr int kAutoTreeRanks = 2048;
+
+int port_setting(const Env& env, const char* name, int fallback) {
+  auto v = env.get(name);
+  if (!v) return fallback;
+  auto p = storelimits::parse_bounded(*v, 1, 65534);
+  if (!p)
+    throw UsageError(std::string(name) + "='" + storelimits::store_text(*v, 32) +
+                         "' is not a port (1-65534)",
+                     "unset it, or give a free port for the node leaders' stores");
+  return static_cast<int>(*p);
+}
+
+RelayOptions options(const TreePlan& p, RelayLevel level, int index, double timeout_s) {
+  RelayOptions o;
+  o.level = level;
+  o.index = index;
+  o.layout = p.layout;
+  // A judge's children get the check's timeout and a second per level below
+  // it, so a node that waited out its own straggler still reports in time.
+  const int below = level == RelayLevel::node ? 0 : level == RelayLevel::group ? 1
+                    : p.layout.grouped()                                      ? 2 : 1;
+  o.timeout = std::chrono::milliseconds(static_cast<long>((timeout_s + below) * 1000));
+  o.digest_grace = std::chrono::milliseconds(static_cast<long>((2 * timeout_s + 5) * 1000));
+  return o;
+}
+
+/// A relay's run: until its children said goodbye, or the host stops it.
+/// Between checkpoints the ranks work (the memory test, the timed
+/// collectives): a judge waits for the next one as long as the host lives.
+void run_relay(Relay& r, const std::atomic<bool>& stop) {
+  r.run(std::chrono::hours(24), [&] { return stop.load(); });
+}
+
+}  // namespace
+
+std::optional<TreePlan> plan_tree(const World& w, const Env& env, int master_port) {
+  const std::string mode = env.get_or("GPUDIAG_TREE", "auto");
+  if (mode != "auto" && mode != "on" && mode != "off")
+    throw UsageError("GPUDIAG_TREE='" + storelimits::store_text(mode, 32) + "' is not auto, on or off",
+                     "unset it (auto: node leaders from " + std::to_string(kAutoTreeRanks) +
+                         " ranks), or set on or off");
+  if (mode == "off" || (mode == "auto" && w.size < kAutoTreeRanks)) return std::nullopt;
+  const int per = w.local_size;
+  if (per <= 0 || w.local_rank >= per || w.rank % per != w.local_rank) {
+    if (mode == "on" && w.rank == 0)
+      spdlog::warn("GPUDIAG_TREE=on, but the ranks are not laid out in blocks of LOCAL_WORLD_SIZE "
+                   "(rank {} is local rank {} of {}): one store and one judge serve the job",
+                   w.rank, w.local_rank, per);
+    return std::nullopt;
+  }
+  TreePlan p;
+  p.layout.world = w.size;
+  p.layout.per_node = per;
+  if (auto g = env.get("GPUDIAG_TREE_GROUP_NODES")) {
+    auto v = storelimits::parse_bounded(*g, 2, 4096);
+    if (!v)
+      throw UsageError("GPUDIAG_TREE_GROUP_NODES='" + storelimits::store_text(*g, 32) +
+                           "' is not a number of nodes (2-4096)",
+                       "unset it (128 nodes under each second-level judge)");
+    p.layout.group_nodes = static_cast<int>(*v);
+  }
+  p.node = p.layout.node_of(w.rank);
+  p.node_port = port_setting(env, "GPUDIAG_TREE_PORT", master_port + 1);
+  p.group_port = p.node_port + 1;
+  p.why = mode == "on" ? "GPUDIAG_TREE=on"
+                       : std::to_string(w.size) + " ranks (GPUDIAG_TREE=auto)";
+  return p;
+}
+
+TreeHost::TreeHost(const TreePlan& plan, TreeConnect connect)
+    : plan_(plan), c_(std::move(connect)) {
+  const auto& L = plan_.layout;
+  TcpStoreServerOptions o;
+  o.bind_host = "127.0.0.1";
+  o.port = plan_.node_port;
+  o.token = c_.token;
+  o.secret = c_.secret;
+  o.world_size = L.world;
+  o.expected_clients = L.per_node + 8;
+  o.served_by = "the leader of " + L.node_label(plan_.node) + " (local rank 0, pid " +
+                std::to_string(getpid()) + ") [" + c_.host + "]";
+  o.owned_keys = true;
+  o.launcher_clients = true;  // the leader's judge
+  o.leader_judges = true;
+  o.deaths_from_connections = true;  // a rank whose connection closes without goodbye died
+  node_server_ = std::make_unique<TcpStoreServer>(o);
+  const bool group_host = L.grouped() && plan_.node % L.group_nodes == 0;
+  if (group_host) {
+    TcpStoreServerOptions g;
+    g.port = plan_.group_port;
+    g.token = c_.token;
+    g.secret = c_.secret;
+    g.world_size = L.group_nodes + 8;
+    g.served_by = "the judge of " + L.group_label(L.group_of_node(plan_.node)) + " [" + c_.host + "]";
+    group_server_ = std::make_unique<TcpStoreServer>(g);
+  }
+  start(&TreeHost::run_node);
+  if (group_host) start(&TreeHost::run_group);
+  if (plan_.node == 0) start(&TreeHost::run_root);
+}
+
+void TreeHost::start(void (TreeHost::*what)()) {
+  threads_.emplace_back([this, what] {
+    (this->*what)();
+    std::lock_guard lock(mu_);
+    ++done_;
+    ended_.notify_all();
+  });
+}
+
+void TreeHost::run_node() {
+  try {
+    const auto& L = plan_.layout;
+    const Deadline d = Deadline::after_seconds(c_.timeout_s);
+    TcpStoreClient below("127.0.0.1", plan_.node_port, c_.token, d, c_.secret);
+    std::unique_ptr<Store> root, group;
+    if (L.grouped()) {
+      // The group's judge says where its store is, at the root; the root is
+      // reached again only if that judge is lost.
+      const std::string at = c_.root()->get("tree/group/" + std::to_string(L.group_of_node(plan_.node)),
+                                       Deadline::after_seconds(c_.timeout_s));
+      const auto colon = at.rfind(':');
+      auto port = storelimits::parse_bounded(at.substr(colon + 1), 1, 65535);
+      if (colon == std::string::npos || !port)
+        throw Error(ExitCode::broken, "the root's address of this node's group judge is '" +
+                                          storelimits::store_text(at, 64) + "'");
+      group = std::make_unique<TcpStoreClient>(at.substr(0, colon), static_cast<int>(*port),
+                                               c_.token, d, c_.secret);
+      root = std::make_unique<LazyStore>(c_.root, "the job's store");
+    } else {
+      root = c_.root();
+    }
+    CheckTreeReviewer reviewer;
+    auto o = options(plan_, RelayLevel::node, plan_.node, c_.timeout_s);
+    o.below = &below;
+    o.above = group ? group.get() : root.get();
+    o.root = group ? root.get() : nullptr;
+    o.reviewer = &reviewer;
+    Relay relay(o);
+    run_relay(relay, stop_);
+  } catch (const std::exception& e) {
+    spdlog::warn("the leader of node {} stopped judging: {}", plan_.node, e.what());
+  }
+}
+
+void TreeHost::run_group() {
+  try {
+    const int g = plan_.layout.group_of_node(plan_.node);
+    auto root = c_.root();
+    root->set("tree/group/" + std::to_string(g),
+              c_.address + ":" + std::to_string(plan_.group_port),
+              Deadline::after_seconds(c_.timeout_s));
+    TcpStoreClient below("127.0.0.1", plan_.group_port, c_.token,
+                         Deadline::after_seconds(c_.timeout_s), c_.secret);
+    CheckTreeReviewer reviewer;
+    auto o = options(plan_, RelayLevel::group, g, c_.timeout_s);
+    o.below = &below;
+    o.above = root.get();
+    o.reviewer = &reviewer;
+    Relay relay(o);
+    run_relay(relay, stop_);
+  } catch (const std::exception& e) {
+    spdlog::warn("the judge of group {} stopped: {}", plan_.layout.group_of_node(plan_.node),
+                 e.what());
+  }
+}
+
+void TreeHost::run_root() {
+  try {
+    auto root = c_.root();
+    CheckTreeReviewer reviewer;
+    auto o = options(plan_, RelayLevel::root, 0, c_.timeout_s);
+    o.below = root.get();
+    o.reviewer = &reviewer;
+    Relay relay(o);
+    run_relay(relay, stop_);
+  } catch (const std::exception& e) {
+    spdlog::warn("the root judge stopped: {}", e.what());
+  }
+}
+
+TreeHost::~TreeHost() {
+  // The judges end when every child said goodbye; a child that never does
+  // (it hangs) holds them at most a few timeouts.
+  const auto until = Deadline::after_seconds(3 * c_.timeout_s + 10);
+  {
+    std::unique_lock lock(mu_);
+    ended_.wait_until(lock, until.when(),
+                      [&] { return done_ >= static_cast<int>(threads_.size()); });
+  }
+  stop_ = true;
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
+}
+
+}  // namespace gpudiag::cli

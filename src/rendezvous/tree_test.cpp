@@ -1,0 +1,304 @@
+// The tree of judges (tree.h, relay.h) with real StorePlanes: its parts
+// against hostile text, a whole job's checkpoint through node leaders, group
+// judges and the root, with a rank missing, a leader that never reports and a
+// group judge that is lost, and what a rank and a store carry as the job grows.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <set>
+#include <memory>
+
+#include "rendezvous/lazy_store.h"
+#include "rendezvous/memory_store.h"
+#include "rendezvous/relay.h"
+#include "rendezvous/store_plane.h"
+#include "rendezvous/tcp_store_client.h"
+#include "rendezvous/tcp_store_server.h"
+#include "util/error.h"
+
+namespace gpudiag {
+namespace {
+
+TEST(TreePart, RoundTripsAndDropsWhatTheSenderDoesNotSpeakFor) {
+  TreePart p;
+  p.checkpoint = "exchange";
+  p.records = {{8, "{\"rank\":8}"}, {9, "r9 with \"quotes\"\nand a newline"}, {40, "not mine"}};
+  p.missing = {10, 11, 99};
+  p.notes = {{10, "pid 1 on n1, last phase: device"}, {99, "elsewhere"}};
+  p.aborted = "rank 9 failed";
+  auto back = decode_part(encode_part(p), 8, 15);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->checkpoint, "exchange");
+  EXPECT_EQ(back->records.size(), 2u);
+  EXPECT_EQ(back->records[9], "r9 with \"quotes\"\nand a newline");
+  EXPECT_EQ(back->missing, (std::vector<int>{10, 11}));
+  EXPECT_EQ(back->notes.count(99), 0u);
+  EXPECT_EQ(back->aborted, "rank 9 failed");
+}
+
+TEST(TreePart, RejectsTextThatIsNotAPartOrRunsPastItsEnd) {
+  EXPECT_FALSE(decode_part("", 0, 7));
+  EXPECT_FALSE(decode_part("{\"records\":{}}", 0, 7));
+  TreePart p;
+  p.records = {{1, std::string(100, 'x')}};
+  std::string text = encode_part(p);
+  EXPECT_TRUE(decode_part(text, 0, 7));
+  EXPECT_FALSE(decode_part(text.substr(0, text.size() - 1), 0, 7));  // cut short
+  EXPECT_FALSE(decode_part("gpudiag-part/1 99999999999\n{}", 0, 7));
+  EXPECT_FALSE(decode_part("gpudiag-part/1 2\n{}\n1 5000000000\nx", 0, 7));
+  // Notes are capped whatever the sender says.
+  TreePart many;
+  for (int r = 0; r < 500; ++r) {
+    many.missing.push_back(r);
+    many.notes[r] = "n";
+  }
+  auto back = decode_part(encode_part(many), 0, 499);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->missing.size(), 500u);
+  EXPECT_LE(back->notes.size(), kMaxPartNotes);
+}
+
+TEST(TreeLayout, NamesNodesAndGroupsByTheirRanks) {
+  TreeLayout L{1000, 8, 4};
+  EXPECT_EQ(L.nodes(), 125);
+  EXPECT_TRUE(L.grouped());
+  EXPECT_EQ(L.groups(), 32);
+  EXPECT_EQ(L.node_label(124), "node 124 (ranks 992-999)");
+  EXPECT_EQ(L.group_label(31), "group 31 (nodes 124, ranks 992-999)");
+  EXPECT_FALSE((TreeLayout{1024, 8, 128}).grouped());
+}
+
+/// A store that is gone: every call fails as a lost connection does.
+class GoneStore : public Store {
+ public:
+  [[noreturn]] static void lost() { throw Error(ExitCode::broken, "lost the store at gone:1"); }
+  void set(const std::string&, const std::string&, Deadline) override { lost(); }
+  std::string get(const std::string&, Deadline) override { lost(); }
+  std::optional<std::string> try_get(const std::string&, Deadline) override { lost(); }
+  std::int64_t add(const std::string&, std::int64_t, Deadline) override { lost(); }
+  bool wait(const std::vector<std::string>&, Deadline) override { lost(); }
+  std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>&,
+                                                    Deadline) override {
+    lost();
+  }
+  std::string address() const override { return "gone:1"; }
+};
+
+/// One rank's view of its node's store (the plane owns its Store).
+class View : public Store {
+ public:
+  explicit View(Store& s) : s_(s) {}
+  void set(const std::string& k, const std::string& v, Deadline d) override { s_.set(k, v, d); }
+  std::string get(const std::string& k, Deadline d) override { return s_.get(k, d); }
+  std::optional<std::string> try_get(const std::string& k, Deadline d) override {
+    return s_.try_get(k, d);
+  }
+  std::int64_t add(const std::string& k, std::int64_t v, Deadline d) override {
+    return s_.add(k, v, d);
+  }
+  bool wait(const std::vector<std::string>& k, Deadline d) override { return s_.wait(k, d); }
+  std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>& k,
+                                                    Deadline d) override {
+    return s_.multi_get(k, d);
+  }
+  std::string address() const override { return s_.address(); }
+
+ private:
+  Store& s_;
+};
+
+/// A whole job in one thread: ranks on MemoryStores, every level's relay,
+/// driven step by step as the simulator does. Each relay gets its own
+/// connection to the root's and the groups' stores from `connect` (-1: the
+/// root's; g: group g's): views of MemoryStores, or real TCP clients.
+struct Rig {
+  TreeLayout L;
+  MemoryStore root{"root"};
+  std::vector<std::unique_ptr<MemoryStore>> nodes, groups;
+  std::vector<std::unique_ptr<Store>> links;  ///< every relay's connections
+  std::function<std::unique_ptr<Store>(int)> connect;
+  std::vector<std::unique_ptr<Relay>> leaders, judges;
+  std::unique_ptr<Relay> top;
+  std::vector<std::unique_ptr<Plane>> planes;
+  std::set<int> silent_leaders;  ///< nodes whose leader never reports
+  int lost_group = -1;           ///< its judge is gone from the start
+  GoneStore gone;
+
+  Rig(int world, int per_node, int group_nodes) : L{world, per_node, group_nodes} {
+    for (int g = 0; g < L.groups(); ++g)
+      groups.push_back(std::make_unique<MemoryStore>("group" + std::to_string(g)));
+    connect = [this](int which) -> std::unique_ptr<Store> {
+      return std::make_unique<View>(which < 0 ? root : *groups[which]);
+    };
+  }
+
+  Store* link(int which) {
+    links.push_back(connect(which));
+    return links.back().get();
+  }
+
+  RelayOptions opts(RelayLevel level, int index) {
+    RelayOptions o;
+    o.level = level;
+    o.index = index;
+    o.layout = L;
+    o.timeout = std::chrono::milliseconds(300);
+    o.digest_grace = std::chrono::milliseconds(2000);
+    return o;
+  }
+
+  void build() {
+    for (int g = 0; g < L.groups(); ++g) {
+      auto o = opts(RelayLevel::group, g);
+      o.below = link(g);
+      o.above = link(-1);
+      judges.push_back(std::make_unique<Relay>(o));
+    }
+    for (int k = 0; k < L.nodes(); ++k) {
+      nodes.push_back(std::make_unique<MemoryStore>("node" + std::to_string(k)));
+      auto o = opts(RelayLevel::node, k);
+      o.below = nodes.back().get();
+      if (L.grouped()) {
+        const int g = L.group_of_node(k);
+        o.above = g == lost_group ? static_cast<Store*>(&gone) : link(g);
+        links.push_back(std::make_unique<LazyStore>([this] { return connect(-1); }, "root"));
+        o.root = links.back().get();
+      } else {
+        o.above = link(-1);
+      }
+      leaders.push_back(std::make_unique<Relay>(o));
+    }
+    auto o = opts(RelayLevel::root, 0);
+    o.below = link(-1);
+    top = std::make_unique<Relay>(o);
+    for (int r = 0; r < L.world; ++r) {
+      const int k = L.node_of(r);
+      StorePlaneIdentity id{r, L.world, r % L.per_node, "n" + std::to_string(k), 1000 + r};
+      id.tree = true;
+      std::tie(id.node_first, id.node_last) = L.ranks_of_node(k);
+      id.judge_grace = std::chrono::milliseconds(3000);
+      planes.push_back(make_store_plane(std::make_unique<View>(*nodes[k]), id,
+                                        Deadline::after_seconds(5)));
+    }
+  }
+
+  /// One checkpoint; ranks in `absent` do not arrive. Returns each rank's view.
+  std::vector<Gathered> checkpoint(int seq, const std::set<int>& absent,
+                                   const std::vector<std::vector<int>>& needs = {}) {
+    auto need = [&](int r) { return r < static_cast<int>(needs.size()) ? needs[r] : std::vector<int>{}; };
+    auto arrives = [&](int r) { return !absent.count(r) && !silent_leaders.count(L.node_of(r)); };
+    for (int r = 0; r < L.world; ++r)
+      if (arrives(r)) publish_record(*planes[r], "exchange", "rec" + std::to_string(r), need(r));
+    for (int k = 0; k < L.nodes(); ++k)
+      if (!silent_leaders.count(k)) leaders[k]->collect(seq, Deadline::after_seconds(5));
+    for (int g = 0; g < L.groups(); ++g)
+      if (g != lost_group) judges[g]->collect(seq, Deadline::after_seconds(5));
+    top->collect(seq, Deadline::after_seconds(5));
+    for (int g = 0; g < L.groups(); ++g)
+      if (g != lost_group) judges[g]->pass_down(seq);
+    for (int k = 0; k < L.nodes(); ++k)
+      if (!silent_leaders.count(k)) leaders[k]->pass_down(seq);
+    std::vector<Gathered> out(L.world);
+    for (int r = 0; r < L.world; ++r)
+      if (arrives(r))
+        out[r] = planes[r]->gather_all("exchange", "rec" + std::to_string(r),
+                                       Deadline::after_seconds(1), {}, need(r), {});
+    return out;
+  }
+};
+
+TEST(Tree, EveryRankReadsTheRootsDigestThroughItsLeader) {
+  Rig rig(16, 4, 128);  // 4 nodes straight under the root
+  rig.build();
+  auto seen = rig.checkpoint(0, {6}, {{}, {13}});  // rank 1 needs rank 13 (node 3)
+  for (int r = 0; r < 16; ++r) {
+    if (r == 6) continue;
+    EXPECT_TRUE(seen[r].judged) << r;
+    EXPECT_EQ(seen[r].missing, std::vector<int>{6}) << r;
+    EXPECT_EQ(seen[r].records.at(0), "rec0") << r;  // rank 0's record reaches everyone
+  }
+  EXPECT_EQ(seen[1].records.at(13), "rec13");
+  EXPECT_FALSE(seen[2].records.at(13));  // not asked for: not read
+  EXPECT_NE(seen[3].notes.at(6).find("pid 1006 on n1"), std::string::npos) << seen[3].notes.at(6);
+}
+
+TEST(Tree, ASilentLeaderIsNamedWithItsRanksAndALostGroupJudgesNodesReportToTheRoot) {
+  Rig rig(32, 2, 4);  // 16 nodes in 4 groups
+  rig.silent_leaders = {5};
+  rig.lost_group = 2;  // nodes 8-11 report to the root instead
+  rig.build();
+  auto seen = rig.checkpoint(0, {});
+  for (int r = 0; r < 32; ++r) {
+    if (r == 10 || r == 11) continue;
+    EXPECT_EQ(seen[r].missing, (std::vector<int>{10, 11})) << r;
+    EXPECT_NE(seen[r].notes.at(10).find("node 5 (ranks 10-11): its leader did not report"),
+              std::string::npos)
+        << seen[r].notes.at(10);
+  }
+  // The next checkpoint does not wait again, and names them without a note.
+  auto again = rig.checkpoint(1, {});
+  EXPECT_EQ(again[0].missing, (std::vector<int>{10, 11}));
+  EXPECT_EQ(again[17].missing, (std::vector<int>{10, 11}));
+}
+
+TEST(Tree, AFailureAnnouncedOnOneNodeReachesEveryOtherNodesStore) {
+  Rig rig(16, 4, 2);  // 4 nodes in 2 groups
+  rig.build();
+  rig.checkpoint(0, {});
+  rig.planes[13]->announce_failure("rank 13 [n3-1] failed in device: ECC");
+  // Copied up and down while relays wait or idle (every 100 ms at most).
+  for (int i = 0; i < 50 && !rig.planes[2]->peer_failure(); ++i) {
+    rig.leaders[3]->forward_announcements();
+    rig.judges[1]->forward_announcements();
+    rig.judges[0]->forward_announcements();
+    rig.leaders[0]->forward_announcements();
+    rig.root.wait({"never"}, Deadline::after(std::chrono::milliseconds(30)));
+  }
+  auto f = rig.planes[2]->peer_failure();
+  ASSERT_TRUE(f);
+  EXPECT_NE(f->find("rank 13 [n3-1] failed in device: ECC"), std::string::npos);
+  EXPECT_FALSE(rig.planes[13]->peer_failure());  // its own, not echoed back
+}
+
+TEST(Tree, ARanksBytesAndAPartsSizeDoNotGrowWithTheJob) {
+  std::vector<double> rank_bytes, node_bytes;
+  for (int world : {64, 512}) {
+    Rig rig(world, 8, 4);
+    rig.build();
+    for (int seq = 0; seq < 3; ++seq) rig.checkpoint(seq, {});
+    rank_bytes.push_back(static_cast<double>(rig.planes[9]->bytes_moved()));
+    node_bytes.push_back(static_cast<double>(rig.leaders[1]->bytes_up()));
+  }
+  EXPECT_LT(rank_bytes[1], rank_bytes[0] * 1.05);
+  EXPECT_LT(node_bytes[1], node_bytes[0] * 1.05);
+}
+
+TEST(Tree, EveryStoreServesABoundedNumberOfClientsAsTheJobGrows) {
+  // Real TCP stores for the root and the groups, one checkpoint through real
+  // relays: a group's store serves its nodes' leaders and its judge, the
+  // root's the groups' judges and the root's own, whatever the job's size.
+  for (int nodes : {16, 64}) {
+    Rig rig(nodes * 2, 2, 8);
+    TcpStoreServerOptions so;
+    so.bind_host = "127.0.0.1";
+    so.token = "t";
+    so.world_size = 64;
+    TcpStoreServer root(so);
+    std::vector<std::unique_ptr<TcpStoreServer>> groups;
+    for (int g = 0; g < rig.L.groups(); ++g) groups.push_back(std::make_unique<TcpStoreServer>(so));
+    rig.connect = [&](int which) -> std::unique_ptr<Store> {
+      const int port = which < 0 ? root.port() : groups[which]->port();
+      return std::make_unique<TcpStoreClient>("127.0.0.1", port, "t", Deadline::after_seconds(5));
+    };
+    rig.build();
+    auto seen = rig.checkpoint(0, {3});
+    EXPECT_EQ(seen[nodes * 2 - 1].missing, std::vector<int>{3});
+    // Leaders reach the root only when their group's judge is lost.
+    EXPECT_EQ(root.stats().connections, static_cast<std::size_t>(rig.L.groups() + 1));
+    for (auto& g : groups) EXPECT_EQ(g->stats().connections, 8u + 1u);
+  }
+}
+
+}  // namespace
+}  // namespace gpudiag
