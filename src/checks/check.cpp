@@ -232,8 +232,14 @@ class CheckRun {
     auto judge = [&](const Gathered& g) {
       return encode_review(review_table(decoded(g), result_.table, g.missing, exchange));
     };
-    auto gathered = plane_.gather_all(name, encode(me()), deadline, result_.live,
-                                      exchange ? exchange_needs() : std::vector<int>{}, judge);
+    std::vector<int> need = exchange ? exchange_needs() : std::vector<int>{};
+    if (std::string(name) == "barrier" && me().rank == 0) {
+      // The report's table: every rank's last record (a judge has them; a
+      // rank under node leaders asks for them).
+      need.resize(plane_.size());
+      for (int r = 0; r < plane_.size(); ++r) need[r] = r;
+    }
+    auto gathered = plane_.gather_all(name, encode(me()), deadline, result_.live, need, judge);
     review_ = read_review(gathered, exchange);
     if (me().rank != 0 && gathered.judged)
       result_.judged_all_ok = review_.failed == 0 && gathered.missing.empty();

@@ -62,9 +62,46 @@ std::string CheckTreeReviewer::merge(const std::string&, const std::vector<std::
       lines->resize(kReviewNames);
       lines->push_back("(" + std::to_string(more) + " more in the groups' reviews)");
     }
-  // Each group compared its own nodes; one comparison stands for the job
-  // only when there was one group.
+  // Each group compared its own nodes: the job's comparison adds them up
+  // (ranks and hosts compared, every group's differences and findings, up to
+  // the usual few); a difference between two whole groups is not seen.
   if (prints.size() == 1) out.fingerprint = std::move(prints[0]);
+  if (prints.size() > 1) {
+    nlohmann::json j;
+    std::size_t ranks = 0, hosts = 0, fields = 0, more_d = 0, more_f = 0;
+    auto diffs = nlohmann::json::array(), finds = nlohmann::json::array();
+    auto num = [](const nlohmann::json& p, const char* k) -> std::size_t {
+      auto it = p.find(k);
+      return it != p.end() && it->is_number_unsigned() ? it->get<std::size_t>() : 0;
+    };
+    for (const auto& p : prints) {
+      if (!p.is_object()) continue;
+      ranks += num(p, "ranks_compared");
+      hosts += num(p, "hosts");
+      fields = std::max(fields, num(p, "fields_compared"));
+      more_d += num(p, "more_differences");
+      more_f += num(p, "more_findings");
+      for (const char* k : {"differences", "findings"}) {
+        auto it = p.find(k);
+        if (it == p.end() || !it->is_array()) continue;
+        const bool is_diff = std::string(k) == "differences";
+        auto& to = is_diff ? diffs : finds;
+        for (const auto& d : *it) {
+          if (to.size() < kReviewNames) to.push_back(d);
+          else ++(is_diff ? more_d : more_f);
+        }
+      }
+    }
+    j["ranks_compared"] = ranks;
+    j["hosts"] = hosts;
+    j["fields_compared"] = fields;
+    j["differences"] = std::move(diffs);
+    j["more_differences"] = more_d;
+    j["findings"] = std::move(finds);
+    j["more_findings"] = more_f;
+    j["within_groups"] = prints.size();
+    out.fingerprint = std::move(j);
+  }
   return encode_review(out);
 }
 

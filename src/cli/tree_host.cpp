@@ -127,6 +127,19 @@ void TreeHost::start(void (TreeHost::*what)()) {
   });
 }
 
+/// A group judge's store at "host:port", as the root lists it.
+std::unique_ptr<Store> TreeHost::connect_at(const std::string& at) {
+  const auto colon = at.rfind(':');
+  auto port = colon == std::string::npos
+                  ? std::nullopt
+                  : storelimits::parse_bounded(at.substr(colon + 1), 1, 65535);
+  if (!port)
+    throw Error(ExitCode::broken,
+                "the root lists a group judge's store at '" + storelimits::store_text(at, 64) + "'");
+  return std::make_unique<TcpStoreClient>(at.substr(0, colon), static_cast<int>(*port), c_.token,
+                                          Deadline::after_seconds(c_.timeout_s), c_.secret);
+}
+
 void TreeHost::run_node() {
   try {
     const auto& L = plan_.layout;
@@ -136,21 +149,20 @@ void TreeHost::run_node() {
     if (L.grouped()) {
       // The group's judge says where its store is, at the root; the root is
       // reached again only if that judge is lost.
-      const std::string at = c_.root()->get("tree/group/" + std::to_string(L.group_of_node(plan_.node)),
-                                       Deadline::after_seconds(c_.timeout_s));
-      const auto colon = at.rfind(':');
-      auto port = storelimits::parse_bounded(at.substr(colon + 1), 1, 65535);
-      if (colon == std::string::npos || !port)
-        throw Error(ExitCode::broken, "the root's address of this node's group judge is '" +
-                                          storelimits::store_text(at, 64) + "'");
-      group = std::make_unique<TcpStoreClient>(at.substr(0, colon), static_cast<int>(*port),
-                                               c_.token, d, c_.secret);
+      group = connect_at(c_.root()->get(
+          "tree/group/" + std::to_string(L.group_of_node(plan_.node)), d));
       root = std::make_unique<LazyStore>(c_.root, "the job's store");
     } else {
       root = c_.root();
     }
     CheckTreeReviewer reviewer;
     auto o = options(plan_, RelayLevel::node, plan_.node, c_.timeout_s);
+    // Rank 0's report reads every group's records once, at the end.
+    o.connect_group = [this](int g) -> std::unique_ptr<Store> {
+      const auto at = c_.root()->get("tree/group/" + std::to_string(g),
+                                     Deadline::after_seconds(c_.timeout_s));
+      return connect_at(at);
+    };
     o.below = &below;
     o.above = group ? group.get() : root.get();
     o.root = group ? root.get() : nullptr;

@@ -64,6 +64,7 @@ class TreeHost {
   TreeHost& operator=(const TreeHost&) = delete;
 
  private:
+  std::unique_ptr<Store> connect_at(const std::string& host_port);
   void run_node();
   void run_group();
   void run_root();

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
 
 #include "rendezvous/checkpoint_digest.h"
 #include "rendezvous/store_limits.h"
@@ -305,8 +306,13 @@ void Relay::copy_needs(int seq) {
   for (int r = a; r <= b; ++r) keys.push_back("need/" + std::to_string(seq) + "/" + std::to_string(r));
   auto v = o_.below->multi_get(keys, Deadline::after(kAnswer));
   std::set<int> wanted;
+  bool every = false;
   for (const auto& text : v) {
     if (!text) continue;
+    if (*text == "*") {
+      every = true;
+      continue;
+    }
     std::size_t count = 0, at = 0;
     while (at <= text->size() && count++ < kMaxNeeds) {
       auto comma = text->find(',', at);
@@ -318,21 +324,53 @@ void Relay::copy_needs(int seq) {
       at = comma + 1;
     }
   }
-  if (wanted.empty()) return;
+  if (wanted.empty() && !every) return;
   std::vector<int> nodes;
-  for (int r : wanted)
-    if (nodes.empty() || nodes.back() != L.node_of(r)) nodes.push_back(L.node_of(r));
-  std::vector<std::string> part_keys;
-  for (int k : nodes) part_keys.push_back(tree_cp(seq) + "node/" + std::to_string(k));
-  auto parts = parent().multi_get(part_keys, Deadline::after(kAnswer));
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    if (!parts[i]) continue;
-    up_bytes_ += part_keys[i].size() + parts[i]->size();
-    auto [first, last] = L.ranks_of_node(nodes[i]);
-    auto p = decode_part(*parts[i], first, last);
-    if (!p) continue;
-    for (const auto& [r, text] : p->records)
-      if (wanted.count(r)) o_.below->set(cp(seq) + std::to_string(r), text, Deadline::after(kAnswer));
+  if (every) {
+    for (int k = 0; k < L.nodes(); ++k)
+      if (k != o_.index) nodes.push_back(k);
+  } else {
+    for (int r : wanted)
+      if (nodes.empty() || nodes.back() != L.node_of(r)) nodes.push_back(L.node_of(r));
+  }
+  // Nodes' parts are in the parent's store (a group's own nodes), or in the
+  // store of their group's judge (every record, at the end, on rank 0's node).
+  std::map<int, std::vector<int>> by_store;  // -1: the parent's
+  for (int k : nodes) {
+    const int g = L.grouped() ? L.group_of_node(k) : -1;
+    const bool here = !L.grouped() || g == L.group_of_node(o_.index) || parent_lost_;
+    by_store[here || !o_.connect_group ? -1 : g].push_back(k);
+  }
+  for (const auto& [g, ks] : by_store) {
+    std::unique_ptr<Store> other;
+    Store* from = &parent();
+    if (g >= 0) {
+      try {
+        other = o_.connect_group(g);
+        from = other.get();
+      } catch (const Error& e) {
+        spdlog::warn("{}: cannot read {}'s records: {}", L.node_label(o_.index), L.group_label(g),
+                     e.one_line());
+        continue;
+      }
+    }
+    constexpr std::size_t kSlice = 128;  // parts per request
+    for (std::size_t at = 0; at < ks.size(); at += kSlice) {
+      std::vector<std::string> part_keys;
+      for (std::size_t i = at; i < ks.size() && i < at + kSlice; ++i)
+        part_keys.push_back(tree_cp(seq) + "node/" + std::to_string(ks[i]));
+      auto parts = from->multi_get(part_keys, Deadline::after(kAnswer));
+      for (std::size_t i = 0; i < part_keys.size(); ++i) {
+        if (!parts[i]) continue;
+        up_bytes_ += part_keys[i].size() + parts[i]->size();
+        auto [first, last] = L.ranks_of_node(ks[at + i]);
+        auto p = decode_part(*parts[i], first, last);
+        if (!p) continue;
+        for (const auto& [r, text] : p->records)
+          if (every || wanted.count(r))
+            o_.below->set(cp(seq) + std::to_string(r), text, Deadline::after(kAnswer));
+      }
+    }
   }
 }
 

@@ -29,6 +29,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -54,6 +55,9 @@ struct RelayOptions {
   /// How long a relay waits for its parent's digest past its own decision:
   /// the levels above may each wait `timeout` for their own stragglers.
   std::chrono::milliseconds digest_grace{5000};
+  /// (A node) a connection to group g's store, to read other groups' nodes'
+  /// records when a rank asks for every record ("*"); unset: its own group's.
+  std::function<std::unique_ptr<Store>(int group)> connect_group;
 };
 
 class Relay {

@@ -199,8 +199,12 @@ class StorePlane : public Plane {
       if (me_.rank == me_.node_first)
         answered([&](Deadline d) { set(prefix + "name", name, d); });
       std::string far;
-      for (int r : need)
-        if (r < me_.node_first || r > me_.node_last) far += (far.empty() ? "" : ",") + std::to_string(r);
+      if (static_cast<int>(need.size()) >= me_.size)
+        far = "*";  // every record: the report's table, on rank 0 at the end
+      else
+        for (int r : need)
+          if (r < me_.node_first || r > me_.node_last)
+            far += (far.empty() ? "" : ",") + std::to_string(r);
       if (!far.empty())
         answered([&](Deadline d) {
           set("need/" + prefix.substr(3) + std::to_string(me_.rank), far, d);
@@ -219,12 +223,17 @@ class StorePlane : public Plane {
       for (int r : need)
         if (r != me_.rank && r >= 0 && r < me_.size && !g.records[r]) want.push_back(r);
       if (want.empty()) return;
-      std::vector<std::string> keys;
-      for (int r : want) keys.push_back(prefix + std::to_string(r));
-      auto values = multi_get(keys);
-      for (std::size_t i = 0; i < want.size(); ++i)
-        if (!std::binary_search(g.missing.begin(), g.missing.end(), want[i]))
-          g.records[want[i]] = std::move(values[i]);
+      // In slices, so a table of 100,000 records stays within a reply's cap.
+      constexpr std::size_t kSlice = 2048;
+      for (std::size_t at = 0; at < want.size(); at += kSlice) {
+        std::vector<std::string> keys;
+        for (std::size_t i = at; i < want.size() && i < at + kSlice; ++i)
+          keys.push_back(prefix + std::to_string(want[i]));
+        auto values = multi_get(keys);
+        for (std::size_t i = 0; i < keys.size(); ++i)
+          if (!std::binary_search(g.missing.begin(), g.missing.end(), want[at + i]))
+            g.records[want[at + i]] = std::move(values[i]);
+      }
       return;
     }
     std::vector<std::string> keys;

@@ -19,7 +19,8 @@
 //   dead/<r>      set by a launcher before it announces rank r's death, so a
 //                 checkpoint stops waiting for r at once
 //   cp/<n>/name   the checkpoint's name, for the leader (tree only)
-//   need/<n>/<r>  records rank r reads from other nodes, "5,17" (tree only)
+//   need/<n>/<r>  records rank r reads from other nodes, "5,17", or "*" for
+//                 every record (the report's table on rank 0; tree only)
 //   server        set by gpudiag's server itself: who serves it, "rank 0 [node1]"
 //   duplicates    set by gpudiag's server itself: ranks claimed by a second
 //                 connection, which may not write them (key_owners.h)

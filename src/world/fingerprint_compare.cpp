@@ -360,8 +360,13 @@ std::string render_fingerprint(const nlohmann::json& j) {
   const long long more = num(j, "more_differences");
   const std::size_t shown = diffs.is_array() ? std::min<std::size_t>(diffs.size(), kNamed) : 0;
   if (shown == 0) {
+    const long long groups = num(j, "within_groups");
     out = "fingerprint: " + std::to_string(num(j, "fields_compared")) + " fields agree on all " +
-          std::to_string(num(j, "ranks_compared")) + " ranks\n";
+          std::to_string(num(j, "ranks_compared")) + " ranks" +
+          (groups > 1 ? " (compared within each of " + std::to_string(groups) +
+                            " groups of nodes; groups not compared with each other)"
+                      : std::string()) +
+          "\n";
   } else {
     out = "fingerprint: " + std::to_string(shown + more) + " of " +
           std::to_string(num(j, "fields_compared")) + " fields differ between the " +
