@@ -53,8 +53,20 @@ void join_tree(Job& job, const TreePlan& tree, const Env& env, double timeout_s)
     job.setup.store_unauthenticated = job.store.unauthenticated_why.empty()
                                           ? "no job secret"
                                           : job.store.unauthenticated_why;
-  auto client = std::make_unique<TcpStoreClient>("127.0.0.1", tree.node_port, token.value,
-                                                 deadline, key, static_cast<std::uint32_t>(w.rank));
+  std::unique_ptr<TcpStoreClient> client;
+  try {
+    client = std::make_unique<TcpStoreClient>("127.0.0.1", tree.node_port, token.value, deadline,
+                                              key, static_cast<std::uint32_t>(w.rank));
+  } catch (const Error& e) {
+    if (e.code() != ExitCode::timeout && e.code() != ExitCode::broken) throw;
+    throw Error(e.code(),
+                "rank " + std::to_string(w.rank) + " cannot reach the leader of " +
+                    tree.layout.node_label(tree.node) + " (local rank 0 of this host, " + tree.why +
+                    "), which serves the node's store at 127.0.0.1:" +
+                    std::to_string(tree.node_port) + ": " + e.what(),
+                "look at local rank 0's output on this host: it stopped, or never started; "
+                "GPUDIAG_TREE=off runs the job with one store");
+  }
   StorePlaneIdentity id{w.rank, w.size, w.local_rank, job.setup.host, getpid(),
                         "the leader of " + tree.layout.node_label(tree.node) + " (local rank 0)"};
   id.tree = true;

@@ -341,17 +341,23 @@ void Relay::copy_needs(int seq) {
     const bool here = !L.grouped() || g == L.group_of_node(o_.index) || parent_lost_;
     by_store[here || !o_.connect_group ? -1 : g].push_back(k);
   }
+  Store* root = o_.root ? o_.root : &parent();
   for (const auto& [g, ks] : by_store) {
     std::unique_ptr<Store> other;
     Store* from = &parent();
     if (g >= 0) {
-      try {
-        other = o_.connect_group(g);
-        from = other.get();
-      } catch (const Error& e) {
-        spdlog::warn("{}: cannot read {}'s records: {}", L.node_label(o_.index), L.group_label(g),
-                     e.one_line());
-        continue;
+      // A group whose judge was lost: its nodes reported to the root.
+      if (root->try_get("tree/lost/" + std::to_string(g), Deadline::after(kAnswer))) {
+        from = root;
+      } else {
+        try {
+          other = o_.connect_group(g);
+          from = other.get();
+        } catch (const Error& e) {
+          spdlog::warn("{}: cannot read {}'s records: {}", L.node_label(o_.index),
+                       L.group_label(g), e.one_line());
+          continue;
+        }
       }
     }
     constexpr std::size_t kSlice = 128;  // parts per request

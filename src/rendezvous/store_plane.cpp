@@ -431,7 +431,11 @@ class StorePlane : public Plane {
 
   /// A store error that is not a timeout means the store is gone for good.
   void note_lost(const Error& e) {
-    if (e.code() != ExitCode::timeout && !lost_) lost_ = e.one_line();
+    if (e.code() != ExitCode::timeout && !lost_)
+      // Under node leaders the store is the node's: say whose it was.
+      lost_ = e.one_line() + (me_.tree && e.one_line().find(server_) == std::string::npos
+                                  ? " (" + server_ + " served it)"
+                                  : "");
   }
 
   /// Runs `call`, a request the store answers at once, with the answer window

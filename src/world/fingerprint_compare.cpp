@@ -368,9 +368,14 @@ std::string render_fingerprint(const nlohmann::json& j) {
                       : std::string()) +
           "\n";
   } else {
+    const long long groups = num(j, "within_groups");
     out = "fingerprint: " + std::to_string(shown + more) + " of " +
           std::to_string(num(j, "fields_compared")) + " fields differ between the " +
-          std::to_string(num(j, "ranks_compared")) + " ranks\n";
+          std::to_string(num(j, "ranks_compared")) + " ranks" +
+          (groups > 1 ? " (compared within each of " + std::to_string(groups) +
+                            " groups of nodes; groups not compared with each other)"
+                      : std::string()) +
+          "\n";
     for (std::size_t i = 0; i < shown; ++i) {
       if (!diffs[i].is_object()) continue;
       out += "  " + std::string(str(diffs[i], "severity") == "broken" ? "BROKEN: " : "warning: ") +

@@ -1,0 +1,120 @@
+"""Node leaders with real processes on "nodes" made of network namespaces on
+one bridge (scripts/netns-hosts.sh star): 4 nodes of 3 ranks each, started by
+hand as a node's ranks are (torchrun's variables, or srun's), GPUDIAG_TREE=on
+and groups of 2 nodes, so every level is there: each node's local rank 0
+serves its node's store and judges it, nodes 1 and 3 (0-based 0 and 2) also
+judge their group, node 1 the root.
+  - a healthy job: every rank OK, rank 0's table has all 12 ranks on 4 hosts;
+  - node 3's leader killed at the exchange (it is also its group's judge):
+    its two other ranks say they lost their node's leader, the root names
+    the node's ranks missing, node 4 (whose group judge died with it)
+    reports to the root instead, and every process ends."""
+import os
+import subprocess
+import tempfile
+import unittest
+
+from harness import BIN, SOURCE_DIR, clean_env, raise_at, run, strip_prefix
+
+NETNS = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
+NODES, PER_NODE = 4, 3
+WORLD = NODES * PER_NODE
+
+
+@unittest.skipUnless(os.geteuid() == 0, "network namespaces need root")
+class NodeLeadersOnNamespaceNodes(unittest.TestCase):
+    PREFIX = "gtr"
+
+    def setUp(self):
+        p = run([NETNS, "star", self.PREFIX, str(NODES)], timeout=60)
+        if p.returncode != 0:
+            self.skipTest("cannot create network namespaces here: " + p.stderr.strip())
+        self.addCleanup(run, [NETNS, "star-down", self.PREFIX, str(NODES)], timeout=60)
+        self.dir = tempfile.mkdtemp()
+        if not os.environ.get("GPUDIAG_KEEP_TREE_LOGS"):
+            self.addCleanup(lambda: subprocess.run(["rm", "-rf", self.dir]))
+
+    def rank_env(self, rank, style):
+        node, local = divmod(rank, PER_NODE)
+        if style == "torchrun":
+            return {"RANK": rank, "WORLD_SIZE": WORLD, "LOCAL_RANK": local,
+                    "LOCAL_WORLD_SIZE": PER_NODE, "GROUP_RANK": node}
+        return {"SLURM_JOB_ID": 4242, "SLURM_STEP_ID": 0, "SLURM_PROCID": rank,
+                "SLURM_NTASKS": WORLD, "SLURM_LOCALID": local, "SLURM_NTASKS_PER_NODE": PER_NODE,
+                "SLURM_NODEID": node, "SLURM_NNODES": NODES}
+
+    def job(self, style, extra_env=None):
+        """Starts every node's ranks by hand; returns {rank: (rc, output)}."""
+        procs = []
+        for i in range(NODES):
+            lines = [f"hostname node{i + 1}"]
+            for local in range(PER_NODE):
+                r = i * PER_NODE + local
+                env = " ".join(f"{k}={v}" for k, v in self.rank_env(r, style).items())
+                out = os.path.join(self.dir, f"rank{r}")
+                lines.append(f"(env {env} /usr/bin/time -f '%e s' {BIN} check --backend host --timeout 10 > {out}.out "
+                             f"2>&1; echo $? > {out}.rc) &")
+            lines.append("wait")
+            procs.append(subprocess.Popen(
+                ["ip", "netns", "exec", f"{self.PREFIX}-{i + 1}", "unshare", "--uts", "sh", "-c",
+                 "\n".join(lines)],
+                env=dict(clean_env(), MASTER_ADDR="10.78.0.1", MASTER_PORT="29810",
+                         GPUDIAG_TREE="on", GPUDIAG_TREE_GROUP_NODES="2",
+                         GPUDIAG_SECRET="t" * 32, GPUDIAG_LOG_LEVEL="info", **(extra_env or {}))))
+        for p in procs:
+            try:
+                p.wait(timeout=240)
+            finally:
+                p.kill()
+        result = {}
+        for r in range(WORLD):
+            with open(os.path.join(self.dir, f"rank{r}.out")) as f:
+                out = f.read()
+            with open(os.path.join(self.dir, f"rank{r}.rc")) as f:
+                result[r] = (int(f.read().strip()), out)
+        return result
+
+    def test_a_healthy_job_meets_through_every_level(self):
+        ranks = self.job("torchrun")
+        for r, (rc, out) in ranks.items():
+            self.assertEqual(rc, 0, (r, out[-3000:]))
+            self.assertIn(f"is OK (global rank: {r}/{WORLD})", out)
+            node = r // PER_NODE
+            self.assertIn(f"meeting the job through the leader of node {node} "
+                          f"(ranks {node * PER_NODE}-{node * PER_NODE + 2}) (local rank 0)", out)
+        text = strip_prefix(ranks[0][1])
+        self.assertIn(f"summary: {WORLD}/{WORLD} ranks OK on {NODES} hosts", text)
+        # The report's table has every rank's timings, not just rank 0's.
+        rows = [line.split() for line in text.splitlines() if line[:1].isdigit()]
+        self.assertEqual([row[0] for row in rows], [str(r) for r in range(WORLD)], text)
+        for row in rows:
+            self.assertEqual(row[-1], "OK", row)
+            self.assertNotIn("-", row[4:9], row)
+        self.assertIn("compared within each of 2 groups of nodes", text)
+
+    def test_a_killed_leader_is_named_and_its_group_reports_to_the_root(self):
+        # Rank 6 is local rank 0 of node3 (0-based node 2): its node's leader
+        # and the judge of group 1 (nodes 2-3). srun's variables this time.
+        ranks = self.job("srun", raise_at("SIGKILL@exchange:6"))
+        self.assertEqual(ranks[6][0], 137, ranks[6][1][-2000:])
+        for r in (7, 8):
+            rc, out = ranks[r]
+            self.assertNotEqual(rc, 0, out[-2000:])
+            self.assertIn("the leader of node 2 (ranks 6-8)", out, (r, out[-3000:]))
+        for r in (0, 1, 5, 9, 11):
+            rc, out = ranks[r]
+            self.assertNotEqual(rc, 0, (r, out[-2000:]))
+            self.assertIn("rank 6 did not reach the exchange checkpoint", out, (r, out[-3000:]))
+            self.assertIn("node 2 (ranks 6-8): its leader did not report", out, (r, out[-3000:]))
+        # Node 3 (ranks 9-11) lost its group's judge with rank 6, and was heard
+        # through the root: its ranks are not among the missing.
+        summary = strip_prefix(ranks[0][1])
+        self.assertIn("ranks 6-8 missing: ", summary, summary[-3000:])
+        rows = {line.split()[0]: line for line in summary.splitlines() if line[:1].isdigit()}
+        for r in (9, 10, 11):
+            self.assertIn("node4", rows[str(r)], summary[-3000:])
+            self.assertNotIn("MISSING", rows[str(r)], summary[-3000:])
+
+
+if __name__ == "__main__":
+    unittest.main()
