@@ -1,12 +1,20 @@
 #!/usr/bin/env python3
 """The control plane at scale: build/gpudiag-sim (src/sim/simulator.h) runs N
-simulated ranks through the check's 5 checkpoints against a real store, with
-faults injected, at 1k, 4k and 16k ranks: with the digest, and (up to
---all-to-all-upto ranks) with every rank reading every record, as checkpoints
-did before it (gpudiag-sim --all-to-all).
+simulated ranks through the check's 5 checkpoints with faults injected, in
+two shapes side by side:
+  - flat: one store, rank 0 the judge (up to --flat-upto ranks: the
+    simulator's own process holds a socket per rank, 20,000 files here);
+  - tree: node leaders (8 ranks a node), groups of 128 nodes under
+    second-level judges, one root; a leader that never reports and a group
+    judge that dies after the communicator checkpoint on top of the ranks'
+    faults (groups exist past 128 nodes: at 1,024 ranks only the silent
+    leader).
+The anchor is PyTorch's TCPStore, whose libuv backend initialises 96k ranks
+in about 100 s (PyTorch's own tutorial): a figure for joining only, not for
+the five checkpoints measured here.
 
-    bench/scale.py [--ranks 1024,4096,16384] [--missing 3 --stop 2 --die 2]
-                   [--all-to-all-upto 4096]
+    bench/scale.py [--ranks 1024,4096,16384,65536,102400] [--missing 3]
+                   [--flat-upto 16384] [--runs 1]
 
 Prints a Markdown table."""
 import argparse
@@ -17,38 +25,49 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIM = os.path.join(os.environ.get("GPUDIAG_BUILD_DIR", os.path.join(ROOT, "build")), "gpudiag-sim")
-LAST = re.compile(r"sim: (\d+) ranks, (\d+) checkpoints, ([\d.]+) s, store peak RSS (\d+) MiB, "
-                  r"bytes through the store (\d+), missing named: (\d+)/(\d+)")
-RECORD = 600
+LAST = re.compile(r"sim: (\d+) ranks, (\d+) checkpoints, ([\d.]+) s, store peak RSS (\d+) MiB "
+                  r"\(all stores (\d+) MiB\), bytes through the store (\d+), missing named: "
+                  r"(\d+)/(\d+)")
+LEVELS = re.compile(r"ranks<->leaders ([\d.]+) MiB \((\d+) B a rank\), leaders<->parents "
+                    r"([\d.]+) MiB \((\d+) B a node\), groups<->root ([\d.]+) MiB")
+SHAPE = re.compile(r"(\d+) groups of \d+ nodes; (\d+) processes of nodes \(peak RSS (\d+) MiB "
+                   r"each at most\), (\d+) store processes")
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--ranks", default="1024,4096,16384")
+    ap.add_argument("--ranks", default="1024,4096,16384,65536,102400")
     ap.add_argument("--missing", default="3")
-    ap.add_argument("--stop", default="2")
-    ap.add_argument("--die", default="2")
-    ap.add_argument("--timeout", default="1")
-    ap.add_argument("--all-to-all-upto", type=int, default=4096)
+    ap.add_argument("--flat-upto", type=int, default=16384)
+    ap.add_argument("--runs", type=int, default=1)
     a = ap.parse_args()
-    print("| ranks | checkpoint | faults (missing/stop/die) | checkpoints | time | store peak RSS | "
-          "bytes through the store | per checkpoint | missing named |")
-    print("|---:|---|---|---:|---:|---:|---:|---:|---:|")
+    print("| ranks | shape | time | largest store process RSS (all) | per checkpoint: rank<->leader "
+          "| leader<->parent | group<->root | through one store (flat) | missing named |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for n in [int(x) for x in a.ranks.split(",")]:
-        for mode in ["digest"] + (["all-to-all (before)"] if n <= a.all_to_all_upto else []):
-            cmd = [SIM, "--ranks", str(n), "--missing", a.missing, "--stop", a.stop, "--die", a.die,
-                   "--timeout", a.timeout, "--record-bytes", str(RECORD)]
-            if mode != "digest":
-                cmd.append("--all-to-all")
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-            m = LAST.search(p.stdout)
-            if not m:
-                sys.exit(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr[-2000:]}")
-            _, cps, secs, rss, total, named, of = m.groups()
-            per_cp = int(total) / int(cps)
-            print(f"| {n} | {mode} | {a.missing}/{a.stop}/{a.die} | {cps} | {float(secs):.1f} s | "
-                  f"{rss} MiB | {int(total) / 2**20:.1f} MiB | {per_cp / 2**20:.2f} MiB | "
-                  f"{named}/{of} |", flush=True)
+        for shape in (["flat"] if n <= a.flat_upto else []) + ["tree"]:
+            times = []
+            for _ in range(a.runs):
+                cmd = [SIM, "--ranks", str(n), "--missing", a.missing]
+                if shape == "flat":
+                    cmd.append("--flat")
+                p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+                m = LAST.search(p.stdout)
+                if not m:
+                    sys.exit(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr[-2000:]}")
+                times.append(float(m.group(3)))
+            _, cps, _, rss, total_rss, total, named, of = m.groups()
+            when = f"{min(times):.1f}-{max(times):.1f} s" if len(times) > 1 else f"{times[0]:.1f} s"
+            if shape == "flat":
+                print(f"| {n} | flat | {when} | {rss} MiB | - | - | - | "
+                      f"{int(total) / int(cps) / 2**20:.1f} MiB | {named}/{of} |", flush=True)
+                continue
+            lv = LEVELS.search(p.stderr)
+            sh = SHAPE.search(p.stderr)
+            groups = f"{sh.group(1)} groups, " if sh and sh.group(1) != "0" else ""
+            print(f"| {n} | tree ({groups}{n // 8} nodes) | {when} | {rss} MiB ({total_rss} MiB) | "
+                  f"{lv.group(1)} MiB ({lv.group(2)} B a rank) | {lv.group(3)} MiB ({lv.group(4)} B "
+                  f"a node) | {lv.group(5)} MiB | - | {named}/{of} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ RelayOptions options(const TreePlan& p, RelayLevel level, int index, double time
   const int below = level == RelayLevel::node ? 0 : level == RelayLevel::group ? 1
                     : p.layout.grouped()                                      ? 2 : 1;
   o.timeout = std::chrono::milliseconds(static_cast<long>((timeout_s + below) * 1000));
+  o.slack = std::chrono::milliseconds(1000 * below);
   o.digest_grace = std::chrono::milliseconds(static_cast<long>((2 * timeout_s + 5) * 1000));
   return o;
 }

@@ -83,6 +83,20 @@ std::vector<Relay::Child> Relay::children(int seq) {
   return out;
 }
 
+long long Relay::ranks_wait(int seq, const std::vector<Child>& kids,
+                            const std::vector<std::optional<std::string>>& vals) {
+  constexpr long long kMost = 7LL * 24 * 3600 * 1000;
+  if (o_.level == RelayLevel::node) {
+    auto v = o_.below->try_get(cp(seq) + "wait", Deadline::after(kAnswer));
+    auto w = v ? storelimits::parse_bounded(*v, 0, kMost) : std::nullopt;
+    return w ? *w : 0;
+  }
+  for (std::size_t i = 0; i < kids.size(); ++i)
+    if (vals[i])
+      if (auto p = decode_part(*vals[i], kids[i].first, kids[i].last)) return p->wait_ms;
+  return 0;
+}
+
 std::string Relay::checkpoint_name(int seq) {
   auto v = o_.below->try_get(cp(seq) + "name", Deadline::after(kAnswer));
   return v ? storelimits::store_text(*v, 64) : std::string();
@@ -129,7 +143,10 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
         absent_ranks.push_back(kids[i].id);
       }
     }
-    if (any && !until) until = Deadline::after(o_.timeout);
+    if (any && !until) {
+      const long long w = ranks_wait(seq, kids, vals);
+      until = Deadline::after(w > 0 ? std::chrono::milliseconds(w) + o_.slack : o_.timeout);
+    }
     if (absent.empty()) break;
     if (o_.level == RelayLevel::root && L.grouped()) {
       // A group whose judge its leaders found lost: wait for its nodes here.
@@ -200,6 +217,7 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
     }
     gone_.erase(c.id);
     if (name_.empty() || part.checkpoint.empty()) part.checkpoint = p->checkpoint;
+    part.wait_ms = std::max(part.wait_ms, p->wait_ms);
     for (auto& [r, text] : p->records) (c.group ? part.records : direct)[r] = std::move(text);
     part.missing.insert(part.missing.end(), p->missing.begin(), p->missing.end());
     for (auto& [r, note] : p->notes)
@@ -211,6 +229,7 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
   for (int id : missing_here) gone_.insert(id);
   if (o_.level == RelayLevel::node) {
     part.checkpoint = checkpoint_name(seq);
+    part.wait_ms = ranks_wait(seq, kids, vals);
     part.missing = missing_here;
     last_missing_ = missing_here;
     describe_ranks(part, missing_here);
@@ -380,17 +399,26 @@ void Relay::copy_needs(int seq) {
   }
 }
 
+/// Every child still expected said goodbye: a rank its bye/<r> (or it was
+/// reported dead), a judge its tree/bye/...
 bool Relay::all_said_bye() {
   std::vector<std::string> keys;
-  const auto& L = o_.layout;
   for (const auto& c : children(0)) {
     if (gone_.count(c.id)) continue;
-    if (o_.level == RelayLevel::node) keys.push_back("bye/" + std::to_string(c.id));
-    else keys.push_back(std::string("tree/bye/") + (c.group ? "group/" : "node/") + std::to_string(c.id));
+    if (o_.level == RelayLevel::node) {
+      keys.push_back("bye/" + std::to_string(c.id));
+      keys.push_back("dead/" + std::to_string(c.id));
+    } else {
+      keys.push_back(std::string("tree/bye/") + (c.group ? "group/" : "node/") +
+                     std::to_string(c.id));
+    }
   }
-  (void)L;
   auto v = o_.below->multi_get(keys, Deadline::after(kAnswer));
-  return std::all_of(v.begin(), v.end(), [](const auto& x) { return x.has_value(); });
+  if (o_.level != RelayLevel::node)
+    return std::all_of(v.begin(), v.end(), [](const auto& x) { return x.has_value(); });
+  for (std::size_t i = 0; i < v.size(); i += 2)
+    if (!v[i] && !v[i + 1]) return false;
+  return true;
 }
 
 void Relay::run(std::chrono::milliseconds idle, const std::function<bool()>& stop) {

@@ -51,7 +51,12 @@ struct RelayOptions {
   Store* above = nullptr;  ///< the parent's store (none for the root)
   Store* root = nullptr;   ///< the root's store, when it is not `above` (a grouped node)
   TreeReviewer* reviewer = nullptr;
+  /// How long the children have after the first arrives, when the ranks do
+  /// not say (their checkpoint's wait, cp/<n>/wait, comes up in the parts
+  /// and wins); `slack` is added to the ranks' wait (a second per level
+  /// below, so a node that waited out its own straggler still reports).
   std::chrono::milliseconds timeout{60000};
+  std::chrono::milliseconds slack{0};
   /// How long a relay waits for its parent's digest past its own decision:
   /// the levels above may each wait `timeout` for their own stragglers.
   std::chrono::milliseconds digest_grace{5000};
@@ -96,6 +101,10 @@ class Relay {
   TreePart gather(int seq, Deadline idle, const std::function<bool()>& stop, bool& came);
   void describe_ranks(TreePart& p, const std::vector<int>& missing);
   std::string checkpoint_name(int seq);
+  /// The ranks' wait for checkpoint `seq` (0: not said), from the store
+  /// (a node) or the first part that arrived.
+  long long ranks_wait(int seq, const std::vector<Child>& kids,
+                       const std::vector<std::optional<std::string>>& vals);
   Store& parent();
   void lose_parent(const std::string& why);
   void copy_needs(int seq);

@@ -123,6 +123,10 @@ class StorePlane : public Plane {
                       const Review& review) override {
     const std::string prefix = "cp/" + std::to_string(seq_++) + "/";
     checkpoint_ = name;
+    wait_ms_ = std::max<long long>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline.when() -
+                                                                 Deadline::Clock::now())
+               .count());
     Gathered g;
     g.records.resize(me_.size);
     g.notes.resize(me_.size);
@@ -180,8 +184,13 @@ class StorePlane : public Plane {
     return lost_;
   }
 
-  void publish(const std::string& name, const std::string& mine, const std::vector<int>& need) {
+  void publish(const std::string& name, const std::string& mine, const std::vector<int>& need,
+               Deadline deadline) {
     if (lost_ || published_) return;
+    wait_ms_ = std::max<long long>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline.when() -
+                                                                 Deadline::Clock::now())
+               .count());
     try {
       publish_now("cp/" + std::to_string(seq_) + "/", name, mine, need);
       published_ = true;
@@ -196,8 +205,12 @@ class StorePlane : public Plane {
   void publish_now(const std::string& prefix, const std::string& name, const std::string& mine,
                    const std::vector<int>& need) {
     if (me_.tree) {
-      if (me_.rank == me_.node_first)
+      if (me_.rank == me_.node_first) {
         answered([&](Deadline d) { set(prefix + "name", name, d); });
+        // How long this checkpoint waits for stragglers, for a leader that
+        // does not know the command's --timeout (gpudiag launch).
+        answered([&](Deadline d) { set(prefix + "wait", std::to_string(wait_ms_), d); });
+      }
       std::string far;
       if (static_cast<int>(need.size()) >= me_.size)
         far = "*";  // every record: the report's table, on rank 0 at the end
@@ -478,6 +491,7 @@ class StorePlane : public Plane {
   bool warned_forged_ = false;     ///< the forged-counter warning was logged
   std::uint64_t bytes_ = 0;        ///< keys and values sent and read at checkpoints
   bool published_ = false;         ///< publish() set the next checkpoint's record
+  long long wait_ms_ = 0;          ///< the checkpoint's wait, for a tree's leader
   bool patient_ = false;           ///< set_patient (plane.h)
   std::string checkpoint_;  ///< the name of the checkpoint being gathered, for progress lines
   Deadline::Clock::time_point next_failure_poll_{};
@@ -496,8 +510,8 @@ std::int64_t publish_failure(Store& store, const std::string& why, Deadline dead
 }
 
 void publish_record(Plane& store_plane, const std::string& name, const std::string& mine,
-                    const std::vector<int>& need) {
-  if (auto* p = dynamic_cast<StorePlane*>(&store_plane)) p->publish(name, mine, need);
+                    const std::vector<int>& need, Deadline deadline) {
+  if (auto* p = dynamic_cast<StorePlane*>(&store_plane)) p->publish(name, mine, need, deadline);
 }
 
 std::unique_ptr<Plane> make_store_plane(std::unique_ptr<Store> store, const StorePlaneIdentity& me,

@@ -19,6 +19,7 @@
 //   dead/<r>      set by a launcher before it announces rank r's death, so a
 //                 checkpoint stops waiting for r at once
 //   cp/<n>/name   the checkpoint's name, for the leader (tree only)
+//   cp/<n>/wait   how long the checkpoint waits for stragglers, in ms (tree only)
 //   need/<n>/<r>  records rank r reads from other nodes, "5,17", or "*" for
 //                 every record (the report's table on rank 0; tree only)
 //   server        set by gpudiag's server itself: who serves it, "rank 0 [node1]"
@@ -73,7 +74,8 @@ std::unique_ptr<Plane> make_store_plane(std::unique_ptr<Store> store, const Stor
 /// For the scale simulator (src/sim), which drives thousands of ranks from a
 /// few threads: every rank publishes, then the judge and the others gather.
 void publish_record(Plane& store_plane, const std::string& name, const std::string& mine,
-                    const std::vector<int>& need = {});
+                    const std::vector<int>& need = {},
+                    Deadline deadline = Deadline::after(std::chrono::seconds(2)));
 
 enum class FailureKind { failed, died };
 

@@ -45,6 +45,7 @@ constexpr const char* kMagic = "gpudiag-part/1 ";
 std::string encode_part(const TreePart& p) {
   nlohmann::json j;
   j["checkpoint"] = p.checkpoint;
+  j["wait_ms"] = p.wait_ms;
   j["missing"] = p.missing;
   nlohmann::json notes = nlohmann::json::object();
   std::size_t kept = 0;
@@ -88,6 +89,8 @@ std::optional<TreePart> decode_part(const std::string& text, int first, int last
     auto j = nlohmann::json::parse(text.substr(at, *head_len));
     if (auto it = j.find("checkpoint"); it != j.end() && it->is_string())
       p.checkpoint = storelimits::store_text(it->get<std::string>(), 64);
+    if (auto it = j.find("wait_ms"); it != j.end() && it->is_number_integer())
+      p.wait_ms = std::clamp<long long>(it->get<long long>(), 0, 7LL * 24 * 3600 * 1000);
     for (const auto& m : j.at("missing")) {
       if (!m.is_number_integer()) continue;
       const int r = m.get<int>();

@@ -12,7 +12,7 @@
 //
 // A part (one store value): a header line, "gpudiag-part/1 <length>", the
 // header itself in JSON,
-//   {"checkpoint":"exchange","missing":[3,7],"notes":{"3":"..."},
+//   {"checkpoint":"exchange","wait_ms":60000,"missing":[3,7],"notes":{"3":"..."},
 //    "aborted":"..."|null,"review":"..."|null,"lost":[12]}
 // then the records it passes on, each "<rank> <length>\n<record>" (records
 // are JSON already: framed, not escaped again). A node passes all of its
@@ -57,6 +57,7 @@ struct TreeLayout {
 
 struct TreePart {
   std::string checkpoint;  ///< its name, as the ranks gave it ("exchange")
+  long long wait_ms = 0;   ///< how long the ranks wait for stragglers (0: not said)
   std::map<int, std::string> records;
   std::vector<int> missing;          ///< ascending
   std::map<int, std::string> notes;  ///< for missing ranks, at most kMaxPartNotes

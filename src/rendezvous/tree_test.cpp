@@ -189,7 +189,9 @@ struct Rig {
     auto need = [&](int r) { return r < static_cast<int>(needs.size()) ? needs[r] : std::vector<int>{}; };
     auto arrives = [&](int r) { return !absent.count(r) && !silent_leaders.count(L.node_of(r)); };
     for (int r = 0; r < L.world; ++r)
-      if (arrives(r)) publish_record(*planes[r], "exchange", "rec" + std::to_string(r), need(r));
+      if (arrives(r))
+        publish_record(*planes[r], "exchange", "rec" + std::to_string(r), need(r),
+                       Deadline::after(std::chrono::milliseconds(300)));
     for (int k = 0; k < L.nodes(); ++k)
       if (!silent_leaders.count(k)) leaders[k]->collect(seq, Deadline::after_seconds(5));
     for (int g = 0; g < L.groups(); ++g)

@@ -121,7 +121,8 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
       tp = now;
     };
     parallel_for(r1 - r0, o.threads, [&](int i) {
-      if (p.arrives(r0 + i, seq)) publish_record(*planes[i], name, records[i]);
+      if (p.arrives(r0 + i, seq))
+        publish_record(*planes[i], name, records[i], {}, Deadline::after_seconds(o.timeout_s));
     });
     lap("ranks publish");
     auto leading = [&](int i) { return !p.leader_gone(k0 + i, seq); };

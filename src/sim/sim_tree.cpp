@@ -62,6 +62,7 @@ RelayOptions relay_options(const Plan& p, const SimOptions& o, RelayLevel level,
   const int below = level == RelayLevel::node ? 0 : level == RelayLevel::group ? 1
                     : p.layout.grouped()                                      ? 2 : 1;
   r.timeout = ms(o.timeout_s + 0.5 * below);
+  r.slack = ms(0.5 * below);
   r.digest_grace = ms(3 + 2 * o.timeout_s);
   return r;
 }

@@ -116,5 +116,30 @@ class NodeLeadersOnNamespaceNodes(unittest.TestCase):
             self.assertNotIn("MISSING", rows[str(r)], summary[-3000:])
 
 
+class TreeSettings(unittest.TestCase):
+    def test_bad_settings_are_one_line_and_exit_2(self):
+        base = dict(clean_env(), RANK="0", WORLD_SIZE="2", LOCAL_RANK="0", LOCAL_WORLD_SIZE="2",
+                    MASTER_ADDR="127.0.0.1", MASTER_PORT="29890")
+        for extra, named in [({"GPUDIAG_TREE": "maybe"}, "GPUDIAG_TREE"),
+                             ({"GPUDIAG_TREE": "on", "GPUDIAG_TREE_PORT": "99999"},
+                              "GPUDIAG_TREE_PORT"),
+                             ({"GPUDIAG_TREE": "on", "GPUDIAG_TREE_GROUP_NODES": "1"},
+                              "GPUDIAG_TREE_GROUP_NODES")]:
+            p = run([BIN, "check", "--backend", "host", "--timeout", "5"], env=dict(base, **extra),
+                    timeout=60)
+            self.assertEqual(p.returncode, 2, (extra, p.stdout, p.stderr))
+            self.assertIn(named, p.stderr, extra)
+            self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+
+    def test_a_rank_whose_leader_never_starts_names_it(self):
+        # Local rank 1 of a node whose local rank 0 never started.
+        env = dict(clean_env(), RANK="1", WORLD_SIZE="2", LOCAL_RANK="1", LOCAL_WORLD_SIZE="2",
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT="29892", GPUDIAG_TREE="on")
+        p = run([BIN, "check", "--backend", "host", "--timeout", "2"], env=env, timeout=60)
+        self.assertNotEqual(p.returncode, 0, p.stderr)
+        self.assertIn("cannot reach the leader of node 0 (ranks 0-1) (local rank 0 of this host",
+                      p.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()
