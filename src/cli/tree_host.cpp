@@ -97,12 +97,14 @@ TreeHost::TreeHost(const TreePlan& plan, TreeConnect connect)
   o.secret = c_.secret;
   o.world_size = L.world;
   o.expected_clients = L.per_node + 8;
-  o.served_by = "the leader of " + L.node_label(plan_.node) + " (local rank 0, pid " +
-                std::to_string(getpid()) + ") [" + c_.host + "]";
+  o.served_by = "the leader of " + L.node_label(plan_.node) + " (" + c_.leader +
+                (c_.leader.find("pid") == std::string::npos ? ", pid " + std::to_string(getpid())
+                                                             : "") +
+                ") [" + c_.host + "]";
   o.owned_keys = true;
   o.launcher_clients = true;  // the leader's judge
   o.leader_judges = true;
-  o.deaths_from_connections = true;  // a rank whose connection closes without goodbye died
+  o.deaths_from_connections = c_.deaths_from_connections;
   node_server_ = std::make_unique<TcpStoreServer>(o);
   const bool group_host = L.grouped() && plan_.node % L.group_nodes == 0;
   if (group_host) {

@@ -50,6 +50,11 @@ struct TreeConnect {
   std::function<std::unique_ptr<Store>()> root;
   std::string address;  ///< where this host is reached (a group store's address)
   std::string host;     ///< this host's name, for messages
+  std::string leader = "local rank 0";  ///< who leads, for messages
+  /// The node's store reports a rank whose connection closes without its
+  /// goodbye; off when a launcher reports its ranks' deaths (with the exit
+  /// status or signal, which says more).
+  bool deaths_from_connections = true;
   double timeout_s = 60;
 };
 

@@ -35,7 +35,9 @@ void join_tree(Job& job, const TreePlan& tree, const Env& env, double timeout_s)
   auto token = job_token(env);
   auto secret = job_secret(env);
   const std::string key = secret ? secret->key : std::string();
-  if (w.local_rank == 0) {
+  // gpudiag launch leads its node itself; otherwise local rank 0 does.
+  const bool launch_leads = env.get_or("GPUDIAG_TREE_LEADER", "") == "launch";
+  if (w.local_rank == 0 && !launch_leads) {
     job.store = join_store(w, env, deadline, /*as_leader=*/true);
     spdlog::info("{}", job.store.how);
     TreeConnect c;
@@ -61,14 +63,16 @@ void join_tree(Job& job, const TreePlan& tree, const Env& env, double timeout_s)
     if (e.code() != ExitCode::timeout && e.code() != ExitCode::broken) throw;
     throw Error(e.code(),
                 "rank " + std::to_string(w.rank) + " cannot reach the leader of " +
-                    tree.layout.node_label(tree.node) + " (local rank 0 of this host, " + tree.why +
+                    tree.layout.node_label(tree.node) + " (" +
+                    (launch_leads ? "gpudiag launch" : "local rank 0") + " of this host, " + tree.why +
                     "), which serves the node's store at 127.0.0.1:" +
                     std::to_string(tree.node_port) + ": " + e.what(),
                 "look at local rank 0's output on this host: it stopped, or never started; "
                 "GPUDIAG_TREE=off runs the job with one store");
   }
   StorePlaneIdentity id{w.rank, w.size, w.local_rank, job.setup.host, getpid(),
-                        "the leader of " + tree.layout.node_label(tree.node) + " (local rank 0)"};
+                        "the leader of " + tree.layout.node_label(tree.node) +
+                            (launch_leads ? " (gpudiag launch)" : " (local rank 0)")};
   id.tree = true;
   std::tie(id.node_first, id.node_last) = tree.layout.ranks_of_node(tree.node);
   // The levels above decide after their own waits: up to three of them.

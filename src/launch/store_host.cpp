@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "rendezvous/socket.h"
+#include "util/env.h"
 #include "rendezvous/store_plane.h"
 #include "rendezvous/tcp_store_client.h"
 #include "util/error.h"
@@ -56,8 +57,37 @@ void StoreHost::on_job_start(JobInfo& job) {
   if (gpudiag_ranks_) {
     job.extra_env.emplace_back("GPUDIAG_STORE", "launcher");
     if (secret_) job.extra_env.emplace_back("GPUDIAG_SECRET", secret_->key);
+    lead_node(job);
   }
   job_ = job;
+}
+
+void StoreHost::lead_node(JobInfo& job) {
+  World w;
+  w.size = job.world_size();
+  w.local_size = job.nproc_per_node;
+  w.rank = job.node_rank * job.nproc_per_node;
+  const auto env = Env::from_process();
+  auto plan = cli::plan_tree(w, env, job.master_port);
+  if (!plan) return;
+  cli::TreeConnect c;
+  c.token = job.token;
+  if (secret_) c.secret = secret_->key;
+  const std::string addr = server_ ? "127.0.0.1" : job.master_addr;
+  c.root = [addr, port = job.master_port, token = c.token, key = c.secret] {
+    return std::unique_ptr<Store>(
+        std::make_unique<TcpStoreClient>(addr, port, token, Deadline::after_seconds(60), key));
+  };
+  const auto ip = net::local_ip_towards(job.master_addr, job.master_port);
+  c.address = ip.empty() ? host_ : ip;
+  c.host = host_;
+  c.leader = "gpudiag launch, pid " + std::to_string(::getpid());
+  c.deaths_from_connections = false;  // on_child_exit says how a rank ended
+  tree_ = std::make_unique<cli::TreeHost>(*plan, std::move(c));
+  job.extra_env.emplace_back("GPUDIAG_TREE_LEADER", "launch");
+  job.extra_env.emplace_back("GPUDIAG_TREE_PORT", std::to_string(plan->node_port));
+  spdlog::info("launch: leading {} ({}): its store at 127.0.0.1:{}",
+               plan->layout.node_label(plan->node), plan->why, plan->node_port);
 }
 
 void StoreHost::start_server(JobInfo& job, int port) {

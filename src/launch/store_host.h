@@ -20,7 +20,10 @@
 // store: node 0 picks a free port for the program's own MASTER_PORT and
 // publishes it as `rdzv/master`. Nodes numbered by hand start their ranks at
 // once; a thread compares their views beside the job and stop_reason() hands
-// a disagreement to the launcher's loop.
+// a disagreement to the launcher's loop. Under node leaders (GPUDIAG_TREE,
+// docs/rendezvous.md) the launcher leads its node: it serves the node's store
+// and runs the node's judge (and its group's and the root's where its node
+// has them), and tells its ranks so (GPUDIAG_TREE_LEADER=launch).
 #pragma once
 
 #include <atomic>
@@ -30,6 +33,7 @@
 #include <optional>
 #include <string>
 
+#include "cli/tree_host.h"
 #include "launch/node_rendezvous.h"
 #include "launch/observer.h"
 #include "rendezvous/job_token.h"
@@ -86,6 +90,11 @@ class StoreHost : public LaunchObserver {
   std::atomic<bool> stop_{false};
   std::mutex mu_;
   std::optional<std::string> verdict_;
+  /// Under node leaders (cli/tree_host.h) this launcher leads its node: it
+  /// serves the node's store and runs its judges. Declared last: it stops
+  /// before the job's store it reports to.
+  std::unique_ptr<cli::TreeHost> tree_;
+  void lead_node(JobInfo& job);
 };
 
 /// "rank 3 [node2-1] (pid 4242) was killed by SIGKILL (seen by gpudiag launch on node2)".

@@ -249,7 +249,9 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
       part.review = reviews.size() == 1 ? reviews[0] : o_.reviewer->merge(part.checkpoint, reviews);
     if (auto it = direct.find(0); it != direct.end()) part.records[0] = it->second;
   }
-  if (!part.aborted && aborted_below_) part.aborted = std::string("a failure was announced");
+  // A death explains a checkpoint best, then the first failure announced.
+  if (!part.aborted && (first_death_ || first_failure_))
+    part.aborted = first_death_ ? first_death_ : first_failure_;
   return part;
 }
 
@@ -459,10 +461,14 @@ void Relay::forward_announcements() {
       ++seen;
       if (skip.count(seen)) continue;
       if (up) aborted_below_ = true;
-      if (!to) continue;
       auto tab = v->find('\t');
       const bool died = v->rfind("died", 0) == 0;
       const std::string body = tab == std::string::npos ? *v : v->substr(tab + 1);
+      if (up) {
+        auto& first = died ? first_death_ : first_failure_;
+        if (!first) first = storelimits::store_text(body, 1024);
+      }
+      if (!to) continue;
       made.insert(publish_failure(*to, body, Deadline::after(kAnswer),
                                   died ? FailureKind::died : FailureKind::failed,
                                   died ? named_rank(body, world) : -1));

@@ -123,6 +123,7 @@ class Relay {
   Deadline::Clock::time_point next_forward_{};
   std::uint64_t up_bytes_ = 0, below_bytes_ = 0;
   bool aborted_below_ = false;
+  std::optional<std::string> first_death_, first_failure_;  ///< announced below, as read
   std::pair<std::string, std::string> last_part_;  ///< key and part last sent up
 };
 

@@ -116,6 +116,60 @@ class NodeLeadersOnNamespaceNodes(unittest.TestCase):
             self.assertNotIn("MISSING", rows[str(r)], summary[-3000:])
 
 
+@unittest.skipUnless(os.geteuid() == 0, "network namespaces need root")
+class LaunchLeadsOnNamespaceNodes(unittest.TestCase):
+    """gpudiag launch on each of 3 nodes leads its node itself (3 ranks each,
+    groups of 2 nodes): a healthy job, and a rank killed at the exchange
+    whose death its launcher announces and every other rank names."""
+    PREFIX = "gtl"
+    NODES = 3
+
+    def setUp(self):
+        p = run([NETNS, "star", self.PREFIX, str(self.NODES)], timeout=60)
+        if p.returncode != 0:
+            self.skipTest("cannot create network namespaces here: " + p.stderr.strip())
+        self.addCleanup(run, [NETNS, "star-down", self.PREFIX, str(self.NODES)], timeout=60)
+
+    def launch(self, extra_env=None):
+        procs = []
+        for i in range(self.NODES):
+            inner = (f"hostname node{i + 1}; exec {BIN} launch --nnodes {self.NODES} --node-rank {i} "
+                     f"--nproc-per-node 3 --master-addr 10.78.0.1 --master-port 29830 -- check "
+                     "--backend host --timeout 10")
+            procs.append(subprocess.Popen(
+                ["ip", "netns", "exec", f"{self.PREFIX}-{i + 1}", "unshare", "--uts", "sh", "-c",
+                 inner],
+                env=dict(clean_env(), GPUDIAG_TREE="on", GPUDIAG_TREE_GROUP_NODES="2",
+                         GPUDIAG_SECRET="u" * 32, GPUDIAG_LOG_LEVEL="info", **(extra_env or {})),
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        outs = []
+        for p in procs:
+            try:
+                o, e = p.communicate(timeout=240)
+                outs.append((p.returncode, o, e))
+            finally:
+                p.kill()
+        return outs
+
+    def test_a_healthy_job_led_by_its_launchers(self):
+        outs = self.launch()
+        self.assertEqual([o[0] for o in outs], [0, 0, 0], outs[0][1][-3000:] + outs[0][2][-3000:])
+        for i, (_, out, err) in enumerate(outs):
+            self.assertIn(f"launch: leading node {i} (ranks {3 * i}-{3 * i + 2})", err)
+            self.assertIn(f"meeting the job through the leader of node {i} (ranks {3 * i}-"
+                          f"{3 * i + 2}) (gpudiag launch)", out + err)
+        self.assertIn("summary: 9/9 ranks OK on 3 hosts", strip_prefix(outs[0][1]))
+
+    def test_a_killed_rank_is_named_by_every_other_node(self):
+        outs = self.launch(raise_at("SIGKILL@exchange:4"))
+        self.assertEqual(outs[1][0], 137, outs[1][2][-2000:])
+        for i in (0, 2):
+            rc, out, err = outs[i]
+            self.assertNotEqual(rc, 0, out[-2000:])
+            self.assertIn("rank 4 [node2-1]", out, (i, out[-3000:]))
+            self.assertIn("was killed by SIGKILL", out, (i, out[-3000:]))
+
+
 class TreeSettings(unittest.TestCase):
     def test_bad_settings_are_one_line_and_exit_2(self):
         base = dict(clean_env(), RANK="0", WORLD_SIZE="2", LOCAL_RANK="0", LOCAL_WORLD_SIZE="2",
