@@ -185,6 +185,12 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
     o_.below->wait(absent.empty() ? keys : absent, until ? until->min(slice) : idle.min(slice));
   }
   came = true;
+  // Someone is missing: read the latest announcements, which may say why.
+  for (std::size_t i = 0; i < kids.size(); ++i)
+    if (!vals[i]) {
+      forward_announcements(true);
+      break;
+    }
 
   TreePart part;
   std::vector<std::string> reviews;
@@ -442,8 +448,8 @@ void Relay::run(std::chrono::milliseconds idle, const std::function<bool()>& sto
   }
 }
 
-void Relay::forward_announcements() {
-  if (Deadline::Clock::now() < next_forward_) return;
+void Relay::forward_announcements(bool now) {
+  if (!now && Deadline::Clock::now() < next_forward_) return;
   next_forward_ = Deadline::Clock::now() + kForwardEvery;
   const int world = o_.layout.world;
   auto copy = [&](Store& from, Store* to, std::int64_t& seen, std::set<std::int64_t>& skip,
@@ -464,10 +470,9 @@ void Relay::forward_announcements() {
       auto tab = v->find('\t');
       const bool died = v->rfind("died", 0) == 0;
       const std::string body = tab == std::string::npos ? *v : v->substr(tab + 1);
-      if (up) {
-        auto& first = died ? first_death_ : first_failure_;
-        if (!first) first = storelimits::store_text(body, 1024);
-      }
+      // A death or failure anywhere explains a checkpoint's missing ranks.
+      auto& first = died ? first_death_ : first_failure_;
+      if (!first) first = storelimits::store_text(body, 1024);
       if (!to) continue;
       made.insert(publish_failure(*to, body, Deadline::after(kAnswer),
                                   died ? FailureKind::died : FailureKind::failed,

@@ -80,8 +80,9 @@ class Relay {
   /// tree/bye/...), none came within `idle`, or `stop` returns true; then
   /// says goodbye to the parent. For a leader's thread.
   void run(std::chrono::milliseconds idle, const std::function<bool()>& stop);
-  /// Copies announcements across (called while waiting; cheap when idle).
-  void forward_announcements();
+  /// Copies announcements across (called while waiting; at most every
+  /// 100 ms unless `now`).
+  void forward_announcements(bool now = false);
 
   /// Keys and values this relay sent to and read from its parent and the
   /// root (for the simulator's bytes per level).
