@@ -13,7 +13,8 @@
 #      its link test
 #   6. a second NCCL (PyTorch's) through --nccl-lib: info, and check on every
 #      GPU (4 ranks on the one GPU when there is only one)
-#   7. 4 ranks on one GPU (each its own NCCL_HOSTID, sockets over lo): check,
+#   7. 4 ranks on one GPU (each its own NCCL_HOSTID, sockets over lo): check
+#      (also as 2 nodes under node leaders, GPUDIAG_TREE=on),
 #      bench, bench --links, sweep (each rank its own host name)
 #   8. faults on that GPU: a rank SIGKILLed, then a rank SIGSTOPped, inside
 #      the all-reduce: the others must name it, the job end, the GPU be freed
@@ -324,6 +325,22 @@ run check-1gpu-dev0 180 "${one_gpu[@]}" -- "$wrapper" check --backend nccl --dev
   --json "$logs/check-1gpu-dev0.json"
 record $?
 cat "$logs/check-1gpu-dev0.txt"
+# Node leaders (GPUDIAG_TREE, docs/rendezvous.md): the 4 ranks as 2 "nodes"
+# of 2, each node's store on a port of its own; rank 0's NCCL id reaches the
+# other node through the digest.
+tree_wrapper=$logs/tree-wrapper.sh
+cat >"$tree_wrapper" <<EOF
+#!/bin/sh
+export LOCAL_WORLD_SIZE=2 LOCAL_RANK=\$((RANK % 2)) GPUDIAG_TREE=on
+export GPUDIAG_TREE_PORT=\$((MASTER_PORT + 10 + 2 * (RANK / 2)))
+exec "$wrapper" "\$@"
+EOF
+chmod +x "$tree_wrapper"
+step "4 ranks on one GPU as 2 nodes under leaders: GPUDIAG_TREE=on check --backend nccl --device 0"
+run check-1gpu-tree 180 "${one_gpu[@]}" -- "$tree_wrapper" check --backend nccl --device 0 \
+  --json "$logs/check-1gpu-tree.json"
+record $?
+cat "$logs/check-1gpu-tree.txt"
 step "4 ranks on one GPU: bench --backend nccl --device 0 --max 256MiB"
 run bench-1gpu 180 "${one_gpu[@]}" -- "$wrapper" bench --backend nccl --device 0 \
   --min 1MiB --max 256MiB

@@ -29,19 +29,11 @@ int port_setting(const Env& env, const char* name, int fallback) {
   return static_cast<int>(*p);
 }
 
+/// A judge's children get the check's timeout and a second per level below it.
 RelayOptions options(const TreePlan& p, RelayLevel level, int index, double timeout_s) {
-  RelayOptions o;
-  o.level = level;
-  o.index = index;
-  o.layout = p.layout;
-  // A judge's children get the check's timeout and a second per level below
-  // it, so a node that waited out its own straggler still reports in time.
-  const int below = level == RelayLevel::node ? 0 : level == RelayLevel::group ? 1
-                    : p.layout.grouped()                                      ? 2 : 1;
-  o.timeout = std::chrono::milliseconds(static_cast<long>((timeout_s + below) * 1000));
-  o.slack = std::chrono::milliseconds(1000 * below);
-  o.digest_grace = std::chrono::milliseconds(static_cast<long>((2 * timeout_s + 5) * 1000));
-  return o;
+  return relay_options(p.layout, level, index,
+                       std::chrono::milliseconds(static_cast<long>(timeout_s * 1000)),
+                       std::chrono::seconds(1));
 }
 
 /// A relay's run: until its children said goodbye, or the host stops it.

@@ -34,4 +34,28 @@ class MemoryStore : public Store {
   std::size_t bytes_ = 0;
 };
 
+/// Another store, not owned: what a rank's plane (which owns its Store) is
+/// given over a node's shared MemoryStore.
+class StoreView : public Store {
+ public:
+  explicit StoreView(Store& s) : s_(s) {}
+  void set(const std::string& k, const std::string& v, Deadline d) override { s_.set(k, v, d); }
+  std::string get(const std::string& k, Deadline d) override { return s_.get(k, d); }
+  std::optional<std::string> try_get(const std::string& k, Deadline d) override {
+    return s_.try_get(k, d);
+  }
+  std::int64_t add(const std::string& k, std::int64_t v, Deadline d) override {
+    return s_.add(k, v, d);
+  }
+  bool wait(const std::vector<std::string>& k, Deadline d) override { return s_.wait(k, d); }
+  std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>& k,
+                                                    Deadline d) override {
+    return s_.multi_get(k, d);
+  }
+  std::string address() const override { return s_.address(); }
+
+ private:
+  Store& s_;
+};
+
 }  // namespace gpudiag

@@ -37,6 +37,20 @@ int named_rank(const std::string& text, int world) {
 
 }  // namespace
 
+RelayOptions relay_options(const TreeLayout& layout, RelayLevel level, int index,
+                           std::chrono::milliseconds wait, std::chrono::milliseconds per_level) {
+  RelayOptions o;
+  o.level = level;
+  o.index = index;
+  o.layout = layout;
+  const int below = level == RelayLevel::node ? 0 : level == RelayLevel::group ? 1
+                    : layout.grouped()                                        ? 2 : 1;
+  o.slack = per_level * below;
+  o.timeout = wait + o.slack;
+  o.digest_grace = 2 * wait + std::chrono::seconds(5);
+  return o;
+}
+
 Relay::Relay(RelayOptions o) : o_(std::move(o)) {}
 
 Store& Relay::parent() {

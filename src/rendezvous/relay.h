@@ -65,6 +65,13 @@ struct RelayOptions {
   std::function<std::unique_ptr<Store>(int group)> connect_group;
 };
 
+/// The options of one judge: its children get `wait` (when the ranks do not
+/// say theirs) plus `per_level` for each level below it, so a node that
+/// waited out its own straggler still reports in time; it waits for its
+/// parent's digest twice `wait` and 5 s past its own decision.
+RelayOptions relay_options(const TreeLayout& layout, RelayLevel level, int index,
+                           std::chrono::milliseconds wait, std::chrono::milliseconds per_level);
+
 class Relay {
  public:
   explicit Relay(RelayOptions o);

@@ -85,29 +85,6 @@ class GoneStore : public Store {
   std::string address() const override { return "gone:1"; }
 };
 
-/// One rank's view of its node's store (the plane owns its Store).
-class View : public Store {
- public:
-  explicit View(Store& s) : s_(s) {}
-  void set(const std::string& k, const std::string& v, Deadline d) override { s_.set(k, v, d); }
-  std::string get(const std::string& k, Deadline d) override { return s_.get(k, d); }
-  std::optional<std::string> try_get(const std::string& k, Deadline d) override {
-    return s_.try_get(k, d);
-  }
-  std::int64_t add(const std::string& k, std::int64_t v, Deadline d) override {
-    return s_.add(k, v, d);
-  }
-  bool wait(const std::vector<std::string>& k, Deadline d) override { return s_.wait(k, d); }
-  std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>& k,
-                                                    Deadline d) override {
-    return s_.multi_get(k, d);
-  }
-  std::string address() const override { return s_.address(); }
-
- private:
-  Store& s_;
-};
-
 /// A whole job in one thread: ranks on MemoryStores, every level's relay,
 /// driven step by step as the simulator does. Each relay gets its own
 /// connection to the root's and the groups' stores from `connect` (-1: the
@@ -129,7 +106,7 @@ struct Rig {
     for (int g = 0; g < L.groups(); ++g)
       groups.push_back(std::make_unique<MemoryStore>("group" + std::to_string(g)));
     connect = [this](int which) -> std::unique_ptr<Store> {
-      return std::make_unique<View>(which < 0 ? root : *groups[which]);
+      return std::make_unique<StoreView>(which < 0 ? root : *groups[which]);
     };
   }
 
@@ -178,7 +155,7 @@ struct Rig {
       id.tree = true;
       std::tie(id.node_first, id.node_last) = L.ranks_of_node(k);
       id.judge_grace = std::chrono::milliseconds(3000);
-      planes.push_back(make_store_plane(std::make_unique<View>(*nodes[k]), id,
+      planes.push_back(make_store_plane(std::make_unique<StoreView>(*nodes[k]), id,
                                         Deadline::after_seconds(5)));
     }
   }

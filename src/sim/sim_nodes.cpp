@@ -67,27 +67,9 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
     std::tie(id.node_first, id.node_last) = L.ranks_of_node(k);
     id.judge_grace = ms(3 * (o.timeout_s + 2) + 5);
     id.served_by = "the leader of simnode" + std::to_string(k);
-    // The node's store is this process's memory: its own object per rank, as
+    // The node's store is this process's memory: a view of it per rank, as
     // a rank's own connection would be.
-    struct View : Store {
-      explicit View(Store& s) : s(s) {}
-      void set(const std::string& k, const std::string& v, Deadline d) override { s.set(k, v, d); }
-      std::string get(const std::string& k, Deadline d) override { return s.get(k, d); }
-      std::optional<std::string> try_get(const std::string& k, Deadline d) override {
-        return s.try_get(k, d);
-      }
-      std::int64_t add(const std::string& k, std::int64_t v, Deadline d) override {
-        return s.add(k, v, d);
-      }
-      bool wait(const std::vector<std::string>& k, Deadline d) override { return s.wait(k, d); }
-      std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>& k,
-                                                        Deadline d) override {
-        return s.multi_get(k, d);
-      }
-      std::string address() const override { return s.address(); }
-      Store& s;
-    };
-    planes[i] = make_store_plane(std::make_unique<View>(*nodes[k - k0].store), id,
+    planes[i] = make_store_plane(std::make_unique<StoreView>(*nodes[k - k0].store), id,
                                  Deadline::after_seconds(60));
     records[i] = encode(sim_record(r, n, o.record_bytes));
   });

@@ -52,19 +52,9 @@ Plan make_plan(const SimOptions& o) {
   return p;
 }
 
-/// A judge's children get the timeout and half a second per level below it, so a
-/// node that waited its full timeout for a rank still reports in time.
+/// A judge's children get the timeout and half a second per level below it.
 RelayOptions relay_options(const Plan& p, const SimOptions& o, RelayLevel level, int index) {
-  RelayOptions r;
-  r.level = level;
-  r.index = index;
-  r.layout = p.layout;
-  const int below = level == RelayLevel::node ? 0 : level == RelayLevel::group ? 1
-                    : p.layout.grouped()                                      ? 2 : 1;
-  r.timeout = ms(o.timeout_s + 0.5 * below);
-  r.slack = ms(0.5 * below);
-  r.digest_grace = ms(3 + 2 * o.timeout_s);
-  return r;
+  return gpudiag::relay_options(p.layout, level, index, ms(o.timeout_s), ms(0.5));
 }
 
 /// The root's process: its store and its judge.
