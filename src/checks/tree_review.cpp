@@ -14,16 +14,24 @@ std::string CheckTreeReviewer::review(const std::string& checkpoint,
                                       const std::map<int, std::string>&) {
   std::vector<std::optional<RankRecord>> now;
   now.reserve(records.size());
+  std::vector<int> unreadable;  // records that are not a record of their rank
   for (const auto& [r, text] : records) {
     try {
       auto rec = decode(text);
-      if (rec.rank != r) continue;  // a record under another rank's key is not believed
+      if (rec.rank != r) throw std::runtime_error("another rank's");
       if (labels_.size() < 65536 || labels_.count(r)) labels_[r] = rank_label(rec);
       now.push_back(std::move(rec));
     } catch (const std::exception&) {
+      unreadable.push_back(r);
     }
   }
   auto out = review_table(now, {}, missing, checkpoint == "exchange");
+  // Not judged is not OK: a record that cannot be read counts as a failure.
+  for (int r : unreadable) {
+    if (out.failures.size() < kReviewNames)
+      out.failures.emplace_back(r, "rank " + std::to_string(r) + "'s record could not be read");
+    ++out.failed;
+  }
   for (std::size_t i = 0; i < missing.size() && out.labels.size() < kReviewNames; ++i)
     if (auto it = labels_.find(missing[i]); it != labels_.end())
       out.labels.emplace_back(missing[i], it->second);
@@ -42,11 +50,16 @@ std::string CheckTreeReviewer::merge(const std::string&, const std::vector<std::
     try {
       r = decode_review(text);
     } catch (const std::exception&) {
+      // A part of the job nobody can vouch for: not OK.
+      if (out.failures.size() < kReviewNames)
+        out.failures.emplace_back(-1, "a group's review could not be read: its ranks were not judged");
+      ++out.failed;
       continue;
     }
     for (auto& f : r.failures)
       if (out.failures.size() < kReviewNames) out.failures.push_back(std::move(f));
-    out.failed += std::max(0, r.failed);
+    out.failed = static_cast<int>(
+        std::min<long long>(1LL << 30, static_cast<long long>(out.failed) + std::max(0, r.failed)));
     add_unique(out.conflicts, r.conflicts);
     add_unique(out.warnings, r.warnings);
     out.oversubscribed = out.oversubscribed || r.oversubscribed;

@@ -2,9 +2,10 @@
 // group's table is reviewed as rank 0 reviews a flat job's
 // (checks/verdict.h, review_table), and the root merges its groups' reviews:
 // failures and missing ranks' labels up to the usual few by name with the
-// count of all, conflicts and warnings from every group (each group compares
-// its own nodes' fingerprints; a comparison across groups is left out, and the
-// merged review says so when groups disagree).
+// count of all, conflicts and warnings from every group. Each group compares
+// its own nodes' fingerprints; groups are not compared with each other (the
+// fingerprint line says so). A record or a group's review that cannot be read
+// counts as a failure, never as OK.
 #pragma once
 
 #include <map>

@@ -53,11 +53,14 @@ std::optional<TreePlan> plan_tree(const World& w, const Env& env, int master_por
                          " ranks), or set on or off");
   if (mode == "off" || (mode == "auto" && w.size < kAutoTreeRanks)) return std::nullopt;
   const int per = w.local_size;
-  if (per <= 0 || w.local_rank >= per || w.rank % per != w.local_rank) {
+  // Every node the same size, in blocks: each rank decides alone, so the
+  // layout must be one every rank computes the same way.
+  if (per <= 0 || w.local_rank >= per || w.rank % per != w.local_rank || w.size % per != 0) {
     if (mode == "on" && w.rank == 0)
-      spdlog::warn("GPUDIAG_TREE=on, but the ranks are not laid out in blocks of LOCAL_WORLD_SIZE "
-                   "(rank {} is local rank {} of {}): one store and one judge serve the job",
-                   w.rank, w.local_rank, per);
+      spdlog::warn("GPUDIAG_TREE=on, but the ranks are not laid out in equal blocks of "
+                   "LOCAL_WORLD_SIZE (rank {} is local rank {} of {}, {} ranks): one store and "
+                   "one judge serve the job",
+                   w.rank, w.local_rank, per, w.size);
     return std::nullopt;
   }
   TreePlan p;
@@ -72,7 +75,7 @@ std::optional<TreePlan> plan_tree(const World& w, const Env& env, int master_por
     p.layout.group_nodes = static_cast<int>(*v);
   }
   p.node = p.layout.node_of(w.rank);
-  p.node_port = port_setting(env, "GPUDIAG_TREE_PORT", master_port + 1);
+  p.node_port = port_setting(env, "GPUDIAG_TREE_PORT", std::min(master_port + 1, 65534));
   p.group_port = p.node_port + 1;
   p.why = mode == "on" ? "GPUDIAG_TREE=on"
                        : std::to_string(w.size) + " ranks (GPUDIAG_TREE=auto)";

@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "rendezvous/store_limits.h"
@@ -46,12 +47,16 @@ std::string encode_digest(const std::vector<int>& missing, const std::map<int, s
 bool decode_digest(const std::string& text, int self, int size, Gathered& g) {
   try {
     auto j = nlohmann::json::parse(text);
+    // The fields that can throw first, before anything is taken.
+    const std::string review = j.at("review").get<std::string>();
+    const auto& notes = j.at("notes");
+    if (!j.at("missing").is_array() || !notes.is_object()) throw std::runtime_error("not a digest");
     for (const auto& m : j.at("missing")) {
       const int r = m.get<int>();
       if (r >= 0 && r < size && r != self && (g.missing.empty() || r > g.missing.back()))
         g.missing.push_back(r);
     }
-    for (const auto& [k, v] : j.at("notes").items()) {
+    for (const auto& [k, v] : notes.items()) {
       auto r = storelimits::parse_bounded(k, 0, size - 1);
       if (r && v.is_string()) g.notes[*r] = storelimits::store_text(v.get<std::string>(), 512);
     }
@@ -62,10 +67,12 @@ bool decode_digest(const std::string& text, int self, int size, Gathered& g) {
       int taken = 0;
       for (const auto& [k, v] : it->items()) {
         auto r = storelimits::parse_bounded(k, 0, size - 1);
-        if (r && v.is_string() && taken++ < 16 && !g.records[*r]) g.records[*r] = v.get<std::string>();
+        if (r && v.is_string() && taken++ < 16 && !g.records[*r] &&
+            !std::binary_search(g.missing.begin(), g.missing.end(), static_cast<int>(*r)))
+          g.records[*r] = v.get<std::string>();
       }
     }
-    g.review = j.at("review").get<std::string>().substr(0, kMaxDigestReview);
+    g.review = review.substr(0, kMaxDigestReview);
     g.judged = true;
     return true;
   } catch (const std::exception& e) {

@@ -19,6 +19,8 @@ constexpr auto kSlice = std::chrono::milliseconds(200);
 constexpr auto kForwardEvery = std::chrono::milliseconds(100);
 constexpr auto kFailureGrace = std::chrono::seconds(2);
 constexpr auto kAnswer = std::chrono::seconds(10);
+/// A rank's record a leader passes on, at most (a real one is ~600 bytes).
+constexpr std::size_t kMaxRecordBytes = 64 * 1024;
 /// Records one rank may ask its leader for beyond its node (store_plane.h).
 constexpr std::size_t kMaxNeeds = 64;
 
@@ -34,6 +36,19 @@ int named_rank(const std::string& text, int world) {
                                       world - 1);
   return r ? static_cast<int>(*r) : -1;
 }
+
+/// A store that is gone (its connection closed, or it cannot be reached), as
+/// opposed to one that refused a request (too large, full): only the first
+/// means its judge is lost.
+bool store_gone(const Error& e) {
+  const std::string t = e.one_line();
+  return t.find("lost the store") != std::string::npos ||
+         t.find("cannot reach the store") != std::string::npos ||
+         t.find("stopped answering") != std::string::npos;
+}
+
+/// A wait the ranks say, at most an hour (the value comes from a store).
+constexpr long long kMostWaitMs = 3600LL * 1000;
 
 }  // namespace
 
@@ -61,12 +76,18 @@ Store& Relay::parent() {
 void Relay::lose_parent(const std::string& why) {
   if (parent_lost_ || !o_.root || o_.root == o_.above) throw Error(ExitCode::broken, why);
   parent_lost_ = true;
+  // The root numbers its announcements its own way: read them from the start.
+  seen_above_ = 0;
+  own_above_.clear();
   const int g = o_.layout.group_of_node(o_.index);
   spdlog::info("{}: lost the judge of {}: {}; reporting to the root", o_.layout.node_label(o_.index),
                o_.layout.group_label(g), why);
   o_.root->set("tree/lost/" + std::to_string(g), storelimits::store_text(why, 512),
                Deadline::after(kAnswer));
 }
+
+/// Where a child is kept in gone_: groups apart from nodes and ranks.
+int Relay::gone_key(const Child& c) { return c.group ? -1 - c.id : c.id; }
 
 std::vector<Relay::Child> Relay::children(int seq) {
   std::vector<Child> out;
@@ -99,7 +120,7 @@ std::vector<Relay::Child> Relay::children(int seq) {
 
 long long Relay::ranks_wait(int seq, const std::vector<Child>& kids,
                             const std::vector<std::optional<std::string>>& vals) {
-  constexpr long long kMost = 7LL * 24 * 3600 * 1000;
+  constexpr long long kMost = kMostWaitMs;
   if (o_.level == RelayLevel::node) {
     auto v = o_.below->try_get(cp(seq) + "wait", Deadline::after(kAnswer));
     auto w = v ? storelimits::parse_bounded(*v, 0, kMost) : std::nullopt;
@@ -107,7 +128,8 @@ long long Relay::ranks_wait(int seq, const std::vector<Child>& kids,
   }
   for (std::size_t i = 0; i < kids.size(); ++i)
     if (vals[i])
-      if (auto p = decode_part(*vals[i], kids[i].first, kids[i].last)) return p->wait_ms;
+      if (auto p = decode_part(*vals[i], kids[i].first, kids[i].last))
+        return std::min(p->wait_ms, kMost);
   return 0;
 }
 
@@ -152,13 +174,14 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
     bool any = false;
     for (std::size_t i = 0; i < kids.size(); ++i) {
       if (vals[i]) any = true;
-      else if (!gone_.count(kids[i].id)) {
+      else if (!gone_.count(gone_key(kids[i]))) {
         absent.push_back(kids[i].key);
         absent_ranks.push_back(kids[i].id);
       }
     }
     if (any && !until) {
       const long long w = ranks_wait(seq, kids, vals);
+      if (w > 0) last_wait_ = std::chrono::milliseconds(w);
       until = Deadline::after(w > 0 ? std::chrono::milliseconds(w) + o_.slack : o_.timeout);
     }
     if (absent.empty()) break;
@@ -194,7 +217,8 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
         break;
     }
     if (until && until->expired()) break;
-    if (!until && (idle.expired() || (stop && stop()))) return {};
+    if (stop && stop()) return {};
+    if (!until && idle.expired()) return {};
     Deadline slice = Deadline::after(kSlice);
     o_.below->wait(absent.empty() ? keys : absent, until ? until->min(slice) : idle.min(slice));
   }
@@ -207,22 +231,31 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
     }
 
   TreePart part;
+  std::vector<int> oversized;  // ranks whose record is too large to pass on
   std::vector<std::string> reviews;
   std::map<int, std::string> direct;  // records from nodes (not through a group)
   std::vector<int> missing_here;      // children absent at this checkpoint
+  std::vector<int> gone_now;          // their gone_ keys
   last_missing_.clear();
   for (std::size_t i = 0; i < kids.size(); ++i) {
     const auto& c = kids[i];
     below_bytes_ += c.key.size() + (vals[i] ? vals[i]->size() : 0);
     if (o_.level == RelayLevel::node) {
-      if (vals[i]) part.records[c.id] = *vals[i];
-      else missing_here.push_back(c.id);
+      if (vals[i] && vals[i]->size() <= kMaxRecordBytes) {
+        part.records[c.id] = *vals[i];
+        gone_.erase(c.id);  // back after a missed checkpoint
+      } else {
+        missing_here.push_back(c.id);
+        gone_now.push_back(c.id);
+        if (vals[i]) oversized.push_back(c.id);
+      }
       continue;
     }
     std::optional<TreePart> p;
     if (vals[i]) p = decode_part(*vals[i], c.first, c.last);
     if (!p) {
       missing_here.push_back(c.id);
+      gone_now.push_back(gone_key(c));
       last_missing_.push_back(c.id);
       const std::string why =
           c.group ? L.group_label(c.id) + ": its second-level judge did not report"
@@ -235,8 +268,19 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
       if (!c.group) part.lost.push_back(c.id);
       continue;
     }
-    gone_.erase(c.id);
-    if (name_.empty() || part.checkpoint.empty()) part.checkpoint = p->checkpoint;
+    gone_.erase(gone_key(c));
+    if (!c.group) {
+      // A node's part accounts for each of its ranks: a record, or missing.
+      for (int r = c.first; r <= c.last; ++r)
+        if (!p->records.count(r) &&
+            !std::binary_search(p->missing.begin(), p->missing.end(), r)) {
+          p->missing.insert(std::upper_bound(p->missing.begin(), p->missing.end(), r), r);
+          if (p->notes.size() < kMaxPartNotes)
+            p->notes[r] = L.node_label(c.id) + ": its leader passed on neither its record nor "
+                          "its absence";
+        }
+    }
+    if (part.checkpoint.empty()) part.checkpoint = p->checkpoint;
     part.wait_ms = std::max(part.wait_ms, p->wait_ms);
     for (auto& [r, text] : p->records) (c.group ? part.records : direct)[r] = std::move(text);
     part.missing.insert(part.missing.end(), p->missing.begin(), p->missing.end());
@@ -246,13 +290,16 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
     if (p->review) reviews.push_back(*p->review);
     part.lost.insert(part.lost.end(), p->lost.begin(), p->lost.end());
   }
-  for (int id : missing_here) gone_.insert(id);
+  for (int k : gone_now) gone_.insert(k);
   if (o_.level == RelayLevel::node) {
     part.checkpoint = checkpoint_name(seq);
     part.wait_ms = ranks_wait(seq, kids, vals);
     part.missing = missing_here;
     last_missing_ = missing_here;
     describe_ranks(part, missing_here);
+    for (int r : oversized)
+      part.notes[r] = "its record is larger than " + std::to_string(kMaxRecordBytes / 1024) +
+                      " KiB: not passed on";
   } else {
     std::sort(part.missing.begin(), part.missing.end());
     // Records that came straight from nodes are reviewed here; the rest were
@@ -267,7 +314,13 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
     }
     if (o_.reviewer)
       part.review = reviews.size() == 1 ? reviews[0] : o_.reviewer->merge(part.checkpoint, reviews);
-    if (auto it = direct.find(0); it != direct.end()) part.records[0] = it->second;
+    // Only rank 0's record goes on (every rank reads it: its NCCL id); a
+    // group's part that carries more is not believed for the rest.
+    std::optional<std::string> rank0;
+    if (auto it = direct.find(0); it != direct.end()) rank0 = it->second;
+    else if (auto it0 = part.records.find(0); it0 != part.records.end()) rank0 = it0->second;
+    part.records.clear();
+    if (rank0) part.records[0] = *rank0;
   }
   // A death explains a checkpoint best, then the first failure announced.
   if (!part.aborted && (first_death_ || first_failure_))
@@ -296,9 +349,10 @@ bool Relay::collect(int seq, Deadline idle, const std::function<bool()>& stop) {
   up_bytes_ += key.size() + text.size();
   try {
     parent().set(key, text, Deadline::after(kAnswer));
-  } catch (const TimeoutError&) {
-    throw;
   } catch (const Error& e) {
+    // A refused write (too large, the store full) is not a lost judge.
+    const bool hung = e.code() == ExitCode::timeout;
+    if (!hung && !store_gone(e)) throw;
     lose_parent(e.one_line());
     parent().set(key, text, Deadline::after(kAnswer));
   }
@@ -310,22 +364,39 @@ bool Relay::pass_down(int seq, const std::function<bool()>& stop) {
   if (o_.level == RelayLevel::root) return true;
   const std::string key = tree_cp(seq) + "digest";
   const int above = o_.level == RelayLevel::node && o_.layout.grouped() ? 2 : 1;
-  const Deadline until = Deadline::after(o_.timeout * above + o_.digest_grace);
+  // The levels above wait for their own stragglers: as long as the ranks
+  // said (or the configured timeout), plus their slack, each.
+  const auto wait = std::max(o_.timeout, last_wait_ + o_.slack + std::chrono::seconds(2));
+  Deadline until = Deadline::after(wait * above + 2 * wait + std::chrono::seconds(5));
   std::optional<std::string> digest;
+  auto to_root = [&](const std::string& why) {
+    lose_parent(why);
+    // The lost judge may have had our part and never passed it on.
+    parent().set(last_part_.first, last_part_.second, Deadline::after(kAnswer));
+    until = Deadline::after(wait + std::chrono::seconds(5));
+  };
   while (!digest) {
     try {
       if (parent().wait({key}, until.min(Deadline::after(kSlice))))
         digest = parent().try_get(key, Deadline::after(kAnswer));
     } catch (const TimeoutError&) {
     } catch (const Error& e) {
-      lose_parent(e.one_line());
-      // The lost judge may have had our part and never passed it on.
-      parent().set(last_part_.first, last_part_.second, Deadline::after(kAnswer));
+      if (!store_gone(e) || parent_lost_ || !o_.root || o_.root == o_.above) throw;
+      to_root(e.one_line());
       continue;
     }
     if (digest) break;
     forward_announcements();
-    if (until.expired() || (stop && stop())) return false;
+    if (stop && stop()) return false;
+    if (until.expired()) {
+      // A group judge that hangs (not gone): its nodes go to the root.
+      if (!parent_lost_ && o_.root && o_.root != o_.above) {
+        to_root(o_.layout.group_label(o_.layout.group_of_node(o_.index)) +
+                "'s judge sent no digest by the deadline");
+        continue;
+      }
+      return false;
+    }
   }
   up_bytes_ += key.size() + digest->size();
   if (o_.level == RelayLevel::group) {
@@ -379,7 +450,7 @@ void Relay::copy_needs(int seq) {
   std::map<int, std::vector<int>> by_store;  // -1: the parent's
   for (int k : nodes) {
     const int g = L.grouped() ? L.group_of_node(k) : -1;
-    const bool here = !L.grouped() || g == L.group_of_node(o_.index) || parent_lost_;
+    const bool here = !L.grouped() || g == L.group_of_node(o_.index);
     by_store[here || !o_.connect_group ? -1 : g].push_back(k);
   }
   Store* root = o_.root ? o_.root : &parent();
@@ -426,7 +497,7 @@ void Relay::copy_needs(int seq) {
 bool Relay::all_said_bye() {
   std::vector<std::string> keys;
   for (const auto& c : children(0)) {
-    if (gone_.count(c.id)) continue;
+    if (gone_.count(gone_key(c))) continue;
     if (o_.level == RelayLevel::node) {
       keys.push_back("bye/" + std::to_string(c.id));
       keys.push_back("dead/" + std::to_string(c.id));
@@ -448,7 +519,9 @@ void Relay::run(std::chrono::milliseconds idle, const std::function<bool()>& sto
   try {
     for (int seq = 0;; ++seq) {
       if (!collect(seq, Deadline::after(idle), done)) break;
-      if (!pass_down(seq, stop)) break;
+      // Without a digest the ranks below judge for themselves; the next
+      // checkpoint may go through again.
+      if (!pass_down(seq, stop) && stop && stop()) break;
     }
     if (o_.level != RelayLevel::root)
       parent().set(std::string("tree/bye/") + (o_.level == RelayLevel::node ? "node/" : "group/") +
@@ -473,7 +546,8 @@ void Relay::forward_announcements(bool now) {
     auto count = storelimits::parse_bounded(*text, 0, 16LL * world + 64);
     if (!count || *count <= seen) return;
     std::vector<std::string> keys;
-    for (std::int64_t n = seen + 1; n <= std::min<std::int64_t>(*count, seen + 2LL * world + 16); ++n)
+    // In steps a small store answers (keys per request follow its world).
+    for (std::int64_t n = seen + 1; n <= std::min<std::int64_t>(*count, seen + 128); ++n)
       keys.push_back("failure/" + std::to_string(n));
     auto values = from.multi_get(keys, Deadline::after(kAnswer));
     for (const auto& v : values) {

@@ -106,6 +106,7 @@ class Relay {
     bool group;        ///< a group under the root
   };
   std::vector<Child> children(int seq);
+  static int gone_key(const Child& c);
   TreePart gather(int seq, Deadline idle, const std::function<bool()>& stop, bool& came);
   void describe_ranks(TreePart& p, const std::vector<int>& missing);
   std::string checkpoint_name(int seq);
@@ -119,10 +120,10 @@ class Relay {
   bool all_said_bye();
 
   RelayOptions o_;
-  std::set<int> gone_;  ///< children that missed a checkpoint: not waited for again
+  std::set<int> gone_;  ///< children that missed a checkpoint (gone_key): not waited for again
+  std::chrono::milliseconds last_wait_{0};  ///< the ranks' wait at the last checkpoint
   std::set<int> lost_groups_;  ///< (root) groups whose judge is lost: their nodes report here
   bool parent_lost_ = false;   ///< (grouped node) reports to the root instead
-  std::string name_;           ///< the checkpoint's name, from the ranks
   std::vector<int> last_missing_;
   std::set<int> noted_;  ///< (root) missing ranks whose note a digest carried
   // Announcements: how many were read from each side, and our own copies.

@@ -9,6 +9,7 @@
 #include <set>
 #include <memory>
 
+#include "rendezvous/checkpoint_digest.h"
 #include "rendezvous/lazy_store.h"
 #include "rendezvous/memory_store.h"
 #include "rendezvous/relay.h"
@@ -277,6 +278,76 @@ TEST(Tree, EveryStoreServesABoundedNumberOfClientsAsTheJobGrows) {
     EXPECT_EQ(root.stats().connections, static_cast<std::size_t>(rig.L.groups() + 1));
     for (auto& g : groups) EXPECT_EQ(g->stats().connections, 8u + 1u);
   }
+}
+
+/// A store that refuses every write as a full store does, and answers reads.
+class RefusingStore : public MemoryStore {
+ public:
+  void set(const std::string&, const std::string&, Deadline) override {
+    throw Error(ExitCode::broken, "the store at full:1 refused SET: the store is full");
+  }
+};
+
+TEST(Tree, ARefusedWriteIsNotALostJudge) {
+  TreeLayout L{32, 2, 4};  // grouped
+  MemoryStore node("node"), root("root");
+  RefusingStore group;
+  RelayOptions o = relay_options(L, RelayLevel::node, 5, std::chrono::milliseconds(200),
+                                 std::chrono::milliseconds(0));
+  o.below = &node;
+  o.above = &group;
+  o.root = &root;
+  Relay leader(o);
+  node.set("cp/0/10", "rec10", Deadline::after_seconds(1));
+  node.set("cp/0/11", "rec11", Deadline::after_seconds(1));
+  EXPECT_THROW(leader.collect(0, Deadline::after_seconds(2)), Error);
+  EXPECT_FALSE(root.try_get("tree/lost/1", Deadline::after_seconds(1)));
+  EXPECT_FALSE(root.try_get("tree/cp/0/node/5", Deadline::after_seconds(1)));
+}
+
+TEST(Tree, ARankANodesPartLeavesOutIsNamedMissing) {
+  TreeLayout L{8, 4, 128};  // 2 nodes under the root
+  MemoryStore root("root");
+  TreePart p0, p1;
+  p0.records = {{0, "r0"}, {1, "r1"}, {2, "r2"}, {3, "r3"}};
+  p1.records = {{4, "r4"}, {6, "r6"}, {7, "r7"}};  // rank 5: neither record nor missing
+  root.set("tree/cp/0/node/0", encode_part(p0), Deadline::after_seconds(1));
+  root.set("tree/cp/0/node/1", encode_part(p1), Deadline::after_seconds(1));
+  RelayOptions o = relay_options(L, RelayLevel::root, 0, std::chrono::milliseconds(200),
+                                 std::chrono::milliseconds(0));
+  o.below = &root;
+  Relay top(o);
+  ASSERT_TRUE(top.collect(0, Deadline::after_seconds(2)));
+  auto digest = root.try_get("tree/cp/0/digest", Deadline::after_seconds(1));
+  ASSERT_TRUE(digest);
+  Gathered g;
+  g.records.resize(8);
+  ASSERT_TRUE(decode_digest(*digest, 7, 8, g));
+  EXPECT_EQ(g.missing, std::vector<int>{5});
+  EXPECT_NE(g.notes.at(5).find("passed on neither its record nor its absence"), std::string::npos);
+}
+
+TEST(Tree, ARootDigestCarriesOnlyRankZerosRecord) {
+  TreeLayout L{32, 2, 4};  // 16 nodes in 4 groups
+  MemoryStore root("root");
+  for (int g = 0; g < 4; ++g) {
+    TreePart p;
+    auto [a, b] = L.ranks_of_group(g);
+    for (int r = a; r <= b; ++r) p.records[r] = "forged" + std::to_string(r);  // more than rank 0's
+    p.review = "";
+    root.set("tree/cp/0/group/" + std::to_string(g), encode_part(p), Deadline::after_seconds(1));
+  }
+  RelayOptions o = relay_options(L, RelayLevel::root, 0, std::chrono::milliseconds(200),
+                                 std::chrono::milliseconds(0));
+  o.below = &root;
+  Relay top(o);
+  ASSERT_TRUE(top.collect(0, Deadline::after_seconds(2)));
+  Gathered g;
+  g.records.resize(32);
+  ASSERT_TRUE(decode_digest(*root.try_get("tree/cp/0/digest", Deadline::after_seconds(1)), 9, 32, g));
+  EXPECT_EQ(g.records.at(0), "forged0");
+  EXPECT_FALSE(g.records.at(17));
+  EXPECT_EQ(g.records.stored(), 1u);
 }
 
 }  // namespace
