@@ -45,12 +45,35 @@ void run_relay(Relay& r, const std::atomic<bool>& stop) {
 
 }  // namespace
 
-std::optional<TreePlan> plan_tree(const World& w, const Env& env, int master_port) {
+namespace {
+std::string tree_mode(const Env& env) {
   const std::string mode = env.get_or("GPUDIAG_TREE", "auto");
   if (mode != "auto" && mode != "on" && mode != "off")
     throw UsageError("GPUDIAG_TREE='" + storelimits::store_text(mode, 32) + "' is not auto, on or off",
                      "unset it (auto: node leaders from " + std::to_string(kAutoTreeRanks) +
                          " ranks), or set on or off");
+  return mode;
+}
+}  // namespace
+
+bool mpi_tree_wanted(const World& w, const Env& env) {
+  const std::string mode = tree_mode(env);
+  return mode == "on" || (mode == "auto" && w.size >= kAutoTreeRanks);
+}
+
+int mpi_node_size(const Env& env) {
+  auto v = env.get("GPUDIAG_MPI_NODE_SIZE");
+  if (!v) return 0;
+  auto n = storelimits::parse_bounded(*v, 1, 1 << 20);
+  if (!n)
+    throw UsageError("GPUDIAG_MPI_NODE_SIZE='" + storelimits::store_text(*v, 32) +
+                         "' is not a number of ranks",
+                     "unset it: MPI finds the ranks of each node itself");
+  return static_cast<int>(*n);
+}
+
+std::optional<TreePlan> plan_tree(const World& w, const Env& env, int master_port) {
+  const std::string mode = tree_mode(env);
   if (mode == "off" || (mode == "auto" && w.size < kAutoTreeRanks)) return std::nullopt;
   const int per = w.local_size;
   // Every node the same size, in blocks: each rank decides alone, so the

@@ -44,6 +44,13 @@ struct TreePlan {
 /// nullopt: the job runs flat. Throws UsageError for a malformed setting.
 std::optional<TreePlan> plan_tree(const World& w, const Env& env, int master_port);
 
+/// Under an MPI launcher: node leaders from MPI_Comm_split_type (GPUDIAG_TREE
+/// as above; no layout needed, MPI knows the nodes).
+bool mpi_tree_wanted(const World& w, const Env& env);
+/// GPUDIAG_MPI_NODE_SIZE: ranks per "node" in blocks instead of MPI's
+/// shared-memory split (0: MPI's), for tests and hosts that are not one node.
+int mpi_node_size(const Env& env);
+
 struct TreeConnect {
   std::string token, secret;
   /// A new connection to the job's store as a launcher (no rank).

@@ -104,7 +104,9 @@ Job join_job(const Env& env, double timeout_s, bool allow_tree) {
       throw UsageError("MPI says rank " + std::to_string(job.mpi->rank()) + "/" +
                        std::to_string(job.mpi->size()) + " but " + w.source + " says " +
                        std::to_string(w.rank) + "/" + std::to_string(w.size));
-    job.plane = make_mpi_plane(*job.mpi);
+    job.plane = allow_tree && mpi_tree_wanted(w, env)
+                    ? make_mpi_tree_plane(*job.mpi, mpi_node_size(env))
+                    : make_mpi_plane(*job.mpi);
     job.transport = make_mpi_transport(*job.mpi);
     job.setup.mpi_version = mpi_library_version();
   } else if (w.size == 1) {

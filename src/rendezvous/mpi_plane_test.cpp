@@ -66,5 +66,46 @@ TEST(MpiPlaneDigest, TheJudgesDigestReachesEveryRankAndAStoppedRankIsNamed) {
   session().barrier_within(Deadline::after_seconds(10));
 }
 
+TEST(MpiTreePlaneDigest, NodeLeadersPassTheDigestAndAStoppedRankIsNamed) {
+  if (!std::getenv("OMPI_COMM_WORLD_SIZE") && !std::getenv("PMI_SIZE"))
+    GTEST_SKIP() << "needs mpirun: tests/integration/test_mpi_plane.py";
+  // "Nodes" of 2 ranks: ranks 0-1, 2-3, ...; leaders 0, 2, 4, ...
+  auto plane = make_mpi_tree_plane(session(), 2);
+  const int n = plane->size(), me = plane->rank();
+  ASSERT_GE(n, 4);
+  // Checkpoint 1: everyone; rank 2 "failed"; each asks for rank 0's record,
+  // the last rank also for rank 1's (another node's).
+  std::vector<int> need{0};
+  if (me == n - 1) need.push_back(1);
+  auto g = plane->gather_all("exchange", record(me), Deadline::after_seconds(30), {}, need,
+                             count_bad);
+  EXPECT_TRUE(g.judged);
+  EXPECT_TRUE(g.complete());
+  EXPECT_EQ(g.review, "bad=1");
+  EXPECT_EQ(g.records[0], record(0));
+  if (me == n - 1) EXPECT_EQ(g.records[1], record(1));
+  for (int r = 2; r < n; ++r)
+    EXPECT_EQ(g.records.at(r).has_value(), me == 0 || r == me) << "rank " << me << " record " << r;
+  const auto first = plane->bytes_moved();
+  // Checkpoint 2: the last rank (not a leader) is stopped; everyone names it.
+  if (me != n - 1) {
+    auto g2 =
+        plane->gather_all("all-reduce", record(me), Deadline::after_seconds(1), {}, {}, count_bad);
+    EXPECT_TRUE(g2.judged);
+    EXPECT_EQ(g2.missing, std::vector<int>{n - 1});
+  } else {
+    // Waits for the others' verdict (their digest comes within the grace).
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    plane->gather_all("all-reduce", record(me), Deadline::after_seconds(1));
+  }
+  if (me == 1) {
+    std::printf("mpi-tree-plane-bytes rank 1: %llu %llu\n",
+                static_cast<unsigned long long>(first),
+                static_cast<unsigned long long>(plane->bytes_moved() - first));
+    EXPECT_LT(first, 2 * 300u + 400u);
+  }
+  session().barrier_within(Deadline::after_seconds(20));
+}
+
 }  // namespace
 }  // namespace gpudiag

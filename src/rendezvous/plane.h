@@ -141,5 +141,8 @@ class Plane {
 std::unique_ptr<Plane> make_single_plane();
 /// MPI_COMM_WORLD of an initialised session.
 std::unique_ptr<Plane> make_mpi_plane(MpiSession& session);
+/// The same through node leaders (mpi_tree_plane.cpp): nodes from
+/// MPI_Comm_split_type(SHARED), or blocks of `node_size` ranks when > 0.
+std::unique_ptr<Plane> make_mpi_tree_plane(MpiSession& session, int node_size = 0);
 
 }  // namespace gpudiag
