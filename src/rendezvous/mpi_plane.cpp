@@ -9,9 +9,8 @@
 // missing ranks included so a late rank learns it was late. A digest does not
 // grow with the job, so a checkpoint moves O(n) bytes. Ranks other than 0 wait
 // for it a little past the deadline, giving rank 0 time to decide; when it
-// never comes they know only their own record and report everyone missing. Messages are small, so sends complete eagerly even when the
-// receiver is stuck; sends still in flight at the end are freed, never waited
-// on.
+// never comes they know only their own record and report everyone missing.
+// Messages go through MpiMail (mpi_mail.h): sends never block.
 #include <mpi.h>
 
 #include <nlohmann/json.hpp>
@@ -22,6 +21,7 @@
 #include <utility>
 
 #include "comm/mpi.h"
+#include "rendezvous/mpi_mail.h"
 #include "rendezvous/plane.h"
 
 namespace gpudiag {
@@ -32,43 +32,21 @@ constexpr int kTagFailure = 6999;
 constexpr int kTagBase = 7000;
 constexpr auto kRootGrace = std::chrono::seconds(5);
 
-/// Receives one message from `source` with `tag` if one is waiting.
-std::optional<std::string> try_recv(int source, int tag) {
-  int flag = 0;
-  MPI_Status st;
-  MPI_Iprobe(source, tag, MPI_COMM_WORLD, &flag, &st);
-  if (!flag) return std::nullopt;
-  int len = 0;
-  MPI_Get_count(&st, MPI_CHAR, &len);
-  std::string buf(static_cast<std::size_t>(len), '\0');
-  MPI_Recv(buf.data(), len, MPI_CHAR, st.MPI_SOURCE, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-  return buf;
-}
-
 class MpiPlane : public Plane {
  public:
   explicit MpiPlane(MpiSession& s) : rank_(s.rank()), size_(s.size()) {}
-  ~MpiPlane() override {
-    reap();
-    // A send to a stuck peer may never complete: free the request and leave its
-    // buffer allocated, since MPI may still read it.
-    for (auto& [req, buf] : inflight_) {
-      MPI_Request_free(&req);
-      buf.release();
-    }
-  }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string describe() const override { return "MPI"; }
 
   void announce_failure(const std::string& why) override {
     for (int r = 0; r < size_; ++r)
-      if (r != rank_) send_async(why, r, kTagFailure);
+      if (r != rank_) mail_.send(why, r, kTagFailure);
   }
 
   std::optional<std::string> peer_failure() override {
     if (!failure_)
-      if (auto m = try_recv(MPI_ANY_SOURCE, kTagFailure)) failure_ = std::move(m);
+      if (auto m = mail_.try_recv(MPI_ANY_SOURCE, kTagFailure, false)) failure_ = std::move(m);
     return failure_;
   }
 
@@ -80,7 +58,7 @@ class MpiPlane : public Plane {
                       : gather_as_leaf(mine, tag, deadline, need);
   }
 
-  std::uint64_t bytes_moved() const override { return bytes_; }
+  std::uint64_t bytes_moved() const override { return mail_.bytes(); }
 
  private:
   Gathered gather_at_root(const std::string& mine, int tag, Deadline deadline,
@@ -101,9 +79,8 @@ class MpiPlane : public Plane {
       bool got = false;
       for (int r = 1; r < size_; ++r) {
         if (g.records[r]) continue;
-        if (auto m = try_recv(r, tag)) {
-          bytes_ += m->size();
-          auto [need, record] = split_need(*m);
+        if (auto m = mail_.try_recv(r, tag)) {
+          auto [need, record] = split_need(*m, size_);
           g.records[r] = std::move(record);
           needs[r] = std::move(need);
           got = true;
@@ -122,39 +99,21 @@ class MpiPlane : public Plane {
       for (int n : needs[r])
         if (g.records[n]) records[std::to_string(n)] = *g.records[n];
       digest["records"] = std::move(records);
-      send_async(digest.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), r, tag);
+      mail_.send(digest.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), r, tag);
     }
     return g;
   }
 
-  /// "0,5\n<record>": the ranks a leaf needs, then its record.
-  std::pair<std::vector<int>, std::string> split_need(const std::string& m) const {
-    auto nl = m.find('\n');
-    if (nl == std::string::npos) return {{}, m};
-    std::vector<int> need;
-    std::size_t at = 0;
-    while (at < nl) {
-      auto comma = std::min(m.find(',', at), nl);
-      int r = std::atoi(m.substr(at, comma - at).c_str());
-      if (r >= 0 && r < size_) need.push_back(r);
-      at = comma + 1;
-    }
-    return {need, m.substr(nl + 1)};
-  }
-
   Gathered gather_as_leaf(const std::string& mine, int tag, Deadline deadline,
                           const std::vector<int>& need) {
-    std::string head;
-    for (int r : need) head += (head.empty() ? "" : ",") + std::to_string(r);
-    send_async(head + "\n" + mine, 0, tag);
+    mail_.send(need_line(need) + "\n" + mine, 0, tag);
     Gathered g;
     g.records.resize(size_);
     g.notes.resize(size_);
     g.records[rank_] = mine;
     auto until = Deadline::at(deadline.when() + kRootGrace);
     while (!until.expired()) {
-      if (auto m = try_recv(0, tag)) {
-        bytes_ += m->size();
+      if (auto m = mail_.try_recv(0, tag)) {
         auto j = nlohmann::json::parse(*m);
         for (int r : j.at("missing").get<std::vector<int>>())
           if (r >= 0 && r < size_ && r != rank_) g.missing.push_back(r);
@@ -173,30 +132,10 @@ class MpiPlane : public Plane {
     return g;
   }
 
-  void send_async(const std::string& bytes, int dest, int tag) {
-    reap();
-    bytes_ += bytes.size();
-    auto buf = std::make_unique<std::string>(bytes);
-    MPI_Request req;
-    MPI_Isend(buf->data(), static_cast<int>(buf->size()), MPI_CHAR, dest, tag, MPI_COMM_WORLD,
-              &req);
-    inflight_.emplace_back(req, std::move(buf));
-  }
-
-  /// Drops the sends that completed.
-  void reap() {
-    std::erase_if(inflight_, [](auto& p) {
-      int done = 0;
-      MPI_Test(&p.first, &done, MPI_STATUS_IGNORE);
-      return done != 0;
-    });
-  }
-
   int rank_, size_;
   int seq_ = 0;
-  std::uint64_t bytes_ = 0;  ///< checkpoint bytes sent and received
   std::optional<std::string> failure_;
-  std::vector<std::pair<MPI_Request, std::unique_ptr<std::string>>> inflight_;
+  MpiMail mail_;  ///< checkpoint bytes sent and received
 };
 
 }  // namespace

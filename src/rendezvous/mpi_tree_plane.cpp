@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "comm/mpi.h"
+#include "rendezvous/mpi_mail.h"
 #include "rendezvous/plane.h"
 #include "rendezvous/store_limits.h"
 #include "rendezvous/tree.h"
@@ -37,25 +38,7 @@ constexpr int kTagFailure = 6999;
 constexpr int kTagBase = 17000;  // apart from MpiPlane's
 constexpr auto kGrace = std::chrono::seconds(5);
 
-std::optional<std::string> try_recv(int source, int tag) {
-  int flag = 0;
-  MPI_Status st;
-  MPI_Iprobe(source, tag, MPI_COMM_WORLD, &flag, &st);
-  if (!flag) return std::nullopt;
-  int len = 0;
-  MPI_Get_count(&st, MPI_CHAR, &len);
-  std::string buf(static_cast<std::size_t>(len), '\0');
-  MPI_Recv(buf.data(), len, MPI_CHAR, st.MPI_SOURCE, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-  return buf;
-}
-
 void pause() { std::this_thread::sleep_for(std::chrono::microseconds(200)); }
-
-std::string join(const std::vector<int>& v) {
-  std::string s;
-  for (int x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
-  return s;
-}
 
 class MpiTreePlane : public Plane {
  public:
@@ -76,17 +59,10 @@ class MpiTreePlane : public Plane {
     MPI_Gather(&leader_, 1, MPI_INT, leaders.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
     for (int r = 0; r < static_cast<int>(leaders.size()); ++r) nodes_[leaders[r]].push_back(r);
   }
-  ~MpiTreePlane() override {
-    reap();
-    for (auto& [req, buf] : inflight_) {
-      MPI_Request_free(&req);
-      buf.release();
-    }
-  }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string describe() const override { return "MPI through node leaders"; }
-  std::uint64_t bytes_moved() const override { return bytes_; }
+  std::uint64_t bytes_moved() const override { return mail_.bytes(); }
 
   void announce_failure(const std::string& why) override {
     for (int r = 0; r < size_; ++r)
@@ -94,7 +70,7 @@ class MpiTreePlane : public Plane {
   }
   std::optional<std::string> peer_failure() override {
     if (!failure_)
-      if (auto m = try_recv(MPI_ANY_SOURCE, kTagFailure)) failure_ = std::move(m);
+      if (auto m = mail_.try_recv(MPI_ANY_SOURCE, kTagFailure, false)) failure_ = std::move(m);
     return failure_;
   }
 
@@ -117,21 +93,6 @@ class MpiTreePlane : public Plane {
   }
 
  private:
-  /// "0,5\n<record>": the ranks a rank needs, then its record.
-  std::pair<std::vector<int>, std::string> split_need(const std::string& m) const {
-    auto nl = m.find('\n');
-    if (nl == std::string::npos) return {{}, m};
-    std::vector<int> need;
-    std::size_t at = 0;
-    while (at < nl && need.size() < 4096) {
-      auto comma = std::min(m.find(',', at), nl);
-      auto r = storelimits::parse_bounded(m.substr(at, comma - at), 0, size_ - 1);
-      if (r) need.push_back(static_cast<int>(*r));
-      at = comma + 1;
-    }
-    return {need, m.substr(nl + 1)};
-  }
-
   void collect_node(TreePart& part, std::map<int, std::vector<int>>& needs, const std::string& mine,
                     int tag, Deadline deadline) {
     part.records[rank_] = mine;
@@ -144,9 +105,8 @@ class MpiTreePlane : public Plane {
       bool got = false;
       for (int r : members_) {
         if (part.records.count(r)) continue;
-        if (auto m = try_recv(r, tag)) {
-          bytes_ += m->size();
-          auto [need, record] = split_need(*m);
+        if (auto m = mail_.try_recv(r, tag)) {
+          auto [need, record] = split_need(*m, size_);
           part.records[r] = std::move(record);
           needs[r] = std::move(need);
           got = true;
@@ -175,14 +135,13 @@ class MpiTreePlane : public Plane {
     // Rank 0 decides a grace after the deadline.
     auto until = Deadline::at(deadline.when() + 2 * kGrace);
     std::optional<std::string> digest;
-    while (!(digest = try_recv(0, tag + 1)) && !until.expired()) pause();
+    while (!(digest = mail_.try_recv(0, tag + 1)) && !until.expired()) pause();
     for (int r : members_)
       if (r != rank_) {
         if (digest) send(for_member(*digest, needs.count(r) ? needs.at(r) : std::vector<int>{}), r,
                          tag + 1);
       }
     if (digest) {
-      bytes_ += digest->size();
       read_digest(g, for_member(*digest, needs.at(rank_)));
     } else {
       // Rank 0 never answered: this node is all we know.
@@ -194,11 +153,10 @@ class MpiTreePlane : public Plane {
 
   Gathered as_member(Gathered& g, const std::vector<int>& need, const std::string& mine, int tag,
                      Deadline deadline) {
-    send(join(need) + "\n" + mine, leader_, tag);
+    send(need_line(need) + "\n" + mine, leader_, tag);
     auto until = Deadline::at(deadline.when() + 3 * kGrace);
     while (!until.expired()) {
-      if (auto m = try_recv(leader_, tag + 1)) {
-        bytes_ += m->size();
+      if (auto m = mail_.try_recv(leader_, tag + 1)) {
         read_digest(g, *m);
         return g;
       }
@@ -221,8 +179,7 @@ class MpiTreePlane : public Plane {
       bool got = false;
       for (const auto& [l, ranks] : nodes_) {
         if (parts.count(l)) continue;
-        if (auto m = try_recv(l, tag)) {
-          bytes_ += m->size();
+        if (auto m = mail_.try_recv(l, tag)) {
           got = true;
           auto nl = m->find('\n');
           auto p = nl == std::string::npos
@@ -329,32 +286,15 @@ class MpiTreePlane : public Plane {
     }
   }
 
-  void send(const std::string& bytes, int dest, int tag) {
-    reap();
-    bytes_ += bytes.size();
-    auto buf = std::make_unique<std::string>(bytes);
-    MPI_Request req;
-    MPI_Isend(buf->data(), static_cast<int>(buf->size()), MPI_CHAR, dest, tag, MPI_COMM_WORLD,
-              &req);
-    inflight_.emplace_back(req, std::move(buf));
-  }
-
-  void reap() {
-    std::erase_if(inflight_, [](auto& p) {
-      int done = 0;
-      MPI_Test(&p.first, &done, MPI_STATUS_IGNORE);
-      return done != 0;
-    });
-  }
+  void send(const std::string& bytes, int dest, int tag) { mail_.send(bytes, dest, tag); }
 
   int rank_, size_, leader_ = 0;
   std::vector<int> members_;             ///< this node's world ranks (a leader's)
   std::map<int, std::vector<int>> nodes_;  ///< rank 0: leader -> its node's ranks
   std::set<int> gone_;                   ///< rank 0: leaders that missed a checkpoint
   int seq_ = 0;
-  std::uint64_t bytes_ = 0;
   std::optional<std::string> failure_;
-  std::vector<std::pair<MPI_Request, std::unique_ptr<std::string>>> inflight_;
+  MpiMail mail_;
 };
 
 }  // namespace
