@@ -29,10 +29,6 @@ class LazyStore : public Store {
     return s().multi_get(k, d);
   }
   std::string address() const override { return address_; }
-  bool connected() const {
-    std::lock_guard lock(mu_);
-    return store_ != nullptr;
-  }
 
  private:
   Store& s() {
@@ -42,7 +38,7 @@ class LazyStore : public Store {
   }
   std::function<std::unique_ptr<Store>()> connect_;
   std::string address_;
-  mutable std::mutex mu_;
+  std::mutex mu_;
   std::unique_ptr<Store> store_;
 };
 

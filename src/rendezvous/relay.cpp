@@ -236,7 +236,6 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
   std::map<int, std::string> direct;  // records from nodes (not through a group)
   std::vector<int> missing_here;      // children absent at this checkpoint
   std::vector<int> gone_now;          // their gone_ keys
-  last_missing_.clear();
   for (std::size_t i = 0; i < kids.size(); ++i) {
     const auto& c = kids[i];
     below_bytes_ += c.key.size() + (vals[i] ? vals[i]->size() : 0);
@@ -256,7 +255,6 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
     if (!p) {
       missing_here.push_back(c.id);
       gone_now.push_back(gone_key(c));
-      last_missing_.push_back(c.id);
       const std::string why =
           c.group ? L.group_label(c.id) + ": its second-level judge did not report"
                   : L.node_label(c.id) + ": its leader did not report";
@@ -295,7 +293,6 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
     part.checkpoint = checkpoint_name(seq);
     part.wait_ms = ranks_wait(seq, kids, vals);
     part.missing = missing_here;
-    last_missing_ = missing_here;
     describe_ranks(part, missing_here);
     for (int r : oversized)
       part.notes[r] = "its record is larger than " + std::to_string(kMaxRecordBytes / 1024) +

@@ -95,8 +95,6 @@ class Relay {
   /// root (for the simulator's bytes per level).
   std::uint64_t bytes_up() const { return up_bytes_; }
   std::uint64_t bytes_below() const { return below_bytes_; }
-  /// Children named missing at the last checkpoint (ranks, or nodes/groups).
-  const std::vector<int>& missing() const { return last_missing_; }
 
  private:
   struct Child {
@@ -124,7 +122,6 @@ class Relay {
   std::chrono::milliseconds last_wait_{0};  ///< the ranks' wait at the last checkpoint
   std::set<int> lost_groups_;  ///< (root) groups whose judge is lost: their nodes report here
   bool parent_lost_ = false;   ///< (grouped node) reports to the root instead
-  std::vector<int> last_missing_;
   std::set<int> noted_;  ///< (root) missing ranks whose note a digest carried
   // Announcements: how many were read from each side, and our own copies.
   std::int64_t seen_below_ = 0, seen_above_ = 0;
