@@ -3,6 +3,7 @@
 # only a GPU can prove, and keep the logs. Stops if the build fails; after
 # that every step runs, and its exit status goes into summary.txt.
 #   1. build for the compute capabilities nvidia-smi reports
+#   1b. with NCCL_TESTS set: gpudiag bench against nccl-tests' binaries, every OP
 #   2. the GPU-only unit tests, then every unit test (ctest -L unit)
 #   3. gpudiag scan --device cuda (--gpu) against the CPU scanner, --device
 #      auto's measured choice, scan_gpu_bench (kernel vs D2D, pipeline vs H2D)
@@ -40,7 +41,7 @@ status=0
 say() { echo "$*" | tee -a "$logs/summary.txt"; }
 step() { say "== $*"; }
 # want SECTION: GPUDIAG_GPU_STEPS (e.g. "contract,onegpu,faults") picks sections
-# for a short lease; unset runs all: contract unit scan nccl second onegpu faults.
+# for a short lease; unset runs all: contract nccltests unit scan nccl second onegpu faults.
 want() { [[ -z ${GPUDIAG_GPU_STEPS:-} || ,$GPUDIAG_GPU_STEPS, == *,$1,* ]]; }
 # 1 means a slow link was found: a finding about the machine, not a failure of the tool.
 links_rc() { local rc=$1 file=$2; [[ $rc -eq 1 ]] && grep -q 'slow links\? (below' "$file" && rc=0; echo "$rc"; }
@@ -130,6 +131,20 @@ GPUDIAG_NCCL_CONTRACT=real GPUDIAG_CONTRACT_DIR=$contract_dir NCCL_SOCKET_IFNAME
 record $?
 grep -E '\[ +(SKIPPED|FAILED|PASSED) +\]' "$logs/contract-4.txt" | tee -a "$logs/summary.txt"
 rm -rf "$contract_dir"
+
+fi
+if want nccltests; then
+# Issue 33: every size against nccl-tests itself at one rank (bench/vs_nccl_tests.py;
+# nccl-tests built beforehand, its binaries in $NCCL_TESTS), then the one meter's
+# figures at 4 ranks on one GPU through the check (its single timed call).
+if [[ -n ${NCCL_TESTS:-} && -x ${NCCL_TESTS}/all_reduce_perf ]]; then
+  step "gpudiag bench vs nccl-tests ($NCCL_TESTS), 1 rank, every OP, 8 B to 1 GiB"
+  GPUDIAG_BIN=$bin run vs-nccl-tests 420 python3 bench/vs_nccl_tests.py --repeat ${GPUDIAG_VS_REPEAT:-2}
+  record $?
+  tee -a "$logs/summary.txt" <"$logs/vs-nccl-tests.txt"
+else
+  say "== vs nccl-tests: skipped (set NCCL_TESTS to a folder with nccl-tests' *_perf binaries)"
+fi
 
 fi
 if want unit; then

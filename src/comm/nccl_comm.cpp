@@ -17,6 +17,9 @@
 // Any way out but success aborts the communicator right there, so no NCCL
 // kernel or proxy thread spins on through later phases; a communicator that
 // ever failed, by an NCCL or a CUDA error, is aborted rather than finalized.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <chrono>
 #include <numeric>
 #include <thread>
@@ -59,23 +62,8 @@ class NcclCommunicator : public Communicator {
       : ctx_(ctx), api_(*ctx.nccl), comm_(comm), rank_(rank), size_(size) {}
 
   ~NcclCommunicator() override {
-    if (aborted_) return;
-    if (!healthy_) {
-      api_.CommAbort(comm_);
-      return;
-    }
-    // Finalize flushes outstanding work and may wait on peers: bounded, and
-    // an abort (which never waits on peers) if it does not complete.
-    Result st = api_.CommFinalize(comm_);
-    const auto deadline = Deadline::after_seconds(ctx_.teardown_s);
-    while (st == nccl_abi::kInProgress && !deadline.expired()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      if (api_.CommGetAsyncError(comm_, &st) != nccl_abi::kSuccess) break;
-    }
-    if (st == nccl_abi::kSuccess)
-      api_.CommDestroy(comm_);
-    else
-      api_.CommAbort(comm_);
+    end_communicator();
+    drop_gate();
   }
 
   std::string name() const override { return "nccl"; }
@@ -114,38 +102,135 @@ class NcclCommunicator : public Communicator {
     wait([&] { return "nccl" + describe_call(c); }, deadline);
   }
 
-  /// Per-iteration device times: an event before the first call and after
-  /// each, each recorded once its call is on the stream (launch()); with
-  /// `blocking` each call is also waited for before the next. Past
-  /// kMaxEvents iterations only the first and last events are kept and each
-  /// iteration gets the mean.
+  /// Per-iteration device times, as nccl-tests times them: calls queued
+  /// back to back between events, the launch path outside the interval.
+  /// NCCL's launch at 2+ ranks is a thread per call (50-100 us), longer than
+  /// a small kernel, so the calls are queued behind a stream gate (gpu/
+  /// stream_gate.cu) in batches of kGateBatch: the gate holds the stream, an
+  /// event, each call launched (polled until on the stream) and an event
+  /// after it, then the gate opens and the device runs the batch back to
+  /// back. With `blocking` (nccl-tests' -z) each call is its own batch and is
+  /// waited for. Without a gate (a CUDA table without one) the events follow
+  /// each launch and the figures include launch gaps longer than a kernel.
+  /// Past kMaxEvents calls in a batch only its first and last events are
+  /// kept and each call gets the mean.
   std::vector<double> run_timed(const CollCall& c, int iters, bool blocking,
                                 Deadline deadline) override {
-    constexpr int kMaxEvents = 1024;
-    const bool each = iters <= kMaxEvents;
     auto what = [&] { return "nccl" + describe_call(c); };
-    Events events(*ctx_.cuda, each ? iters + 1 : 2);
     usable(what);
-    cuda_check(events.create(), "cudaEventCreate");
-    cuda_check(events.record(0, ctx_.stream), "cudaEventRecord");
-    for (int i = 0; i < iters; ++i) {
-      launch(c, deadline);
-      if (each) cuda_check(events.record(i + 1, ctx_.stream), "cudaEventRecord");
-      if (blocking) wait(what, deadline);
-    }
-    if (!each) cuda_check(events.record(1, ctx_.stream), "cudaEventRecord");
-    wait([&] { return std::to_string(iters) + " x " + what(); }, deadline);
+    void* gate = timing_gate();
+    const int batch = !gate ? iters : blocking ? 1 : kGateBatch;
     std::vector<double> out;
+    out.reserve(static_cast<std::size_t>(std::max(iters, 0)));
+    for (int done = 0; done < iters; done += batch)
+      time_batch(c, std::min(batch, iters - done), blocking, gate, deadline, out);
+    return out;
+  }
+
+ private:
+  void end_communicator() {
+    if (aborted_) return;
+    if (!healthy_) {
+      api_.CommAbort(comm_);
+      return;
+    }
+    // Finalize flushes outstanding work and may wait on peers: bounded, and
+    // an abort (which never waits on peers) if it does not complete.
+    Result st = api_.CommFinalize(comm_);
+    const auto deadline = Deadline::after_seconds(ctx_.teardown_s);
+    while (st == nccl_abi::kInProgress && !deadline.expired()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (api_.CommGetAsyncError(comm_, &st) != nccl_abi::kSuccess) break;
+    }
+    if (st == nccl_abi::kSuccess)
+      api_.CommDestroy(comm_);
+    else
+      api_.CommAbort(comm_);
+  }
+
+  /// Frees the gate once the stream has drained (its kernel has ended); on a
+  /// stream that never drains (a hung GPU) the few bytes are left, never
+  /// freed under a kernel that may still read them.
+  void drop_gate() {
+    if (!gate_) return;
+    ctx_.cuda->gate_open(gate_);
+    const auto deadline = Deadline::after_seconds(1);
+    while (ctx_.cuda->stream_query(ctx_.stream) == CudaOps::kNotReady && !deadline.expired())
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (ctx_.cuda->stream_query(ctx_.stream) == CudaOps::kSuccess) ctx_.cuda->gate_destroy(gate_);
+    gate_ = nullptr;
+  }
+
+  static constexpr int kMaxEvents = 1024;
+  static constexpr int kGateBatch = 32;
+  /// Device time a gate may hold the stream while its batch is launched:
+  /// far above 32 launches of 100 us, and short enough that a launch waiting
+  /// on the device (NCCL's work FIFO full) only costs that much.
+  static constexpr unsigned kGateCapUs = 1000000;
+
+  /// Opens the gate when the batch leaves scope, on every way out.
+  struct GateHold {
+    const CudaOps& cuda;
+    void* gate;
+    ~GateHold() {
+      if (gate) cuda.gate_open(gate);
+    }
+  };
+
+  /// The communicator's gate, made on first use; null when the CUDA table
+  /// has none or it could not be made (then timing goes ungated).
+  void* timing_gate() {
+    const CudaOps& cu = *ctx_.cuda;
+    if (gate_ || gate_failed_ || !cu.gate_create) return gate_;
+    if (cu.gate_create(&gate_) != CudaOps::kSuccess) {
+      gate_ = nullptr;
+      gate_failed_ = true;
+    }
+    return gate_;
+  }
+
+  void time_batch(const CollCall& c, int n, bool blocking, void* gate, Deadline deadline,
+                  std::vector<double>& out) {
+    auto what = [&] { return "nccl" + describe_call(c); };
+    const bool each = n <= kMaxEvents;
+    Events events(*ctx_.cuda, each ? n + 1 : 2);
+    cuda_check(events.create(), "cudaEventCreate");
+    {
+      GateHold hold{*ctx_.cuda, nullptr};
+      if (gate) {
+        cuda_check(ctx_.cuda->gate_hold(gate, ctx_.stream, kGateCapUs), "stream gate launch");
+        hold.gate = gate;
+      }
+      cuda_check(events.record(0, ctx_.stream), "cudaEventRecord");
+      for (int i = 0; i < n; ++i) {
+        launch(c, deadline);
+        if (each) cuda_check(events.record(i + 1, ctx_.stream), "cudaEventRecord");
+        if (blocking && !gate) wait(what, deadline);
+      }
+      if (!each) cuda_check(events.record(1, ctx_.stream), "cudaEventRecord");
+    }
+    wait([&] { return std::to_string(n) + " x " + what(); }, deadline);
+    if (gate && ctx_.cuda->gate_expired(gate) == 1) note_gate_expired(what());
+    const std::size_t first = out.size();
     for (int i = 0; i + 1 < events.size(); ++i) {
       float ms = 0;
       cuda_check(events.elapsed(&ms, i), "cudaEventElapsedTime");
       out.push_back(ms / 1e3);
     }
-    if (!each) out.assign(iters, out[0] / iters);
-    return out;
+    if (!each) {
+      const double per_call = out[first] / n;
+      out.resize(first + static_cast<std::size_t>(n));
+      std::fill(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(), per_call);
+    }
   }
 
- private:
+  void note_gate_expired(const std::string& what) {
+    if (gate_expired_++ == 0)
+      spdlog::warn("{}: the stream gate gave up after {} s before every call of its batch was "
+                "launched; that batch's figures include launch time (slower than the device)",
+                what, kGateCapUs / 1e6);
+  }
+
   static CollCall f32(Coll coll, const float* send, float* recv, std::size_t count) {
     return CollCall{coll, DType::float32, RedOp::sum, 0, send, recv, count};
   }
@@ -317,6 +402,9 @@ class NcclCommunicator : public Communicator {
   }
 
   NcclContext ctx_;
+  void* gate_ = nullptr;
+  bool gate_failed_ = false;
+  int gate_expired_ = 0;
   const NcclApi& api_;
   nccl_abi::CommHandle comm_;
   int rank_, size_;

@@ -263,6 +263,68 @@ TEST_P(NcclContract, AbortEndsALaunchWhosePeersNeverCome) {
   comms.clear();
 }
 
+// gpudiag's meter (comm/nccl_comm.cpp run_timed) queues calls behind a
+// stream gate (gpu/stream_gate.cu): it relies on NCCL's launch never waiting
+// for the stream's earlier work. src/enqueue.cc ncclLaunchKernel puts the
+// kernel on the stream with cuLaunchKernelEx (asynchronous), and at 2+
+// ranks src/group.cc groupLaunchNonBlocking's thread ends when it has; so
+// every call settles to ncclSuccess while the gate still holds, the stream
+// stays busy until the gate opens, and then drains.
+TEST_P(NcclContract, LaunchesBehindAHeldGateSettleBeforeItOpens) {
+  ASSERT_NE(cuda->gate_create, nullptr);
+  auto c = make(false);
+  void* buf = s->device(kSmall);
+  void* gate = nullptr;
+  ASSERT_EQ(cuda->gate_create(&gate), CudaOps::kSuccess);
+  ASSERT_EQ(all_reduce(c, buf, kSmall), s->size() == 1 ? nccl_abi::kSuccess : nccl_abi::kInProgress);
+  ASSERT_EQ(settle(c), nccl_abi::kSuccess);  // connects, outside the gate
+  drain();
+  void *e0 = event(), *e1 = event();
+  ASSERT_EQ(cuda->gate_hold(gate, s->stream(), 20000000), CudaOps::kSuccess);
+  cuda->event_record(e0, s->stream());
+  for (int i = 0; i < 16; ++i) {
+    const Result r = all_reduce(c, buf, kSmall);
+    ASSERT_TRUE(r == nccl_abi::kSuccess || r == nccl_abi::kInProgress) << i << ": " << r;
+    ASSERT_EQ(settle(c, 10), nccl_abi::kSuccess) << i << ": " << n->GetLastError(c);
+  }
+  cuda->event_record(e1, s->stream());
+  EXPECT_EQ(cuda->stream_query(s->stream()), CudaOps::kNotReady) << "the gate did not hold";
+  ASSERT_EQ(cuda->gate_open(gate), CudaOps::kSuccess);
+  drain();
+  EXPECT_EQ(cuda->gate_expired(gate), 0);
+  EXPECT_GT(ms(e0, e1), 0.0);
+  EXPECT_EQ(cuda->gate_destroy(gate), CudaOps::kSuccess);
+  finish(c);
+}
+
+// The meter's hung-peer path: a launch behind a held gate whose peers never
+// come stays pending; ncclCommAbort returns (src/init.cc ncclCommAbort),
+// and once the gate opens the stream drains (the aborted launch put
+// nothing on it that waits for the peers).
+TEST_P(NcclContract, AbortOfAGatedLaunchWhosePeersNeverComeLetsTheStreamDrain) {
+  NEED_RANKS(s->size() >= 2, "needs 2+ ranks");
+  auto c = make(false);
+  void* buf = s->device(kSmall);
+  if (s->rank() == 0) {
+    void* gate = nullptr;
+    ASSERT_EQ(cuda->gate_create(&gate), CudaOps::kSuccess);
+    ASSERT_EQ(cuda->gate_hold(gate, s->stream(), 20000000), CudaOps::kSuccess);
+    s->peers_absent(true);
+    EXPECT_EQ(all_reduce(c, buf, kSmall), nccl_abi::kInProgress);
+    EXPECT_NE(settle(c, s->real() ? 2.0 : 0.05), nccl_abi::kSuccess);
+    auto done = std::async(std::launch::async, [&] { return n->CommAbort(c); });
+    ASSERT_EQ(done.wait_for(std::chrono::seconds(30)), std::future_status::ready)
+        << "ncclCommAbort did not return in 30 s";
+    comms.clear();
+    cuda->gate_open(gate);
+    drain();
+    EXPECT_EQ(cuda->gate_destroy(gate), CudaOps::kSuccess);
+  } else {
+    EXPECT_EQ(n->CommAbort(c), nccl_abi::kSuccess);
+    comms.clear();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Nccl, NcclContract, ::testing::ValuesIn(contract_params()),
                          [](const auto& info) { return info.param.name; });
 

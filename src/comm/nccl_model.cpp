@@ -43,6 +43,7 @@ struct NcclModel::Impl {
     Result async = nccl_abi::kSuccess;  ///< comm->asyncResult
     bool launching = false;             ///< a launch (or init, finalize) thread runs
     int pending_polls = 0;              ///< polls until that thread is done
+    double launch_ready_at = 0;         ///< ... and not before this host time
     bool waits_for_peers = false;       ///< pending until aborted (peers_absent)
     bool thread_live = false;           ///< a launch thread not yet joined
     bool connected = false;
@@ -53,6 +54,11 @@ struct NcclModel::Impl {
   struct Event {
     bool recorded = false;
     double t = 0;
+  };
+  /// Work queued behind a held gate: a kernel of `us`, or an event.
+  struct Held {
+    double us = 0, enq = 0;
+    Event* ev = nullptr;
   };
 
   Options o;
@@ -68,13 +74,38 @@ struct NcclModel::Impl {
   bool group_needs_peers = false;
   Result group_error = nccl_abi::kSuccess;
   int refused = 0, kernels = 0, aborts = 0;
+  // The stream gate (gpu/stream_gate.cu): while held, work queues behind it;
+  // it ends when opened or when cap_us of device time passed since it started.
+  bool gate_held = false, gate_expired = false;
+  double gate_start = 0, gate_cap = 0;
+  std::vector<Held> held;
 
   static Impl* current;
 
   Comm* comm(nccl_abi::CommHandle h) { return reinterpret_cast<Comm*>(h); }
   void to_stream(double us) {
-    tail = std::max(tail, host) + us;
     ++kernels;
+    if (gate_held && !gate_lapsed())
+      held.push_back({us, host, nullptr});
+    else
+      tail = std::max(tail, host) + us;
+  }
+  /// The gate's kernel gave up by now (device time past its cap): what was
+  /// queued behind it runs from then on, each item no earlier than queued.
+  bool gate_lapsed() {
+    if (!gate_held || host <= gate_start + gate_cap) return false;
+    release(gate_start + gate_cap, true);
+    return true;
+  }
+  void release(double at, bool expired) {
+    gate_held = false;
+    gate_expired = expired;
+    tail = std::max(tail, at);
+    for (Held& h : held) {
+      tail = std::max(tail, h.enq) + h.us;
+      if (h.ev) h.ev->t = tail;
+    }
+    held.clear();
   }
   double kernel_us(std::size_t bytes) const {
     return o.kernel_latency_us + static_cast<double>(bytes) / o.bytes_per_us;
@@ -93,9 +124,13 @@ struct NcclModel::Impl {
     c.thread_live = true;
     c.waits_for_peers = needs_peers && o.peers_absent;
     c.pending_polls = draw();
+    c.launch_ready_at = host + o.launch_us;
     if (needs_peers && !c.connected) c.pending_polls = std::max(c.pending_polls, 0) + o.connect_polls;
     c.connected = c.connected || needs_peers;
-    if (c.pending_polls < 0 && !c.waits_for_peers) finish_launch(c);
+    if (c.pending_polls < 0 && o.launch_us <= 0 && !c.waits_for_peers) finish_launch(c);
+  }
+  bool launch_done(Comm& c) {
+    return --c.pending_polls < 0 && host >= c.launch_ready_at;
   }
   void finish_launch(Comm& c) {
     for (double us : c.pending) to_stream(us);
@@ -110,7 +145,7 @@ struct NcclModel::Impl {
   /// (ncclGroupJobComplete). Each poll is a microsecond of the host's.
   Result poll(Comm& c) {
     host += 1;
-    if (c.launching && !c.waits_for_peers && --c.pending_polls < 0) finish_launch(c);
+    if (c.launching && !c.waits_for_peers && launch_done(c)) finish_launch(c);
     if (c.async == nccl_abi::kSuccess && c.injected != nccl_abi::kSuccess) c.async = c.injected;
     if (c.async == nccl_abi::kSuccess) c.thread_live = false;
     return c.async;
@@ -330,6 +365,10 @@ const char* last_error(nccl_abi::CommHandle) { return cur().last_error.c_str(); 
 int stream_query(void*) {
   LOCK;
   M& m = cur();
+  if (m.gate_held && !m.gate_lapsed()) {
+    m.host += 1;  // the gate's kernel holds the stream
+    return CudaOps::kNotReady;
+  }
   if (m.tail <= m.host) return CudaOps::kSuccess;
   m.host += std::max(1.0, (m.tail - m.host) / 4);
   return m.tail <= m.host ? CudaOps::kSuccess : CudaOps::kNotReady;
@@ -363,8 +402,43 @@ int ev_record(void* ev, void*) {
   auto* e = static_cast<M::Event*>(ev);
   m.host += 1;
   e->recorded = true;
+  if (m.gate_held && !m.gate_lapsed()) {
+    e->t = 1e300;  // not reached until the gate ends
+    m.held.push_back({0, m.host, e});
+    return CudaOps::kSuccess;
+  }
   e->t = std::max(m.host, m.tail);  // the stream reaches it after the work before it
   return CudaOps::kSuccess;
+}
+// The stream gate: one kernel that holds the stream (gpu/stream_gate.cu).
+int gate_create(void** g) {
+  *g = &cur();
+  return CudaOps::kSuccess;
+}
+int gate_destroy(void*) { return CudaOps::kSuccess; }
+int gate_hold(void*, void*, unsigned cap_us) {
+  LOCK;
+  M& m = cur();
+  m.host += 1;
+  m.gate_lapsed();
+  if (m.gate_held) return 400;  // one gate, one hold at a time: a bug in the caller
+  m.gate_held = true;
+  m.gate_expired = false;
+  m.gate_start = std::max(m.host, m.tail);  // it runs once the work before it is done
+  m.gate_cap = cap_us;
+  return CudaOps::kSuccess;
+}
+int gate_open(void*) {
+  LOCK;
+  M& m = cur();
+  m.host += 1;
+  if (m.gate_held && !m.gate_lapsed()) m.release(std::max(m.gate_start, m.host), false);
+  return CudaOps::kSuccess;
+}
+int gate_expired(void*) {
+  LOCK;
+  cur().gate_lapsed();
+  return cur().gate_expired ? 1 : 0;
 }
 int ev_elapsed(float* ms, void* a, void* b) {
   LOCK;
@@ -400,8 +474,9 @@ NcclModel::NcclModel(Options o) : impl_(new Impl) {
   nccl_.GroupEnd = group_end;
   nccl_.GetErrorString = error_string;
   nccl_.GetLastError = last_error;
-  cuda_ = CudaOps{stream_query, memcpy_async, memset_async, cuda_name, cuda_text,
-                  ev_create,    ev_destroy,   ev_record,    ev_elapsed};
+  cuda_ = CudaOps{stream_query, memcpy_async, memset_async, cuda_name,    cuda_text,
+                  ev_create,    ev_destroy,   ev_record,    ev_elapsed,   gate_create,
+                  gate_destroy, gate_hold,    gate_open,    gate_expired};
 }
 
 NcclModel::~NcclModel() {

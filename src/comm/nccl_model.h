@@ -12,7 +12,10 @@
 // that API calls and polls advance, and one stream whose kernels run
 // back to back at `bytes_per_us` after `kernel_latency_us`; events take the
 // time at which the stream reaches them, so an event recorded before a
-// pending launch reached the stream times nothing, as on a GPU.
+// pending launch reached the stream times nothing, as on a GPU. A stream gate
+// (CudaOps::gate_*) holds the stream as the real one's kernel does: work and
+// events queued behind it run when it is opened or its cap of device time
+// has passed.
 //
 // One model is current at a time (the tables are plain function pointers);
 // its calls are serialised by a mutex, so an abort from another thread is safe.
@@ -40,6 +43,9 @@ class NcclModel {
     int max_launch_polls = 6;
     int connect_polls = 200;
     int init_polls = 20;
+    /// Host time (us) NCCL's launch thread takes before the kernel is on the
+    /// stream (src/group.cc groupLaunchNonBlocking: a thread per launch).
+    double launch_us = 0;
     bool peers_absent = false;
     double bytes_per_us = 1000;     ///< the virtual device: 1 GB/s per us of kernel time
     double kernel_latency_us = 8;

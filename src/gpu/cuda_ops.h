@@ -31,6 +31,17 @@ struct CudaOps {
   int (*event_destroy)(void* event) = nullptr;
   int (*event_record)(void* event, void* stream) = nullptr;
   int (*event_elapsed_ms)(float* ms, void* start, void* end) = nullptr;
+  /// A stream gate (gpu/stream_gate.cu), so calls whose launch is slow
+  /// (NCCL's launch thread) still run back to back on the device and events
+  /// time only their kernels: gate_hold puts a kernel on `stream` that waits
+  /// until gate_open, or until `cap_us` of device time passed (then
+  /// gate_expired answers 1 once the stream drained: the figures include
+  /// launch gaps). Null in a table without gates: callers then time ungated.
+  int (*gate_create)(void** gate) = nullptr;
+  int (*gate_destroy)(void* gate) = nullptr;
+  int (*gate_hold)(void* gate, void* stream, unsigned cap_us) = nullptr;
+  int (*gate_open)(void* gate) = nullptr;
+  int (*gate_expired)(void* gate) = nullptr;
 };
 
 /// The runtime's table (or the no-CUDA one).

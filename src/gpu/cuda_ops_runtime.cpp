@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include "gpu/cuda_ops.h"
+#include "gpu/stream_gate.h"
 
 namespace gpudiag {
 
@@ -34,9 +35,10 @@ static_assert(cudaErrorNotReady == CudaOps::kNotReady && cudaMemcpyHostToDevice 
 }  // namespace
 
 const CudaOps& cuda_ops() {
-  static const CudaOps ops{query,     copy,       set,       name,
-                           text,      ev_create,  ev_destroy, ev_record,
-                           ev_elapsed};
+  static const CudaOps ops{query,      copy,         set,          name,
+                           text,       ev_create,    ev_destroy,   ev_record,
+                           ev_elapsed, stream_gate::create, stream_gate::destroy,
+                           stream_gate::hold,   stream_gate::open,    stream_gate::expired};
   return ops;
 }
 

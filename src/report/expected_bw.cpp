@@ -119,16 +119,22 @@ std::optional<Figure> table_figure(const GpuFamily& f, const BwMeasurement& m, s
   if (pair)
     return Figure{nic->link_pair, f.family + ", a pair across nodes, one " + rate + " NIC",
                   nic->source, f.judged_from_bytes};
-  const int ports = std::max(1, m.rdma_ports);
+  int ports = std::max(1, m.rdma_ports);
+  std::string used = std::to_string(ports) + "x " + rate + " NICs a node";
+  if (m.gpus_per_node > 0 && m.gpus_per_node < ports) {
+    used = std::to_string(m.gpus_per_node) + " of " + std::to_string(ports) + "x " + rate +
+           " NICs a node (" + std::to_string(m.gpus_per_node) + " GPU" +
+           (m.gpus_per_node == 1 ? "" : "s") + " a node in the job)";
+    ports = m.gpus_per_node;
+  }
+  const std::uint64_t from = std::max(f.judged_from_bytes, nic->judged_from_bytes);
   const double nics = nic->allreduce_busbw_per_nic * ports;
   if (nics >= f.intra_allreduce_busbw)
     return Figure{f.intra_allreduce_busbw,
-                  f.family + ", several nodes, " + std::to_string(ports) + "x " + rate +
-                      " NICs a node (the node's " + f.intra_fabric + " figure is the lower)",
-                  f.intra_source + "; " + nic->source, f.judged_from_bytes};
-  return Figure{
-      nics, f.family + ", several nodes, " + std::to_string(ports) + "x " + rate + " NICs a node",
-      nic->source, f.judged_from_bytes};
+                  f.family + ", several nodes, " + used + " (the node's " + f.intra_fabric +
+                      " figure is the lower)",
+                  f.intra_source + "; " + nic->source, from};
+  return Figure{nics, f.family + ", several nodes, " + used, nic->source, from};
 }
 
 std::string title(const BwMeasurement& m) {
@@ -166,6 +172,11 @@ GpuFamily parse_gpu_family(const std::string& file, std::string_view json_text) 
     e.allreduce_busbw_per_nic = figure(file, n, "allreduce_busbw_per_nic");
     e.link_pair = figure(file, n, "link_pair");
     e.source = text(file, n, "source");
+    if (auto from = n.find("judged_from_bytes"); from != n.end()) {
+      if (!from->is_number_unsigned() || from->get<std::uint64_t>() == 0)
+        bad(file, "\"inter_node.judged_from_bytes\" is not a byte count");
+      e.judged_from_bytes = from->get<std::uint64_t>();
+    }
     f.inter.push_back(std::move(e));
   }
   std::sort(f.inter.begin(), f.inter.end(),

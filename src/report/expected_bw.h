@@ -5,9 +5,11 @@
 // from the GPU name CUDA reports ("NVIDIA H100 80GB HBM3") to the family whose
 // `match` substrings it contains (and none of its `exclude` ones), then to a
 // figure: within one node the family's intra-node figure; across nodes the
-// per-NIC figure of the host's InfiniBand/RoCE port rate times the number of
-// active ports at that rate, capped by the intra-node figure (a ring crosses
-// both); across nodes of one multi-node NVLink domain (GB200/GB300 NVL72),
+// per-NIC figure of the host's InfiniBand/RoCE port rate times the ports the
+// job's GPUs can use (the active compute-fabric ports at that rate, at most
+// one per GPU the job has on a node), capped by the intra-node figure (a ring
+// crosses both), judged from kInterNodeJudgedFrom (two nodes approach their
+// figure only at GiB sizes) unless the NIC's row says otherwise; across nodes of one multi-node NVLink domain (GB200/GB300 NVL72),
 // the family's NVLink-domain figure. A measured bandwidth is then PASS, WARN below kWarnFraction of the
 // figure or FAIL below kFailFraction. `--expect-busbw` replaces the table's
 // figure. Without a GPU (the host backends) nothing here applies: the verdict
@@ -26,12 +28,17 @@ namespace gpudiag {
 
 inline constexpr double kWarnFraction = 0.8;
 inline constexpr double kFailFraction = 0.5;
+/// Across nodes an all-reduce is judged from 1 GiB unless a NIC row says
+/// otherwise: at 256 MiB two nodes are still well below their figure.
+inline constexpr std::uint64_t kInterNodeJudgedFrom = std::uint64_t(1) << 30;
 
 struct NicExpectation {
   int rate_gbps = 0;                   ///< port rate as sysfs reports it (Gb/s)
   double allreduce_busbw_per_nic = 0;  ///< GB/s
   double link_pair = 0;                ///< GB/s each way
   std::string source;
+  /// The all-reduce size from which the figure holds (optional field).
+  std::uint64_t judged_from_bytes = kInterNodeJudgedFrom;
 };
 
 /// One data/expected-bw/*.json file.
@@ -77,6 +84,9 @@ struct BwMeasurement {
   bool one_nvlink_domain = false;
   int rdma_rate_gbps = 0;  ///< the host's InfiniBand/RoCE port rate (0 unknown)
   int rdma_ports = 0;      ///< active ports at that rate
+  /// The fewest GPUs any host gives the job (0 unknown): across nodes a
+  /// node's ranks drive at most that many of its NICs.
+  int gpus_per_node = 0;
   double bytes = 0;        ///< the size measured
   double gbps = 0;         ///< busbw (allreduce) or GB/s each way (link_pair)
   std::string what;        ///< link_pair: "rank 3 <-> rank 9", shown after the figure

@@ -4,6 +4,7 @@
 #include "report/expected_bw_job.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 
 #include "checks/verify.h"
@@ -13,14 +14,52 @@
 
 namespace gpudiag {
 
-RdmaPorts summarize_rdma(const std::map<std::string, std::string>& ib_ports) {
-  std::map<int, int> by_rate;
-  for (const auto& [port, value] : ib_ports) {
+bool nccl_hca_allows(const std::string& spec_in, const std::string& dev, int port) {
+  std::string_view spec = spec_in;
+  const bool exclude = spec.starts_with('^');
+  if (exclude) spec.remove_prefix(1);
+  const bool exact = spec.starts_with('=');
+  if (exact) spec.remove_prefix(1);
+  bool listed = false, any = false;
+  for (const auto& item : split(std::string(spec), ',')) {
+    if (item.empty()) continue;
+    any = true;
+    const auto colon = item.find(':');
+    const std::string name = item.substr(0, colon);
+    int want_port = -1;  // no port named: any port
+    if (colon != std::string::npos)
+      if (auto p = parse_int(item.substr(colon + 1)); p && *p >= 0 && *p < 65536)
+        want_port = static_cast<int>(*p);
+    const bool name_ok = exact ? dev == name : dev.starts_with(name);
+    if (name_ok && (want_port == -1 || want_port == port)) listed = true;
+  }
+  if (!any) return true;  // "an exception for the case where no user list is defined"
+  return listed != exclude;
+}
+
+RdmaPorts summarize_rdma(const std::map<std::string, std::string>& ib_ports,
+                         const std::string& ib_hca) {
+  struct Port {
+    int rate;
+    bool infiniband;
+  };
+  std::vector<Port> usable;
+  for (const auto& [key, value] : ib_ports) {
     if (!value.starts_with("ACTIVE, ")) continue;
+    // key "ib.mlx5_0/1": device and port as NCCL_IB_HCA names them.
+    const auto slash = key.rfind('/');
+    const std::string dev = key.substr(3, slash == std::string::npos ? std::string::npos : slash - 3);
+    const auto port = slash == std::string::npos ? std::nullopt : parse_int(key.substr(slash + 1));
+    if (!ib_hca.empty() && !nccl_hca_allows(ib_hca, dev, port ? static_cast<int>(*port) : -1))
+      continue;
     if (auto rate = parse_int(value.substr(8, value.find(' ', 8) - 8));
         rate && *rate > 0 && *rate < 100000)
-      ++by_rate[static_cast<int>(*rate)];
+      usable.push_back({static_cast<int>(*rate), value.ends_with(", InfiniBand")});
   }
+  const bool any_ib = std::any_of(usable.begin(), usable.end(), [](auto& p) { return p.infiniband; });
+  std::map<int, int> by_rate;
+  for (const auto& p : usable)
+    if (p.infiniband || !any_ib) ++by_rate[p.rate];
   RdmaPorts out;
   for (const auto& [rate, n] : by_rate)  // ascending: ties go to the higher rate
     if (n >= out.ports) out = {rate, n};
@@ -28,7 +67,7 @@ RdmaPorts summarize_rdma(const std::map<std::string, std::string>& ib_ports) {
 }
 
 BwMeasurement job_measurement(const CheckResult& result, std::optional<double> expect_override,
-                              const std::string& sys_root) {
+                              const std::string& sys_root, std::optional<std::string> ib_hca) {
   BwMeasurement m;
   m.backend = result.me.backend;
   m.expect_override = expect_override;
@@ -56,10 +95,22 @@ BwMeasurement job_measurement(const CheckResult& result, std::optional<double> e
   for (const auto& [name, n] : names)
     if (n > best) m.gpu_name = name, best = n;
   m.across_nodes = hosts.size() > 1;
+  // The fewest GPUs a host gives the job: each NIC NCCL uses across nodes
+  // serves the GPUs near it, so a node's ranks use at most that many NICs.
+  std::map<std::string, int> gpus_on;
+  for (const auto& [where, ranks] : by_gpu) ++gpus_on[where.first];
+  for (const auto& r : result.table)
+    if (r && r->gpu_uuid.empty() && r->gpu_bus_id.empty()) ++gpus_on[r->host];  // unnamed: one each
+  for (const auto& [host, n] : gpus_on)
+    m.gpus_per_node = m.gpus_per_node == 0 ? n : std::min(m.gpus_per_node, n);
   // As NCCL decides it (ncclTopoCheckMNNVL): the same cluster and clique.
   m.one_nvlink_domain = m.across_nodes && every_rank_in_a_domain && domains.size() == 1;
   if (m.across_nodes) {
-    const auto rdma = summarize_rdma(read_ib_ports(sys_root));
+    if (!ib_hca) {
+      const char* env = std::getenv("NCCL_IB_HCA");
+      ib_hca = env ? std::string(env).substr(0, 4096) : std::string();
+    }
+    const auto rdma = summarize_rdma(read_ib_ports(sys_root), *ib_hca);
     m.rdma_rate_gbps = rdma.rate_gbps;
     m.rdma_ports = rdma.ports;
   }
@@ -67,8 +118,8 @@ BwMeasurement job_measurement(const CheckResult& result, std::optional<double> e
 }
 
 BwVerdict check_busbw_verdict(const CheckResult& result, std::optional<double> expect_override,
-                              const std::string& sys_root) {
-  BwMeasurement m = job_measurement(result, expect_override, sys_root);
+                              const std::string& sys_root, std::optional<std::string> ib_hca) {
+  BwMeasurement m = job_measurement(result, expect_override, sys_root, std::move(ib_hca));
   const std::optional<RankRecord>* slowest = nullptr;
   for (const auto& r : result.table)
     if (r && r->allreduce_seconds > 0 &&
@@ -83,8 +134,9 @@ BwVerdict check_busbw_verdict(const CheckResult& result, std::optional<double> e
 }
 
 BwVerdict sweep_busbw_verdict(const CheckResult& result, double bytes, double busbw_gbps,
-                              std::optional<double> expect_override, const std::string& sys_root) {
-  BwMeasurement m = job_measurement(result, expect_override, sys_root);
+                              std::optional<double> expect_override, const std::string& sys_root,
+                              std::optional<std::string> ib_hca) {
+  BwMeasurement m = job_measurement(result, expect_override, sys_root, std::move(ib_hca));
   m.bytes = bytes;
   m.gbps = busbw_gbps;
   return judge_bandwidth(m, expected_bw_table());
@@ -92,8 +144,9 @@ BwVerdict sweep_busbw_verdict(const CheckResult& result, double bytes, double bu
 
 std::vector<BwVerdict> link_bw_verdicts(const CheckResult& result, const LinkVerdict& links,
                                         std::optional<double> expect_override,
-                                        const std::string& sys_root) {
-  BwMeasurement base = job_measurement(result, expect_override, sys_root);
+                                        const std::string& sys_root,
+                                        std::optional<std::string> ib_hca) {
+  BwMeasurement base = job_measurement(result, expect_override, sys_root, std::move(ib_hca));
   base.kind = BwMeasurement::Kind::link_pair;
   for (const auto& r : result.table)
     if (r && r->link_bytes > 0) base.bytes = r->link_bytes;
@@ -124,7 +177,8 @@ std::string expected_busbw_line(const std::string& gpu_name, int nodes, double b
   m.gbps = busbw_gbps;
   m.expect_override = expect_override;
   if (m.across_nodes) {
-    const auto rdma = summarize_rdma(read_ib_ports("/sys"));
+    const char* hca = std::getenv("NCCL_IB_HCA");
+    const auto rdma = summarize_rdma(read_ib_ports("/sys"), hca ? std::string(hca).substr(0, 4096) : "");
     m.rdma_rate_gbps = rdma.rate_gbps;
     m.rdma_ports = rdma.ports;
   }

@@ -319,6 +319,62 @@ TEST(ExpectedBwJob, LinksJudgeTheSlowestPairOfEachClass) {
   EXPECT_EQ(v[1].expected_gbps, 24);
 }
 
+// Two 8-GPU H100 nodes with 8x 400G InfiniBand and a 400G RoCE storage port
+// (tests/data/sysfs/ib_8x400_storage): the storage port never counts, and a
+// job drives at most one NIC per GPU it has on a node. 1, 2 and 8 GPUs a node:
+// 45, 90 and 360 GB/s (8 x 45 = 360, the NVLink figure, is the lower).
+TEST(ExpectedBwJob, AcrossNodesCountsTheNicsTheJobsGpusCanUse) {
+  const std::string sys = kSys + "ib_8x400_storage";
+  EXPECT_EQ(summarize_rdma(read_ib_ports(sys)).ports, 8);
+  EXPECT_EQ(summarize_rdma(read_ib_ports(sys)).rate_gbps, 400);
+  for (auto [per_node, want] : {std::pair{1, 45.0}, {2, 90.0}, {8, 360.0}}) {
+    auto res = job(2 * per_node, per_node, "NVIDIA H100 80GB HBM3", "nccl");
+    for (auto& r : res.table) r->gpu_uuid = "GPU-" + std::to_string(r->rank);
+    auto v = sweep_busbw_verdict(res, 4.0 * (1 << 30), want * 0.9, std::nullopt, sys, "");
+    EXPECT_EQ(v.expected_gbps, want) << per_node << " GPUs a node: " << v.text;
+    EXPECT_EQ(v.verdict, "PASS") << v.text;
+  }
+  // The srun -N2 --ntasks-per-node=1 case the old rule failed: 48 GB/s is healthy.
+  auto one = job(2, 1, "NVIDIA H100 80GB HBM3", "nccl");
+  auto v = sweep_busbw_verdict(one, 4.0 * (1 << 30), 48, std::nullopt, sys, "");
+  EXPECT_EQ(v.verdict, "PASS") << v.text;
+  EXPECT_NE(v.text.find("1 of 8x 400 Gb/s NICs a node (1 GPU a node in the job)"),
+            std::string::npos) << v.text;
+}
+
+// Across nodes 256 MiB is too small to judge (the pair is far below its
+// asymptote there); from 1 GiB it is judged.
+TEST(ExpectedBwJob, AcrossNodesIsJudgedFromAGibibyte) {
+  auto res = job(16, 8, "NVIDIA H100 80GB HBM3", "nccl");
+  const std::string sys = kSys + "ib_8x400_storage";
+  EXPECT_EQ(sweep_busbw_verdict(res, 256 << 20, 100, std::nullopt, sys, "").verdict, "no verdict");
+  EXPECT_EQ(sweep_busbw_verdict(res, 1 << 30, 100, std::nullopt, sys, "").verdict, "FAIL");
+  // One node: still judged from the family's 256 MiB.
+  EXPECT_EQ(sweep_busbw_verdict(job(8, 8, "NVIDIA H100 80GB HBM3", "nccl"), 256 << 20, 340,
+                                std::nullopt, sys, "")
+                .verdict,
+            "PASS");
+}
+
+// NCCL_IB_HCA as NCCL reads it (src/transport/net_ib.cc, src/misc/utils.cc
+// matchIfList): prefixes, '=' exact names, '^' exclusion, ':port'.
+TEST(ExpectedBwJob, NcclIbHcaPicksThePortsNcclUses) {
+  EXPECT_TRUE(nccl_hca_allows("", "mlx5_0", 1));
+  EXPECT_TRUE(nccl_hca_allows("mlx5", "mlx5_10", 1));
+  EXPECT_TRUE(nccl_hca_allows("mlx5_1", "mlx5_10", 1));  // a prefix, as NCCL matches it
+  EXPECT_FALSE(nccl_hca_allows("=mlx5_1", "mlx5_10", 1));
+  EXPECT_TRUE(nccl_hca_allows("=mlx5_1:1", "mlx5_1", 1));
+  EXPECT_FALSE(nccl_hca_allows("=mlx5_1:2", "mlx5_1", 1));
+  EXPECT_FALSE(nccl_hca_allows("^mlx5_8", "mlx5_8", 1));
+  EXPECT_TRUE(nccl_hca_allows("^mlx5_8", "mlx5_0", 1));
+  EXPECT_FALSE(nccl_hca_allows("^=mlx5_0,mlx5_1", "mlx5_1", 1));
+  const auto ports = read_ib_ports(kSys + "ib_8x400_storage");
+  EXPECT_EQ(summarize_rdma(ports, "=mlx5_0,mlx5_1,mlx5_2,mlx5_3").ports, 4);
+  EXPECT_EQ(summarize_rdma(ports, "^mlx5_0,mlx5_1").ports, 6);
+  // Only the storage port allowed: the RoCE port is then the fabric.
+  EXPECT_EQ(summarize_rdma(ports, "=mlx5_8").ports, 1);
+}
+
 TEST(ExpectedBwJob, OneLineForTheSweepPrinter) {
   EXPECT_EQ(expected_busbw_line("NVIDIA H100 80GB HBM3", 1, 312.4, 1 << 30),
             "# Expected bus bandwidth : 360 GB/s (H100 SXM, NVLink 4 through NVSwitch (18 links, "
