@@ -9,8 +9,8 @@ set -euo pipefail
 build=${1:?usage: gpu-bundle.sh BUILD_DIR OUT_DIR}
 out=${2:?usage: gpu-bundle.sh BUILD_DIR OUT_DIR}
 mkdir -p "$out/lib"
-for f in gpudiag gpudiag_tests scan_gpu_bench nccl_event_timing libgpudiag_scan.so fake-nccl; do
-  [[ -e $build/$f ]] || continue
+for f in gpudiag gpudiag_tests scan_gpu_bench nccl_event_timing libgpudiag_scan.so; do
+  [[ -f $build/$f ]] || continue
   cp -L "$build/$f" "$out/$f"
   strip --strip-unneeded "$out/$f" 2>/dev/null || true
 done
