@@ -113,10 +113,13 @@ class Runner {
       for (int i = 0; i < plan_.warmup; ++i) ctx_.comm.run(call, wait());
       const double per_op = plan_.warmup > 0 ? seconds_since(tw) / plan_.warmup : 0;
       ctx_.comm.barrier(wait());
+      // Each call timed by events of its own only with -I, as nccl-tests:
+      // an event per call slows a loop that is as fast as the host launches.
       const auto times = ctx_.comm.run_timed(
           call, plan_.iters, plan_.blocking,
-          Deadline::after_seconds(ctx_.timeout_s + 2 * per_op * plan_.iters));
-      const Stats s = stats_of(times);
+          Deadline::after_seconds(ctx_.timeout_s + 2 * per_op * plan_.iters), iters_ != nullptr);
+      Stats s = stats_of(times);
+      if (!iters_) s.p50 = s.p99 = -1;  // unknown: the loop's mean only
       if (iters_)  // -I: this rank's iterations, in microseconds
         for (std::size_t i = 0; i < times.size() && i < iter_floats_ / 2; ++i)
           iter_host_[i + in_place * (iter_floats_ / 2)] = static_cast<float>(times[i] * 1e6);

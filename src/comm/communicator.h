@@ -80,9 +80,13 @@ class Communicator {
   /// `iters` of `call` back to back; the seconds each took. With `blocking`
   /// each waits for completion before the next starts (nccl-tests' -z); a
   /// backend that can queue work (NCCL) otherwise queues them all and times
-  /// each on the device between events. Host backends run and time each.
+  /// them on the device between events, as nccl-tests does. `per_call`
+  /// (nccl-tests' -I) times each call by events of its own; without it a
+  /// backend may time the loop and give each call the mean (NCCL does, as
+  /// nccl-tests does: an event per call slows a host-bound loop). Host
+  /// backends run and time each.
   virtual std::vector<double> run_timed(const CollCall& call, int iters, bool blocking,
-                                        Deadline deadline);
+                                        Deadline deadline, bool per_call = true);
   /// Opens whatever send_recv needs to reach every peer (all ranks call it).
   virtual void open_links(Deadline) {}
   /// Sends `count` floats at `out` to `peer` while `count` floats from it

@@ -75,6 +75,9 @@ struct NcclApi {
   R (*GroupEnd)() = nullptr;
   const char* (*GetErrorString)(R) = nullptr;
   const char* (*GetLastError)(C) = nullptr;
+  /// ncclAlltoAll, from NCCL 2.28 (null before: alltoall is then a group of
+  /// sends and receives, as nccl-tests' alltoall_perf does there too).
+  R (*AlltoAll)(const void*, void*, std::size_t, int, C, void*) = nullptr;
 };
 
 /// The outcome of looking for libnccl; `api` is set only when it is usable.

@@ -73,7 +73,7 @@ class NcclCommunicator : public Communicator {
     run(f32(Coll::all_reduce, data, data, count), deadline);
   }
   double all_reduce_timed(float* data, std::size_t count, int iters, Deadline deadline) override {
-    return total(run_timed(f32(Coll::all_reduce, data, data, count), iters, false, deadline));
+    return total(run_timed(f32(Coll::all_reduce, data, data, count), iters, false, deadline, true));
   }
   void all_gather(float* data, std::size_t count, Deadline deadline) override {
     run(f32(Coll::all_gather, data + rank_ * count, data, count), deadline);
@@ -89,7 +89,7 @@ class NcclCommunicator : public Communicator {
   }
   double send_recv_timed(int peer, const float* out, float* in, std::size_t count, int iters,
                          Deadline deadline) override {
-    return total(run_timed(pair(peer, out, in, count), iters, false, deadline));
+    return total(run_timed(pair(peer, out, in, count), iters, false, deadline, true));
   }
   void barrier(Deadline deadline) override {
     // What torch.distributed.barrier() does on NCCL: a one-element
@@ -102,28 +102,35 @@ class NcclCommunicator : public Communicator {
     wait([&] { return "nccl" + describe_call(c); }, deadline);
   }
 
-  /// Per-iteration device times, as nccl-tests times them: calls queued
-  /// back to back between events, the launch path outside the interval.
-  /// NCCL's launch at 2+ ranks is a thread per call (50-100 us), longer than
+  /// Device times, as nccl-tests times them: calls queued back to back
+  /// between events, NCCL's launch thread outside the interval. At 2+ ranks
+  /// NCCL launches each call on a thread of its own (50-100 us), longer than
   /// a small kernel, so the calls are queued behind a stream gate (gpu/
   /// stream_gate.cu) in batches of kGateBatch: the gate holds the stream, an
-  /// event, each call launched (polled until on the stream) and an event
-  /// after it, then the gate opens and the device runs the batch back to
-  /// back. With `blocking` (nccl-tests' -z) each call is its own batch and is
-  /// waited for. Without a gate (a CUDA table without one) the events follow
-  /// each launch and the figures include launch gaps longer than a kernel.
-  /// Past kMaxEvents calls in a batch only its first and last events are
-  /// kept and each call gets the mean.
-  std::vector<double> run_timed(const CollCall& c, int iters, bool blocking,
-                                Deadline deadline) override {
+  /// event, each call launched (polled until on the stream), an event, then
+  /// the gate opens and the device runs the batch back to back. A call that
+  /// NCCL put on the stream before returning (a collective at one rank,
+  /// ncclLaunchOneRank on the caller's thread) opens the gate at once: the
+  /// device then runs while the host queues, as in nccl-tests' loop, whose
+  /// small sizes are as fast as the host launches. With `blocking`
+  /// (nccl-tests' -z) each call is its own batch and is waited for. With
+  /// `per_call` each call gets events of its own, else each call of a batch
+  /// its mean. Without a gate (a CUDA table without one) the figures include
+  /// launch gaps longer than a kernel.
+  std::vector<double> run_timed(const CollCall& c, int iters, bool blocking, Deadline deadline,
+                                bool per_call) override {
     auto what = [&] { return "nccl" + describe_call(c); };
     usable(what);
     void* gate = timing_gate();
-    const int batch = !gate ? iters : blocking ? 1 : kGateBatch;
+    bool inline_launch = false;
     std::vector<double> out;
     out.reserve(static_cast<std::size_t>(std::max(iters, 0)));
-    for (int done = 0; done < iters; done += batch)
-      time_batch(c, std::min(batch, iters - done), blocking, gate, deadline, out);
+    for (int done = 0; done < iters;) {
+      const int left = iters - done;
+      const int n = blocking ? 1 : !gate || inline_launch ? left : std::min(left, kGateBatch);
+      time_batch(c, n, blocking, per_call, gate, inline_launch, deadline, out);
+      done += n;
+    }
     return out;
   }
 
@@ -168,13 +175,20 @@ class NcclCommunicator : public Communicator {
   /// on the device (NCCL's work FIFO full) only costs that much.
   static constexpr unsigned kGateCapUs = 1000000;
 
-  /// Opens the gate when the batch leaves scope, on every way out.
-  struct GateHold {
-    const CudaOps& cuda;
-    void* gate;
-    ~GateHold() {
-      if (gate) cuda.gate_open(gate);
+  /// Holds the stream while a batch is queued; opens on every way out.
+  class GateHold {
+   public:
+    GateHold(const CudaOps& cuda, void* gate) : cuda_(cuda), gate_(gate) {}
+    ~GateHold() { open(); }
+    void open() {
+      if (gate_) cuda_.gate_open(gate_);
+      gate_ = nullptr;
     }
+    bool held() const { return gate_ != nullptr; }
+
+   private:
+    const CudaOps& cuda_;
+    void* gate_;
   };
 
   /// The communicator's gate, made on first use; null when the CUDA table
@@ -189,28 +203,31 @@ class NcclCommunicator : public Communicator {
     return gate_;
   }
 
-  void time_batch(const CollCall& c, int n, bool blocking, void* gate, Deadline deadline,
-                  std::vector<double>& out) {
+  /// One batch of `n` calls (run_timed above); `inline_launch` is set once a
+  /// call was on the stream when NCCL returned.
+  void time_batch(const CollCall& c, int n, bool blocking, bool per_call, void* gate,
+                  bool& inline_launch, Deadline deadline, std::vector<double>& out) {
     auto what = [&] { return "nccl" + describe_call(c); };
-    const bool each = n <= kMaxEvents;
+    const bool each = per_call && n <= kMaxEvents;
     Events events(*ctx_.cuda, each ? n + 1 : 2);
     cuda_check(events.create(), "cudaEventCreate");
+    const bool gated = gate && !inline_launch;
+    if (gated) cuda_check(ctx_.cuda->gate_hold(gate, ctx_.stream, kGateCapUs), "stream gate launch");
     {
-      GateHold hold{*ctx_.cuda, nullptr};
-      if (gate) {
-        cuda_check(ctx_.cuda->gate_hold(gate, ctx_.stream, kGateCapUs), "stream gate launch");
-        hold.gate = gate;
-      }
+      GateHold hold(*ctx_.cuda, gated ? gate : nullptr);
       cuda_check(events.record(0, ctx_.stream), "cudaEventRecord");
       for (int i = 0; i < n; ++i) {
-        launch(c, deadline);
+        if (launch(c, deadline)) {
+          inline_launch = true;
+          hold.open();
+        }
         if (each) cuda_check(events.record(i + 1, ctx_.stream), "cudaEventRecord");
-        if (blocking && !gate) wait(what, deadline);
+        if (blocking && !hold.held()) wait(what, deadline);
       }
       if (!each) cuda_check(events.record(1, ctx_.stream), "cudaEventRecord");
     }
     wait([&] { return std::to_string(n) + " x " + what(); }, deadline);
-    if (gate && ctx_.cuda->gate_expired(gate) == 1) note_gate_expired(what());
+    if (gated && ctx_.cuda->gate_expired(gate) == 1) note_gate_expired(what());
     const std::size_t first = out.size();
     for (int i = 0; i + 1 < events.size(); ++i) {
       float ms = 0;
@@ -218,9 +235,9 @@ class NcclCommunicator : public Communicator {
       out.push_back(ms / 1e3);
     }
     if (!each) {
-      const double per_call = out[first] / n;
+      const double per_call_s = out[first] / n;
       out.resize(first + static_cast<std::size_t>(n));
-      std::fill(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(), per_call);
+      std::fill(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(), per_call_s);
     }
   }
 
@@ -244,8 +261,9 @@ class NcclCommunicator : public Communicator {
   }
 
   /// Hands one call (collective.h's buffer conventions) to NCCL and returns
-  /// once NCCL has put its work on the stream (step 1 above).
-  void launch(const CollCall& c, Deadline deadline) {
+  /// once NCCL has put its work on the stream (step 1 above): true when it
+  /// was there as the call returned (no launch thread), false after polling.
+  bool launch(const CollCall& c, Deadline deadline) {
     auto what = [&] { return "nccl" + describe_call(c); };
     usable(what);
     const int t = nccl_dtype(c.type), op = nccl_redop(c.op);
@@ -267,10 +285,16 @@ class NcclCommunicator : public Communicator {
         r = api_.Reduce(c.send, c.recv, c.count, t, op, c.root, comm_, ctx_.stream);
         break;
       case Coll::alltoall:
+        // As nccl-tests' alltoall_perf: ncclAlltoAll where NCCL has it (2.28+).
+        r = api_.AlltoAll ? api_.AlltoAll(c.send, c.recv, c.count, t, comm_, ctx_.stream)
+                          : grouped_p2p(c, t);
+        break;
       case Coll::sendrecv: r = grouped_p2p(c, t); break;
     }
     if (r != nccl_abi::kSuccess && r != nccl_abi::kInProgress) fail(what(), r);
+    if (r == nccl_abi::kSuccess) return true;
     launched(what, deadline);
+    return false;
   }
 
   /// alltoall (block p to and from rank p) and sendrecv (to the next rank,

@@ -89,6 +89,8 @@ NcclLibrary load_from(void* lib, NcclLibrary out) {
   bind(lib, "ncclGroupEnd", api->GroupEnd, missing);
   bind(lib, "ncclGetErrorString", api->GetErrorString, missing);
   bind(lib, "ncclGetLastError", api->GetLastError, missing);
+  if (void* a2a = dlsym(lib, "ncclAlltoAll"))  // optional: NCCL 2.28 and later
+    api->AlltoAll = reinterpret_cast<decltype(api->AlltoAll)>(a2a);
   if (!missing.empty()) {
     out.error = "NCCL " + nccl_version_string(out.version) + " at " + where + " lacks " + missing +
                 "; " + kWhereToGet;

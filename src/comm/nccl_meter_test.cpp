@@ -132,6 +132,58 @@ TEST(NcclMeterGate, AGateHeldPastItsCapLetsTheWorkRun) {
   EXPECT_EQ(cu.gate_expired(gate), 0);
 }
 
+// At one rank NCCL puts a collective on the stream before returning
+// (src/enqueue.cc taskAppend: ncclLaunchOneRank on the caller's thread): the
+// gate opens at the first call and the device runs as the host queues, as in
+// nccl-tests' loop, whose small sizes run at the host's launch rate. Held
+// for the whole batch the gate would show the kernel alone (0.5 us here),
+// below what nccl-tests reports for the same calls (the model's host takes
+// 1 us a call).
+TEST(NcclMeterOneRank, InlineLaunchesAreTimedAsTheHostQueuesThem) {
+  NcclModel::Options o;
+  o.nranks = 1;
+  o.kernel_latency_us = 0.5;
+  NcclModel model(o);
+  NcclContext ctx{&model.nccl(), &model.cuda(), model.stream(), nullptr, nullptr};
+  float scratch = 0;
+  ctx.scratch = &scratch;
+  auto comm = make_nccl_communicator(ctx, std::string(256, '0'), 0, 1,
+                                     Deadline::after_seconds(10), nullptr);
+  float x[2] = {};
+  const CollCall c{Coll::all_reduce, DType::float32, RedOp::sum, 0, x, x, 1};
+  const auto t = comm->run_timed(c, 40, false, Deadline::after_seconds(10), false);
+  ASSERT_EQ(t.size(), 40u);
+  EXPECT_GT(t[0] * 1e6, 0.9);  // the host's microsecond a call, not the kernel's half
+  EXPECT_LT(t[0] * 1e6, 1.6);
+}
+
+// nccl-tests' alltoall_perf calls ncclAlltoAll where NCCL has it (2.28+), a
+// copy at one rank and nothing at all for an empty call (src/enqueue.cc
+// taskAppend); gpudiag does the same, and the group of sends and receives
+// only where the library lacks it.
+TEST(NcclMeterOneRank, AlltoallIsNcclsOwnWhereItExists) {
+  for (bool has : {true, false}) {
+    NcclModel::Options o;
+    o.nranks = 1;
+    o.has_alltoall = has;
+    NcclModel model(o);
+    NcclContext ctx{&model.nccl(), &model.cuda(), model.stream(), nullptr, nullptr};
+    float scratch = 0;
+    ctx.scratch = &scratch;
+    auto comm = make_nccl_communicator(ctx, std::string(256, '0'), 0, 1,
+                                       Deadline::after_seconds(10), nullptr);
+    std::vector<float> a(1024), b(1024);
+    const int before = model.kernels();
+    comm->run({Coll::alltoall, DType::float32, RedOp::sum, 0, a.data(), b.data(), 1024},
+              Deadline::after_seconds(10));
+    EXPECT_EQ(model.kernels() - before, has ? 1 : 2) << (has ? "ncclAlltoAll" : "send+recv");
+    const int mid = model.kernels();
+    comm->run({Coll::alltoall, DType::float32, RedOp::sum, 0, a.data(), b.data(), 0},
+              Deadline::after_seconds(10));
+    if (has) EXPECT_EQ(model.kernels(), mid) << "an empty ncclAlltoAll is discarded";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, NcclMeter, ::testing::Values(2, 8));
 
 }  // namespace

@@ -339,6 +339,28 @@ Result reduce(const void*, void*, std::size_t n, int t, int, int, nccl_abi::Comm
   LOCK;
   return cur().enqueue(h, bytes_of(n, t), false, false);
 }
+// src/collectives.cc ncclAlltoAll (2.28) -> src/enqueue.cc taskAppend: an
+// empty one is discarded; at one rank it is ncclLaunchOneRank (a copy on the
+// caller's thread); at 2+ ranks a send and a receive per rank in the call's
+// implicit group, which the threaded launch puts on the stream.
+Result all_to_all(const void*, void*, std::size_t n, int t, nccl_abi::CommHandle h, void*) {
+  LOCK;
+  M& m = cur();
+  if (m.o.nranks == 1) return m.enqueue(h, bytes_of(n, t), false, false);
+  m.host += 1;
+  ++m.group_depth;
+  Result r = m.ensure_ready(*m.comm(h));
+  if (r == nccl_abi::kSuccess && n > 0) {
+    m.group_comm = m.comm(h);
+    for (int p = 0; p < 2 * m.o.nranks; ++p) m.group_kernels.push_back(m.kernel_us(bytes_of(n, t)));
+    m.group_needs_peers = true;
+  } else if (r != nccl_abi::kSuccess && m.group_error == nccl_abi::kSuccess) {
+    m.group_error = r;
+  }
+  const Result end = m.group_end();
+  if (r != nccl_abi::kSuccess) return r;
+  return m.comm(h)->blocking ? end : m.read(*m.comm(h));
+}
 // Send/recv always join the group (src/enqueue.cc p2pTaskAppend), even to
 // the rank itself: at one rank they too take the threaded launch.
 Result send(const void*, std::size_t n, int t, int peer, nccl_abi::CommHandle h, void*) {
@@ -474,6 +496,7 @@ NcclModel::NcclModel(Options o) : impl_(new Impl) {
   nccl_.GroupEnd = group_end;
   nccl_.GetErrorString = error_string;
   nccl_.GetLastError = last_error;
+  if (o.has_alltoall) nccl_.AlltoAll = all_to_all;
   cuda_ = CudaOps{stream_query, memcpy_async, memset_async, cuda_name,    cuda_text,
                   ev_create,    ev_destroy,   ev_record,    ev_elapsed,   gate_create,
                   gate_destroy, gate_hold,    gate_open,    gate_expired};

@@ -46,6 +46,8 @@ class NcclModel {
     /// Host time (us) NCCL's launch thread takes before the kernel is on the
     /// stream (src/group.cc groupLaunchNonBlocking: a thread per launch).
     double launch_us = 0;
+    /// ncclAlltoAll exists (NCCL 2.28 and later).
+    bool has_alltoall = true;
     bool peers_absent = false;
     double bytes_per_us = 1000;     ///< the virtual device: 1 GB/s per us of kernel time
     double kernel_latency_us = 8;

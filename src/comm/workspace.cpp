@@ -75,7 +75,7 @@ void Communicator::run(const CollCall& call, Deadline) {
 }
 
 std::vector<double> Communicator::run_timed(const CollCall& call, int iters, bool,
-                                            Deadline deadline) {
+                                            Deadline deadline, bool) {
   std::vector<double> out;
   out.reserve(iters);
   for (int i = 0; i < iters; ++i) {

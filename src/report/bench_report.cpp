@@ -153,18 +153,22 @@ void NcclTestsPrinter::row(const BenchRow& r) {
     std::sort(by_time.begin(), by_time.end());
     const auto& slow = r.ranks[by_time.back().second];
     const double median = by_time[by_time.size() / 2].first;
+    // p50 and p99 exist only where each call was timed (-I); else negative.
+    const bool spread = slow.p50_s[0] >= 0;
     slow_lines_.push_back(fmt::format(
-        "# {:>12} {:>8} {:>4}: slowest {} {} us (p50 {}, p99 {}); median rank {} us", r.size,
-        dtype_name(r.type), r.redop, label(by_time.back().second), us(slow.mean_s[0]),
-        us(slow.p50_s[0]), us(slow.p99_s[0]), us(median)));
+        "# {:>12} {:>8} {:>4}: slowest {} {} us{}; median rank {} us", r.size, dtype_name(r.type),
+        r.redop, label(by_time.back().second), us(slow.mean_s[0]),
+        spread ? fmt::format(" (p50 {}, p99 {})", us(slow.p50_s[0]), us(slow.p99_s[0])) : "",
+        us(median)));
+    auto usec = [](double s) { return s >= 0 ? nlohmann::json(s * 1e6) : nlohmann::json(nullptr); };
     nlohmann::json per = nlohmann::json::array();
     for (std::size_t q = 0; q < r.ranks.size(); ++q) {
       const auto& m = r.ranks[q];
       per.push_back({{"rank", q},
-                     {"out_of_place", {{"mean_us", m.mean_s[0] * 1e6}, {"p50_us", m.p50_s[0] * 1e6},
-                                       {"p99_us", m.p99_s[0] * 1e6}}},
-                     {"in_place", {{"mean_us", m.mean_s[1] * 1e6}, {"p50_us", m.p50_s[1] * 1e6},
-                                   {"p99_us", m.p99_s[1] * 1e6}}}});
+                     {"out_of_place", {{"mean_us", m.mean_s[0] * 1e6}, {"p50_us", usec(m.p50_s[0])},
+                                       {"p99_us", usec(m.p99_s[0])}}},
+                     {"in_place", {{"mean_us", m.mean_s[1] * 1e6}, {"p50_us", usec(m.p50_s[1])},
+                                   {"p99_us", usec(m.p99_s[1])}}}});
     }
     jr["slowest_rank"] = by_time.back().second;
     jr["ranks"] = std::move(per);
@@ -179,7 +183,7 @@ void NcclTestsPrinter::end() {
   s += fmt::format("# {:<20} : {:g} \n", "Avg bus bandwidth", avg_busbw());
   s += "#\n# Collective test concluded: " + h_.program + "\n#\n";
   if (!slow_lines_.empty()) {
-    s += "# slowest rank per row (mean time per iteration out of place; its p50 and p99):\n";
+    s += "# slowest rank per row (mean time per iteration out of place; its p50 and p99 with -I):\n";
     for (const auto& l : slow_lines_) s += l + "\n";
   }
   out(s);
