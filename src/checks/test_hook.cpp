@@ -4,8 +4,10 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <charconv>
+#include <thread>
 
 namespace gpudiag {
 
@@ -15,7 +17,8 @@ constexpr struct {
   const char* name;
   int number;
 } kSignals[] = {{"STOP", SIGSTOP}, {"KILL", SIGKILL}, {"TERM", SIGTERM},
-                {"INT", SIGINT},   {"ABRT", SIGABRT}, {"SEGV", SIGSEGV}};
+                {"INT", SIGINT},   {"ABRT", SIGABRT}, {"SEGV", SIGSEGV},
+                {"HANG", TestRaise::kHang}};
 
 constexpr const char* kHookPhases[] = {"device", "exchange", "communicator", "all-reduce",
                                        "sweep",  "links",    "barrier",      "pool-round"};
@@ -39,12 +42,12 @@ std::optional<TestRaise> parse_test_raise(const std::string& value, std::string&
     return std::nullopt;
   }
   std::string sig = value.substr(0, at), rest = value.substr(at + 1);
-  if (sig.rfind("SIG", 0) == 0) sig = sig.substr(3);
+  if (sig.rfind("SIG", 0) == 0 && sig != "HANG") sig = sig.substr(3);
   for (const auto& s : kSignals)
     if (sig == s.name) t.signal = s.number;
   if (!t.signal) {
     error = "unknown signal '" + value.substr(0, at) +
-            "' (SIGSTOP, SIGKILL, SIGTERM, SIGINT, SIGABRT, SIGSEGV)";
+            "' (SIGSTOP, SIGKILL, SIGTERM, SIGINT, SIGABRT, SIGSEGV, HANG)";
     return std::nullopt;
   }
   if (auto colon = rest.find(':'); colon != std::string::npos) {
@@ -95,8 +98,12 @@ TestHook TestHook::from_env(const Env& env, int rank) {
 
 void TestHook::fire(const std::string& phase, int iteration) const {
   if (!raise_ || raise_->phase != phase || raise_->iteration != iteration) return;
-  spdlog::warn("GPUDIAG_TEST_RAISE: raising signal {} in {}{}", raise_->signal, phase,
-               iteration ? " #" + std::to_string(iteration) : std::string());
+  const std::string where = phase + (iteration ? " #" + std::to_string(iteration) : "");
+  if (raise_->signal == TestRaise::kHang) {
+    spdlog::warn("GPUDIAG_TEST_RAISE: hanging in {} (a call that never returns)", where);
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  }
+  spdlog::warn("GPUDIAG_TEST_RAISE: raising signal {} in {}", raise_->signal, where);
   ::kill(::getpid(), raise_->signal);
 }
 

@@ -3,7 +3,10 @@
 //
 //   GPUDIAG_TEST_RAISE=SIGNAL@PHASE[#N][:RANK]
 //
-//   SIGNAL  SIGSTOP, SIGKILL, SIGTERM, SIGINT, SIGABRT or SIGSEGV ("SIG" optional)
+//   SIGNAL  SIGSTOP, SIGKILL, SIGTERM, SIGINT, SIGABRT or SIGSEGV ("SIG" optional),
+//           or HANG: the thread blocks for ever there, as a call that cannot be
+//           given a deadline would (cudaFree on a hung GPU, an NCCL abort that
+//           never returns); only a watchdog ends the rank then
 //   PHASE   device, exchange, communicator, all-reduce, sweep, links or barrier:
 //           the signal is raised as the rank enters the phase, after it has
 //           published the phase to its peers (so "last phase: PHASE" is what
@@ -31,6 +34,7 @@
 namespace gpudiag {
 
 struct TestRaise {
+  static constexpr int kHang = -1;  ///< not a signal: block for ever
   int signal = 0;
   std::string phase;
   int iteration = 0;  ///< 0: on entering the phase; N: at its N-th timed iteration

@@ -16,6 +16,7 @@
 #include "checks/backend_choice.h"
 #include "checks/memory_checks.h"
 #include "checks/test_hook.h"
+#include "checks/watchdog.h"
 #include "checks/verdict.h"
 #include "gpu/cuda.h"
 #include "sweep/pair_meter.h"
@@ -52,7 +53,8 @@ std::string text_field(const json& j, const char* key) {
 class SweepRun {
  public:
   SweepRun(const SweepOptions& o, CheckSetup& s, std::string advertise, std::string token)
-      : o_(o), s_(s), plane_(*s.plane), advertise_(std::move(advertise)), token_(std::move(token)) {
+      : o_(o), s_(s), plane_(*s.plane), advertise_(std::move(advertise)), token_(std::move(token)),
+        watchdog_(s.host + "-" + std::to_string(s.world.local_rank)) {
     n_ = plane_.size();
     me_.rank = s.world.rank;
     me_.world_size = n_;
@@ -89,6 +91,10 @@ class SweepRun {
     out_.backend = me_.backend;
     out_.nccl_version = me_.nccl_version;
     me_.phase = "device";
+    // A call that cannot be given a deadline (cudaMalloc or cudaFree on a
+    // hung GPU) ends the rank with its status line, not a silent hang.
+    watchdog_.arm("device", Deadline::after_seconds(kDeviceLimitS));
+    Disarm disarm{watchdog_};
     try {
       if (me_.backend == "nccl") {
         if (!me_.backend_why.empty()) throw Error(ExitCode::broken, me_.backend_why);
@@ -281,6 +287,13 @@ class SweepRun {
                                 Deadline::after_seconds(o_.timeout_s), live(),
                                 partner >= 0 ? std::vector<int>{partner} : std::vector<int>{});
     mark_gone(g1.missing);
+    // The pair's waits have deadlines; NCCL's abort, a communicator's
+    // teardown or a cudaFree on a hung GPU have none: the watchdog ends the
+    // rank after twice the pair's limit (the test hook fires inside it).
+    watchdog_.arm("pool-round " + k, Deadline::after_seconds(2 * o_.pair_timeout_s + 10),
+                  "the pair's NCCL or CUDA calls did not return (an abort or a teardown that "
+                  "hangs, a hung GPU?): check nvidia-smi and dmesg on " + me_.host);
+    std::optional<Disarm> disarm{std::in_place, watchdog_};
     hook_.on_iteration("pool-round", round_.index);
     PairOutcome result;
     if (partner >= 0) {
@@ -294,6 +307,7 @@ class SweepRun {
         result = measure_pair(*meter_, mine, other, round_.index, spec_);
       }
     }
+    disarm.reset();
     json rec{{"k", round_.index}, {"p", partner}, {"ok", result.ok}, {"gbps", result.gbps},
              {"why", result.why.substr(0, kMaxField)}};
     last_peers_ = g1;
@@ -367,6 +381,11 @@ class SweepRun {
   int n_ = 0;
   RankRecord me_;
   SweepOutcome out_;
+  struct Disarm {
+    Watchdog& w;
+    ~Disarm() { w.disarm(); }
+  };
+  static constexpr double kDeviceLimitS = 300;
   std::unique_ptr<PairMeter> meter_;
   PairSpec spec_;
   Deadline::Clock::time_point start_;
@@ -374,6 +393,7 @@ class SweepRun {
   std::optional<Planner> planner_;  ///< the judge's
   Layout layout_;
   Round round_;
+  Watchdog watchdog_;
   std::vector<bool> gone_, skip_;
   TestHook hook_;
   Gathered last_peers_;  ///< this round's sweep-K-peers checkpoint, for the judge's notes

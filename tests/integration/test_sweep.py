@@ -32,14 +32,14 @@ class SweepOverNamespaceNodes(unittest.TestCase):
             if p.returncode != 0:
                 self.skipTest("tc tbf (sch_tbf) is not available here: " + p.stderr.strip())
 
-    def sweep(self, n, *args, env=None):
+    def sweep(self, n, *args, env=None, pair_timeout=10):
         """Starts node1..nodeN (two ranks each); returns [(returncode, stdout, stderr)]."""
         port = 29760
         procs = []
         for i in range(1, n + 1):
             inner = (f"hostname node{i}; exec {BIN} launch --nnodes {n} --node-rank {i - 1} "
                      f"--nproc-per-node 2 --master-addr 10.78.0.1 --master-port {port} -- sweep "
-                     "--backend host --timeout 30 --pair-timeout 10 " + " ".join(args))
+                     f"--backend host --timeout 30 --pair-timeout {pair_timeout} " + " ".join(args))
             procs.append(subprocess.Popen(
                 ["ip", "netns", "exec", f"{self.PREFIX}-{i}", "unshare", "--uts", "sh", "-c", inner],
                 env=dict(clean_env(), GPUDIAG_SECRET="s" * 32, **(env or {})),
@@ -107,6 +107,22 @@ class SweepOverNamespaceNodes(unittest.TestCase):
             self.assertEqual(f.read(), "\n")
         self.assertIn("no node to exclude: every one of the 4 node(s) passed", text)
         self.assertEqual(text.count(" OK "), 4, text)
+
+
+    def test_a_call_that_never_returns_is_ended_by_the_watchdog(self):
+        # Rank 2 (node2's first rank) blocks for ever inside round 1's pair, as
+        # an NCCL abort or a cudaFree on a hung GPU can (GPUDIAG_TEST_RAISE's
+        # HANG): its watchdog ends it after 2 x --pair-timeout + 10 s with its
+        # status line, and node1's report excludes node2 instead of hanging.
+        self.pool(2)
+        outs = self.sweep(2, env=raise_at("HANG@pool-round#1:2"), pair_timeout=2)
+        rc2, out2, err2 = outs[1]
+        self.assertIn("is broken: stuck in pool-round 1 for", strip_prefix(out2), out2 + err2[-1500:])
+        self.assertNotEqual(rc2, 0)
+        rc1, out1, err1 = outs[0]
+        text = strip_prefix(out1)
+        self.assertEqual(rc1, 1, text + err1[-1500:])
+        self.assertIn("exclude 1 of 2 node(s): node2", text)
 
 
 class SweepCommandLine(unittest.TestCase):

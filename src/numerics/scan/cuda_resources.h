@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "gpu/cuda.h"
+#include "numerics/scan/device_scope.h"
 #include "util/deadline.h"
 #include "util/error.h"
 
@@ -93,24 +94,5 @@ inline void wait_event(cudaEvent_t e, const std::string& gpu, const std::string&
     if (Deadline::Clock::now() > spin_until) std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }
-
-/// Makes `device` current for a scope and gives the calling thread its own
-/// back after: the C ABI runs inside a training process (PyTorch) whose
-/// current device must not change under it.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    if (cudaGetDevice(&saved_) != cudaSuccess) saved_ = -1;
-    set_device(device);
-  }
-  ~DeviceScope() {
-    if (saved_ >= 0) (void)cudaSetDevice(saved_);
-  }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  int saved_ = -1;
-};
 
 }  // namespace gpudiag::numerics::cuda_scan

@@ -336,16 +336,26 @@ class CudaScanner final : public Scanner {
 TensorStats scan_device_buffer(const void* data, std::uint64_t count, DType dtype, void* stream,
                                int device) {
   // One scanner (its device buffers) per device, made on first use; calls on
-  // one device take turns on its buffers.
-  static std::mutex mutex;
-  static std::map<int, std::unique_ptr<CudaScanner>> scanners;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto& s = scanners[device];
-  if (!s) {
-    const DeviceScope scope(device);  // the constructor makes `device` current
-    s = std::make_unique<CudaScanner>(device);
+  // one device take turns on its buffers, calls on different devices do not
+  // wait for each other (the registry's lock is held only to find the slot).
+  struct Slot {
+    std::mutex m;
+    std::unique_ptr<CudaScanner> scanner;
+  };
+  static std::mutex registry;
+  static std::map<int, std::unique_ptr<Slot>> slots;
+  Slot* slot = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(registry);
+    auto& s = slots[device];
+    if (!s) s = std::make_unique<Slot>();
+    slot = s.get();
   }
-  return s->scan_resident(data, count, dtype, static_cast<cudaStream_t>(stream));
+  std::lock_guard<std::mutex> lock(slot->m);
+  const DeviceScope scope(device);
+  const CaptureGuard capture(static_cast<cudaStream_t>(stream), device);
+  if (!slot->scanner) slot->scanner = std::make_unique<CudaScanner>(device);
+  return slot->scanner->scan_resident(data, count, dtype, static_cast<cudaStream_t>(stream));
 }
 
 std::unique_ptr<Scanner> make_cuda_scanner(std::string* why_not, int ordinal) {
