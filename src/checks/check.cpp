@@ -139,7 +139,9 @@ class CheckRun {
     // Waits on peers have their own deadlines; this catches the calls that
     // cannot have one. A phase may wait on peers once per iteration, hence
     // the generous limit.
-    watchdog_.arm(phase, Deadline::after_seconds(watchdog_limit_s(phase)));
+    // bench's size sweep is not `gpudiag sweep`: the watchdog's words say which.
+    watchdog_.arm(std::string(phase) == "sweep" ? "bench size sweep" : phase,
+                  Deadline::after_seconds(watchdog_limit_s(phase)));
     struct Disarm {
       Watchdog& w;
       ~Disarm() { w.disarm(); }

@@ -64,8 +64,8 @@ void Watchdog::loop() {
         Deadline::Clock::now() >= next_notice_ && Deadline::Clock::now() < limit_) {
       const std::string line =
           "still in the " + phase_ + " phase after " + human_seconds(seconds_since(started_)) +
-          "; it is given up after " +
-          human_seconds(std::chrono::duration<double>(limit_ - started_).count());
+          " (working, not hung: the rank is ended only if the phase lasts " +
+          human_seconds(std::chrono::duration<double>(limit_ - started_).count()) + ")";
       if (notice_sink_) notice_sink_(line);
       else spdlog::warn("{}", line);
       next_notice_ = terminal || notice_sink_ ? next_notice_ + notice_every_ : limit_;

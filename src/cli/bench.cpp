@@ -26,6 +26,7 @@
 #include "util/env.h"
 #include "world/discovery.h"
 #include "util/log.h"
+#include "util/strings.h"
 #include "world/fingerprint_compare.h"
 
 namespace gpudiag::cli {
@@ -312,6 +313,10 @@ int run(BenchCli o) {
       // The parameters line says what runs (one thread, one GPU, no graph...);
       // what was asked and not done is each on its own note line.
       h.notes = flag_notes(o);
+      // -t/-g of one process, run as that many ranks (relaunch_per_gpu): the
+      // header says what nccl-tests' would, the job having done the same.
+      if (const char* g = std::getenv("GPUDIAG_BENCH_GPUS_PER_PROCESS"))
+        if (auto v = parse_int(g); v && *v >= 1 && *v <= 1024) h.ngpus = static_cast<int>(*v);
       if (o.cycles == 0) h.notes.push_back("-N 0: the sweep repeats until interrupted");
       h.nccl_code = table[0] && table[0]->backend == "nccl"
                         ? nccl_version_code(table[0]->nccl_version)
@@ -370,8 +375,11 @@ int run(BenchCli o) {
     } else if (!job_ok(result)) {
       write_all(out, versions_line(result) + summary_table(result));
     }
-    // What differs between the ranks may explain a slow or failed run.
-    write_all(out, render_fingerprint(result.fingerprint));
+    // What differs between the ranks may explain a slow or failed run; after
+    // nccl-tests' table every line of it is a '#' comment, as its parsers expect.
+    std::string fp = render_fingerprint(result.fingerprint);
+    if (printer) fp = prefix_lines(fp, "# ");
+    write_all(out, fp);
     if (!o.json_path.empty()) json_status = emit_json(o.json_path, schema, json);
     if (int s = write_report_prometheus(o.prometheus, schema, json,
                                         result.me.backend == "nccl" ? result.me.nccl_version : ""))

@@ -73,6 +73,15 @@ void summarize_nccl_capture(int out, const nccl_log::CapturePlan& plan, const Ch
     spdlog::warn("{}", nccl_log::not_used_notice(result.me.backend));
     return;
   }
+  // NCCL never started anywhere (not found, no GPU, a failure before its
+  // first call): there are no logs to read, and the folder goes.
+  std::error_code ec;
+  if (!std::filesystem::exists(plan.run_dir, ec) || std::filesystem::is_empty(plan.run_dir, ec)) {
+    nccl_log::discard_capture(plan);
+    write_all(out, "--nccl-debug: no rank wrote an NCCL log (NCCL did not start: see the ranks' "
+                   "lines above), so there is nothing to explain\n");
+    return;
+  }
   try {
     auto report = nccl_log::summarize({plan.run_dir.string()});
     write_all(out, "\nNCCL logs in " + plan.run_dir.string() + " (gpudiag nccl-log " +
@@ -101,7 +110,10 @@ int run(const CheckCli& o) {
   write_all(out, status_line(result.me));
   // Everyone has printed before rank 0 adds the summary below the lines.
   job.meet_after_printing(result, o.check.timeout_s);
-  if (capture && result.me.backend != "nccl") nccl_log::discard_capture(*capture);
+  // A rank whose NCCL never logged leaves nothing; the run folder goes with
+  // the last such rank (discard_capture removes only empty folders).
+  if (capture && (result.me.backend != "nccl" || !std::filesystem::exists(capture->log_file)))
+    nccl_log::discard_capture(*capture);
   bool slow_busbw = false;
   if (result.me.rank == 0) {
     nlohmann::json json = job_json(result);

@@ -4,6 +4,8 @@
 // them as "with error N" (NCCL < 2.19) or "with status=N" (2.19+).
 #include <algorithm>
 #include <cctype>
+#include <map>
+#include <set>
 
 #include "nccl_log/findings_internal.h"
 
@@ -81,25 +83,66 @@ bool roce_job(const Job& job) {
 
 }  // namespace
 
+/// NCCL_IB_GID_INDEX as each process logged it ("3", or "unset"), when the
+/// ranks disagree; empty when they agree or none logged it.
+std::string gid_index_disagreement(const Job& job) {
+  std::map<std::string, std::set<std::string>> hosts_by_value;
+  for (const auto& p : job.processes) {
+    if (p.env.empty() && p.bootstrap.empty()) continue;  // logged no settings at all
+    auto it = p.env.find("NCCL_IB_GID_INDEX");
+    hosts_by_value[it == p.env.end() ? "unset" : it->second].insert(p.host.empty() ? p.key : p.host);
+  }
+  if (hosts_by_value.size() < 2) return {};
+  std::string out;
+  for (const auto& [value, hosts] : hosts_by_value) {
+    if (!out.empty()) out += "; ";
+    out += value + " on ";
+    int shown = 0;
+    for (const auto& h : hosts) {
+      if (shown++ == 3) {
+        out += " and " + std::to_string(hosts.size() - 3) + " more";
+        break;
+      }
+      out += (shown > 1 ? ", " : "") + h;
+    }
+  }
+  return out;
+}
+
 void rule_ib_completion(const Job& job, std::vector<Finding>& out) {
   Collector c;
+  // The status shown and its peer come from one line: the first that is not
+  // a flush (status 5 follows an earlier error), else the first line.
   int primary = -1;
+  std::string primary_peer;
   bool gid_v4mapped = false;
   for (const auto& p : job.processes) {
     for (const auto& w : p.warnings) {
       std::string_view m = w.line.message;
       if (!contains(m, "Got completion")) continue;
       int s = status_of(m);
-      if (primary < 0 || (primary == 5 && s != 5)) primary = s;
+      if (primary < 0 || (primary == 5 && s != 5)) {
+        primary = s;
+        primary_peer = peer_address(m);
+      }
       gid_v4mapped |= contains(m, "::ffff:");
       c.add(p, w.where, peer_address(m));
     }
   }
-  std::string from = c.first.empty() ? "" : " from peer " + c.first;
-  c.emit(out, "ib-completion-error", Severity::problem,
-         "IB completion error status " + std::to_string(primary) + " (" + status_name(primary) +
-             ")" + from,
-         status_remedy(primary, roce_job(job) || gid_v4mapped));
+  if (c.empty()) return;
+  std::string from = primary_peer.empty() ? "" : " from peer " + primary_peer;
+  std::string title = "IB completion error status " + std::to_string(primary) + " (" +
+                      status_name(primary) + ")" + from;
+  std::string remedy = status_remedy(primary, roce_job(job) || gid_v4mapped);
+  // The classic cause, when the logs show it: hosts on different GID indexes
+  // cannot route to each other on RoCE (a retry timeout, status 12).
+  if (const std::string gids = gid_index_disagreement(job); !gids.empty() && primary != 4 &&
+                                                           primary != 10) {
+    title += "; NCCL_IB_GID_INDEX differs between hosts (" + gids + "), the likely cause";
+    remedy = "set NCCL_IB_GID_INDEX to the same RoCE v2 GID index on every host (`show_gids` "
+             "lists them; 3 is common), then rerun; " + remedy;
+  }
+  c.emit(out, "ib-completion-error", Severity::problem, title, remedy);
 }
 
 void rule_ib_qp(const Job& job, std::vector<Finding>& out) {

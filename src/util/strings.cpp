@@ -87,4 +87,17 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
+std::string prefix_lines(std::string_view text, std::string_view prefix) {
+  std::string out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t nl = text.find('\n', start);
+    const std::size_t end = nl == std::string_view::npos ? text.size() : nl + 1;
+    out += prefix;
+    out += text.substr(start, end - start);
+    start = end;
+  }
+  return out;
+}
+
 }  // namespace gpudiag

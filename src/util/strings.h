@@ -15,6 +15,8 @@ std::optional<long long> parse_int(std::string_view s);
 /// Splits on `sep`; keeps empty fields.
 std::vector<std::string> split(std::string_view s, char sep);
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
+/// `text` with `prefix` before each of its lines (a last line without a newline too).
+std::string prefix_lines(std::string_view text, std::string_view prefix);
 std::string_view trim(std::string_view s);
 /// 268435456 -> "256 MiB", 1500 -> "1.46 KiB".
 std::string human_bytes(std::uint64_t bytes);

@@ -31,5 +31,11 @@ TEST(EditDistance, CountsEdits) {
   EXPECT_EQ(edit_distance("", "abc"), 3u);
 }
 
+TEST(Strings, PrefixLines) {
+  EXPECT_EQ(prefix_lines("a\nb\n", "# "), "# a\n# b\n");
+  EXPECT_EQ(prefix_lines("a\nb", "# "), "# a\n# b");
+  EXPECT_EQ(prefix_lines("", "# "), "");
+}
+
 }  // namespace
 }  // namespace gpudiag

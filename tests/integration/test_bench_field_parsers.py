@@ -108,6 +108,13 @@ class FieldParsers(unittest.TestCase):
         self.assertIn("# gpudiag: -g 2 in one process: run as 2 ranks of one GPU each", p.stdout)
         self.assertEqual(p.stdout.count("#  Rank "), 2, p.stdout)
         self.assertEqual(len(regex_rows(p.stdout)), 3)
+        # The parameters line says what nccl-tests' would: the job ran 2 GPUs.
+        self.assertRegex(p.stdout, r"# nThread 1 nGpus 2 minBytes 1024 ")
+        # Every line that is not a row is a comment, the fingerprint's included:
+        # parsers of nccl-tests' text skip '#' lines and read the rest as rows.
+        for line in p.stdout.splitlines():
+            if line.strip() and not line.startswith("#"):
+                self.assertRegex(line, r"^\s+\d+\s+\d+\s", line)
 
     def test_every_flag_nccl_tests_accepts_runs(self):
         flags = [("-t", "1"), ("-g", "1"), ("-m", "2"), ("-N", "2"), ("-p", "1"), ("-y", "1"),

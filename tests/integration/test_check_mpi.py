@@ -73,6 +73,19 @@ class CheckUnderMpirun(unittest.TestCase):
             else:
                 self.assertTrue(os.path.isdir(run_dir))
 
+    def test_nccl_debug_where_nccl_never_starts_leaves_nothing_to_read(self):
+        # --backend nccl where NCCL cannot start (no GPU here, or the library
+        # named does not exist): no log is written, so the report says there is
+        # nothing to explain, points at no log folder, and leaves none behind.
+        with tempfile.TemporaryDirectory() as d:
+            run_dir = os.path.join(d, "logs")
+            p = mpirun(2, "check", "--backend", "nccl", "--nccl-debug", "--nccl-debug-dir", run_dir,
+                       env={"GPUDIAG_NCCL_LIB": os.path.join(d, "no-such-libnccl.so.2")})
+            self.assertNotEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertIn("--nccl-debug: no rank wrote an NCCL log", p.stdout + p.stderr)
+            self.assertNotIn("gpudiag nccl-log " + run_dir, p.stdout)
+            self.assertFalse(os.path.exists(run_dir), os.listdir(d))
+
     def test_nccl_debug_rejects_an_unknown_subsystem(self):
         p = mpirun(1, "check", "--nccl-debug", "--nccl-debug-subsys", "INIT,BOGUS")
         self.assertEqual(p.returncode, 2)

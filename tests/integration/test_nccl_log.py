@@ -116,6 +116,16 @@ class FindingsOnRealLogs(unittest.TestCase):
         self.assertIn("NCCL_IB_GID_INDEX", f["remedy"])
         self.assertEqual(f["who"], ["rank 36 (hostname-test:984)"])
 
+    def test_ib_completion_with_different_gid_indexes_names_them_as_the_cause(self):
+        # The flush (status 5, another peer) comes first; the finding shows the
+        # status 12 with its own peer, and the GID index each host set.
+        f, _ = self.one(("constructed", "gid_index_mismatch"), "ib-completion-error")
+        self.assertIn("status 12", f["title"])
+        self.assertIn("from peer 10.20.0.12:50114", f["title"])
+        self.assertNotIn("10.20.0.99", f["title"])
+        self.assertIn("NCCL_IB_GID_INDEX differs between hosts (0 on nodeB; 3 on nodeA)", f["title"])
+        self.assertTrue(f["remedy"].startswith("set NCCL_IB_GID_INDEX to the same"), f["remedy"])
+
     def test_ib_completion_error_old_spelling(self):
         f, _ = self.one("nccl426_error12_comment.log", "ib-completion-error")
         self.assertIn("RETRY_EXC_ERR", f["title"])
