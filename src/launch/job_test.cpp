@@ -101,6 +101,24 @@ TEST(RankEnvironment, ExtraVariablesReachEveryRankButCannotOverrideRanks) {
   EXPECT_EQ(env["RANK"], "4");
 }
 
+// A torch program's children on the second node: torchrun's error file is
+// per local rank (torch/distributed/elastic/agent/server/local_elastic_agent.py
+// names attempt_K/<local rank>/error.json), and the launcher reads it back by
+// local rank; a name by global rank leaves every node after the first with
+// "wrote no error file".
+TEST(RankEnvironment, TorchErrorFileIsNamedByLocalRankOnEveryNode) {
+  auto job = resolve_job(two_nodes(), Env());
+  job.torch_children = true;
+  job.error_dir = "/run/job/attempt_0";
+  for (int local = 0; local < 4; ++local) {
+    auto env = as_map(rank_environment(Env(), job, local));
+    EXPECT_EQ(env["RANK"], std::to_string(4 + local));
+    EXPECT_EQ(env["TORCHELASTIC_ERROR_FILE"],
+              "/run/job/attempt_0/" + std::to_string(local) + "/error.json");
+    EXPECT_EQ(env["ROLE_RANK"], std::to_string(4 + local));
+  }
+}
+
 TEST(ResolveJob, GivenPortIsKept) {
   auto o = two_nodes();
   EXPECT_FALSE(resolve_job(o, Env()).port_given);

@@ -111,6 +111,11 @@ struct PlannerOptions {
   double slow_fraction = 0.5;
 };
 
+/// The planner's options for a backend: on GPUs (`gpu`) rounds within nodes
+/// and the link test's fraction (0.5); on the host backend neither within-node
+/// rounds nor a fraction above a quarter.
+PlannerOptions planner_options(bool gpu, double time_budget_s);
+
 /// The judge's side: hands out rounds, takes their results, decides.
 class Planner {
  public:

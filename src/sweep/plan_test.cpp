@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
 #include <set>
 
 #include "util/error.h"
@@ -104,6 +105,69 @@ std::vector<NodeVerdict> sweep(Planner& p, const std::function<double(int, int, 
     p.record(r, results, now);
   }
   return p.verdicts();
+}
+
+/// Like sweep(), but each end of a pair reports its own figure:
+/// `end_speed(a, b, round, reporter)`.
+std::vector<NodeVerdict> sweep_ends(Planner& p,
+                                    const std::function<double(int, int, int, int)>& end_speed) {
+  double t = 0;
+  for (Round r = p.next(t); r.kind != RoundKind::done; r = p.next(t += 1)) {
+    std::vector<PairResult> results;
+    for (int a = 0; a < p.layout().ranks(); ++a) {
+      const int b = partner_in(r, p.layout(), a);
+      if (b < 0) continue;
+      const double g = end_speed(std::min(a, b), std::max(a, b), r.index, a);
+      results.push_back({r.index, std::min(a, b), std::max(a, b), true, g, ""});
+    }
+    p.record(r, results, {});
+  }
+  return p.verdicts();
+}
+
+std::map<int, NodeState> states(const std::vector<NodeVerdict>& v) {
+  std::map<int, NodeState> out;
+  for (const auto& n : v) out[n.node] = n.state;
+  return out;
+}
+
+// Each backend's own threshold, at the boundary: on GPUs a node at 40% of its
+// peers' speed is slow and one at 60% is not; on the host backend (CPUs move
+// the bytes, so only a quarter counts) 20% is slow and 40% is not.
+TEST(SweepPlanner, EachBackendsSlowThresholdAtItsBoundary) {
+  auto pool = [](bool gpu, double slow3, double slow5) {
+    Planner p(make_layout(hosts(8, 1)), planner_options(gpu, 300));
+    return states(sweep(p, [&](int a, int b, int) {
+      double g = 10.0;
+      if (a == 3 || b == 3) g = std::min(g, 10.0 * slow3);
+      if (a == 5 || b == 5) g = std::min(g, 10.0 * slow5);
+      return g;
+    }));
+  };
+  auto gpu = pool(true, 0.4, 0.6);
+  EXPECT_EQ(gpu[3], NodeState::slow);
+  EXPECT_EQ(gpu[5], NodeState::ok);
+  for (int n : {0, 1, 2, 4, 6, 7}) EXPECT_EQ(gpu[n], NodeState::ok) << n;
+  auto host = pool(false, 0.2, 0.4);
+  EXPECT_EQ(host[3], NodeState::slow);
+  EXPECT_EQ(host[5], NodeState::ok);
+  for (int n : {0, 1, 2, 4, 6, 7}) EXPECT_EQ(host[n], NodeState::ok) << n;
+  // The host backend's 40% node would be slow on GPUs: the fractions differ.
+  EXPECT_EQ(pool(true, 0.2, 0.4)[5], NodeState::slow);
+  EXPECT_FALSE(planner_options(false, 300).within);
+  EXPECT_TRUE(planner_options(true, 300).within);
+}
+
+// A pair's two ends report different figures when one starts late (its
+// partner's clock runs while it arrives): the faster end's figure is the
+// link's, and healthy nodes stay OK.
+TEST(SweepPlanner, APairsFasterEndIsBelieved) {
+  Planner p(make_layout(hosts(6, 1)), planner_options(true, 300));
+  auto v = sweep_ends(p, [](int a, int b, int, int reporter) {
+    const bool late_pair = a == 0 && b == 1;
+    return late_pair && reporter == 1 ? 1.0 : 3.0;  // rank 1 arrived late every time
+  });
+  for (const auto& n : v) EXPECT_EQ(n.state, NodeState::ok) << n.node;
 }
 
 TEST(SweepPlanner, ASlowNodeIsNamedAndItsPartnersAreNot) {

@@ -26,6 +26,10 @@ struct Planner::Judged {
   double within_ref = 0, cross_ref = 0;
 };
 
+PlannerOptions planner_options(bool gpu, double time_budget_s) {
+  return PlannerOptions{time_budget_s, 2, gpu, gpu ? 0.5 : 0.25};
+}
+
 Planner::Planner(Layout layout, PlannerOptions options)
     : layout_(std::move(layout)), opt_(options) {
   const int nodes = layout_.nodes();

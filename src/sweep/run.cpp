@@ -154,7 +154,7 @@ class SweepRun {
       out_.ranks_per_node.clear();
       for (const auto& m : layout.members) out_.ranks_per_node.push_back(static_cast<int>(m.size()));
       const bool gpu = me_.backend == "nccl";
-      planner_.emplace(layout, PlannerOptions{o_.time_budget_s, 2, gpu, gpu ? 0.5 : 0.25});
+      planner_.emplace(layout, planner_options(gpu, o_.time_budget_s));
       std::set<std::string> seen(layout.hosts.begin(), layout.hosts.end());
       std::vector<std::string> absent;
       for (const auto& h : o_.expected_hosts)
