@@ -114,6 +114,12 @@ class TrainingScriptUnderLaunch(unittest.TestCase):
             self.assertEqual(p.returncode, 0, (name, p.stdout, p.stderr[-3000:]))
             self.assertEqual(sorted(re.findall(r"store ok (\d)", p.stdout)), ["0", "1", "2"], name)
 
+    def test_compare_set_wakes_a_wait_parked_on_its_key(self):
+        p = launch("--nproc-per-node", "1", "--master-port", str(free_port()),
+                   os.path.join(FIXTURES, "store_cas_wakes_wait.py"), timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr[-3000:])
+        self.assertIn("cas woke the wait", p.stdout)
+
     def test_strangers_bytes_in_torchs_format_leave_the_store_serving(self):
         p = launch("--nproc-per-node", "1", os.path.join(FIXTURES, "hostile_torch_bytes.py"))
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr[-3000:])
