@@ -231,6 +231,48 @@ class HangAcrossNodes(unittest.TestCase):
         self.assertEqual(procs[0].returncode, 3, err[-2000:])
 
 
+@unittest.skipUnless(have_torch() and os.geteuid() == 0,
+                     "needs Debian's python3-torch and root (network namespaces)")
+class ErrorAcrossNodes(unittest.TestCase):
+    """Two network-namespace nodes of two ranks: rank 3 (local rank 1 of the
+    second node) raises through torch's @record; that node's launcher names it
+    with its exception, read from the error file torch wrote for local rank 1."""
+    PREFIX = "gel"
+
+    def test_a_rank_of_the_second_node_is_named_with_its_exception(self):
+        netns = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
+        p = run([netns, "up", self.PREFIX], timeout=60)
+        if p.returncode != 0:
+            self.skipTest("cannot create network namespaces here: " + p.stderr.strip())
+        self.addCleanup(run, [netns, "down", self.PREFIX], timeout=60)
+        port = 28000 + os.getpid() % 1000
+        procs = []
+        for node, side in ((0, "a"), (1, "b")):
+            inner = (f"hostname node{side}; export GLOO_SOCKET_IFNAME={self.PREFIX}-v{side}; "
+                     f"exec {BIN} launch --nnodes 2 --node-rank {node} --nproc-per-node 2 "
+                     f"--master-addr 10.77.0.1 --master-port {port} {TRAIN} "
+                     "--steps 6 --fail-rank 3 --fail-step 2")
+            procs.append(subprocess.Popen(
+                ["ip", "netns", "exec", f"{self.PREFIX}-{side}", "unshare", "--uts", "sh", "-c", inner],
+                env=dict(env_without_threads(), GPUDIAG_SECRET="s" * 32),
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        outs = []
+        for proc in procs:
+            try:
+                outs.append(proc.communicate(timeout=180))
+            finally:
+                proc.kill()
+        err = outs[1][1]
+        m = re.search(r"gpudiag launch: root cause: rank (\d+) \[[^\]]+\] raised (.*)", err)
+        self.assertIsNotNone(m, err[-3000:])
+        self.assertEqual(m.group(1), "3", err[-3000:])
+        self.assertIn("ValueError: step 2 went wrong on rank 3", m.group(2))
+        path = re.search(r"traceback: (\S+/error\.json)", err).group(1)
+        self.assertTrue(path.endswith("/1/error.json"), path)
+        self.assertNotIn("wrote no error file", err)
+        self.assertNotEqual(procs[1].returncode, 0)
+
+
 class EntryPoints(unittest.TestCase):
     def test_a_name_that_is_neither_file_nor_subcommand_gets_the_forms(self):
         p = run([BIN, "launch", "--nproc-per-node", "2", "no_such_train.py"], env=clean_env())
