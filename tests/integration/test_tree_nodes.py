@@ -170,6 +170,20 @@ class LaunchLeadsOnNamespaceNodes(unittest.TestCase):
             self.assertIn("was killed by SIGKILL", out, (i, out[-3000:]))
 
 
+    def test_a_rank_zero_that_never_arrives_is_named_by_every_other_rank(self):
+        # Rank 0 stops before the exchange (its leader, the launcher, runs on):
+        # the digest's missing list must carry rank 0 like any other rank, so
+        # every rank of the other nodes names it in its own status line.
+        outs = self.launch(raise_at("SIGSTOP@exchange:0"))
+        for i in (1, 2):
+            rc, out, err = outs[i]
+            self.assertNotEqual(rc, 0, out[-2000:])
+            lines = [l for l in strip_prefix(out).splitlines() if "is broken" in l]
+            self.assertEqual(len(lines), 3, (i, out[-3000:]))
+            for line in lines:
+                self.assertIn("rank 0 [node1-0]", line, (i, line))
+
+
 class TreeSettings(unittest.TestCase):
     def test_bad_settings_are_one_line_and_exit_2(self):
         base = dict(clean_env(), RANK="0", WORLD_SIZE="2", LOCAL_RANK="0", LOCAL_WORLD_SIZE="2",
