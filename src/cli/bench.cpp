@@ -23,6 +23,7 @@
 #include "report/link_report.h"
 #include "report/status_line.h"
 #include "util/error.h"
+#include "util/file_out.h"
 #include "util/env.h"
 #include "world/discovery.h"
 #include "util/log.h"
@@ -278,8 +279,8 @@ int run(BenchCli o) {
   auto job = join_job(Env::from_process(), o.check.timeout_s);
   // Rank 0 writes the --json file: a path it cannot write ends the job now.
   if (job.setup.world.rank == 0) {
-    check_json_target(o.json_path);
-    check_json_target(o.prometheus);
+    check_file_target("--json", o.json_path, WriteMode::through);
+    check_file_target("--prometheus", o.prometheus, WriteMode::replace);
   }
   set_log_tag("rank " + std::to_string(job.setup.world.rank));
   const int out = human_fd(o.json_path);  // stderr when the JSON takes stdout

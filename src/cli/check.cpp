@@ -20,6 +20,7 @@
 #include "report/status_line.h"
 #include "world/fingerprint_compare.h"
 #include "util/error.h"
+#include "util/file_out.h"
 #include "util/log.h"
 
 namespace gpudiag::cli {
@@ -98,8 +99,8 @@ int run(const CheckCli& o) {
   set_log_tag("rank " + std::to_string(job.setup.world.rank));
   // Rank 0 writes the --json file: a path it cannot write ends the job now.
   if (job.setup.world.rank == 0) {
-    check_json_target(o.json_path);
-    check_json_target(o.prometheus);
+    check_file_target("--json", o.json_path, WriteMode::through);
+    check_file_target("--prometheus", o.prometheus, WriteMode::replace);
   }
   for (const auto& w : job.setup.world.warnings) spdlog::warn("{}", w);
   auto capture = start_nccl_capture(o, job);

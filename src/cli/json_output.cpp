@@ -4,6 +4,7 @@
 // document is re-keyed into an ordered_json before it is written.
 #include "cli/json_output.h"
 
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -11,28 +12,13 @@
 #include "cli/commands.h"
 #include "report/status_line.h"
 #include "util/error.h"
+#include "util/file_out.h"
 #include "util/text.h"
 
 namespace gpudiag::cli {
 
 void check_json_target(const std::string& path) {
-  if (path.empty() || path == "-") return;
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path p(path);
-  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  const std::string shown = clean_text(path);
-  if (fs::is_directory(p, ec))
-    throw UsageError("--json " + shown + " is a folder", "give a file name, e.g. " + shown +
-                                                             "/report.json");
-  if (!fs::is_directory(dir, ec))
-    throw UsageError("--json " + shown + ": the folder " + clean_text(dir.string()) +
-                         " does not exist",
-                     "create it first, or give a path in an existing folder");
-  if (::access(dir.c_str(), W_OK) != 0)
-    throw UsageError("--json " + shown + ": the folder " + clean_text(dir.string()) +
-                         " is not writable by this user",
-                     "give a path in a folder you can write");
+  check_file_target("--json", path, WriteMode::through);
 }
 
 CLI::Option* add_json_option(CLI::App* sub, std::string& path, const std::string& what,

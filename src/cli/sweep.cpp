@@ -17,6 +17,7 @@
 #include "report/status_line.h"
 #include "sweep/report.h"
 #include "util/error.h"
+#include "util/file_out.h"
 #include "util/log.h"
 
 namespace gpudiag::cli {
@@ -58,14 +59,8 @@ int write_files(const SweepCli& o, const sweep::SweepOutcome& out) {
   put("--exclude-file", o.exclude_file, sweep::exclude_file_text(out));
   put("--good-hostfile", o.good_hostfile, sweep::good_hostfile_text(out, false));
   put("--good-mpi-hostfile", o.good_mpi_hostfile, sweep::good_hostfile_text(out, true));
-  if (!o.prometheus.empty()) {
-    try {
-      write_prometheus_file(o.prometheus, sweep::sweep_prometheus(out));
-    } catch (const Error& e) {
-      spdlog::error("{}", e.one_line());
-      status = static_cast<int>(ExitCode::usage);
-    }
-  }
+  if (!o.prometheus.empty())
+    if (int s = write_prometheus_file(o.prometheus, sweep::sweep_prometheus(out))) status = s;
   if (!o.json_path.empty())
     if (int s = emit_json(o.json_path, "gpudiag-sweep/1", sweep::sweep_json(out))) status = s;
   return status;
@@ -78,9 +73,11 @@ int run(SweepCli& o) {
   set_log_tag("rank " + std::to_string(w.rank));
   for (const auto& warning : w.warnings) spdlog::warn("{}", warning);
   if (w.rank == 0) {
-    for (const auto* p : {&o.json_path, &o.exclude_file, &o.good_hostfile, &o.good_mpi_hostfile,
-                          &o.prometheus})
-      check_json_target(*p);
+    check_file_target("--json", o.json_path, WriteMode::through);
+    check_file_target("--exclude-file", o.exclude_file, WriteMode::through);
+    check_file_target("--good-hostfile", o.good_hostfile, WriteMode::through);
+    check_file_target("--good-mpi-hostfile", o.good_mpi_hostfile, WriteMode::through);
+    check_file_target("--prometheus", o.prometheus, WriteMode::replace);
   }
   std::vector<std::string> notes;
   o.sweep.expected_hosts = expected_hosts(o, env, job.setup.host, notes);

@@ -64,7 +64,7 @@ std::shared_ptr<LogFile> open_log(const std::string& dir, const char* name) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   auto path = dir + "/" + name;
-  net::Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  net::Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644));
   if (!fd)
     throw UsageError("launch: cannot write the rank log " + path + ": " + std::strerror(errno),
                      "give --log-dir a folder this user may write");

@@ -118,13 +118,7 @@ std::string prometheus_from_report(const std::string& schema, const json& doc,
 int write_report_prometheus(const std::string& path, const std::string& schema, const json& doc,
                             const std::string& nccl) {
   if (path.empty()) return 0;
-  try {
-    write_prometheus_file(path, prometheus_from_report(schema, doc, nccl));
-  } catch (const Error& e) {
-    spdlog::error("{}", e.one_line());
-    return static_cast<int>(ExitCode::usage);
-  }
-  return 0;
+  return write_prometheus_file(path, prometheus_from_report(schema, doc, nccl));
 }
 
 }  // namespace gpudiag

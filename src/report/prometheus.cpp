@@ -2,7 +2,9 @@
 // samples rendered as they are added; the atomic write goes through a
 // descriptor so every failure (open, write, fsync, rename) is seen.
 #include "report/prometheus.h"
+
 #include "report/status_line.h"
+#include "util/file_out.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -83,30 +85,8 @@ std::string PromText::text() const {
   return out;
 }
 
-void write_prometheus_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  auto fail = [&](const char* step) -> void {
-    const std::string why = std::strerror(errno ? errno : EIO);
-    ::unlink(tmp.c_str());
-    throw Error(ExitCode::usage, "--prometheus " + path + ": cannot " + step + " it: " + why,
-                "a writable directory, e.g. node_exporter's --collector.textfile.directory");
-  };
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail("create");
-  if (!write_all(fd, text)) {
-    const int saved = errno ? errno : EIO;
-    ::close(fd);
-    errno = saved;
-    fail("write");
-  }
-  if (::fsync(fd) != 0 && errno != EINVAL) {
-    const int saved = errno;
-    ::close(fd);
-    errno = saved;
-    fail("write");
-  }
-  if (::close(fd) != 0) fail("write");
-  if (::rename(tmp.c_str(), path.c_str()) != 0) fail("rename onto");
+int write_prometheus_file(const std::string& path, const std::string& text) {
+  return write_file("--prometheus", path, text, WriteMode::replace);
 }
 
 PromLabels prom_info_labels(const std::string& report, const std::string& nccl_version) {

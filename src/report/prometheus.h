@@ -40,10 +40,11 @@ class PromText {
 /// Label value escaping of the text format.
 std::string prom_escape(const std::string& value);
 
-/// Writes `text` to `path` atomically (PATH.tmp.PID, then rename). Throws
-/// gpudiag::Error (exit status 2, usage) naming the path when the directory
-/// cannot be written.
-void write_prometheus_file(const std::string& path, const std::string& text);
+/// Writes `text` to `path` whole (util/file_out.h, WriteMode::replace: a
+/// fresh temporary file under a random name, then a rename; a target that is
+/// not a regular file is refused). 0, or the usage exit status after one line
+/// on stderr.
+int write_prometheus_file(const std::string& path, const std::string& text);
 
 /// The labels every gpudiag file carries on gpudiag_info: the report
 /// ("check", "bench", "links", "sweep": node_exporter refuses one sample in

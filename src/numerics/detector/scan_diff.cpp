@@ -20,6 +20,7 @@
 #include "numerics/formats/inputs.h"
 #include "numerics/formats/stats_dump.h"
 #include "util/error.h"
+#include "util/file_out.h"
 #include "util/strings.h"
 
 namespace gpudiag::numerics {
@@ -220,11 +221,10 @@ int run_diff(const ScanOptions& o, const std::string& a_spec, const std::string&
       std::cout.flush();
       return 0;
     }
-    std::ofstream f(o.json_path);
-    f << doc.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
-    if (!f.flush())
-      throw UsageError("--json " + o.json_path + ": cannot write it",
-                       "check that the directory exists, is writable and not full");
+    if (write_file("--json", o.json_path,
+                   doc.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n",
+                   WriteMode::through) != 0)
+      throw UsageError("--json " + o.json_path + ": not written (see the line above)");
   }
   return 0;
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "util/error.h"
+#include "util/file_out.h"
 
 namespace gpudiag::numerics {
 
@@ -176,12 +177,12 @@ void ScanJson::write(const std::string& path) const {
     std::cout.flush();
     return;
   }
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw UsageError("--json " + path + ": cannot open for writing: " + std::strerror(errno));
   // Tensor names come from files and may hold invalid UTF-8: replace it
-  // rather than fail after the scan.
-  f << doc_.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
-  if (!f) throw UsageError("--json " + path + ": write failed");
+  // rather than fail after the scan. Written by the one writer (util/file_out.h).
+  if (write_file("--json", path,
+                 doc_.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n",
+                 WriteMode::through) != 0)
+    throw UsageError("--json " + path + ": not written (see the line above)");
 }
 
 }  // namespace gpudiag::numerics
