@@ -69,5 +69,37 @@ TID 42:
   EXPECT_EQ(none.where, "no stack (neither eu-stack (elfutils) nor gdb is installed)");
 }
 
+TEST(Stacks, GdbThreadsAndFramesAreReadToo) {
+  const char* gdb = R"(Thread 2 (Thread 0x7f00 (LWP 77) "python3"):
+#0  0x00007f00 in epoll_wait () from /lib/libc.so.6
+Thread 1 (Thread 0x7f01 (LWP 76) "python3"):
+#0  __futex_abstimed_wait_common (futex_word=0x1) at futex-internal.c:57
+#1  0x00007f02 in c10d::ProcessGroupGloo::AsyncWork::wait () from libtorch.so
+#2  0x00005502 in main ()
+)";
+  EXPECT_EQ(native_frames(gdb, 76),
+            (std::vector<std::string>{"__futex_abstimed_wait_common",
+                                      "c10d::ProcessGroupGloo::AsyncWork::wait", "main"}));
+  EXPECT_EQ(native_frames(gdb, 77), (std::vector<std::string>{"epoll_wait"}));
+}
+
+// A rank's dump is its own text: a line of any length (a long argument in a
+// frame, a corrupt dump) is read in bounded time and stack, never by a
+// recursive matcher (std::regex overflowed its stack near 30,000 characters).
+TEST(Stacks, HugeLinesAreCutNotRecursedInto) {
+  const std::string long_name(2'000'000, 'x');
+  const std::string py = "Current thread 0x1 (most recent call first):\n  File \"" + long_name +
+                         "\", line 3 in " + long_name + "\n  File \"train.py\", line 9 in <module>\n";
+  const auto frames = python_frames(py);
+  ASSERT_EQ(frames.size(), 1u);  // the cut line no longer parses as a frame
+  EXPECT_EQ(frames[0], "train.py:9 in <module>");
+  const std::string native = "TID 5:\n#0  0x0 " + long_name + "\n#1  0x1 main\n" +
+                             std::string(3'000'000, '#') + "\n";
+  const auto nf = native_frames(native, 5);
+  ASSERT_EQ(nf.size(), 2u);
+  EXPECT_EQ(nf[0].size(), 4096u - 8);  // "#0  0x0 " then the name, cut with the line
+  EXPECT_EQ(nf[1], "main");
+}
+
 }  // namespace
 }  // namespace gpudiag::launch
