@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "util/strings.h"
+#include "util/text.h"
 
 namespace gpudiag {
 
@@ -72,7 +73,8 @@ Conn* ServerCore::find(std::uint64_t id) {
 
 void ServerCore::condemn(Conn& c, const std::string& why) {
   if (c.doomed) return;
-  if (log_budget()) spdlog::warn("store: dropping client {}: {}", c.peer, why);
+  // `why` may quote what a client sent: printed escaped, on one line.
+  if (log_budget()) spdlog::warn("store: dropping client {}: {}", c.peer, clean_text(why));
   ++dropped_;
   c.doomed = true;
   doomed_.push_back(c.id);
@@ -124,6 +126,10 @@ void ServerCore::on_readable(Conn& c) {
       if (c.closing) continue;  // answered with an error already; ignore the rest
       c.in.append(scratch_.data(), static_cast<std::size_t>(r));
       parse(c);
+      // Held to the server's total as the buffer grows, not after the event:
+      // many clients each sending a large value at once must not add up first.
+      account(c);
+      shed_over_budget();
       continue;
     }
     if (r < 0 && errno == EINTR) continue;

@@ -27,6 +27,7 @@
 
 #include "rendezvous/server_conn.h"
 #include "rendezvous/store_limits.h"
+#include "util/text.h"
 
 namespace gpudiag {
 
@@ -89,10 +90,10 @@ void ServerCore::parse_torch(Conn& c) {
     std::string_view buf(c.in);
     buf.remove_prefix(c.in_off);
     if (buf.empty()) break;
-    if (!c.parked.empty()) {
-      // Replies keep request order, so nothing is read behind a parked WAIT
-      // but the CANCEL_WAIT (2.x) of a client whose wait timed out.
-      if (!c.torch_validated || static_cast<std::uint8_t>(buf[0]) != 12) break;
+    if (!c.parked.empty() && c.torch_validated && static_cast<std::uint8_t>(buf[0]) == 12) {
+      // The CANCEL_WAIT (2.x) of a client whose wait timed out. Other requests
+      // behind a parked WAIT are served at once, as torch's servers do, so a
+      // 1.x client whose wait timed out keeps a usable connection.
       for (auto wid : c.parked) {
         state_.cancel(wid);
         if (auto it = pending_.find(wid); it != pending_.end()) {
@@ -152,7 +153,7 @@ std::size_t ServerCore::torch_request(Conn& c, std::string_view buf) {
       auto k = key();
       auto v = in.str(value_cap, too_big);
       if (!in.ok) break;
-      if (state_.bytes() + k.size() + v.size() > opts_.max_stored_bytes)
+      if (state_.bytes() + k.size() + v.size() + StoreState::kKeyOverhead > opts_.max_stored_bytes)
         return refuse_torch("the store is full");
       if (!state_.find(k)) ++torch_keys_;
       state_.set(k, std::move(v), woken);
@@ -164,7 +165,8 @@ std::size_t ServerCore::torch_request(Conn& c, std::string_view buf) {
       auto expected = in.str(value_cap, too_big);
       auto desired = in.str(value_cap, too_big);
       if (!in.ok) break;
-      if (state_.bytes() + k.size() + desired.size() > opts_.max_stored_bytes)
+      if (state_.bytes() + k.size() + desired.size() + StoreState::kKeyOverhead >
+          opts_.max_stored_bytes)
         return refuse_torch("the store is full");
       const std::string* now = state_.find(k);
       std::string answer;
@@ -188,7 +190,7 @@ std::size_t ServerCore::torch_request(Conn& c, std::string_view buf) {
       auto k = key();
       if (!in.ok) break;
       const std::string* v = state_.find(k);
-      if (!v) return refuse_torch("GET of a key that does not exist: " + k.substr(5, 64));
+      if (!v) return refuse_torch("GET of a key that does not exist: " + clean_text(k.substr(5, 64)));
       reply(c, vec(*v));
       return in.at;
     }
@@ -197,6 +199,9 @@ std::size_t ServerCore::torch_request(Conn& c, std::string_view buf) {
       std::uint64_t delta = in.u64();
       if (!in.ok) break;
       const bool fresh = !state_.find(k);
+      // A new key holds at most 20 digits: held to the store's total as SET is.
+      if (state_.bytes() + k.size() + 20 + StoreState::kKeyOverhead > opts_.max_stored_bytes)
+        return refuse_torch("the store is full");
       auto sum = state_.add(k, static_cast<std::int64_t>(delta), woken);
       if (!sum) return refuse_torch("ADD to a value that is not an integer, or an overflow");
       if (fresh) ++torch_keys_;

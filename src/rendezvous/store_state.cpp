@@ -27,7 +27,7 @@ void StoreState::set(const std::string& key, std::string value, std::vector<Wait
     it->second = std::move(value);
     return;  // an existing key wakes nobody
   }
-  bytes_ += key.size() + value.size();
+  bytes_ += key.size() + value.size() + kKeyOverhead;
   values_.emplace(key, std::move(value));
   created(key, woken);
 }
@@ -50,7 +50,7 @@ std::optional<std::int64_t> StoreState::add(const std::string& key, std::int64_t
 bool StoreState::erase(const std::string& key) {
   auto it = values_.find(key);
   if (it == values_.end()) return false;
-  bytes_ -= key.size() + it->second.size();
+  bytes_ -= key.size() + it->second.size() + kKeyOverhead;
   values_.erase(it);
   return true;
 }

@@ -41,7 +41,10 @@ class StoreState {
 
   std::size_t key_count() const { return values_.size(); }
   /// Bytes of keys and values stored.
+  /// What the stored keys and values hold, each key charged kKeyOverhead
+  /// more for its node in the map (so many tiny keys count as what they cost).
   std::size_t bytes() const { return bytes_; }
+  static constexpr std::size_t kKeyOverhead = 96;
   std::size_t parked_count() const { return missing_.size(); }
 
  private:
