@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "launch/job_status.h"
 #include "launch/stacks.h"
@@ -192,7 +194,8 @@ void Supervisor::on_exit(std::size_t index) {
 
 void Supervisor::on_signal(int sig) {
   if (sig == SIGUSR1) {
-    if (!live_ranks().empty()) report_stacks("SIGUSR1");
+    // One report at a time: a second request while stacks are being taken is that report.
+    if (!taking_stacks_ && !live_ranks().empty()) report_stacks("SIGUSR1");
     return;
   }
   if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP) return;  // SIGCHLD only wakes the loop
@@ -347,10 +350,43 @@ std::vector<RankStack> Supervisor::local_stacks(std::string& dir) {
                                   : policy_.stack_dir + "/stacks-" + std::to_string(stack_reports_);
   std::error_code ec;
   if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  // Every live rank's stack at once, each on a thread of its own (a debugger
+  // may take seconds a rank); meanwhile this loop goes on reaping and relaying,
+  // so a rank that exits is reaped when it exits and the first failure stays
+  // the first (taken one by one, a rank that died meanwhile was reaped after
+  // the others, in slot order).
+  struct Taking {
+    std::size_t slot;
+    pid_t pid;
+    std::string file;
+    RankStack st;
+  };
+  std::vector<Taking> taking;
+  for (std::size_t i = 0; i < slots_.size(); ++i)
+    if (!slots_[i].status) taking.push_back({i, slots_[i].child.pid(), slots_[i].stack_file, {}});
+  std::atomic<std::size_t> left{taking.size()};
+  std::vector<std::thread> threads;
+  taking_stacks_ = true;
+  for (auto& t : taking)
+    threads.emplace_back([&t, &left] {
+      t.st = take_stack(t.pid, t.file);
+      --left;
+    });
+  while (left > 0) {
+    reap();
+    poll_once();
+  }
+  for (auto& th : threads) th.join();
+  taking_stacks_ = false;
+  reap();
   std::vector<RankStack> stacks;
-  for (auto& s : slots_) {
-    if (s.status) continue;
-    RankStack st = take_stack(s.child.pid(), s.stack_file);
+  for (auto& t : taking) {
+    auto& s = slots_[t.slot];
+    RankStack st = std::move(t.st);
+    if (s.status) {  // it ended while its stack was taken: say so, not "ptrace refused"
+      st.frames.clear();
+      st.error = "it exited while its stack was taken (" + s.status->describe() + ")";
+    }
     st.rank = s.rank;
     st.local_rank = s.local_rank;
     st.host = policy_.host;

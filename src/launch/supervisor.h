@@ -113,6 +113,7 @@ class Supervisor {
   void report_stacks(const std::string& why);
   /// This node's live ranks' stacks, their files under a new stacks-N in `dir`.
   std::vector<RankStack> local_stacks(std::string& dir);
+  bool taking_stacks_ = false;  ///< local_stacks() runs: its poll may not start another
   /// Another node's launcher asked for this node's stacks: answer it.
   void answer_stack_request();
   /// Stops a job --hang-timeout found hung (exit status 3).
