@@ -100,6 +100,12 @@ void StoreHost::start_server(JobInfo& job, int port) {
   o.owned_keys = true;
   o.launcher_clients = true;  // every node's launcher reports its ranks' deaths
   o.torch_clients = !gpudiag_ranks_;  // a torch program's ranks use it as torchrun's agent store
+  // This launcher's ranks (and their children) keep their connections,
+  // silent ones included (torch 1.x keeps one that never speaks); so do the
+  // other nodes' ranks and launchers, a few per address; anyone else is held
+  // to the handshake timer and a few connections (tcp_store_server.h).
+  o.job_peers_by_process = true;
+  o.job_conns_per_ip = 2 * job.nproc_per_node + 4;
   server_ = std::make_unique<TcpStoreServer>(o);
   job.master_port = server_->port();
 }

@@ -99,6 +99,12 @@ void ServerCore::close_conn(Conn& c) {
   }
   buffered_total_ -= c.accounted;
   if (c.refused) --refused_open_;
+  if (!c.job_address.empty())
+    if (auto it = job_by_ip_.find(c.job_address); it != job_by_ip_.end() && --it->second <= 0)
+      job_by_ip_.erase(it);
+  if (!c.outsider.empty())
+    if (auto it = outsiders_open_.find(c.outsider); it != outsiders_open_.end() && --it->second <= 0)
+      outsiders_open_.erase(it);
   conns_.erase(c.id);  // closes the socket, which also leaves the epoll set
   connections_ = conns_.size();
 }
@@ -152,7 +158,10 @@ void ServerCore::parse(Conn& c) {
       static_cast<unsigned char>(buf[0]) < 16) {
     // torch's first byte is a query type (0-15); gpudiag's is the magic's 'G'.
     if (c.refused) return condemn(c, "over the connection cap (a torch client)");
-    c.torch = c.greeted = true;
+    // torch has no handshake: a connection of the job's own processes is
+    // joined at its first byte; any other keeps its handshake timer.
+    c.torch = true;
+    c.greeted = !opts_.job_peers_by_process || c.job_peer;
     spdlog::debug("store: client {} speaks torch's TCPStore protocol", c.peer);
     return parse_torch(c);
   }

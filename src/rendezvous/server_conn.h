@@ -61,6 +61,9 @@ struct Conn {
   std::size_t accounted = 0;     ///< its share of ServerCore::buffered_total_
   bool torch = false;            ///< speaks torch's TCPStore protocol (server_torch.cpp)
   bool torch_validated = false;  ///< ... its later dialect (VALIDATE first, types + 1)
+  bool job_peer = false;         ///< held by the job's own processes (peer_identity.h)
+  std::string outsider;          ///< else, with job_peers_by_process: its peer ("uid 65534")
+  std::string job_address;       ///< a remote job connection's address (job_by_ip_)
   std::size_t pending_out() const { return out.size() - out_off; }
 };
 
@@ -104,6 +107,8 @@ class ServerCore {
   std::unordered_map<std::uint64_t, std::unique_ptr<Conn>> conns_;
   std::atomic<std::size_t> connections_{0}, dropped_{0}, requests_{0}, refused_{0};
   std::size_t refused_open_ = 0;  ///< open connections with `refused` set
+  std::unordered_map<std::string, int> outsiders_open_;  ///< by peer (Conn::outsider)
+  std::unordered_map<std::string, int> job_by_ip_;       ///< job connections per remote address
 
  private:
   void on_readable(Conn& c);

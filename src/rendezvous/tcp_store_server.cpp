@@ -30,6 +30,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "rendezvous/peer_identity.h"
 #include "rendezvous/server_conn.h"
 #include "util/error.h"
 
@@ -145,6 +146,37 @@ class TcpStoreServer::Loop : public ServerCore {
     }
   }
 
+  /// Whose connection `c` is (TcpStoreServerOptions::job_peers_by_process):
+  /// the job's, or an outsider's counted against its peer; false when that
+  /// peer holds all the connections it may.
+  bool identify(Conn& c) {
+    bool loopback = false;
+    const std::string address = net::peer_address(c.fd.get(), loopback);
+    if (loopback) {
+      const auto sock = net::loopback_peer_socket(c.fd.get());
+      c.job_peer = sock && net::held_by_descendant(::getpid(), sock->inode);
+      if (!c.job_peer) c.outsider = sock ? "uid " + std::to_string(sock->uid) : "loopback " + address;
+    } else if (job_by_ip_[address] < opts_.job_conns_per_ip) {
+      ++job_by_ip_[address];
+      c.job_peer = true;
+      c.job_address = address;
+    } else {
+      c.outsider = address;
+    }
+    if (c.job_peer) return true;
+    if (outsiders_open_[c.outsider] >= TcpStoreServerOptions::kOutsiderConnsPerPeer) {
+      ++refused_;
+      if (log_budget())
+        spdlog::warn("store: refusing client {}: {} already holds {} connections and is not a "
+                     "process of this job", c.peer, c.outsider,
+                     TcpStoreServerOptions::kOutsiderConnsPerPeer);
+      c.outsider.clear();
+      return false;
+    }
+    ++outsiders_open_[c.outsider];
+    return true;
+  }
+
   /// At the connection cap: drops the oldest connection still in its
   /// handshake to make room. False when every connection has joined.
   bool make_room() {
@@ -186,6 +218,7 @@ class TcpStoreServer::Loop : public ServerCore {
       net::set_stream_options(fd);
       auto id = next_conn_id_++;
       auto conn = std::make_unique<Conn>(net::Fd(fd), id, net::peer_text(fd));
+      if (opts_.job_peers_by_process && !identify(*conn)) continue;  // `conn` closes the socket
       if (conns_.size() - refused_open_ >= max_conns_ && !make_room()) {
         // Every connection is a joined client: tell the newcomer at its HELLO,
         // a few at a time; past that, close at once.
@@ -199,7 +232,8 @@ class TcpStoreServer::Loop : public ServerCore {
           spdlog::warn("store: refusing client {}: {}", conn->peer, overloaded_why());
       }
       watch(fd, id, EPOLLIN | EPOLLRDHUP);
-      hellos_.emplace_back(Clock::now() + opts_.handshake_timeout, id);
+      // The job's own processes are never timed out, silent or not.
+      if (!conn->job_peer) hellos_.emplace_back(Clock::now() + opts_.handshake_timeout, id);
       spdlog::debug("store: client {} connected", conn->peer);
       conns_.emplace(id, std::move(conn));
       connections_ = conns_.size();

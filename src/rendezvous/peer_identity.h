@@ -1,0 +1,40 @@
+// Who is at the other end of an accepted TCP connection, for the store's
+// rule that only the job's own processes keep connections without proving
+// the job secret (a torch client cannot: it has no handshake).
+//
+// On loopback the peer's socket is found in /proc/net/tcp or tcp6 (its local
+// address and port are our connection's peer address and port; the line
+// gives its owner's uid and the socket's inode), and it belongs to the job
+// when a descendant of the serving process (the launcher: its ranks and
+// their children) holds that inode among its descriptors (/proc/<pid>/fd).
+// SO_PEERCRED says nothing on TCP. Elsewhere the peer is known by its
+// address alone. Every read is bounded (lines, processes, descriptors).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace gpudiag::net {
+
+struct PeerSocket {
+  std::uint64_t inode = 0;
+  std::uint32_t uid = 0;
+};
+
+/// The peer's address of connected socket `fd` ("127.0.0.1", "::1", ...) and
+/// whether it is a loopback address.
+std::string peer_address(int fd, bool& loopback);
+
+/// The peer's own socket of loopback connection `fd`, from /proc/net (under
+/// `proc_root`, "/proc" but for tests); nullopt when not found.
+std::optional<PeerSocket> loopback_peer_socket(int fd, const std::string& proc_root = "/proc");
+
+/// Whether a process descended from `root` (not `root` itself) holds socket
+/// `inode`; at most `max_procs` processes are looked at.
+bool held_by_descendant(pid_t root, std::uint64_t inode, int max_procs = 4096,
+                        const std::string& proc_root = "/proc");
+
+}  // namespace gpudiag::net
