@@ -120,6 +120,25 @@ class TrainingScriptUnderLaunch(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr[-3000:])
         self.assertIn("cas woke the wait", p.stdout)
 
+    def test_ranks_idle_in_a_collective_use_no_more_cpu_than_under_torchrun(self):
+        # torch 1.13's client keeps a second, silent connection; a store that
+        # drops it after 10 s left a thread of every rank spinning on the
+        # closed socket (40-75% of a core). Rank 0 waits 15 s for rank 1.
+        script = os.path.join(FIXTURES, "idle_wait.py")
+        used = {}
+        for name, start in [("torchrun", torchrun), ("launch", launch)]:
+            p = start("--nproc-per-node" if name == "launch" else "--nproc_per_node", "2",
+                      "--master-port" if name == "launch" else "--master_port", str(free_port()),
+                      script, "idle", "15")
+            self.assertEqual(p.returncode, 0, (name, p.stdout[-2000:], p.stderr[-3000:]))
+            m = re.search(r"idle cpu ([\d.]+) s over ([\d.]+) s", p.stdout)
+            self.assertIsNotNone(m, (name, p.stdout[-2000:]))
+            self.assertGreater(float(m.group(2)), 12, m.group(0))
+            used[name] = float(m.group(1))
+        # A spinning thread costs seconds here; both should cost a fraction of one.
+        self.assertLess(used["launch"], used["torchrun"] + 1.0, used)
+        self.assertNotIn("no handshake within", p.stderr)
+
     def test_strangers_bytes_in_torchs_format_leave_the_store_serving(self):
         p = launch("--nproc-per-node", "1", os.path.join(FIXTURES, "hostile_torch_bytes.py"))
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr[-3000:])
@@ -271,6 +290,64 @@ class ErrorAcrossNodes(unittest.TestCase):
         self.assertTrue(path.endswith("/1/error.json"), path)
         self.assertNotIn("wrote no error file", err)
         self.assertNotEqual(procs[1].returncode, 0)
+
+
+FLOOD = r"""
+import socket, sys, time
+port, n = int(sys.argv[1]), int(sys.argv[2])
+held, opened = [], 0
+for _ in range(n):
+    try:
+        c = socket.create_connection(("127.0.0.1", port), timeout=5)
+        c.sendall(b"\x06")  # a torch GETNUMKEYS: a torch client as far as the store can tell
+        held.append(c)
+        opened += 1
+    except OSError:
+        pass
+print("opened", opened, flush=True)
+sys.stdin.read()  # held until the test is done
+"""
+
+
+@unittest.skipUnless(have_torch() and os.geteuid() == 0, "needs Debian's python3-torch and root (setpriv)")
+class OutsidersOnTheLaunchersStore(unittest.TestCase):
+    def test_another_users_idle_torch_connections_cannot_keep_the_job_out(self):
+        # User nobody opens 300 connections that speak torch's wire and then say
+        # nothing, before the job's ranks connect: they count against nobody
+        # (4 at most) and the job starts as if they were not there.
+        port = free_port()
+        d = tempfile.mkdtemp()
+        gate = os.path.join(d, "go")
+        job = subprocess.Popen([BIN, "launch", "--nproc-per-node", "2", "--master-port", str(port),
+                                os.path.join(FIXTURES, "idle_wait.py"), "gate", gate],
+                               env=env_without_threads(), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = 60
+            import socket
+            import time
+            t0 = time.monotonic()
+            while True:  # the launcher's store is up when it accepts a connection
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=2).close()
+                    break
+                except OSError:
+                    self.assertLess(time.monotonic() - t0, deadline, "the store never listened")
+                    time.sleep(0.05)
+            flood = subprocess.Popen(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                                      "/usr/bin/python3", "-c", FLOOD, str(port), "300"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            line = flood.stdout.readline()
+            self.assertTrue(line.startswith("opened"), line)
+            open(gate, "w").close()
+            out, err = job.communicate(timeout=180)
+            flood.stdin.close()
+            flood.wait(30)
+        finally:
+            job.kill()
+        self.assertEqual(job.returncode, 0, out[-2000:] + err[-3000:])
+        self.assertEqual(sorted(re.findall(r"ok (\d)", out)), ["0", "1"], out)
+        self.assertIn("is not a process of this job", err)
 
 
 class EntryPoints(unittest.TestCase):
