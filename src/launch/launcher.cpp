@@ -137,12 +137,16 @@ except Exception:
     pass
 _here = _os.path.dirname(_os.path.abspath(__file__))
 _saved = list(_sys.path)
+_me = _sys.modules.get("sitecustomize")
 try:
     _sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or ".") != _here]
-    del _sys.modules["sitecustomize"]
+    _sys.modules.pop("sitecustomize", None)
     import sitecustomize  # noqa: F401  the user's own, if any
 except ImportError:
-    pass
+    # None of its own (pyenv, conda, python.org builds): this file stays the
+    # module, or the import that is running it fails with KeyError.
+    if _me is not None:
+        _sys.modules["sitecustomize"] = _me
 finally:
     _sys.path[:] = _saved
 )PY";

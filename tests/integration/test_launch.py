@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
@@ -413,3 +414,31 @@ class BadArguments(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class PythonsOfTheirOwn(unittest.TestCase):
+    """The stack hook (a sitecustomize on PYTHONPATH) under Pythons that have
+    no sitecustomize of their own (pyenv, conda and python.org builds; Debian's
+    python3 has one): every rank ran with "Error in sitecustomize ...
+    KeyError: 'sitecustomize'" on its stderr."""
+
+    def test_the_stack_hook_is_silent_in_every_python_here(self):
+        root = "/root/.pyenv/versions"
+        pythons = sorted(os.path.join(root, v, "bin", "python3") for v in os.listdir(root)
+                         if v.startswith("3.")) if os.path.isdir(root) else []
+        pythons = [p for p in pythons if os.access(p, os.X_OK)] + ["/usr/bin/python3"]
+        if len(pythons) < 2:
+            self.skipTest("no Python other than Debian's here (pyenv versions)")
+        with tempfile.TemporaryDirectory() as d:
+            script = os.path.join(d, "hello.py")
+            with open(script, "w") as f:
+                f.write("import sys\nprint('hello from', sys.version_info[:2], flush=True)\n")
+            for python in pythons:
+                with self.subTest(python=python):
+                    env = dict(os.environ, PYTHON_EXEC=python)
+                    p = subprocess.run([BIN, "launch", "--nproc-per-node", "2", script], env=env,
+                                       capture_output=True, text=True, timeout=120)
+                    self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                    self.assertEqual(p.stdout.count("hello from"), 2, p.stdout)
+                    self.assertNotIn("Error in sitecustomize", p.stderr)
+                    self.assertNotIn("KeyError", p.stderr)
