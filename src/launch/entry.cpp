@@ -1,6 +1,7 @@
 // torchrun's entry points and child variables (entry.h).
 #include "launch/entry.h"
 
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -40,10 +41,67 @@ std::pair<int, int> major_minor(const std::string& v) {
 
 }  // namespace
 
-std::string python_interpreter(const Env& env) {
-  if (auto p = env.get("PYTHON_EXEC"); p && !p->empty()) return find_program(*p, env);
+namespace {
+
+bool executable_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+/// The interpreter named by the shebang of `torchrun` on PATH ("" none).
+std::string torchrun_interpreter(const Env& env) {
+  for (const auto& dir : split(env.get_or("PATH", "/usr/local/bin:/usr/bin:/bin"), ':')) {
+    const std::string t = (dir.empty() ? std::string(".") : dir) + "/torchrun";
+    if (!executable_file(t)) continue;
+    std::ifstream f(t);
+    std::string line;
+    if (!std::getline(f, line) || line.rfind("#!", 0) != 0 || line.size() > 4096) return "";
+    std::string interp = line.substr(2);
+    interp.erase(0, interp.find_first_not_of(" \t"));
+    interp = interp.substr(0, interp.find_first_of(" \t"));
+    return executable_file(interp) ? interp : "";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string python_interpreter(const Env& env, std::string* why) {
+  auto say = [&](const std::string& w) {
+    if (why) *why = w;
+  };
+  if (auto p = env.get("PYTHON_EXEC"); p && !p->empty()) {
+    say("PYTHON_EXEC");
+    return find_program(*p, env);
+  }
+  // torchrun runs its children with its own interpreter (sys.executable):
+  // the one its launcher script names is the one that has torch.
+  if (auto t = torchrun_interpreter(env); !t.empty()) {
+    say("the interpreter of torchrun on PATH");
+    return t;
+  }
+  // Else the first python3 on PATH that has torch installed (a pyenv or
+  // conda shim first on PATH may have none), then the first python3.
+  for (const auto& dir : split(env.get_or("PATH", "/usr/local/bin:/usr/bin:/bin"), ':')) {
+    const std::string p = (dir.empty() ? std::string(".") : dir) + "/python3";
+    if (executable_file(p) && !torch_version_for(p).empty()) {
+      say("the first python3 on PATH with torch");
+      return p;
+    }
+  }
+  say("the first python3 on PATH (none has torch)");
   return find_program("python3", env);
 }
+
+namespace {
+/// python_interpreter(), said at info level (--log-level info) with why.
+std::string chosen_python(const Env& env) {
+  std::string why;
+  std::string p = python_interpreter(env, &why);
+  spdlog::info("launch: the ranks run {} ({}; PYTHON_EXEC chooses another)", p, why);
+  return p;
+}
+}  // namespace
 
 void resolve_entry(LaunchOptions& o, const std::vector<std::string>& subcommands, const Env& env) {
   if (o.command.empty() || o.command.front().empty()) return;  // validate() says what is missing
@@ -52,7 +110,7 @@ void resolve_entry(LaunchOptions& o, const std::vector<std::string>& subcommands
       throw UsageError("launch: -m and --no-python cannot go together (a module needs python)",
                        forms(subcommands));
     auto args = o.command;
-    o.command = {python_interpreter(env), "-u", "-m"};
+    o.command = {chosen_python(env), "-u", "-m"};
     o.command.insert(o.command.end(), args.begin(), args.end());
     o.no_gpudiag = o.torch_children = o.python_entry = true;
     return;
@@ -67,7 +125,7 @@ void resolve_entry(LaunchOptions& o, const std::vector<std::string>& subcommands
     if (first == s) return;  // a gpudiag subcommand (validate() refuses "launch")
   if (regular_file(first)) {
     auto args = o.command;
-    o.command = {python_interpreter(env), "-u"};
+    o.command = {chosen_python(env), "-u"};
     o.command.insert(o.command.end(), args.begin(), args.end());
     o.no_gpudiag = o.torch_children = o.python_entry = true;
     return;

@@ -7,9 +7,9 @@
 //   launch [options] [--] SUBCOMMAND [options]    gpudiag SUBCOMMAND (check, bench, ...)
 //
 // "python" is PYTHON_EXEC when set (torchrun's own override), else the
-// python3 on PATH. torchrun (torch/distributed/run.py, 1.13 to 2.x) runs
-// `sys.executable -u`; a launcher that is not Python has no sys.executable,
-// so the PATH's python3 stands in for it.
+// interpreter torchrun itself would be (python_interpreter). torchrun
+// (torch/distributed/run.py, 1.13 to 2.x) runs `sys.executable -u`; a
+// launcher that is not Python has no sys.executable.
 //
 // The children of a torch program (every form but SUBCOMMAND) get torchrun's
 // variables, as torch's LocalElasticAgent._start_workers sets them
@@ -38,8 +38,11 @@ namespace gpudiag::launch {
 void resolve_entry(LaunchOptions& options, const std::vector<std::string>& subcommands,
                    const Env& env);
 
-/// The Python interpreter torchrun's forms run: PYTHON_EXEC, else python3 in PATH.
-std::string python_interpreter(const Env& env);
+/// The Python interpreter torchrun's forms run: PYTHON_EXEC, else the one
+/// in the shebang of `torchrun` on PATH (torchrun runs its children with its
+/// own), else the first python3 on PATH with torch installed, else the first
+/// python3 on PATH; `why` (when given) says which rule chose it.
+std::string python_interpreter(const Env& env, std::string* why = nullptr);
 
 /// torch's version ("2.11.0", "1.13.0a0") as installed for `python` (its
 /// version.py in the interpreter's site or dist packages, read, not imported);

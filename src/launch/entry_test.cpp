@@ -60,6 +60,42 @@ TEST(LaunchEntry, ScriptModuleProgramAndSubcommand) {
   }
 }
 
+// The interpreter a torch program's ranks run: PYTHON_EXEC, else torchrun's
+// own (its shebang), else the first python3 on PATH with torch, else the
+// first python3. A pyenv-like shim first on PATH (no torch) is passed over.
+TEST(LaunchEntry, ThePythonThatHasTorchIsChosen) {
+  namespace fs = std::filesystem;
+  const fs::path d = fs::temp_directory_path() / ("gpudiag-py-" + std::to_string(::getpid()));
+  fs::create_directories(d / "shims");
+  fs::create_directories(d / "fake");
+  auto script = [](const fs::path& p, const std::string& text) {
+    std::ofstream(p) << text;
+    fs::permissions(p, fs::perms::owner_all);
+  };
+  script(d / "shims" / "python3", "#!/bin/sh\nexit 1\n");
+  std::string why;
+  Env e;
+  e.set("PYTHON_EXEC", "/bin/sh");
+  e.set("PATH", (d / "shims").string() + ":/usr/bin");
+  EXPECT_EQ(python_interpreter(e, &why), "/bin/sh");
+  EXPECT_EQ(why, "PYTHON_EXEC");
+  e.set("PYTHON_EXEC", "");  // empty counts as unset
+  script(d / "fake" / "torchrun", "#!/bin/sh\n");
+  e.set("PATH", (d / "shims").string() + ":" + (d / "fake").string());
+  EXPECT_EQ(python_interpreter(e, &why), "/bin/sh");  // torchrun's shebang
+  EXPECT_EQ(why, "the interpreter of torchrun on PATH");
+  fs::remove(d / "fake" / "torchrun");
+  EXPECT_EQ(python_interpreter(e, &why), (d / "shims" / "python3").string());
+  EXPECT_EQ(why, "the first python3 on PATH (none has torch)");
+  if (!torch_version_for("/usr/bin/python3").empty()) {  // Debian's python3-torch
+    e.set("PATH", (d / "shims").string() + ":" + (d / "fake").string() + ":/usr/bin");
+    fs::remove(d / "fake");
+    const std::string p = python_interpreter(e, &why);
+    EXPECT_TRUE(p == "/usr/bin/python3" || p.rfind("/usr/bin/python3", 0) == 0) << p << ", " << why;
+  }
+  fs::remove_all(d);
+}
+
 TEST(LaunchEntry, AsyncErrorVariableFollowsTorchsVersion) {
   EXPECT_EQ(async_error_variable("1.13.0a0"), "NCCL_ASYNC_ERROR_HANDLING");
   EXPECT_EQ(async_error_variable("2.1.2+cu121"), "NCCL_ASYNC_ERROR_HANDLING");
