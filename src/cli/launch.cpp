@@ -23,6 +23,7 @@
 #include "launch/store_host.h"
 #include "rendezvous/job_token.h"
 #include "util/env.h"
+#include "util/error.h"
 #include "world/host.h"
 
 namespace gpudiag::cli {
@@ -36,6 +37,8 @@ struct TorchrunText {
   std::string rdzv_conf;
   std::string tee;
   std::string redirects;
+  std::string local_ranks_filter;
+  std::string exit_code = "gpudiag";
 };
 
 void read_torchrun_text(const TorchrunText& t, launch::LaunchOptions& o) {
@@ -52,6 +55,9 @@ void read_torchrun_text(const TorchrunText& t, launch::LaunchOptions& o) {
   if (!t.tee.empty()) o.tee = launch::parse_std_spec("--tee", t.tee, o.nproc_per_node);
   if (!t.redirects.empty())
     o.redirects = launch::parse_std_spec("--redirects", t.redirects, o.nproc_per_node);
+  if (!t.local_ranks_filter.empty())
+    o.console_ranks = launch::parse_local_ranks(t.local_ranks_filter, o.nproc_per_node);
+  o.torchrun_exit_code = t.exit_code == "torchrun";
 }
 
 }  // namespace
@@ -109,6 +115,31 @@ Runner setup_launch(CLI::App& app) {
   sub->add_flag("-m,--module", options->module,
                 "As torchrun: the command is a Python module, run as `python -u -m MODULE args` "
                 "(python: PYTHON_EXEC, else the python3 in PATH)");
+  // torchrun's options that change nothing here, accepted so its command
+  // lines run unchanged: each rank is a process of its own (any start
+  // method), a script runs as `python -u SCRIPT` (--run-path), and the
+  // address other nodes reach is the store's own (--local-addr).
+  auto start_method = std::make_shared<std::string>("spawn");
+  sub->add_option("--start-method,--start_method", *start_method,
+                  "Accepted for torchrun's command lines: every rank is a process of its own")
+      ->check(CLI::IsMember({"spawn", "fork", "forkserver"}));
+  auto run_path = std::make_shared<bool>(false);
+  sub->add_flag("--run-path,--run_path", *run_path,
+                "Accepted for torchrun's command lines: a script runs as python -u SCRIPT");
+  auto local_addr = std::make_shared<std::string>();
+  sub->add_option("--local-addr,--local_addr", *local_addr,
+                  "Accepted for torchrun's command lines: other nodes reach this one through the "
+                  "store's address");
+  sub->add_option("--role", options->role, "As torchrun: ROLE_NAME of the ranks")
+      ->capture_default_str();
+  sub->add_option("--local-ranks-filter,--local_ranks_filter", text->local_ranks_filter,
+                  "As torchrun: only these local ranks' output on the console, e.g. 0,1 (their "
+                  "--log-dir files keep everything)");
+  sub->add_option("--exit-code", text->exit_code,
+                  "gpudiag: the first failing rank's status (128+signal when killed); torchrun: "
+                  "1 for any failure, as torchrun exits")
+      ->check(CLI::IsMember({"gpudiag", "torchrun"}))
+      ->capture_default_str();
   auto monitor_interval = std::make_shared<double>(0.0);
   sub->add_option("--monitor-interval,--monitor_interval", *monitor_interval,
                   "Accepted for torchrun's command lines: gpudiag watches its ranks continuously")
@@ -155,8 +186,10 @@ Runner setup_launch(CLI::App& app) {
                   "the python3 in PATH), -m MODULE [args], --no-python PROGRAM [args]; or a "
                   "gpudiag subcommand and its options (-- check ...)");
 
-  return [&app, options, no_prefix, secret_file, text, monitor_interval, json_path]() -> int {
-    (void)monitor_interval;  // accepted and checked, not needed
+  return [&app, options, no_prefix, secret_file, text, monitor_interval, json_path, start_method,
+          run_path, local_addr]() -> int {
+    (void)monitor_interval, (void)start_method, (void)run_path;  // accepted and checked, not needed
+    if (local_addr->size() > 255) throw UsageError("launch: --local-addr is not a host name");
     options->prefix = !*no_prefix;
     read_torchrun_text(*text, *options);
     std::vector<std::string> subcommands;
@@ -188,6 +221,8 @@ Runner setup_launch(CLI::App& app) {
             recorder);
       });
     }
+    // torchrun's launcher ends in ChildFailedError: exit 1, whatever the rank's status.
+    if (options->torchrun_exit_code && status != 0) status = 1;
     if (json_path->empty()) return status;
     const int json_status =
         emit_json(*json_path, kLaunchSchema, recorder.document(options->command, status));

@@ -182,7 +182,7 @@ std::vector<std::pair<std::string, std::string>> torch_variables(const JobInfo& 
                                                                  const Env& parent) {
   std::vector<std::pair<std::string, std::string>> v{
       {"ROLE_RANK", std::to_string(job.rank_of(local_rank))},
-      {"ROLE_NAME", "default"},
+      {"ROLE_NAME", job.role},
       {"ROLE_WORLD_SIZE", std::to_string(job.world_size())},
       {"TORCHELASTIC_RUN_ID", job.run_id},
       {"TORCHELASTIC_USE_AGENT_STORE", job.agent_store ? "True" : "False"},

@@ -1,5 +1,7 @@
 #include "launch/job.h"
 
+#include <spdlog/spdlog.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <random>
@@ -7,6 +9,7 @@
 #include "launch/entry.h"
 #include "rendezvous/job_token.h"
 #include "rendezvous/socket.h"
+#include "util/error.h"
 
 namespace gpudiag::launch {
 
@@ -44,9 +47,19 @@ JobInfo resolve_job(const LaunchOptions& o, const Env& env) {
   job.rendezvous = meeting(o) == Meeting::rendezvous;
   job.node_rank = o.node_rank ? *o.node_rank : (job.rendezvous ? -1 : 0);
   job.max_restarts = o.max_restarts;
+  job.role = o.role;
   if (!o.rdzv_id.empty()) job.run_id = o.rdzv_id;
   if (!o.rdzv_endpoint.empty()) {
     auto [host, port] = parse_endpoint(o.rdzv_endpoint);
+    if (port == 0 && (o.nnodes != 1 || min_nodes(o) > 1))
+      throw UsageError("launch: --rdzv-endpoint " + o.rdzv_endpoint +
+                           ": port 0 (a free port) works on a single node only; the other nodes "
+                           "could not know it",
+                       "give every node the same HOST:PORT, e.g. " + host + ":29400");
+    if (port == 0) {  // the single-node idiom: torchrun picks a free port, and so does this
+      port = pick_free_port();
+      spdlog::warn("launch: --rdzv-endpoint {}: the rendezvous is on port {}", o.rdzv_endpoint, port);
+    }
     job.master_addr = host, job.master_port = port, job.port_given = true;
   } else {
     job.master_addr = o.master_addr.empty() ? "127.0.0.1" : o.master_addr;

@@ -59,6 +59,8 @@ struct JobInfo {
   /// clients (torchrun: under the static rendezvous, its default).
   bool agent_store = false;
   std::string async_error_variable, omp_num_threads, error_dir;
+  /// torchrun's --role: ROLE_NAME of a torch program's children.
+  std::string role = "default";
 
   int world_size() const { return nnodes * nproc_per_node; }
   /// Global rank of the child with local rank `local_rank` on this node.

@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -239,6 +240,11 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
       out_console = !(quiet & kStdOut);
       err_console = !(quiet & kStdErr);
     }
+    // --local-ranks-filter: the other ranks' output stays off the console.
+    if (!options.console_ranks.empty() &&
+        std::find(options.console_ranks.begin(), options.console_ranks.end(), local) ==
+            options.console_ranks.end())
+      out_console = err_console = false;
     Env child_env = rank_environment(env, job, local);
     std::string stack_file;
     if (options.python_entry && options.stack_hook && !job.error_dir.empty()) {

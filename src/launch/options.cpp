@@ -176,8 +176,22 @@ std::pair<std::string, int> parse_endpoint(const std::string& text) {
   if (host.empty())
     throw UsageError("launch: --rdzv-endpoint '" + text + "' names no host",
                      "give HOST:PORT of the node that serves the rendezvous, e.g. node0:29400");
-  int p = port.empty() ? kDefaultRdzvPort : parse_int("--rdzv-endpoint port", port, 1, 65535);
+  // Port 0: a free port, on a single node (resolve_job picks it).
+  int p = port.empty() ? kDefaultRdzvPort : parse_int("--rdzv-endpoint port", port, 0, 65535);
   return {host, p};
+}
+
+std::vector<int> parse_local_ranks(const std::string& text, int nproc) {
+  std::vector<int> out;
+  for (const auto& item : split(text, ',')) {
+    if (item.empty()) continue;
+    const int r = parse_int("--local-ranks-filter", item, 0, std::max(0, nproc - 1));
+    if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
+  }
+  if (out.empty())
+    throw UsageError("launch: --local-ranks-filter '" + text + "' names no local rank",
+                     "e.g. --local-ranks-filter 0 (only local rank 0 on the console)");
+  return out;
 }
 
 void parse_rdzv_conf(const std::string& text, LaunchOptions& o) {

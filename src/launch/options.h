@@ -21,6 +21,9 @@ namespace gpudiag::launch {
 /// and a store connection, and a common hard open-file limit (4096) must hold
 /// them all (the launcher raises its soft limit to the hard one).
 inline constexpr int kMaxProcPerNode = 1024;
+/// torchrun's --local-ranks-filter "0,2": the local ranks, each below `nproc`.
+std::vector<int> parse_local_ranks(const std::string& text, int nproc);
+
 /// Upper bound for --nnodes, so the world size fits an int with room to spare.
 inline constexpr int kMaxNodes = 65536;
 
@@ -71,6 +74,14 @@ struct LaunchOptions {
   /// --rdzv-endpoint HOST[:PORT] (empty: none; the port defaults to 29400),
   /// --rdzv-backend c10d|static|gpudiag (empty: not given), --rdzv-id.
   bool standalone = false;
+  /// torchrun's --role (ROLE_NAME of the children).
+  std::string role = "default";
+  /// torchrun's --local-ranks-filter: only these local ranks' output goes to
+  /// the console (their log files, with --log-dir, keep everything); empty: all.
+  std::vector<int> console_ranks;
+  /// --exit-code torchrun: a failed job exits 1 as torchrun does (its retry
+  /// scripts test for it), not the failing rank's status.
+  bool torchrun_exit_code = false;
   std::string rdzv_endpoint;
   std::string rdzv_backend;
   std::string rdzv_id;

@@ -262,6 +262,40 @@ class TorchrunCommandLine(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn(f"{os.cpu_count()}/{os.cpu_count()} ranks OK", r.stderr)
 
+    def test_the_rest_of_torchruns_options_in_both_spellings(self):
+        show = 'echo "role=$ROLE_NAME rank=$RANK port=$MASTER_PORT"'
+        for spell in ("-", "_"):
+            with self.subTest(spelling=spell):
+                def o(name):
+                    return "--" + name.replace("-", spell)
+                r = launch("--nproc-per-node", "2", o("rdzv-endpoint") + "=localhost:0",
+                           o("start-method"), "spawn", "--role", "trainer", o("run-path"),
+                           o("local-addr"), "127.0.0.1", o("local-ranks-filter"), "1",
+                           "--no-python", "sh", "-c", show)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                # Only local rank 1 on the console; the free port is said and used.
+                self.assertNotIn("rank=0", r.stdout)
+                m = re.search(r"role=trainer rank=1 port=(\d+)", r.stdout)
+                self.assertIsNotNone(m, r.stdout)
+                self.assertNotEqual(m.group(1), "0")
+                self.assertIn(f"the rendezvous is on port {m.group(1)}", r.stderr)
+        # Port 0 on several nodes: no other node could know it.
+        r = launch("--rdzv-endpoint", "127.0.0.1:0", "--nnodes", "2", "--", "check")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("port 0 (a free port) works on a single node only", r.stderr)
+        self.assertIn("try:", r.stderr)
+
+    def test_exit_code_torchrun_is_one_for_any_failure(self):
+        for code, want_gpudiag in (("7", 7), ("kill -KILL $$", 137)):
+            r = launch("--nproc-per-node", "1", "--no-python", "sh", "-c", "exit " + code
+                       if code.isdigit() else code)
+            self.assertEqual(r.returncode, want_gpudiag, r.stderr)
+            r = launch("--exit-code", "torchrun", "--nproc-per-node", "1", "--no-python", "sh",
+                       "-c", "exit " + code if code.isdigit() else code)
+            self.assertEqual(r.returncode, 1, r.stderr)
+        r = launch("--exit-code", "torchrun", "--nproc-per-node", "1", "--no-python", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
     def test_bad_values_are_one_line_and_exit_2(self):
         cases = [
             (["--nproc-per-node", "gpus"], "--nproc-per-node 'gpus' is not a number, gpu, cpu or auto"),
@@ -276,6 +310,9 @@ class TorchrunCommandLine(unittest.TestCase):
             (["--monitor-interval", "x"], "--monitor-interval: must be a number of seconds"),
             (["--max-restarts", "-1"], "--max-restarts must be between 0 and 1000"),
             (["--standalone", "--nnodes", "2"], "--standalone runs one node"),
+            (["--start-method", "thread"], "--start-method"),
+            (["--local-ranks-filter", "5"], "--local-ranks-filter '5'"),
+            (["--exit-code", "bash"], "--exit-code"),
             (["--rdzv-backend", "static", "--nnodes", "2", "--master-addr", "h"],
              "static needs --node-rank"),
             (["--rdzv-endpoint", "127.0.0.1:1", "--nnodes", "2", "--max-restarts", "1"],
