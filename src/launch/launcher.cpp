@@ -12,7 +12,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -25,6 +27,7 @@
 #include "launch/error_file.h"
 #include "world/host.h"
 #include "launch/job.h"
+#include "launch/memory_evidence.h"
 #include "launch/signal_pipe.h"
 #include "launch/supervisor.h"
 #include "util/error.h"
@@ -72,16 +75,26 @@ std::shared_ptr<LogFile> open_log(const std::string& dir, const char* name) {
   return std::make_shared<LogFile>(std::move(fd));
 }
 
+/// A fresh folder of this user's, mode 0700: $TMPDIR/gpudiag-launch-XXXXXX
+/// (/tmp when TMPDIR is unset or not an absolute path).
+std::string private_folder() {
+  const char* t = std::getenv("TMPDIR");
+  std::string base = t && t[0] == '/' && std::strlen(t) < 3000 ? t : "/tmp";
+  std::string tmpl = base + "/gpudiag-launch-XXXXXX";
+  std::vector<char> name(tmpl.begin(), tmpl.end());
+  name.push_back('\0');
+  if (!::mkdtemp(name.data()))
+    throw Error(ExitCode::internal, "launch: cannot make a folder in " + base + ": " +
+                                        std::strerror(errno),
+                "set TMPDIR to a writable folder");
+  return name.data();
+}
+
 LogPlan plan_logs(const LaunchOptions& o, const JobInfo& first) {
   LogPlan plan{{}, &o, {}};
   if (o.log_dir.empty() && o.tee.empty() && o.redirects.empty()) return plan;
   std::string root = o.log_dir;
-  if (root.empty()) {
-    char tmpl[] = "/tmp/gpudiag-launch-XXXXXX";
-    if (!::mkdtemp(tmpl))
-      throw Error(ExitCode::internal, std::string("launch: mkdtemp: ") + std::strerror(errno));
-    root = tmpl;
-  }
+  if (root.empty()) root = private_folder();
   plan.base = root + "/" + first.run_id + "_" + first.launch_id;
   return plan;
 }
@@ -95,28 +108,37 @@ void say(const std::string& message) {
 /// rank>/error.json, under --log-dir's run folder, else a fresh private one.
 std::string error_root(const LogPlan& logs, const JobInfo& job, std::string& made) {
   if (!logs.base.empty()) return logs.base;
-  if (made.empty()) {
-    char tmpl[] = "/tmp/gpudiag-launch-XXXXXX";
-    if (!::mkdtemp(tmpl))
-      throw Error(ExitCode::internal, std::string("launch: mkdtemp: ") + std::strerror(errno));
-    made = std::string(tmpl) + "/" + job.run_id + "_" + job.launch_id;
-  }
+  if (made.empty()) made = private_folder() + "/" + job.run_id + "_" + job.launch_id;
   return made;
 }
 
 /// torchrun's ChildFailedError root cause, with the rank that failed first
 /// (not the earliest timestamp, which names a rank that failed because of it
 /// when both fail within a second): its exception and where the traceback is.
-void say_root_cause(const JobInfo& job, int local, const std::string& error_dir, bool python) {
-  if (local < 0 || error_dir.empty()) return;
-  const std::string path = error_dir + "/" + std::to_string(local) + "/error.json";
-  const auto e = read_child_error(path);
+void say_root_cause(const JobInfo& job, int local, const std::string& error_dir, bool python,
+                    const std::optional<ExitStatus>& how, pid_t pid, long oom_kills_at_start) {
+  if (local < 0) return;
   const std::string who = "rank " + std::to_string(job.rank_of(local)) + " [" + short_hostname() + "-" +
                           std::to_string(local) + "]";
+  // A SIGKILL is most often the OOM killer: say what the memory counters saw.
+  if (how && how->signaled && how->value == SIGKILL) {
+    say("root cause: " + who + " was killed by SIGKILL; " +
+        sigkill_memory_note(pid, oom_kills_at_start));
+    return;
+  }
+  if (error_dir.empty()) return;
+  const std::string path = error_dir + "/" + std::to_string(local) + "/error.json";
+  const auto e = read_child_error(path);
   if (!e && !python) return;  // a program that is not Python writes none
   if (!e) {
-    say("root cause: " + who + " failed first and wrote no error file (torch's @record on its "
-        "entry function writes one)");
+    if (how && !how->signaled)
+      say("root cause: " + who + " " + how->describe() + " without raising an exception (sys.exit, "
+          "os._exit, or a crash below Python): torch's @record writes an error file only for "
+          "an exception");
+    else
+      say("root cause: " + who + " failed first (" + (how ? how->describe() : "?") +
+          ") and wrote no error file (torch's @record on its entry function writes one for an "
+          "exception)");
     return;
   }
   say("root cause: " + who + " raised " + e->message +
@@ -262,6 +284,11 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
         (options.no_gpudiag ? program.ends_with("_perf") : program == "bench");
   }
 
+  const long oom_at_start = oom_kill_count();
+  // On a terminal, once: how to ask where the ranks are while the job runs.
+  if (restart == 0 && ::isatty(STDERR_FILENO) == 1)
+    say("pid " + std::to_string(::getpid()) + " (kill -USR1 " + std::to_string(::getpid()) +
+        " prints where every rank is; the job goes on)");
   Supervisor supervisor(
       std::move(ranks), options.prefix,
       {options.grace_s, options.kill_after_s, timeout_s, effective_exit_timeout(options),
@@ -273,7 +300,8 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
   Attempt out;
   out.status = supervisor.run();
   if (out.status != 0 && job.torch_children)
-    say_root_cause(job, supervisor.first_failed_local_rank(), job.error_dir, options.python_entry);
+    say_root_cause(job, supervisor.first_failed_local_rank(), job.error_dir, options.python_entry,
+                   supervisor.first_failure_status(), supervisor.first_failed_pid(), oom_at_start);
   out.restartable = supervisor.restartable();
   out.failure = supervisor.failure();
   return out;
@@ -291,8 +319,15 @@ int run_attempts(const LaunchOptions& options, const Env& env,
       if (timeout_s <= 0.001) timeout_s = 0.001;
     }
     auto attempt = run_attempt(options, env, observer_for(restart), restart, timeout_s, logs);
-    if (attempt.status == 0 || !attempt.restartable || restart >= options.max_restarts)
+    if (attempt.status == 0 || !attempt.restartable || restart >= options.max_restarts) {
+      // The private folder made for error files and the stack hook is kept
+      // only when something failed (its error files are the evidence).
+      if (attempt.status == 0 && !logs.error_made.empty()) {
+        std::error_code ec;
+        std::filesystem::remove_all(std::filesystem::path(logs.error_made).parent_path(), ec);
+      }
       return attempt.status;
+    }
     say("restarting the whole local group (restart " + std::to_string(restart + 1) + " of " +
         std::to_string(options.max_restarts) + ", --max-restarts) after " + attempt.failure);
   }

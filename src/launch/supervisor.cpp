@@ -136,6 +136,15 @@ bool Supervisor::restartable() const {
          !gave_up_;
 }
 
+std::optional<ExitStatus> Supervisor::first_failure_status() const {
+  if (!first_failure_) return std::nullopt;
+  return slots_[*first_failure_].status;
+}
+
+pid_t Supervisor::first_failed_pid() const {
+  return first_failure_ ? slots_[*first_failure_].child.pid() : 0;
+}
+
 int Supervisor::first_failed_local_rank() const {
   return first_failure_ ? static_cast<int>(*first_failure_) : -1;
 }
@@ -422,6 +431,8 @@ void Supervisor::report_stacks(const std::string& why) {
   std::string text = "where the ranks are (" + why + nodes_note + ")" +
                      (dir.empty() ? std::string() : "; full stacks in " + dir) + ":";
   for (const auto& line : group_stacks(stacks)) text += "\n  " + line;
+  const std::string me = std::to_string(::getpid());
+  text += "\n  (kill -USR1 " + me + " asks again; the job goes on)";
   say(text);
 }
 

@@ -88,6 +88,10 @@ class Supervisor {
   std::string failure() const;
   /// After run(): the local rank of the first child that failed, -1 none.
   int first_failed_local_rank() const;
+  /// How the first failing rank ended (nullopt when none failed).
+  std::optional<ExitStatus> first_failure_status() const;
+  /// Its pid (0 when none failed).
+  pid_t first_failed_pid() const;
 
  private:
   struct Slot;

@@ -442,3 +442,41 @@ class PythonsOfTheirOwn(unittest.TestCase):
                     self.assertEqual(p.stdout.count("hello from"), 2, p.stdout)
                     self.assertNotIn("Error in sitecustomize", p.stderr)
                     self.assertNotIn("KeyError", p.stderr)
+
+
+class RootCauseWords(unittest.TestCase):
+    """How a Python rank that fails first is described when it raised nothing
+    (sys.exit, or the OOM killer's SIGKILL), and the private folder a
+    successful launch leaves behind (none)."""
+
+    def launch_script(self, body, tmp):
+        with open(os.path.join(tmp, "rank.py"), "w") as f:
+            f.write(body)
+        env = dict(os.environ, TMPDIR=tmp, PYTHON_EXEC="/usr/bin/python3")
+        return subprocess.run([BIN, "launch", "--nproc-per-node", "1", os.path.join(tmp, "rank.py")],
+                              env=env, capture_output=True, text=True, timeout=120)
+
+    def test_sys_exit_is_not_called_a_missing_error_file(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = self.launch_script("import sys\nsys.exit(7)\n", d)
+            self.assertEqual(p.returncode, 7, p.stderr)
+            self.assertIn("exited with status 7 without raising an exception", p.stderr)
+            self.assertNotIn("wrote no error file", p.stderr)
+
+    def test_sigkill_says_what_the_memory_counters_saw(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = self.launch_script("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", d)
+            self.assertEqual(p.returncode, 137, p.stderr)
+            m = re.search(r"root cause: rank 0 \[[^\]]+\] was killed by SIGKILL; (.*)", p.stderr)
+            self.assertIsNotNone(m, p.stderr)
+            self.assertRegex(m.group(1), r"OOM kill|memory cgroup")
+
+    def test_a_successful_python_launch_leaves_no_folder(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = self.launch_script("print('fine')\n", d)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual([n for n in os.listdir(d) if n.startswith("gpudiag-launch-")], [])
+            p = self.launch_script("raise SystemExit(3)\n", d)
+            self.assertEqual(p.returncode, 3, p.stderr)
+            self.assertEqual(len([n for n in os.listdir(d) if n.startswith("gpudiag-launch-")]), 1,
+                             "a failed launch keeps its error files")

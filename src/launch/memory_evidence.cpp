@@ -1,0 +1,82 @@
+// memory_evidence.h: /proc/self/cgroup's v2 path, its memory.events, and the
+// kernel log through /dev/kmsg (non-blocking, at most 4 MiB read).
+#include "launch/memory_evidence.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
+#include <sstream>
+
+#include "util/text.h"
+
+namespace gpudiag::launch {
+
+namespace {
+
+/// The v2 cgroup folder of this process ("" when not on the unified hierarchy).
+std::string cgroup_dir(const std::string& proc, const std::string& sys) {
+  std::ifstream f(proc + "/self/cgroup");
+  std::string line;
+  for (int n = 0; n < 64 && std::getline(f, line); ++n)
+    if (line.rfind("0::", 0) == 0) return sys + "/fs/cgroup" + line.substr(3);
+  return "";
+}
+
+/// The kernel log's last line about killing `pid` for memory ("" none).
+std::string kernel_oom_line(pid_t pid) {
+  const int fd = ::open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return "";
+  const std::string want = "Killed process " + std::to_string(pid) + " ";
+  std::string found;
+  char buf[8192];
+  std::size_t total = 0;
+  while (total < (4u << 20)) {
+    const ssize_t r = ::read(fd, buf, sizeof buf);  // one record per read
+    if (r < 0 && errno == EPIPE) continue;           // a record was overwritten: go on
+    if (r <= 0) break;
+    total += static_cast<std::size_t>(r);
+    std::string rec(buf, static_cast<std::size_t>(r));
+    if (const auto at = rec.find(want); at != std::string::npos) {
+      const auto semi = rec.find(';');
+      found = rec.substr(semi == std::string::npos ? 0 : semi + 1);
+      if (!found.empty() && found.back() == '\n') found.pop_back();
+    }
+  }
+  ::close(fd);
+  return clean_text(found.substr(0, 300));
+}
+
+}  // namespace
+
+long oom_kill_count(const std::string& proc_root, const std::string& sys_root) {
+  const std::string dir = cgroup_dir(proc_root, sys_root);
+  if (dir.empty()) return -1;
+  std::ifstream f(dir + "/memory.events");
+  std::string key;
+  long value = 0;
+  for (int n = 0; n < 32 && (f >> key >> value); ++n)
+    if (key == "oom_kill") return value;
+  return -1;
+}
+
+std::string sigkill_memory_note(pid_t pid, long at_start, const std::string& proc_root,
+                                const std::string& sys_root) {
+  const long now = oom_kill_count(proc_root, sys_root);
+  std::string note;
+  if (now >= 0 && at_start >= 0 && now > at_start)
+    note = "the memory cgroup counted " + std::to_string(now - at_start) + " OOM kill" +
+           (now - at_start == 1 ? "" : "s") + " since the job started (memory.events): out of "
+           "memory, most likely";
+  else if (now >= 0)
+    note = "no OOM kill was counted in the memory cgroup (memory.events): killed by someone, "
+           "or by an OOM killer outside this cgroup";
+  else
+    note = "the memory cgroup's counters are not readable here";
+  if (const std::string line = kernel_oom_line(pid); !line.empty())
+    note += "; the kernel log says: " + line;
+  return note;
+}
+
+}  // namespace gpudiag::launch
