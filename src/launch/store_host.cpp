@@ -38,7 +38,8 @@ bool is_local_address(const std::string& host) {
 }  // namespace
 
 void StoreHost::on_job_start(JobInfo& job) {
-  if (!secret_ && job.nnodes == 1 && !job.rendezvous)
+  // One node (under any rendezvous): no other launcher needs the secret.
+  if (!secret_ && job.nnodes == 1)
     secret_ = JobSecret{random_secret(), "drawn by gpudiag launch"};
   if (!secret_)
     spdlog::warn(
