@@ -158,6 +158,40 @@ try:
         _fh.register(_sig.SIGUSR2, file=open(_path, "a"), all_threads=True, chain=False)
 except Exception:
     pass
+def _gpudiag_progress(path):
+    # --hang-timeout's progress (progress_watch.h): the default process group's
+    # sequence number and the main thread's stack by (file, function), written
+    # when they change, sampled twice a second. Never imports torch itself.
+    import threading as _th, time as _time
+    main, last = _th.main_thread(), None
+    while True:
+        _time.sleep(0.5)
+        seq = -1
+        try:
+            dist = _sys.modules.get("torch.distributed")
+            if dist is not None and dist.is_initialized():
+                seq = dist.distributed_c10d._get_default_group()._get_sequence_number_for_group()
+        except Exception:
+            pass
+        frame, where, n = _sys._current_frames().get(main.ident), [], 0
+        while frame is not None and n < 256:
+            where.append((frame.f_code.co_filename, frame.f_code.co_name))
+            frame, n = frame.f_back, n + 1
+        now = "%d %d\n" % (seq, hash(tuple(where)))
+        if now != last:
+            last = now
+            try:
+                with open(path, "w") as out:
+                    out.write(now)
+            except OSError:
+                return
+try:
+    if _os.environ.get("GPUDIAG_PROGRESS_FILE"):
+        import threading as _threading
+        _threading.Thread(target=_gpudiag_progress, args=(_os.environ["GPUDIAG_PROGRESS_FILE"],),
+                          name="gpudiag-progress", daemon=True).start()
+except Exception:
+    pass
 _here = _os.path.dirname(_os.path.abspath(__file__))
 _saved = list(_sys.path)
 _me = _sys.modules.get("sitecustomize")
@@ -268,14 +302,19 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
             options.console_ranks.end())
       out_console = err_console = false;
     Env child_env = rank_environment(env, job, local);
-    std::string stack_file;
+    std::string stack_file, progress_file;
     if (options.python_entry && options.stack_hook && !job.error_dir.empty()) {
       stack_file = job.error_dir + "/" + std::to_string(local) + "/stack.txt";
       child_env.set("GPUDIAG_STACK_FILE", stack_file);
+      if (options.hang_timeout_s > 0) {  // the hook's progress thread runs only when asked
+        progress_file = job.error_dir + "/" + std::to_string(local) + "/progress";
+        child_env.set("GPUDIAG_PROGRESS_FILE", progress_file);
+      }
     }
     spec.envp = to_envp(child_env);
     ranks.push_back({job.rank_of(local), local, ChildProcess::spawn(spec), std::move(out_log),
-                     std::move(err_log), out_console, err_console, false, stack_file});
+                     std::move(err_log), out_console, err_console, false, stack_file,
+                     progress_file});
     // A bench's report is rank 0's stdout, in nccl-tests' layout: it goes out
     // as nccl-tests' own would under mpirun, with no prefix on its rows.
     const std::string& program = options.command.empty() ? std::string() : options.command.front();

@@ -61,6 +61,7 @@ struct Supervisor::Slot {
   std::optional<Deadline> exit_by;  ///< set when its status line went through
   bool hung_on_exit = false;
   std::string stack_file;
+  std::string progress_file;
 
   void send(int sig) {
     child.signal(sig);
@@ -74,7 +75,7 @@ struct Supervisor::Slot {
 
 Supervisor::Supervisor(std::vector<RankProcess> ranks, bool prefix, StopPolicy policy,
                        LaunchObserver& observer, SignalPipe& signals)
-    : policy_(policy), observer_(observer), signals_(signals) {
+    : policy_(policy), observer_(observer), signals_(signals), progress_(policy.hang_timeout_s) {
   slots_.reserve(ranks.size());
   for (auto& r : ranks) {
     auto tag = prefix ? rank_prefix(r.rank) : std::string();
@@ -83,7 +84,8 @@ Supervisor::Supervisor(std::vector<RankProcess> ranks, bool prefix, StopPolicy p
     slots_.push_back(Slot{r.rank, r.local_rank, std::move(r.child),
                           Relay(std::move(out), r.bare_stdout ? std::string() : tag, out_),
                           Relay(std::move(err), tag, err_),
-                          std::nullopt, false, false, 0, std::nullopt, false, r.stack_file});
+                          std::nullopt, false, false, 0, std::nullopt, false, r.stack_file,
+                          r.progress_file});
     if (r.out_log || !r.out_console) slots_.back().out.copy_to(r.out_log, r.out_console);
     if (r.err_log || !r.err_console) slots_.back().err.copy_to(r.err_log, r.err_console);
   }
@@ -304,32 +306,14 @@ void Supervisor::watch_exits() {
 
 void Supervisor::watch_progress() {
   if (policy_.hang_timeout_s <= 0 || hang_reported_ || phase_ != Phase::running) return;
-  // CPU time of every live rank (utime + stime of /proc/PID/stat), summed.
-  unsigned long long cpu = 0;
-  for (const auto& s : slots_) {
-    if (s.status) continue;
-    std::ifstream f("/proc/" + std::to_string(s.child.pid()) + "/stat");
-    std::string text;
-    std::getline(f, text);
-    const auto paren = text.rfind(')');
-    if (paren == std::string::npos) continue;
-    std::istringstream fields(text.substr(paren + 2));
-    std::string v;
-    unsigned long long utime = 0, stime = 0;
-    for (int i = 3; i <= 15 && fields >> v; ++i) {
-      if (i == 14) utime = std::strtoull(v.c_str(), nullptr, 10);
-      if (i == 15) stime = std::strtoull(v.c_str(), nullptr, 10);
-    }
-    cpu += utime + stime;
-  }
-  // A few ticks of CPU are a rank's own polling threads, not progress.
-  if (cpu > last_cpu_ + 5 * slots_.size()) last_progress_ = Deadline::Clock::now();
-  last_cpu_ = std::max(last_cpu_, cpu);
-  const double idle = std::chrono::duration<double>(Deadline::Clock::now() - last_progress_).count();
-  if (idle < policy_.hang_timeout_s) return;
+  std::vector<ProgressWatch::Rank> live;
+  for (const auto& s : slots_)
+    if (!s.status) live.push_back({s.child.pid(), s.progress_file});
+  if (!progress_.hung(live)) return;
   hang_reported_ = true;
   report_stacks("--hang-timeout " + seconds(policy_.hang_timeout_s) +
-                ": no rank printed anything or used CPU time for that long");
+                ": no rank made progress for that long (no output, no collective completed, no "
+                "change of where its code is)");
   // Another node's launcher keeps its ranks alive until the first node has
   // asked for their stacks (it hangs too, so it asks within seconds).
   if (observer_.answers_stacks()) {
@@ -474,7 +458,7 @@ void Supervisor::poll_once() {
   for (std::size_t i = 1; i < fds.size(); ++i)
     if (fds[i].revents) {
       relays[i]->pump();
-      last_progress_ = Deadline::Clock::now();
+      progress_.output();
     }
 }
 

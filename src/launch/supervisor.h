@@ -29,6 +29,7 @@
 #include "launch/observer.h"
 #include "launch/stacks.h"
 #include "launch/output.h"
+#include "launch/progress_watch.h"
 #include "launch/signal_pipe.h"
 #include "launch/summary.h"
 #include "util/deadline.h"
@@ -66,6 +67,8 @@ struct RankProcess {
   bool bare_stdout = false;
   /// A Python rank's faulthandler dump file (GPUDIAG_STACK_FILE; "" none).
   std::string stack_file;
+  /// Its startup hook's progress file (GPUDIAG_PROGRESS_FILE; "" none).
+  std::string progress_file;
 };
 
 class Supervisor {
@@ -135,9 +138,8 @@ class Supervisor {
   Phase phase_ = Phase::running;
   std::optional<std::size_t> first_failure_;
   int interrupted_by_ = 0;
-  Deadline::Clock::time_point last_progress_ = Deadline::Clock::now();
-  unsigned long long last_cpu_ = 0;
   bool hang_reported_ = false;
+  ProgressWatch progress_;
   bool hung_ = false;  ///< stopped by --hang-timeout
   std::optional<Deadline> hang_stop_at_;  ///< a later node's stop, after node 0 asked
   std::string cached_summary_;           ///< this node's last report, encoded

@@ -179,6 +179,23 @@ class HangReport(unittest.TestCase):
             self.check_report(p.stderr, n)
             self.assertIn("stopped by --hang-timeout 5 s", p.stderr)
 
+    def test_a_rank_spinning_in_a_busy_loop_is_named_too(self):
+        # CPU time is not progress: rank 1 burns a core where it is.
+        p = launch("--nproc-per-node", "2", "--hang-timeout", "6", TRAIN, "--steps", "8",
+                   "--spin-rank", "1", "--spin-step", "3")
+        self.assertEqual(p.returncode, 3, p.stderr[-3000:])
+        block = p.stderr[p.stderr.index("where the ranks are"):]
+        self.assertIn("the others wait for rank 1\n", block)
+        self.assertIn("stopped by --hang-timeout 6 s", p.stderr)
+
+    def test_a_slow_quiet_healthy_job_is_not_stopped(self):
+        # 3 s steps, nothing printed, --hang-timeout 6: each step's all-reduce
+        # moves the process group on, which is progress.
+        p = launch("--nproc-per-node", "2", "--hang-timeout", "6", TRAIN, "--steps", "5",
+                   "--step-seconds", "3", "--quiet")
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        self.assertNotIn("where the ranks are", p.stderr)
+
     def test_sigusr1_prints_where_the_ranks_are_and_the_job_goes_on(self):
         proc = subprocess.Popen([BIN, "launch", "--nproc-per-node", "2", TRAIN, "--steps", "8",
                                  "--hang-rank", "1", "--hang-step", "3"],
