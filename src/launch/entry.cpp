@@ -157,7 +157,9 @@ std::string torch_version_for(const std::string& python) {
       for (const char* kind : {"site-packages", "dist-packages"})
         dirs.push_back(prefix + "/lib/python" + m[2].str() + "/" + kind);
   }
-  dirs.push_back("/usr/lib/python3/dist-packages");
+  // Debian's own interpreters also read its shared dist-packages; any other
+  // (a venv, conda, pyenv, a shim) has its own site-packages only.
+  if (path.rfind("/usr/bin/python3", 0) == 0) dirs.push_back("/usr/lib/python3/dist-packages");
   static const std::regex line(R"(^__version__\s*=\s*['"]([^'"]{1,64})['"])");
   for (const auto& d : dirs) {
     std::ifstream f(d + "/torch/version.py");
