@@ -123,6 +123,10 @@ TreeHost::TreeHost(const TreePlan& plan, TreeConnect connect)
   o.launcher_clients = true;  // the leader's judge
   o.leader_judges = true;
   o.deaths_from_connections = c_.deaths_from_connections;
+  // Its judge (and, under gpudiag launch, its death reports) run in this
+  // process; any other connection is a rank or claims a place (key_owners.h).
+  o.tree_role = TreeStoreRole{TreeStoreRole::Kind::node, plan_.node, L};
+  o.own_process_trusted = true;
   node_server_ = std::make_unique<TcpStoreServer>(o);
   const bool group_host = L.grouped() && plan_.node % L.group_nodes == 0;
   if (group_host) {
@@ -132,6 +136,10 @@ TreeHost::TreeHost(const TreePlan& plan, TreeConnect connect)
     g.secret = c_.secret;
     g.world_size = L.group_nodes + 8;
     g.served_by = "the judge of " + L.group_label(L.group_of_node(plan_.node)) + " [" + c_.host + "]";
+    // Its nodes' leaders claim their nodes; nobody else writes here.
+    g.owned_keys = true;
+    g.tree_role = TreeStoreRole{TreeStoreRole::Kind::group, L.group_of_node(plan_.node), L};
+    g.own_process_trusted = true;
     group_server_ = std::make_unique<TcpStoreServer>(g);
   }
   start(&TreeHost::run_node);
@@ -149,7 +157,7 @@ void TreeHost::start(void (TreeHost::*what)()) {
 }
 
 /// A group judge's store at "host:port", as the root lists it.
-std::unique_ptr<Store> TreeHost::connect_at(const std::string& at) {
+std::unique_ptr<Store> TreeHost::connect_at(const std::string& at, std::uint32_t claim) {
   const auto colon = at.rfind(':');
   auto port = colon == std::string::npos
                   ? std::nullopt
@@ -158,7 +166,7 @@ std::unique_ptr<Store> TreeHost::connect_at(const std::string& at) {
     throw Error(ExitCode::broken,
                 "the root lists a group judge's store at '" + storelimits::store_text(at, 64) + "'");
   return std::make_unique<TcpStoreClient>(at.substr(0, colon), static_cast<int>(*port), c_.token,
-                                          Deadline::after_seconds(c_.timeout_s), c_.secret);
+                                          Deadline::after_seconds(c_.timeout_s), c_.secret, claim);
 }
 
 void TreeHost::run_node() {
@@ -167,22 +175,24 @@ void TreeHost::run_node() {
     const Deadline d = Deadline::after_seconds(c_.timeout_s);
     TcpStoreClient below("127.0.0.1", plan_.node_port, c_.token, d, c_.secret);
     std::unique_ptr<Store> root, group;
+    // Every connection of this judge away from its own store speaks for its node.
+    const std::uint32_t me = storewire::node_claim(plan_.node);
     if (L.grouped()) {
       // The group's judge says where its store is, at the root; the root is
       // reached again only if that judge is lost.
-      group = connect_at(c_.root()->get(
-          "tree/group/" + std::to_string(L.group_of_node(plan_.node)), d));
-      root = std::make_unique<LazyStore>(c_.root, "the job's store");
+      group = connect_at(c_.root(me)->get(
+          "tree/group/" + std::to_string(L.group_of_node(plan_.node)), d), me);
+      root = std::make_unique<LazyStore>([this, me] { return c_.root(me); }, "the job's store");
     } else {
-      root = c_.root();
+      root = c_.root(me);
     }
     CheckTreeReviewer reviewer;
     auto o = options(plan_, RelayLevel::node, plan_.node, c_.timeout_s);
     // Rank 0's report reads every group's records once, at the end.
-    o.connect_group = [this](int g) -> std::unique_ptr<Store> {
-      const auto at = c_.root()->get("tree/group/" + std::to_string(g),
-                                     Deadline::after_seconds(c_.timeout_s));
-      return connect_at(at);
+    o.connect_group = [this, me](int g) -> std::unique_ptr<Store> {
+      const auto at = c_.root(me)->get("tree/group/" + std::to_string(g),
+                                       Deadline::after_seconds(c_.timeout_s));
+      return connect_at(at, me);
     };
     o.below = &below;
     o.above = group ? group.get() : root.get();
@@ -198,7 +208,7 @@ void TreeHost::run_node() {
 void TreeHost::run_group() {
   try {
     const int g = plan_.layout.group_of_node(plan_.node);
-    auto root = c_.root();
+    auto root = c_.root(storewire::group_claim(g));
     root->set("tree/group/" + std::to_string(g),
               c_.address + ":" + std::to_string(plan_.group_port),
               Deadline::after_seconds(c_.timeout_s));
@@ -219,7 +229,7 @@ void TreeHost::run_group() {
 
 void TreeHost::run_root() {
   try {
-    auto root = c_.root();
+    auto root = c_.root(storewire::kRootClaim);
     CheckTreeReviewer reviewer;
     auto o = options(plan_, RelayLevel::root, 0, c_.timeout_s);
     o.below = root.get();

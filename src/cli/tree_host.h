@@ -53,8 +53,9 @@ int mpi_node_size(const Env& env);
 
 struct TreeConnect {
   std::string token, secret;
-  /// A new connection to the job's store as a launcher (no rank).
-  std::function<std::unique_ptr<Store>()> root;
+  /// A new connection to the job's store, claiming `claim` at its handshake
+  /// (storewire: node k, group g or the root; key_owners.h).
+  std::function<std::unique_ptr<Store>(std::uint32_t claim)> root;
   std::string address;  ///< where this host is reached (a group store's address)
   std::string host;     ///< this host's name, for messages
   std::string leader = "local rank 0";  ///< who leads, for messages
@@ -76,7 +77,7 @@ class TreeHost {
   TreeHost& operator=(const TreeHost&) = delete;
 
  private:
-  std::unique_ptr<Store> connect_at(const std::string& host_port);
+  std::unique_ptr<Store> connect_at(const std::string& host_port, std::uint32_t claim);
   void run_node();
   void run_group();
   void run_root();

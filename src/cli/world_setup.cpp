@@ -38,13 +38,13 @@ void join_tree(Job& job, const TreePlan& tree, const Env& env, double timeout_s)
   // gpudiag launch leads its node itself; otherwise local rank 0 does.
   const bool launch_leads = env.get_or("GPUDIAG_TREE_LEADER", "") == "launch";
   if (w.local_rank == 0 && !launch_leads) {
-    job.store = join_store(w, env, deadline, /*as_leader=*/true);
+    job.store = join_store(w, env, deadline, /*as_leader=*/true, &tree.layout);
     spdlog::info("{}", job.store.how);
     TreeConnect c;
     c.token = token.value;
     c.secret = key;
-    c.root = [again = job.store.connect_again, timeout_s] {
-      return again(Deadline::after_seconds(timeout_s));
+    c.root = [again = job.store.connect_again, timeout_s](std::uint32_t claim) {
+      return again(Deadline::after_seconds(timeout_s), claim);
     };
     c.address = ring_address(env);
     c.host = job.setup.host;

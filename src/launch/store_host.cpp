@@ -75,9 +75,9 @@ void StoreHost::lead_node(JobInfo& job) {
   c.token = job.token;
   if (secret_) c.secret = secret_->key;
   const std::string addr = server_ ? "127.0.0.1" : job.master_addr;
-  c.root = [addr, port = job.master_port, token = c.token, key = c.secret] {
-    return std::unique_ptr<Store>(
-        std::make_unique<TcpStoreClient>(addr, port, token, Deadline::after_seconds(60), key));
+  c.root = [addr, port = job.master_port, token = c.token, key = c.secret](std::uint32_t claim) {
+    return std::unique_ptr<Store>(std::make_unique<TcpStoreClient>(
+        addr, port, token, Deadline::after_seconds(60), key, claim));
   };
   const auto ip = net::local_ip_towards(job.master_addr, job.master_port);
   c.address = ip.empty() ? host_ : ip;
@@ -85,6 +85,7 @@ void StoreHost::lead_node(JobInfo& job) {
   c.leader = "gpudiag launch, pid " + std::to_string(::getpid());
   c.deaths_from_connections = false;  // on_child_exit says how a rank ended
   tree_ = std::make_unique<cli::TreeHost>(*plan, std::move(c));
+  tree_node_port_ = plan->node_port;
   job.extra_env.emplace_back("GPUDIAG_TREE_LEADER", "launch");
   job.extra_env.emplace_back("GPUDIAG_TREE_PORT", std::to_string(plan->node_port));
   spdlog::info("launch: leading {} ({}): its store at 127.0.0.1:{}",
@@ -107,6 +108,17 @@ void StoreHost::start_server(JobInfo& job, int port) {
   // to the handshake timer and a few connections (tcp_store_server.h).
   o.job_peers_by_process = true;
   o.job_conns_per_ip = 2 * job.nproc_per_node + 4;
+  // Under node leaders this is the tree's root: the judges claim their places
+  // (key_owners.h), nobody has a launcher's rights, this process is trusted.
+  if (gpudiag_ranks_) {
+    World w;
+    w.size = job.world_size();
+    w.local_size = job.nproc_per_node;
+    if (auto plan = cli::plan_tree(w, Env::from_process(), port > 0 ? port : 29500)) {
+      o.tree_role = TreeStoreRole{TreeStoreRole::Kind::root, 0, plan->layout};
+      o.own_process_trusted = true;
+    }
+  }
   server_ = std::make_unique<TcpStoreServer>(o);
   job.master_port = server_->port();
 }
@@ -229,6 +241,21 @@ void StoreHost::on_child_exit(const ChildExit& exit) {
   // a sibling failed) is announced too: the other nodes' ranks, which may go
   // on without it (gpudiag sweep), then stop waiting for it at once.
   if (exit.status.ok()) return;
+  // Under node leaders the death goes to this node's own store, which this
+  // process serves (trusted there); its judge carries it up the tree.
+  if (tree_) {
+    try {
+      if (!node_client_)
+        node_client_ = std::make_unique<TcpStoreClient>(
+            "127.0.0.1", tree_node_port_, job_.token, Deadline::after(std::chrono::seconds(3)),
+            secret_ ? secret_->key : std::string());
+      publish_failure(*node_client_, death_notice(exit, host_),
+                      Deadline::after(std::chrono::seconds(3)), FailureKind::died, exit.rank);
+    } catch (const Error& e) {
+      spdlog::info("cannot publish the death of rank {}: {}", exit.rank, e.one_line());
+    }
+    return;
+  }
   if (auto* store = client())
     publish_failure(*store, death_notice(exit, host_), Deadline::after(std::chrono::seconds(3)),
                     FailureKind::died, exit.rank);

@@ -94,6 +94,9 @@ class StoreHost : public LaunchObserver {
   /// serves the node's store and runs its judges. Declared last: it stops
   /// before the job's store it reports to.
   std::unique_ptr<cli::TreeHost> tree_;
+  int tree_node_port_ = 0;
+  /// Under node leaders, the line to this node's own store, for deaths.
+  std::unique_ptr<Store> node_client_;
   void lead_node(JobInfo& job);
 };
 

@@ -3,6 +3,8 @@
 // connection's claim and the first claimant of each rank.
 #include "rendezvous/key_owners.h"
 
+#include <algorithm>
+
 #include "rendezvous/store_limits.h"
 #include "rendezvous/store_wire.h"
 
@@ -39,8 +41,96 @@ KeyOwners::KeyOwners(int world_size, bool launchers_allowed, bool leaders_judge)
       launchers_(launchers_allowed),
       leaders_judge_(leaders_judge) {}
 
+void KeyOwners::set_tree(const TreeStoreRole& role) {
+  tree_ = role;
+  if (owner_.size() < static_cast<std::size_t>(std::max(role.layout.world, 0)))
+    owner_.assign(static_cast<std::size_t>(role.layout.world), 0);
+}
+
+bool KeyOwners::owns_tree_claim(std::uint64_t conn, std::uint32_t claim) const {
+  if (!storewire::is_tree_claim(claim)) return false;
+  auto it = tree_owner_.find(claim);
+  return it != tree_owner_.end() && it->second == conn;
+}
+
+std::optional<std::optional<std::string>> KeyOwners::tree_refuse(std::uint64_t conn,
+                                                                 std::uint32_t claim,
+                                                                 const std::string& key) const {
+  namespace sw = storewire;
+  const TreeStoreRole& t = *tree_;
+  const TreeLayout& L = t.layout;
+  const std::uint32_t own = t.kind == TreeStoreRole::Kind::root    ? sw::kRootClaim
+                            : t.kind == TreeStoreRole::Kind::group ? sw::group_claim(t.index)
+                                                                   : sw::node_claim(t.index);
+  const bool mine = owns_tree_claim(conn, claim);
+  if (mine && claim == own) return std::optional<std::string>();  // the store's own judge
+  const bool node = mine && (claim & ~sw::kClaimIndexMask) == sw::kNodeClaim;
+  const bool group = mine && (claim & ~sw::kClaimIndexMask) == sw::kGroupClaim;
+  const int index = static_cast<int>(claim & sw::kClaimIndexMask);
+  const std::string who = "this connection claimed " +
+                          (!sw::is_tree_claim(claim) ? claim_text(claim)
+                           : node                   ? L.node_label(index)
+                           : group                  ? L.group_label(index)
+                                                    : std::string("a judge's place it does not own"));
+  auto refused = [&](const std::string& what) {
+    return std::optional<std::optional<std::string>>(
+        std::optional<std::string>(what + " ('" + key + "'), and " + who));
+  };
+  auto allowed = std::optional<std::optional<std::string>>(std::optional<std::string>());
+  if (key.rfind("tree/", 0) == 0) {
+    // tree/cp/<n>/node/<k>, tree/cp/<n>/group/<g>: a child's part.
+    std::string tail = key.substr(5);
+    if (tail.rfind("cp/", 0) == 0) {
+      const auto slash = tail.find('/', 3);
+      if (slash == std::string::npos) return refused("only the store's judge writes it");
+      tail = tail.substr(slash + 1);
+    } else if (tail.rfind("bye/", 0) == 0) {
+      tail = tail.substr(4);
+    } else if (auto g = rank_of(key, "tree/group/")) {
+      return group && index == *g ? allowed : refused("only group " + std::to_string(*g) +
+                                                      "'s judge says where its store is");
+    } else if (auto g = rank_of(key, "tree/lost/")) {
+      return node && L.group_of_node(index) == *g
+                 ? allowed
+                 : refused("only a node of group " + std::to_string(*g) + " reports its judge lost");
+    } else {
+      return refused("only the store's judge writes the tree's keys");
+    }
+    if (auto k = rank_of(tail, "node/"))
+      return node && index == *k ? allowed : refused("only node " + std::to_string(*k) + "'s leader sends its part");
+    if (auto g = rank_of(tail, "group/"))
+      return group && index == *g ? allowed : refused("only group " + std::to_string(*g) + "'s judge sends its part");
+    return refused("only the store's judge writes it");
+  }
+  if (auto r = rank_of(key, "dead/")) {
+    const int rank = static_cast<int>(*r);
+    if (node && L.node_of(rank) == index) return allowed;
+    if (group && rank < L.world && L.group_of_node(L.node_of(rank)) == index) return allowed;
+    return refused("only the judge of the node or group holding rank " + std::to_string(rank) +
+                   " reports its death");
+  }
+  if (key == "failures" || rank_of(key, "failure/")) {
+    if (!node && !group) return std::nullopt;  // a rank's own announcement: the rank rules
+    if (auto n = rank_of(key, "failure/")) {
+      const auto i = static_cast<std::size_t>(*n);
+      if (i >= announcer_.size() || announcer_[i] != conn)
+        return refused("announcement " + std::to_string(*n) +
+                       " was not numbered for this connection by its ADD to 'failures'");
+    }
+    return allowed;
+  }
+  if (checkpoint_tail(key) && (node || group))
+    return refused("a judge of another node or group does not write this store's checkpoints");
+  return std::nullopt;  // the rank rules decide, with no launcher's rights
+}
+
 std::optional<std::string> KeyOwners::greeted(std::uint64_t conn, std::uint32_t rank,
                                               const std::string& peer) {
+  if (storewire::is_tree_claim(rank)) {
+    if (!tree_owner_.try_emplace(rank, conn).second && duplicates_.size() < kMaxDuplicatesNamed)
+      duplicates_.push_back("a judge's place (again, from " + peer + ")");
+    return std::nullopt;
+  }
   if (rank >= owner_.size()) return std::nullopt;
   if (owner_[rank] == 0) {
     owner_[rank] = conn;
@@ -72,9 +162,12 @@ bool KeyOwners::owns(std::uint64_t conn, std::uint32_t rank) const {
 }
 
 std::optional<std::string> KeyOwners::refuse(std::uint64_t conn, std::uint32_t rank,
-                                             const std::string& key, bool is_add) const {
+                                             const std::string& key, bool is_add,
+                                             bool trusted) const {
   if (key == "server" || key == "duplicates") return "the key '" + key + "' is the store's own";
-  if (owner_.empty()) return std::nullopt;  // ownership off
+  if (owner_.empty() || trusted) return std::nullopt;  // ownership off, or the store's own process
+  if (tree_)
+    if (auto decided = tree_refuse(conn, rank, key)) return *decided;
   const std::string who = "this connection claimed " + claim_text(rank);
   auto per_rank = [&](std::int64_t r) -> std::optional<std::string> {
     if (static_cast<std::uint32_t>(r) == rank && owns(conn, rank)) return std::nullopt;
@@ -90,7 +183,7 @@ std::optional<std::string> KeyOwners::refuse(std::uint64_t conn, std::uint32_t r
     return per_rank(*r);
   }
   if (auto tail = checkpoint_tail(key)) {
-    const bool leader = leaders_judge_ && launchers_ && rank == storewire::kNoRank;
+    const bool leader = leaders_judge_ && launchers_ && rank == storewire::kNoRank && !tree_;
     if (*tail == "digest")
       return is_owner(conn, 0) || leader ? std::nullopt
                                : std::optional<std::string>("the checkpoint digest '" + key +
@@ -102,7 +195,8 @@ std::optional<std::string> KeyOwners::refuse(std::uint64_t conn, std::uint32_t r
     }
     return std::nullopt;
   }
-  const bool launcher = rank == storewire::kNoRank && launchers_;
+  // Under the tree nobody has a launcher's rights (the judges claim places).
+  const bool launcher = rank == storewire::kNoRank && launchers_ && !tree_;
   if (rank_of(key, "dead/"))
     return launcher ? std::nullopt
                     : std::optional<std::string>("only a launcher reports a death ('" + key +
@@ -129,12 +223,13 @@ std::optional<std::string> KeyOwners::refuse(std::uint64_t conn, std::uint32_t r
 }
 
 std::optional<std::string> KeyOwners::refuse_add(std::uint64_t conn, std::uint32_t rank,
-                                                 const std::string& key, std::int64_t delta) {
-  if (auto why = refuse(conn, rank, key, true)) return why;
-  if (owner_.empty() || key != "failures") return std::nullopt;
+                                                 const std::string& key, std::int64_t delta,
+                                                 bool trusted) {
+  if (auto why = refuse(conn, rank, key, true, trusted)) return why;
+  if (owner_.empty() || trusted || key != "failures") return std::nullopt;
   if (delta != 1)
     return "an announcement adds 1 to 'failures', not " + std::to_string(delta);
-  const int budget = rank == storewire::kNoRank
+  const int budget = rank == storewire::kNoRank || owns_tree_claim(conn, rank)
                          ? static_cast<int>(owner_.size()) + kRankAnnouncements
                          : kRankAnnouncements;
   if (announced_[conn] >= budget)

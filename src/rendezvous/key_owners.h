@@ -28,6 +28,27 @@
 // announce a failure.
 // Without ownership (unit tests, tools that use the store generically) any
 // connection writes any key except the server's own.
+//
+// Under the tree of judges (set_tree(): this store's place, the layout)
+// nobody is "a launcher": a connection that speaks for more than a rank
+// claims node k, group g or the root at its handshake (store_wire.h), the
+// first claim owns it, and:
+//   everything          the store's own process (its judges run where the
+//                       store is served: `trusted`, server side), and the
+//                       owner of the store's own place (node k on node k's
+//                       store, group g on group g's, the root on the root's)
+//   tree/cp/<n>/node/<k>, tree/bye/node/<k>
+//                       node k's owner (on its group's store, or the root's)
+//   tree/cp/<n>/group/<g>, tree/bye/group/<g>, tree/group/<g>
+//                       group g's owner (on the root's store)
+//   tree/lost/<g>       the owner of a node of group g (its judge is lost)
+//   other tree/ keys    nobody but the store's own judge
+//   dead/<r>            the owner of the node or group that holds rank r
+//   failures, failure/<n>
+//                       owners of tree claims, as launchers would (bounded)
+// A connection claiming no rank and no judge's place gets no launcher's
+// rights: an outsider without the secret cannot forge a death, a failure,
+// a part or a digest for anyone.
 #pragma once
 
 #include <cstdint>
@@ -36,14 +57,27 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/tree.h"
+
 namespace gpudiag {
 
 /// Announcements one rank's connection may make (a failure, then its death
 /// seen by itself is never more than a couple).
 inline constexpr int kRankAnnouncements = 4;
 
+/// A store's place in the tree of judges.
+struct TreeStoreRole {
+  enum class Kind { root, group, node };
+  Kind kind = Kind::root;
+  int index = 0;  ///< group g or node k
+  TreeLayout layout;
+};
+
 class KeyOwners {
  public:
+  /// This store serves the tree (see above); ownership follows the layout.
+  void set_tree(const TreeStoreRole& role);
+
   /// `world_size` 0 turns ownership off.
   /// `leaders_judge`: the store is a node leader's (rendezvous/relay.h): its
   /// launcher connection (the leader) writes the checkpoint digest, and the
@@ -60,12 +94,13 @@ class KeyOwners {
   /// Why connection `conn`, which claimed `rank`, may not SET (or ADD to)
   /// `key`; nullopt when it may.
   std::optional<std::string> refuse(std::uint64_t conn, std::uint32_t rank, const std::string& key,
-                                    bool is_add) const;
+                                    bool is_add, bool trusted = false) const;
 
   /// refuse() for an ADD of `delta`, plus the announcement counter's rules
   /// (adds of 1, a bounded number per connection).
   std::optional<std::string> refuse_add(std::uint64_t conn, std::uint32_t rank,
-                                        const std::string& key, std::int64_t delta);
+                                        const std::string& key, std::int64_t delta,
+                                        bool trusted = false);
 
   /// An ADD from `conn` to `key` gave `sum`: an announcement number for
   /// `failures` now belongs to that connection.
@@ -88,6 +123,12 @@ class KeyOwners {
   std::map<std::uint64_t, int> announced_;  ///< adds to `failures` per connection
   bool launchers_ = false;
   bool leaders_judge_ = false;
+  std::optional<TreeStoreRole> tree_;
+  std::map<std::uint32_t, std::uint64_t> tree_owner_;  ///< tree claim -> its first connection
+  /// The tree's rules (see above); nullopt when the key is not theirs to decide.
+  std::optional<std::optional<std::string>> tree_refuse(std::uint64_t conn, std::uint32_t claim,
+                                                        const std::string& key) const;
+  bool owns_tree_claim(std::uint64_t conn, std::uint32_t claim) const;
   std::vector<std::string> duplicates_;  ///< "rank 1 (again, from 10.0.0.5:4242)", a few
 };
 

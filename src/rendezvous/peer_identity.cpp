@@ -151,7 +151,21 @@ std::optional<PeerSocket> loopback_peer_socket(int fd, const std::string& proc_r
   bool v6 = false, v6b = false;
   if (!addr_bytes(mine, m, mp, v6) || !addr_bytes(theirs, t, tp, v6b)) return std::nullopt;
   // The peer's socket: its local end is our peer, its remote end is us.
-  return find_in(proc_root + (v6 ? "/net/tcp6" : "/net/tcp"), t, tp, m, mp, v6);
+  if (auto s = find_in(proc_root + (v6 ? "/net/tcp6" : "/net/tcp"), t, tp, m, mp, v6)) return s;
+  // A dual-stack listener sees an IPv4 client as ::ffff:a.b.c.d; that
+  // client's own socket is IPv4, listed in /proc/net/tcp.
+  static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (v6 && std::memcmp(m, mapped, 12) == 0 && std::memcmp(t, mapped, 12) == 0) {
+    unsigned char m4[16] = {}, t4[16] = {};
+    std::memcpy(m4, m + 12, 4);
+    std::memcpy(t4, t + 12, 4);
+    return find_in(proc_root + "/net/tcp", t4, tp, m4, mp, false);
+  }
+  return std::nullopt;
+}
+
+bool held_by_process(pid_t pid, std::uint64_t inode, const std::string& proc_root) {
+  return holds(pid, "socket:[" + std::to_string(inode) + "]", proc_root);
 }
 
 bool held_by_descendant(pid_t root, std::uint64_t inode, int max_procs,

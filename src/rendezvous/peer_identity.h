@@ -32,6 +32,10 @@ std::string peer_address(int fd, bool& loopback);
 /// `proc_root`, "/proc" but for tests); nullopt when not found.
 std::optional<PeerSocket> loopback_peer_socket(int fd, const std::string& proc_root = "/proc");
 
+/// Whether process `pid` itself holds socket `inode` (the store's own
+/// process: its judges' connections to the store it serves).
+bool held_by_process(pid_t pid, std::uint64_t inode, const std::string& proc_root = "/proc");
+
 /// Whether a process descended from `root` (not `root` itself) holds socket
 /// `inode`; at most `max_procs` processes are looked at.
 bool held_by_descendant(pid_t root, std::uint64_t inode, int max_procs = 4096,

@@ -74,6 +74,35 @@ TEST(PeerIdentity, OwnSocketIsFoundButIsNotADescendants) {
   }
 }
 
+// The store listens dual-stack: an IPv4 client shows as ::ffff:127.0.0.1, and
+// its own socket is in /proc/net/tcp, not tcp6.
+TEST(PeerIdentity, AnIpv4ClientOfADualStackListenerIsFound) {
+  const int l = ::socket(AF_INET6, SOCK_STREAM, 0);
+  int off = 0;
+  ::setsockopt(l, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_any;
+  ASSERT_EQ(::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(l, 4), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len);
+  const int c = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in b{};
+  b.sin_family = AF_INET;
+  b.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  b.sin_port = a.sin6_port;
+  ASSERT_EQ(::connect(c, reinterpret_cast<sockaddr*>(&b), sizeof b), 0);
+  const int s = ::accept(l, nullptr, nullptr);
+  bool loop = false;
+  EXPECT_EQ(peer_address(s, loop), "::ffff:127.0.0.1");
+  EXPECT_TRUE(loop);
+  auto sock = loopback_peer_socket(s);
+  ASSERT_TRUE(sock);
+  EXPECT_TRUE(held_by_process(::getpid(), sock->inode));
+  ::close(s), ::close(c), ::close(l);
+}
+
 TEST(PeerIdentity, AChildsSocketIsTheJobs) {
   Listener l(false);
   int ready[2], done[2];

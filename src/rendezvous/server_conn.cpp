@@ -58,6 +58,7 @@ ServerCore::ServerCore(TcpStoreServerOptions opts)
       scratch_(kReadChunk),
       owners_(opts_.owned_keys ? opts_.world_size : 0, opts_.launcher_clients,
               opts_.leader_judges) {
+  if (opts_.tree_role) owners_.set_tree(*opts_.tree_role);
   std::vector<StoreState::WaiterId> none;
   if (!opts_.served_by.empty()) state_.set("server", opts_.served_by, none);
 }
@@ -203,7 +204,7 @@ void ServerCore::request(Conn& c, const sw::Frame& f) {
       auto key = r.str();
       auto value = r.str();
       r.expect_done();
-      if (auto why = owners_.refuse(c.id, c.rank, key, false)) {
+      if (auto why = owners_.refuse(c.id, c.rank, key, false, c.own_process)) {
         refuse(c, f.id, *why);
         break;
       }
@@ -230,7 +231,7 @@ void ServerCore::request(Conn& c, const sw::Frame& f) {
       auto key = r.str();
       auto delta = r.i64();
       r.expect_done();
-      if (auto why = owners_.refuse_add(c.id, c.rank, key, delta)) {
+      if (auto why = owners_.refuse_add(c.id, c.rank, key, delta, c.own_process)) {
         refuse(c, f.id, *why);
         break;
       }

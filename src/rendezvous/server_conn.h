@@ -62,6 +62,7 @@ struct Conn {
   bool torch = false;            ///< speaks torch's TCPStore protocol (server_torch.cpp)
   bool torch_validated = false;  ///< ... its later dialect (VALIDATE first, types + 1)
   bool job_peer = false;         ///< held by the job's own processes (peer_identity.h)
+  bool own_process = false;      ///< held by the serving process itself (own_process_trusted)
   std::string outsider;          ///< else, with job_peers_by_process: its peer ("uid 65534")
   std::string job_address;       ///< a remote job connection's address (job_by_ip_)
   std::size_t pending_out() const { return out.size() - out_off; }

@@ -96,7 +96,8 @@ StoreAddress store_address(const World& world, const Env& env) {
                    "or start them with gpudiag launch, torchrun or mpirun");
 }
 
-JoinedStore join_store(const World& world, const Env& env, Deadline deadline, bool as_leader) {
+JoinedStore join_store(const World& world, const Env& env, Deadline deadline, bool as_leader,
+                       const TreeLayout* tree) {
   auto where = store_address(world, env);
   // Every rank may hold sockets to many peers (the ring, the link test): take
   // the whole descriptor allowance. The server checks it can hold the job.
@@ -106,7 +107,7 @@ JoinedStore join_store(const World& world, const Env& env, Deadline deadline, bo
     std::string prefix = "gpudiag/" + env.get_or("TORCHELASTIC_RUN_ID", "run") + "/" +
                          env.get_or("TORCHELASTIC_RESTART_COUNT", "0") + "/";
     j.store = std::make_unique<TorchStoreClient>(where.host, where.port, prefix, deadline);
-    j.connect_again = [where, prefix](Deadline d) -> std::unique_ptr<Store> {
+    j.connect_again = [where, prefix](Deadline d, std::uint32_t) -> std::unique_ptr<Store> {
       return std::make_unique<TorchStoreClient>(where.host, where.port, prefix, d);
     };
     // gpudiag launch running gpudiag as a torch program (--no-python) offers
@@ -137,18 +138,25 @@ JoinedStore join_store(const World& world, const Env& env, Deadline deadline, bo
       // whose leaders report deaths.
       o.launcher_clients = true;
       o.deaths_from_connections = false;
+      if (tree) {  // the tree's root: judges claim their places (key_owners.h)
+        o.tree_role = TreeStoreRole{TreeStoreRole::Kind::root, 0, *tree};
+        o.own_process_trusted = true;
+      }
       o.expected_clients = 3 * (world.size / std::max(1, world.local_size)) + 16;
     }
     j.server = std::make_unique<TcpStoreServer>(o);
   }
   const std::string key = secret ? secret->key : std::string();
-  j.connect_again = [where, token = token.value, key](Deadline d) -> std::unique_ptr<Store> {
-    return std::make_unique<TcpStoreClient>(where.host, where.port, token, d, key);
+  j.connect_again = [where, token = token.value, key](Deadline d,
+                                                      std::uint32_t claim) -> std::unique_ptr<Store> {
+    return std::make_unique<TcpStoreClient>(where.host, where.port, token, d, key, claim);
   };
   try {
     j.store = std::make_unique<TcpStoreClient>(
         where.host, where.port, token.value, deadline, key,
-        as_leader ? storewire::kNoRank : static_cast<std::uint32_t>(world.rank));
+        !as_leader ? static_cast<std::uint32_t>(world.rank)
+        : tree     ? storewire::node_claim(tree->node_of(world.rank))
+                   : storewire::kNoRank);
   } catch (const Error& e) {
     if (!j.server) throw;
     throw UsageError("rank 0 serves the store on port " + std::to_string(where.port) +

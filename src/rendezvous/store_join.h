@@ -22,6 +22,7 @@
 #include <string>
 
 #include "rendezvous/store.h"
+#include "rendezvous/tree.h"
 #include "rendezvous/tcp_store_server.h"
 #include "util/env.h"
 #include "world/discovery.h"
@@ -54,16 +55,18 @@ struct JoinedStore {
   /// Why it is unauthenticated, for the report: "no GPUDIAG_SECRET or
   /// GPUDIAG_SECRET_FILE", "torchrun's agent store cannot authenticate".
   std::string unauthenticated_why;
-  /// Another connection to the same store, as a launcher (no rank): what a
-  /// node leader's judges use (cli/tree_host.h).
-  std::function<std::unique_ptr<Store>(Deadline)> connect_again;
+  /// Another connection to the same store, claiming `claim` at its handshake
+  /// (storewire: a tree judge's place, or kNoRank): what a node leader's
+  /// judges use (cli/tree_host.h).
+  std::function<std::unique_ptr<Store>(Deadline, std::uint32_t claim)> connect_again;
 };
 
 /// `as_leader`: this rank joins as its node's leader (cli/tree_host.h): its
-/// connection claims no rank (its rank meets the others in its node's store),
-/// and rank 0's server takes the leaders' judges as launchers and does not
-/// take a closed connection for a rank's death.
+/// connection claims its node (`tree`'s node of its rank; its rank meets the
+/// others in its node's store), and rank 0's server serves the tree's root
+/// (key_owners.h set_tree: places claimed, not launchers; its own process
+/// trusted) and does not take a closed connection for a rank's death.
 JoinedStore join_store(const World& world, const Env& env, Deadline deadline,
-                       bool as_leader = false);
+                       bool as_leader = false, const TreeLayout* tree = nullptr);
 
 }  // namespace gpudiag

@@ -155,6 +155,16 @@ bool next_frame(std::string_view buf, Frame& out, std::uint32_t max_frame = kMax
 inline constexpr std::size_t kNonceBytes = 32, kProofBytes = 32;
 /// A rank claim for a client that is not a rank (the launcher, a tool).
 inline constexpr std::uint32_t kNoRank = 0xffffffffu;
+/// The tree's judges (rendezvous/tree.h, relay.h) claim what they speak for
+/// in the same field, above any rank: node k, group g, or the root. The first
+/// connection to claim one owns it (rendezvous/key_owners.h).
+inline constexpr std::uint32_t kNodeClaim = 0xf1000000u, kGroupClaim = 0xf2000000u,
+                               kRootClaim = 0xf3000000u, kClaimIndexMask = 0x00ffffffu;
+inline constexpr std::uint32_t node_claim(int k) { return kNodeClaim | (std::uint32_t(k) & kClaimIndexMask); }
+inline constexpr std::uint32_t group_claim(int g) { return kGroupClaim | (std::uint32_t(g) & kClaimIndexMask); }
+inline constexpr bool is_tree_claim(std::uint32_t c) {
+  return c != kNoRank && (c & ~kClaimIndexMask) >= kNodeClaim && (c & ~kClaimIndexMask) <= kRootClaim;
+}
 
 /// kNonceBytes from RAND_bytes; throws gpudiag::Error when it fails.
 std::string random_nonce();

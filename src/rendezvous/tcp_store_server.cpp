@@ -218,6 +218,13 @@ class TcpStoreServer::Loop : public ServerCore {
       net::set_stream_options(fd);
       auto id = next_conn_id_++;
       auto conn = std::make_unique<Conn>(net::Fd(fd), id, net::peer_text(fd));
+      if (opts_.own_process_trusted) {
+        bool loopback = false;
+        (void)net::peer_address(fd, loopback);
+        if (loopback)
+          if (auto sock = net::loopback_peer_socket(fd))
+            conn->own_process = net::held_by_process(::getpid(), sock->inode);
+      }
       if (opts_.job_peers_by_process && !identify(*conn)) continue;  // `conn` closes the socket
       if (conns_.size() - refused_open_ >= max_conns_ && !make_room()) {
         // Every connection is a joined client: tell the newcomer at its HELLO,

@@ -23,6 +23,8 @@
 #include <memory>
 #include <string>
 
+#include "rendezvous/key_owners.h"
+
 #include "rendezvous/store_limits.h"
 
 namespace gpudiag {
@@ -90,6 +92,12 @@ struct TcpStoreServerOptions {
   /// client, which cannot prove it, is served until then) and counts against
   /// its peer (a uid on loopback, else an address): at most
   /// kOutsiderConnsPerPeer open at once.
+  /// The store serves the tree of judges (key_owners.h, set_tree): keys are
+  /// owned by the places the judges claim, never by "a launcher".
+  std::optional<TreeStoreRole> tree_role;
+  /// A loopback connection held by this very process (its own judges) may
+  /// write every key: the tree's stores, whose judges run where they are served.
+  bool own_process_trusted = false;
   bool job_peers_by_process = false;
   int job_conns_per_ip = 0;
   static constexpr int kOutsiderConnsPerPeer = 4;

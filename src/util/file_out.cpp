@@ -45,6 +45,7 @@ std::string why_refused(const std::string& path, WriteMode mode) {
     return own_descriptor(path) ? std::string()
                                 : "is a symbolic link (gpudiag writes through no link but "
                                   "/dev/stdout, /dev/stderr and /dev/fd/N)";
+  if (S_ISDIR(st.st_mode)) return "is a folder";
   if (!through_kind(st.st_mode)) return "is " + file_kind(st.st_mode) + ", not a file to write";
   return {};
 }
@@ -136,6 +137,10 @@ void check_file_target(const std::string& option, const std::string& path, Write
   if (path.empty() || path == "-") return;
   namespace fs = std::filesystem;
   const std::string shown = clean_text(path);
+  std::error_code dir_ec;
+  if (std::filesystem::is_directory(path, dir_ec))
+    throw UsageError(option + " " + shown + " is a folder",
+                     "give a file name, e.g. " + shown + "/report.json");
   if (const std::string why = why_refused(path, mode); !why.empty())
     throw UsageError(option + " " + shown + " " + why, kTry);
   if (own_descriptor(path)) return;
