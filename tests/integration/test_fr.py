@@ -210,6 +210,24 @@ class Cli(unittest.TestCase):
         for words in ("--json", "--lag", "--max-file-size", "Exit status", "suspect"):
             self.assertIn(words, r.stdout)
 
+    def test_an_unknown_version_is_read_with_a_note(self):
+        with open(fixture("a_missing", "nccl_trace_rank_0"), "rb") as f:
+            d = pickle.load(f)
+        d["version"] = "3.0"
+        with tempfile.TemporaryDirectory() as tmp:
+            for r in range(4):
+                shutil.copy(fixture("a_missing", f"nccl_trace_rank_{r}"), tmp)
+            with open(os.path.join(tmp, "nccl_trace_rank_0"), "wb") as f:
+                pickle.dump(d, f, protocol=2)
+            code, rep, text = report(tmp)
+            self.assertEqual(code, 1)
+            self.assertEqual(rep["suspect_ranks"], [2])  # read all the same
+            self.assertEqual(rep["dumps"][0]["notes"],
+                             ["version 3.0 is not one gpudiag knows (2.0 to 2.10): read as the "
+                              "2.x layout"])
+            self.assertIn("note: the dumps differ in version: 2.10 (ranks 1-3), 3.0 (rank 0)",
+                          text)
+
     def test_names_from_a_dump_are_escaped(self):
         with open(fixture("a_missing", "nccl_trace_rank_0"), "rb") as f:
             d = pickle.load(f)
