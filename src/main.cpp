@@ -33,7 +33,7 @@ constexpr Subcommand kSubcommands[] = {
     {"check", gpudiag::cli::setup_check},       {"launch", gpudiag::cli::setup_launch},
     {"bench", gpudiag::cli::setup_bench},       {"scan", gpudiag::cli::setup_scan},
     {"nccl-log", gpudiag::cli::setup_nccl_log}, {"info", gpudiag::cli::setup_info},
-    {"sweep", gpudiag::cli::setup_sweep},
+    {"sweep", gpudiag::cli::setup_sweep},       {"fr", gpudiag::cli::setup_fr},
 };
 
 bool is_subcommand(const std::string& word) {

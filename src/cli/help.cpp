@@ -83,6 +83,10 @@ const Footer kFooters[] = {
      "  NCCL_DEBUG=INFO torchrun ... 2>&1 | gpudiag nccl-log -\n"
      "  eval \"$(gpudiag nccl-log --print-env /shared/nccl-run)\"\n",
      "  0 no problem found; 1 problems found; 2 bad input (unreadable path, no NCCL lines, ...)\n"},
+    {"fr",
+     "  gpudiag fr /shared/fr/        # TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/shared/fr/rank_ in the job\n"
+     "  gpudiag fr /tmp/nccl_trace_rank_* --json report.json\n",
+     "  0 no rank is suspect; 1 suspect ranks (suspect_ranks); 2 bad usage, or no readable dump\n"},
     {"info",
      "  gpudiag info\n"
      "  gpudiag launch --nproc-per-node 4 -- info --json -   # JSON Lines, one per rank\n",
