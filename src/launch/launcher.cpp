@@ -25,6 +25,7 @@
 #include "launch/child.h"
 #include "launch/entry.h"
 #include "launch/error_file.h"
+#include "launch/flight_recorder_note.h"
 #include "world/host.h"
 #include "launch/job.h"
 #include "launch/memory_evidence.h"
@@ -88,6 +89,15 @@ std::string private_folder() {
                                         std::strerror(errno),
                 "set TMPDIR to a writable folder");
   return name.data();
+}
+
+/// Where a torch program's ranks dump their flight recorder (torch appends
+/// the rank): a folder of the attempt's, made here.
+std::string flight_recorder_prefix(const JobInfo& job) {
+  const std::string dir = job.error_dir + "/flight-recorder";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  return dir + "/nccl_trace_rank_";
 }
 
 LogPlan plan_logs(const LaunchOptions& o, const JobInfo& first) {
@@ -302,6 +312,17 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
             options.console_ranks.end())
       out_console = err_console = false;
     Env child_env = rank_environment(env, job, local);
+    // A torch program's NCCL flight recorder, as the fleets run it: on, dumping
+    // at a watchdog timeout into the run's folder, unless the user chose.
+    if (job.torch_children && !job.error_dir.empty()) {
+      auto keep_or = [&](const char* name, const std::string& value) {
+        if (!env.has(name)) child_env.set(name, value);
+      };
+      keep_or("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000");
+      keep_or("TORCH_NCCL_DUMP_ON_TIMEOUT", "1");
+      keep_or("TORCH_NCCL_ENABLE_TIMING", "1");
+      keep_or("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", flight_recorder_prefix(job));
+    }
     std::string stack_file, progress_file;
     if (options.python_entry && options.stack_hook && !job.error_dir.empty()) {
       stack_file = job.error_dir + "/" + std::to_string(local) + "/stack.txt";
@@ -341,6 +362,17 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
   if (out.status != 0 && job.torch_children)
     say_root_cause(job, supervisor.first_failed_local_rank(), job.error_dir, options.python_entry,
                    supervisor.first_failure_status(), supervisor.first_failed_pid(), oom_at_start);
+  // The ranks' flight-recorder dumps (torch wrote them at its watchdog's
+  // timeout), read as `gpudiag fr` reads them.
+  if (out.status != 0 && job.torch_children) {
+    const std::string dir = job.error_dir + "/flight-recorder";
+    const auto lines = flight_recorder_findings(dir);
+    if (!lines.empty()) {
+      std::string text = "the ranks' NCCL flight recorder (gpudiag fr " + dir + "):";
+      for (const auto& l : lines) text += "\n  " + l;
+      say(text);
+    }
+  }
   out.restartable = supervisor.restartable();
   out.failure = supervisor.failure();
   return out;
