@@ -132,16 +132,19 @@ TEST(NcclCommRules, ARefusedDestroyWouldSilentlyStopTheNextCommunicator) {
   EXPECT_EQ(model.group_depth(), 0);
 }
 
-// The id must be one NCCL issued for this communicator: zeros (a stale or
-// truncated id), an id another process made, or one whose communicator was
-// made already fail the init, named, and the communicator is aborted.
+// The id must be one NCCL issued for this communicator: zeros (a truncated
+// or never-filled id), an id of a process that is gone (a stale id from an
+// earlier run: its root no longer listens), or one whose communicator was
+// made already fail the init, named, and the communicator is aborted. (Ids
+// each rank made for itself reach roots that wait for the other ranks: the
+// init stays pending until the deadline, as a peer that never comes.)
 TEST(NcclCommRules, AnIdNcclDidNotIssueFailsTheInit) {
   std::string foreign;
   {
     NcclModel::Options o = model_options(2);
     o.seed = 99;
     NcclModel other(o);
-    foreign = nccl_make_unique_id(other.nccl());  // another process's id
+    foreign = nccl_make_unique_id(other.nccl());  // a process that is gone
   }
   NcclModel model(model_options(2));
   Ctx c(model);
