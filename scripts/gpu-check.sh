@@ -131,6 +131,19 @@ GPUDIAG_NCCL_CONTRACT=real GPUDIAG_CONTRACT_DIR=$contract_dir NCCL_SOCKET_IFNAME
 record $?
 grep -E '\[ +(SKIPPED|FAILED|PASSED) +\]' "$logs/contract-4.txt" | tee -a "$logs/summary.txt"
 rm -rf "$contract_dir"
+# The rules about NCCL's environment, each in a process started with it
+# (NCCL reads some once a process): NCCL_COMM_BLOCKING, NCCL_COMM_ID, and a
+# used id's refused connection with NCCL's retries cut to one.
+for env_rule in NCCL_COMM_BLOCKING=1:NcclCommBlocking NCCL_COMM_ID=127.0.0.1:29517:NcclCommId \
+                NCCL_SOCKET_RETRY_CNT=1:AnIdAlreadyUsed; do
+  step "NCCL contract, 1 rank, with ${env_rule%:*}"
+  (export GPUDIAG_NCCL_CONTRACT=real "${env_rule%:*}"
+   run "contract-env-${env_rule##*:}" 120 "$build/gpudiag_tests" \
+     --gtest_filter="*NcclContract*${env_rule##*:}*")
+  record $?
+  grep -E '^\[ +(SKIPPED|FAILED|PASSED|OK) +\]' "$logs/contract-env-${env_rule##*:}.txt" |
+    tee -a "$logs/summary.txt"
+done
 
 fi
 if want nccltests; then

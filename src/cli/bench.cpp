@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/json_output.h"
 #include "cli/world_setup.h"
+#include "comm/nccl_env.h"
 #include "report/prom_reports.h"
 #include "report/bench_report.h"
 #include "report/expected_bw_job.h"
@@ -283,6 +284,9 @@ int run(BenchCli o) {
     check_file_target("--prometheus", o.prometheus, WriteMode::replace);
   }
   set_log_tag("rank " + std::to_string(job.setup.world.rank));
+  // Before NCCL's first call: its environment as gpudiag's NCCL needs it.
+  for (const auto& w : prepare_nccl_env(job.setup.env, NcclEnvUse::check))
+    if (job.setup.world.rank == 0) spdlog::warn("{}", w.text);
   const int out = human_fd(o.json_path);  // stderr when the JSON takes stdout
   std::unique_ptr<NcclTestsPrinter> printer;
   std::unique_ptr<NcclTestsJson> nt;  // -J: nccl-tests' own JSON

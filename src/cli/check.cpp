@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/json_output.h"
 #include "cli/world_setup.h"
+#include "comm/nccl_env.h"
 #include "nccl_log/capture.h"
 #include "nccl_log/render.h"
 #include "report/expected_bw_job.h"
@@ -103,6 +104,9 @@ int run(const CheckCli& o) {
     check_file_target("--prometheus", o.prometheus, WriteMode::replace);
   }
   for (const auto& w : job.setup.world.warnings) spdlog::warn("{}", w);
+  // Before NCCL's first call: its environment as gpudiag's NCCL needs it.
+  for (const auto& w : prepare_nccl_env(job.setup.env, NcclEnvUse::check))
+    if (job.setup.world.rank == 0) spdlog::warn("{}", w.text);
   auto capture = start_nccl_capture(o, job);
 
   CheckResult result = run_check(o.check, job.setup);

@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/json_output.h"
 #include "cli/world_setup.h"
+#include "comm/nccl_env.h"
 #include "rendezvous/job_token.h"
 #include "report/hostlist.h"
 #include "report/prometheus.h"
@@ -72,6 +73,9 @@ int run(SweepCli& o) {
   const auto& w = job.setup.world;
   set_log_tag("rank " + std::to_string(w.rank));
   for (const auto& warning : w.warnings) spdlog::warn("{}", warning);
+  // Before NCCL's first call: its environment as the pairs' NCCL needs it.
+  for (const auto& nw : prepare_nccl_env(env, NcclEnvUse::sweep))
+    if (w.rank == 0) spdlog::warn("{}", nw.text);
   if (w.rank == 0) {
     check_file_target("--json", o.json_path, WriteMode::through);
     check_file_target("--exclude-file", o.exclude_file, WriteMode::through);

@@ -56,6 +56,25 @@ std::unique_ptr<Workspace> make_device_workspace(const CudaOps& cuda, void* stre
 std::string nccl_remedy(int result, const std::string& last_error,
                         std::uint64_t dev_shm_bytes);
 
+/// NCCL's last error as a failure may quote it. ncclGetLastError is one text
+/// for the whole process (src/debug.cc ncclLastError: every WARN of any
+/// thread or communicator writes it and nothing clears it; src/init.cc
+/// ncclGetLastError ignores its argument), so it may be an older failure's.
+/// A failure reads it right after the failing call and compares it with the
+/// text read just before the call (nccl_last_error_now).
+struct NcclLastError {
+  std::string text;
+  bool fresh = false;  ///< changed since just before the call: likely this failure's
+};
+std::string nccl_last_error_now(const NcclApi& nccl);
+NcclLastError nccl_last_error(const NcclApi& nccl, const std::string& before);
+/// "<NCCL's text for the result>: <last error>" when fresh; else NCCL's text
+/// and, named as such, "NCCL's last error (process-wide)", which may be stale.
+std::string nccl_failure_text(const NcclApi& nccl, int result, const NcclLastError& last);
+/// nccl_remedy from a fresh last error only: a stale one would send the user
+/// after another failure's cause.
+std::string nccl_failure_remedy(int result, const NcclLastError& last);
+
 /// The size of /dev/shm here (0 when it cannot be read).
 std::uint64_t dev_shm_bytes();
 

@@ -17,6 +17,12 @@
 // Any way out but success aborts the communicator right there, so no NCCL
 // kernel or proxy thread spins on through later phases; a communicator that
 // ever failed, by an NCCL or a CUDA error, is aborted rather than finalized.
+// Only a communicator found ready (ncclSuccess) is finalized and destroyed:
+// NCCL refuses to destroy one that is pending or in an error state, frees
+// nothing, and (2.24-2.26, 2.28+) leaves the calling thread's group open, so
+// that thread's later NCCL calls would never launch (src/init.cc
+// ncclCommDestroy). A failure quotes NCCL's last error, which is the
+// process's (nccl.h NcclLastError), read right after the failing call.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -137,7 +143,7 @@ class NcclCommunicator : public Communicator {
  private:
   void end_communicator() {
     if (aborted_) return;
-    if (!healthy_) {
+    if (!healthy_ || !ready()) {
       api_.CommAbort(comm_);
       return;
     }
@@ -149,10 +155,19 @@ class NcclCommunicator : public Communicator {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       if (api_.CommGetAsyncError(comm_, &st) != nccl_abi::kSuccess) break;
     }
-    if (st == nccl_abi::kSuccess)
-      api_.CommDestroy(comm_);
-    else
+    if (st != nccl_abi::kSuccess || api_.CommDestroy(comm_) != nccl_abi::kSuccess) {
+      // Refused after all (an error that arrived since the last poll): close
+      // the group the refusal left open (elsewhere NCCL answers
+      // ncclInvalidUsage, "not in a group call"), then abort.
+      if (st == nccl_abi::kSuccess) (void)api_.GroupEnd();
       api_.CommAbort(comm_);
+    }
+  }
+
+  /// The communicator's state is ncclSuccess: no launch pending, no error.
+  bool ready() {
+    Result st = nccl_abi::kInProgress;
+    return api_.CommGetAsyncError(comm_, &st) == nccl_abi::kSuccess && st == nccl_abi::kSuccess;
   }
 
   /// Frees the gate once the stream has drained (its kernel has ended); on a
@@ -266,6 +281,7 @@ class NcclCommunicator : public Communicator {
   bool launch(const CollCall& c, Deadline deadline) {
     auto what = [&] { return "nccl" + describe_call(c); };
     usable(what);
+    note_last_error();
     const int t = nccl_dtype(c.type), op = nccl_redop(c.op);
     Result r = nccl_abi::kSuccess;
     switch (c.coll) {
@@ -336,12 +352,11 @@ class NcclCommunicator : public Communicator {
                            "failure");
   }
 
-  std::string describe(Result r) const {
-    const char* s = api_.GetErrorString ? api_.GetErrorString(r) : nullptr;
-    std::string out = s ? s : "NCCL error " + std::to_string(r);
-    const char* last = api_.GetLastError ? api_.GetLastError(comm_) : nullptr;
-    if (last && *last) out += ": " + std::string(last);
-    return out;
+  /// NCCL's last error as it is before a call, to tell a failure's own text
+  /// from an older one (NcclLastError); assigned, so no allocation a call.
+  void note_last_error() {
+    const char* t = api_.GetLastError ? api_.GetLastError(comm_) : nullptr;
+    last_before_.assign(t ? t : "");
   }
 
   /// Gives the communicator up now: aborting stops NCCL's kernels and proxy
@@ -353,13 +368,12 @@ class NcclCommunicator : public Communicator {
     api_.CommAbort(comm_);
   }
 
+  /// Reads NCCL's last error first: the abort may WARN over it.
   [[noreturn]] void fail(const std::string& call, Result r) {
-    const std::string last = api_.GetLastError && api_.GetLastError(comm_)
-                                 ? std::string(api_.GetLastError(comm_))
-                                 : std::string();
-    const std::string what = call + " failed: " + describe(r);
+    const NcclLastError last = nccl_last_error(api_, last_before_);
+    const std::string what = call + " failed: " + nccl_failure_text(api_, r, last);
     abort_now();
-    throw Error(ExitCode::broken, what, nccl_remedy(r, last, dev_shm_bytes()));
+    throw Error(ExitCode::broken, what, nccl_failure_remedy(r, last));
   }
 
   /// One round of the polls both waits share: a reason to give up (abort
@@ -432,6 +446,7 @@ class NcclCommunicator : public Communicator {
   const NcclApi& api_;
   nccl_abi::CommHandle comm_;
   int rank_, size_;
+  std::string last_before_;  ///< NCCL's last error before the current call
   bool healthy_ = true;
   bool aborted_ = false;
 };

@@ -1,9 +1,14 @@
 // gpudiag's NCCL communicator driven through the NCCL model (nccl_model.h)
-// at 2 and 4 ranks, where every launch completes on NCCL's thread after an
-// unpredictable number of polls: bench (every OP), the check's timed
-// all-reduce and the link test's exchange must never make a call NCCL
-// refuses, and their times must be the model device's kernel times.
+// at 2 and 4 ranks, as NCCL 2.28 (every launch completes on NCCL's thread
+// after an unpredictable number of polls) and as 2.22 and 2.18 (a
+// non-blocking group is launched on the caller's thread unless it must
+// connect first): bench (every OP), the check's timed all-reduce and the
+// link test's exchange must never make a call NCCL refuses, and their times
+// must be the model device's kernel times. The unique id takes gpudiag's own
+// path (nccl_make_unique_id, its hex form), which the model checks.
 #include <gtest/gtest.h>
+
+#include <tuple>
 
 #include "comm/nccl.h"
 #include "comm/nccl_model.h"
@@ -13,18 +18,20 @@ namespace gpudiag {
 namespace {
 
 struct Rig {
-  explicit Rig(int size, std::uint32_t seed = 3) : model(options(size, seed)) {
+  explicit Rig(int size, std::uint32_t seed = 3, int version = 22809)
+      : model(options(size, seed, version)) {
     ctx.nccl = &model.nccl();
     ctx.cuda = &model.cuda();
     ctx.stream = model.stream();
     ctx.scratch = &scratch;
-    comm = make_nccl_communicator(ctx, std::string(256, '0'), 0, size,
+    comm = make_nccl_communicator(ctx, nccl_make_unique_id(model.nccl()), 0, size,
                                   Deadline::after_seconds(10), nullptr);
   }
-  static NcclModel::Options options(int size, std::uint32_t seed) {
+  static NcclModel::Options options(int size, std::uint32_t seed, int version) {
     NcclModel::Options o;
     o.nranks = size;
     o.seed = seed;
+    o.version = version;
     return o;
   }
   NcclModel model;
@@ -46,13 +53,18 @@ double expected_seconds(const NcclModel& m, const CollCall& c, int n) {
   }
 }
 
-class NcclOnModel : public ::testing::TestWithParam<int> {};
+/// (ranks, NCCL version)
+class NcclOnModel : public ::testing::TestWithParam<std::tuple<int, int>> {
+ protected:
+  int ranks() const { return std::get<0>(GetParam()); }
+  int version() const { return std::get<1>(GetParam()); }
+};
 
 TEST_P(NcclOnModel, BenchTimesEveryOpOnTheDeviceWithoutARefusedCall) {
-  const int n = GetParam();
+  const int n = ranks();
   for (Coll coll : kAllColls) {
     for (bool blocking : {false, true}) {
-      Rig rig(n, 11 + static_cast<int>(coll));
+      Rig rig(n, 11 + static_cast<int>(coll), version());
       std::vector<char> send(8u << 20), recv(8u << 20);
       const CollCall call{coll, DType::bfloat16, RedOp::sum, 0, send.data(), recv.data(),
                           (1u << 20) / static_cast<unsigned>(n)};
@@ -73,8 +85,8 @@ TEST_P(NcclOnModel, BenchTimesEveryOpOnTheDeviceWithoutARefusedCall) {
 }
 
 TEST_P(NcclOnModel, CheckAndLinkTestAreTimedOnTheDevice) {
-  const int n = GetParam();
-  Rig rig(n);
+  const int n = ranks();
+  Rig rig(n, 3, version());
   std::vector<float> a(1u << 20), b(1u << 20);
   rig.comm->barrier(Deadline::after_seconds(10));  // connects
   const double ar = rig.comm->all_reduce_timed(a.data(), a.size(), 5, Deadline::after_seconds(10));
@@ -91,7 +103,7 @@ TEST_P(NcclOnModel, CheckAndLinkTestAreTimedOnTheDevice) {
 
 TEST_P(NcclOnModel, ManySeedsNeverRefuse) {
   for (std::uint32_t seed = 1; seed <= 40; ++seed) {
-    Rig rig(GetParam(), seed);
+    Rig rig(ranks(), seed, version());
     std::vector<float> a(4096);
     const CollCall call{Coll::all_reduce, DType::float32, RedOp::sum, 0, a.data(), a.data(), 4096};
     (void)rig.comm->run_timed(call, 20, false, Deadline::after_seconds(10));
@@ -100,7 +112,13 @@ TEST_P(NcclOnModel, ManySeedsNeverRefuse) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, NcclOnModel, ::testing::Values(2, 4));
+INSTANTIATE_TEST_SUITE_P(Ranks, NcclOnModel,
+                         ::testing::Combine(::testing::Values(2, 4),
+                                            ::testing::Values(22809, 22203, 21803)),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) + "ranks_nccl" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
 
 // The call pattern gpudiag used before: iterations queued back to back with
 // no poll between them. NCCL refuses the second (the model as the contract
@@ -111,7 +129,9 @@ TEST(NcclModelRules, BackToBackCallsAreRefused) {
   nccl_abi::Config cfg;
   cfg.blocking = 0;
   nccl_abi::CommHandle c = nullptr;
-  ASSERT_EQ(api.CommInitRankConfig(&c, 2, {}, 0, &cfg), nccl_abi::kInProgress);
+  nccl_abi::UniqueId id{};
+  ASSERT_EQ(api.GetUniqueId(&id), nccl_abi::kSuccess);
+  ASSERT_EQ(api.CommInitRankConfig(&c, 2, id, 0, &cfg), nccl_abi::kInProgress);
   nccl_abi::Result st = nccl_abi::kInProgress;
   while (st == nccl_abi::kInProgress) api.CommGetAsyncError(c, &st);
   float x[4] = {};

@@ -25,7 +25,8 @@ int env_int(const char* name, int fallback) {
 
 class ModelSubject : public ContractSubject {
  public:
-  explicit ModelSubject(int size) : model_(options(size)), size_(size) {}
+  ModelSubject(const ContractParam& p, const EnvVars& env)
+      : model_(options(p, env)), size_(p.size) {}
   const NcclApi& nccl() override { return model_.nccl(); }
   const CudaOps& cuda() override { return model_.cuda(); }
   int rank() const override { return 0; }
@@ -44,10 +45,12 @@ class ModelSubject : public ContractSubject {
   void peers_absent(bool absent) override { model_.set_peers_absent(absent); }
 
  private:
-  static NcclModel::Options options(int size) {
+  static NcclModel::Options options(const ContractParam& p, const EnvVars& env) {
     NcclModel::Options o;
-    o.nranks = size;
-    o.seed = 7u + static_cast<unsigned>(size);
+    o.nranks = p.size;
+    o.version = p.version;
+    o.env = env;
+    o.seed = 7u + static_cast<unsigned>(p.size);
     return o;
   }
   NcclModel model_;
@@ -119,12 +122,26 @@ std::vector<ContractParam> contract_params() {
   const char* which = std::getenv("GPUDIAG_NCCL_CONTRACT");
   if (which && std::strcmp(which, "real") == 0)
     return {{"real", true, env_int("WORLD_SIZE", 1)}};
-  return {{"model1", false, 1}, {"model2", false, 2}, {"model4", false, 4}};
+  return {{"model1", false, 1},
+          {"model2", false, 2},
+          {"model4", false, 4},
+          {"model2_nccl2_18", false, 2, 21803},
+          {"model2_nccl2_22", false, 2, 22203}};
 }
 
-std::unique_ptr<ContractSubject> make_contract_subject(const ContractParam& p) {
-  if (p.real) return std::make_unique<RealSubject>();
-  return std::make_unique<ModelSubject>(p.size);
+std::unique_ptr<ContractSubject> make_contract_subject(const ContractParam& p, const EnvVars& env) {
+  if (!p.real) return std::make_unique<ModelSubject>(p, env);
+  // The variables the suite's tests set must be as the test asks: set to
+  // its value, or unset when it does not name them.
+  EnvVars names = env;
+  names.emplace("NCCL_COMM_BLOCKING", "");
+  names.emplace("NCCL_COMM_ID", "");
+  for (const auto& [name, unused] : names) {
+    const char* v = std::getenv(name.c_str());
+    const auto want = env.find(name);
+    if (want == env.end() ? v != nullptr : !v || want->second != v) return nullptr;
+  }
+  return std::make_unique<RealSubject>();
 }
 
 }  // namespace gpudiag

@@ -4,9 +4,18 @@
 // rank (RANK and WORLD_SIZE, as `gpudiag launch` sets them; the NCCL unique
 // id of each communicator passes through files in GPUDIAG_CONTRACT_DIR;
 // GPUDIAG_CONTRACT_DEVICE picks the GPU, 0 by default). Every rank runs the
-// same tests in the same order, so their NCCL calls match.
+// same tests in the same order, so their NCCL calls match. The model runs as
+// NCCL 2.28 at 1, 2 and 4 ranks and as 2.18 and 2.22 at 2 ranks (rules that
+// changed between versions are stated per version).
+//
+// A test about NCCL's environment asks for a subject with those variables:
+// the model is given them (never the process's environment); real NCCL reads
+// the process's and caches some at its first init (src/include/param.h
+// NCCL_PARAM), so such a test runs on real NCCL only in a process started
+// with them (scripts/gpu-check.sh does) and is skipped otherwise.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -36,16 +45,22 @@ class ContractSubject {
 };
 
 struct ContractParam {
-  std::string name;  ///< "model1", "model2", "model4", "real"
+  std::string name;  ///< "model1", "model2", "model4", "model2_nccl2_22", "real"
   bool real = false;
   int size = 1;
+  int version = 22809;  ///< the model's NCCL
 };
+
+using EnvVars = std::map<std::string, std::string>;
 
 /// How GoogleTest prints a subject: its name.
 inline void PrintTo(const ContractParam& p, std::ostream* os) { *os << p.name; }
 
-/// The subjects of this run: the model's three sizes, or the real one.
+/// The subjects of this run: the model's sizes and versions, or the real one.
 std::vector<ContractParam> contract_params();
-std::unique_ptr<ContractSubject> make_contract_subject(const ContractParam& p);
+/// The subject, its NCCL seeing `env`. Real NCCL: null when the process's
+/// environment differs from `env` (the caller skips).
+std::unique_ptr<ContractSubject> make_contract_subject(const ContractParam& p,
+                                                       const EnvVars& env = {});
 
 }  // namespace gpudiag

@@ -1,8 +1,11 @@
 // The NCCL contract: what gpudiag's NCCL backend relies on, as tests that run
-// against the model here (nccl_model.h, at 1, 2 and 4 ranks) and against a
-// real libnccl.so.2 on a GPU (GPUDIAG_NCCL_CONTRACT=real, one process per
-// rank: scripts/gpu-check.sh runs it first). Where the two disagree, the
-// model is wrong. Each test names the NCCL 2.28 source it states.
+// against the model here (nccl_model.h, NCCL 2.28 at 1, 2 and 4 ranks, 2.18
+// and 2.22 at 2) and against a real libnccl.so.2 on a GPU
+// (GPUDIAG_NCCL_CONTRACT=real, one process per rank: scripts/gpu-check.sh
+// runs it first). Where the two disagree, the model is wrong. Each test names
+// the NCCL source it states (tag v2.28.9-1 unless another is named). This
+// file holds the launch rules; nccl_contract_lifecycle_test.cpp a
+// communicator's life, its id, NCCL's environment and its last error.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -10,117 +13,14 @@
 #include <string>
 #include <thread>
 
-#include "comm/nccl_contract_subject.h"
+#include "comm/nccl_contract_fixture.h"
 
 namespace gpudiag {
 namespace {
 
 using nccl_abi::Result;
-using Clock = std::chrono::steady_clock;
-constexpr std::size_t kBig = 64u << 20, kSmall = 64u << 10;
-constexpr int kFloat = 7, kSum = 0;
-// In the test's body: GTEST_SKIP returns from the function it is in.
-#define NEED_RANKS(ok, why) \
-  if (!(ok)) GTEST_SKIP() << why
-
-class NcclContract : public ::testing::TestWithParam<ContractParam> {
- protected:
-  void SetUp() override {
-    s = make_contract_subject(GetParam());
-    n = &s->nccl();
-    cuda = &s->cuda();
-  }
-  void TearDown() override {
-    for (auto c : comms)
-      if (c) n->CommAbort(c);
-    comms.clear();
-    s.reset();
-  }
-
-  std::string key(const std::string& suffix = "") const {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string k = std::string(info->name()) + suffix;
-    for (char& ch : k)
-      if (ch == '/') ch = '_';
-    return k;
-  }
-
-  /// Polls ncclCommGetAsyncError until it leaves ncclInProgress (or the
-  /// deadline); returns the last state.
-  Result settle(nccl_abi::CommHandle c, double seconds = 60) {
-    const auto end = Clock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1000));
-    Result st = nccl_abi::kInProgress;
-    while (Clock::now() < end) {
-      EXPECT_EQ(n->CommGetAsyncError(c, &st), nccl_abi::kSuccess);
-      if (st != nccl_abi::kInProgress) return st;
-      std::this_thread::yield();
-    }
-    return st;
-  }
-  void drain() {
-    const auto end = Clock::now() + std::chrono::seconds(60);
-    int e = CudaOps::kNotReady;
-    while (Clock::now() < end && (e = cuda->stream_query(s->stream())) == CudaOps::kNotReady) {
-    }
-    ASSERT_EQ(e, CudaOps::kSuccess) << "the stream did not drain";
-  }
-  /// A communicator of every rank, ready (init polled to ncclSuccess).
-  nccl_abi::CommHandle make(bool blocking, const std::string& suffix = "") {
-    nccl_abi::Config cfg;
-    cfg.blocking = blocking ? 1 : 0;
-    nccl_abi::CommHandle c = nullptr;
-    const Result r = n->CommInitRankConfig(&c, s->size(), s->unique_id(key(suffix)), s->rank(), &cfg);
-    comms.push_back(c);
-    if (blocking) {
-      EXPECT_EQ(r, nccl_abi::kSuccess) << n->GetLastError(c);
-    } else {
-      EXPECT_TRUE(r == nccl_abi::kInProgress || r == nccl_abi::kSuccess) << r;
-      EXPECT_EQ(settle(c), nccl_abi::kSuccess) << n->GetLastError(c);
-    }
-    return c;
-  }
-  /// Ends a communicator whose calls all completed as a program should:
-  /// finalize (which flushes what NCCL's proxy still sends to the peers),
-  /// then destroy. An abort here could cut a peer's data in flight (seen on
-  /// real NCCL: the peer's receive never completed); the fixture aborts only
-  /// what a test left behind.
-  void finish(nccl_abi::CommHandle c) {
-    const Result f = n->CommFinalize(c);
-    EXPECT_TRUE(f == nccl_abi::kInProgress || f == nccl_abi::kSuccess) << f;
-    EXPECT_EQ(settle(c), nccl_abi::kSuccess);
-    EXPECT_EQ(n->CommDestroy(c), nccl_abi::kSuccess);
-    std::erase(comms, c);
-  }
-  Result all_reduce(nccl_abi::CommHandle c, void* buf, std::size_t bytes) {
-    return n->AllReduce(buf, buf, bytes / 4, kFloat, kSum, c, s->stream());
-  }
-  void* event() {
-    void* e = nullptr;
-    EXPECT_EQ(cuda->event_create(&e), CudaOps::kSuccess);
-    return e;
-  }
-  double ms(void* a, void* b) {
-    float v = -1;
-    EXPECT_EQ(cuda->event_elapsed_ms(&v, a, b), CudaOps::kSuccess);
-    return v;
-  }
-  /// One all-reduce of `bytes` timed by events recorded only once NCCL has
-  /// put it on the stream: gpudiag's way (comm/nccl_comm.cpp).
-  double timed_after_launch(nccl_abi::CommHandle c, void* buf, std::size_t bytes) {
-    void *e0 = event(), *e1 = event();
-    cuda->event_record(e0, s->stream());
-    const Result r = all_reduce(c, buf, bytes);
-    EXPECT_TRUE(r == nccl_abi::kSuccess || r == nccl_abi::kInProgress) << r;
-    EXPECT_EQ(settle(c), nccl_abi::kSuccess);
-    cuda->event_record(e1, s->stream());
-    drain();
-    return ms(e0, e1);
-  }
-  std::unique_ptr<ContractSubject> s;
-  const NcclApi* n = nullptr;
-  const CudaOps* cuda = nullptr;
-  std::vector<nccl_abi::CommHandle> comms;
-};
+constexpr std::size_t kBig = NcclContract::kBig, kSmall = NcclContract::kSmall;
+constexpr int kFloat = NcclContract::kFloat;
 
 // src/init.cc ncclCommInitRankConfig: a non-blocking init returns
 // ncclInProgress (or ncclSuccess if done by then) and completes on a thread;
@@ -144,7 +44,9 @@ TEST_P(NcclContract, OneRankCollectiveIsOnTheStreamWhenTheCallReturns) {
 // src/group.cc ncclGroupEndInternal: with a non-blocking communicator the
 // group's work goes to a new thread and ncclGroupEnd returns ncclInProgress,
 // at one rank too when it holds send/recv (src/enqueue.cc p2pTaskAppend
-// always joins the group, even to the rank itself).
+// always joins the group, even to the rank itself). Before 2.23 only a group
+// that must connect first went to a thread: the first send/recv to a peer
+// (v2.22.3-1 p2pTaskAppend: ncclGroupCommPreconnect), never one to itself.
 TEST_P(NcclContract, GroupedSendRecvReturnsInProgress) {
   auto c = make(false);
   void *out = s->device(kSmall), *in = s->device(kSmall);
@@ -152,17 +54,19 @@ TEST_P(NcclContract, GroupedSendRecvReturnsInProgress) {
   ASSERT_EQ(n->GroupStart(), nccl_abi::kSuccess);
   ASSERT_EQ(n->Send(out, kSmall / 4, kFloat, next, c, s->stream()), nccl_abi::kSuccess);
   ASSERT_EQ(n->Recv(in, kSmall / 4, kFloat, prev, c, s->stream()), nccl_abi::kSuccess);
-  EXPECT_EQ(n->GroupEnd(), nccl_abi::kInProgress);
+  EXPECT_EQ(n->GroupEnd(),
+            threaded() || s->size() > 1 ? nccl_abi::kInProgress : nccl_abi::kSuccess);
   EXPECT_EQ(settle(c), nccl_abi::kSuccess);
   drain();
   finish(c);
 }
 
 // src/enqueue.cc ncclEnqueueCheck: a collective's implicit group at 2+ ranks
-// is launched by a thread; the communicator's first launch also connects
-// to the peers, so it is still pending when the call returns.
+// is launched by a thread (from 2.23); the communicator's first launch also
+// connects to the peers, so it is still pending when the call returns.
 TEST_P(NcclContract, FirstCollectiveAtTwoRanksIsPendingWhenItReturns) {
   NEED_RANKS(s->size() >= 2, "needs 2+ ranks");
+  NEED_RANKS(threaded(), "from NCCL 2.23 (NonBlockingGroupRunsOnTheCallersThreadBefore2_23)");
   auto c = make(false);
   void* buf = s->device(kSmall);
   EXPECT_EQ(all_reduce(c, buf, kSmall), nccl_abi::kInProgress);
@@ -172,10 +76,16 @@ TEST_P(NcclContract, FirstCollectiveAtTwoRanksIsPendingWhenItReturns) {
 }
 
 // src/init.cc ncclCommEnsureReady: a call while the previous one is pending
-// is refused with ncclInvalidArgument and NCCL's last error says why; the
-// same for ncclCommFinalize. (What gpudiag's old back-to-back loop did.)
+// is refused with ncclInvalidArgument and NCCL's last error says why. The
+// refusal becomes a non-blocking communicator's state (src/enqueue.cc
+// ncclEnqueueCheck's fail path: ncclCommSetAsyncError), so the finalize
+// after it is refused for that error state, not for the pending launch
+// (FinalizeWhilePendingIsRefusedAndItsRefusalBecomesTheState states that
+// case). (What gpudiag's old back-to-back loop did.)
 TEST_P(NcclContract, CallWhilePendingIsRefused) {
   NEED_RANKS(s->size() >= 2, "needs 2+ ranks");
+  NEED_RANKS(threaded(),
+             "a collective is pending from NCCL 2.23 (the lifecycle tests use send/recv)");
   auto c = make(false);
   void* buf = s->device(kSmall);
   ASSERT_EQ(all_reduce(c, buf, kSmall), nccl_abi::kInProgress);
@@ -183,6 +93,9 @@ TEST_P(NcclContract, CallWhilePendingIsRefused) {
   EXPECT_NE(std::string(n->GetLastError(c)).find("before the previous operation returned ncclSuccess"),
             std::string::npos)
       << n->GetLastError(c);
+  Result st = nccl_abi::kSuccess;
+  EXPECT_EQ(n->CommGetAsyncError(c, &st), nccl_abi::kSuccess);
+  EXPECT_EQ(st, nccl_abi::kInvalidArgument) << "the refusal is the communicator's state";
   EXPECT_EQ(n->CommFinalize(c), nccl_abi::kInvalidArgument);
 }
 
@@ -191,6 +104,7 @@ TEST_P(NcclContract, CallWhilePendingIsRefused) {
 // nothing, and one recorded after it follows the kernel.
 TEST_P(NcclContract, EventRecordedWhilePendingTimesNothing) {
   NEED_RANKS(s->size() >= 2, "needs 2+ ranks");
+  NEED_RANKS(threaded(), "a collective is pending from NCCL 2.23");
   auto c = make(false);
   void* buf = s->device(kBig);
   void *e0 = event(), *e1 = event(), *e2 = event();
@@ -248,6 +162,8 @@ TEST_P(NcclContract, BlockingCommunicatorQueuesBeforeReturning) {
 // gpudiag's timeout path relies on this.
 TEST_P(NcclContract, AbortEndsALaunchWhosePeersNeverCome) {
   NEED_RANKS(s->size() >= 2, "needs 2+ ranks");
+  NEED_RANKS(threaded(),
+             "a collective is pending from NCCL 2.23 (AbortOfAPendingLaunch... states it)");
   auto c = make(false);
   void* buf = s->device(kSmall);
   if (s->rank() == 0) {
@@ -276,7 +192,8 @@ TEST_P(NcclContract, LaunchesBehindAHeldGateSettleBeforeItOpens) {
   void* buf = s->device(kSmall);
   void* gate = nullptr;
   ASSERT_EQ(cuda->gate_create(&gate), CudaOps::kSuccess);
-  ASSERT_EQ(all_reduce(c, buf, kSmall), s->size() == 1 ? nccl_abi::kSuccess : nccl_abi::kInProgress);
+  ASSERT_EQ(all_reduce(c, buf, kSmall),
+            s->size() == 1 || !threaded() ? nccl_abi::kSuccess : nccl_abi::kInProgress);
   ASSERT_EQ(settle(c), nccl_abi::kSuccess);  // connects, outside the gate
   drain();
   void *e0 = event(), *e1 = event();
@@ -303,6 +220,7 @@ TEST_P(NcclContract, LaunchesBehindAHeldGateSettleBeforeItOpens) {
 // nothing on it that waits for the peers).
 TEST_P(NcclContract, AbortOfAGatedLaunchWhosePeersNeverComeLetsTheStreamDrain) {
   NEED_RANKS(s->size() >= 2, "needs 2+ ranks");
+  NEED_RANKS(threaded(), "a collective is pending from NCCL 2.23");
   auto c = make(false);
   void* buf = s->device(kSmall);
   if (s->rank() == 0) {
@@ -323,6 +241,33 @@ TEST_P(NcclContract, AbortOfAGatedLaunchWhosePeersNeverComeLetsTheStreamDrain) {
     EXPECT_EQ(n->CommAbort(c), nccl_abi::kSuccess);
     comms.clear();
   }
+}
+
+// Before 2.23 a non-blocking group with nothing to connect (no init or
+// finalize job, no send/recv to a peer not yet connected) is launched on the
+// caller's thread, as a blocking one is (src/group.cc v2.22.3-1
+// ncclGroupEndInternal: the thread only when ncclGroupCommPreconnectHead or
+// ncclAsyncJobs is set); from 2.23 every one takes a thread (v2.23.4-1).
+// gpudiag's communicator takes both (nccl_comm_model_test.cpp).
+TEST_P(NcclContract, NonBlockingGroupRunsOnTheCallersThreadBefore2_23) {
+  auto c = make(false);
+  void* buf = s->device(kSmall);
+  const Result first = all_reduce(c, buf, kSmall);  // connects (2.22: here, on this thread)
+  ASSERT_TRUE(first == nccl_abi::kSuccess || first == nccl_abi::kInProgress) << first;
+  ASSERT_EQ(settle(c), nccl_abi::kSuccess);
+  for (int i = 0; i < 4; ++i) {
+    // From 2.23 NCCL's thread may also have finished by the call's trailing
+    // ncclCommGetAsyncError; before, the call itself launched.
+    const Result r = all_reduce(c, buf, kSmall);
+    if (threaded() && s->size() > 1) {
+      EXPECT_TRUE(r == nccl_abi::kInProgress || r == nccl_abi::kSuccess) << r << ", call " << i;
+    } else {
+      EXPECT_EQ(r, nccl_abi::kSuccess) << "NCCL " << version() << ", call " << i;
+    }
+    ASSERT_EQ(settle(c), nccl_abi::kSuccess);
+  }
+  drain();
+  finish(c);
 }
 
 INSTANTIATE_TEST_SUITE_P(Nccl, NcclContract, ::testing::ValuesIn(contract_params()),

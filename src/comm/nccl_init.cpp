@@ -2,7 +2,11 @@
 // Creation is non-blocking (ncclCommInitRankConfig with blocking = 0) and
 // polled with ncclCommGetAsyncError against the deadline and abort_check, so
 // a peer that never comes ends in a named timeout and an ncclCommAbort, never
-// in a hang inside NCCL's bootstrap. nccl_comm.cpp runs the collectives.
+// in a hang inside NCCL's bootstrap. Every way out but success aborts, never
+// destroys: NCCL refuses to destroy a communicator that is pending or in an
+// error state (src/init.cc ncclCommDestroy), and its ncclCommAbort returns
+// even while the init waits for peers (the abort flag ends the init thread,
+// ncclGroupJobAbort joins it). nccl_comm.cpp runs the collectives.
 #include <chrono>
 #include <thread>
 
@@ -67,32 +71,27 @@ std::unique_ptr<Communicator> make_nccl_communicator(const NcclContext& ctx,
   nccl_abi::Config config;
   config.blocking = 0;
   nccl_abi::CommHandle comm = nullptr;
+  const std::string before = nccl_last_error_now(api);
   const Result r = api.CommInitRankConfig(&comm, size, id, rank, &config);
   auto give_up = [&](const std::string& msg, ExitCode code, const std::string& remedy) {
     if (comm) api.CommAbort(comm);
     if (code == ExitCode::timeout) throw TimeoutError(msg, remedy);
     throw Error(code, msg, remedy);
   };
-  auto text = [&](Result res) {
-    std::string s = api.GetErrorString(res);
-    const char* last = api.GetLastError(comm);
-    if (last && *last) s += ": " + std::string(last);
-    return s;
-  };
-  auto last = [&] {
-    const char* l = api.GetLastError(comm);
-    return std::string(l ? l : "");
+  // NCCL's last error is read right after the failing call or poll, before
+  // the abort (which may WARN), and compared with the one before the init.
+  auto failed = [&](const std::string& what, Result res) {
+    const NcclLastError last = nccl_last_error(api, before);
+    give_up(what + nccl_failure_text(api, res, last), ExitCode::broken,
+            nccl_failure_remedy(res, last));
   };
   if (r != nccl_abi::kSuccess && r != nccl_abi::kInProgress)
-    give_up("ncclCommInitRankConfig failed: " + text(r), ExitCode::broken,
-            nccl_remedy(r, last(), dev_shm_bytes()));
+    failed("ncclCommInitRankConfig failed: ", r);
   for (int polls = 0;; ++polls) {
     Result st = nccl_abi::kInProgress;
     if (comm) api.CommGetAsyncError(comm, &st);
     if (st == nccl_abi::kSuccess) break;
-    if (st != nccl_abi::kInProgress)
-      give_up("NCCL communicator init failed: " + text(st), ExitCode::broken,
-              nccl_remedy(st, last(), dev_shm_bytes()));
+    if (st != nccl_abi::kInProgress) failed("NCCL communicator init failed: ", st);
     if (abort_check)
       if (auto why = abort_check())
         give_up("NCCL communicator init abandoned: " + *why, ExitCode::broken, "");

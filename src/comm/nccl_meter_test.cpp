@@ -29,7 +29,7 @@ struct Meter {
     ctx.cuda = &cuda;
     ctx.stream = model.stream();
     ctx.scratch = &scratch;
-    comm = make_nccl_communicator(ctx, std::string(256, '0'), 0, size,
+    comm = make_nccl_communicator(ctx, nccl_make_unique_id(model.nccl()), 0, size,
                                   Deadline::after_seconds(10), nullptr);
     comm->barrier(Deadline::after_seconds(10));  // connects, as every meter's warm-up does
   }
@@ -147,7 +147,7 @@ TEST(NcclMeterOneRank, InlineLaunchesAreTimedAsTheHostQueuesThem) {
   NcclContext ctx{&model.nccl(), &model.cuda(), model.stream(), nullptr, nullptr};
   float scratch = 0;
   ctx.scratch = &scratch;
-  auto comm = make_nccl_communicator(ctx, std::string(256, '0'), 0, 1,
+  auto comm = make_nccl_communicator(ctx, nccl_make_unique_id(model.nccl()), 0, 1,
                                      Deadline::after_seconds(10), nullptr);
   float x[2] = {};
   const CollCall c{Coll::all_reduce, DType::float32, RedOp::sum, 0, x, x, 1};
@@ -170,7 +170,7 @@ TEST(NcclMeterOneRank, AlltoallIsNcclsOwnWhereItExists) {
     NcclContext ctx{&model.nccl(), &model.cuda(), model.stream(), nullptr, nullptr};
     float scratch = 0;
     ctx.scratch = &scratch;
-    auto comm = make_nccl_communicator(ctx, std::string(256, '0'), 0, 1,
+    auto comm = make_nccl_communicator(ctx, nccl_make_unique_id(model.nccl()), 0, 1,
                                        Deadline::after_seconds(10), nullptr);
     std::vector<float> a(1024), b(1024);
     const int before = model.kernels();

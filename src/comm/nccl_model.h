@@ -1,31 +1,35 @@
-// A model of NCCL 2.28 and of the CUDA stream under it, for tests on machines
-// without a GPU: the NcclApi and CudaOps tables of one rank, behaving as NCCL
-// does on every point gpudiag relies on. Each rule cites where NCCL says so
-// (NVIDIA/nccl, tag v2.28.9-1) in nccl_model.cpp, beside its code. The
-// contract suite (nccl_contract_test.cpp) states the same rules as tests and
-// runs them against this model here and against a real libnccl.so.2 on a GPU
-// (scripts/gpu-check.sh); where they disagree, this model is wrong.
+// A model of NCCL (2.28 by default, 2.14-2.22 by Options::version) and of
+// the CUDA stream under it, for tests on machines without a GPU: the NcclApi
+// and CudaOps tables of one rank, behaving as NCCL does on every point
+// gpudiag relies on. Each rule cites where NCCL says so (NVIDIA/nccl, tag
+// v2.28.9-1 unless another tag is named) beside its code in nccl_model*.cpp.
+// The contract suite (nccl_contract_test.cpp) states the same rules as tests
+// and runs them against this model here and against a real libnccl.so.2 on a
+// GPU (scripts/gpu-check.sh); where they disagree, this model is wrong.
 //
 // The rank's peers are virtual: they join every call unless peers_absent is
 // set, when a launch that needs them (init, a collective at 2+ ranks, any
-// send/recv) stays pending until aborted. Time is virtual too: a host clock
-// that API calls and polls advance, and one stream whose kernels run
-// back to back at `bytes_per_us` after `kernel_latency_us`; events take the
-// time at which the stream reaches them, so an event recorded before a
-// pending launch reached the stream times nothing, as on a GPU. A stream gate
+// send/recv) stays pending until aborted. A unique id is the model's own
+// (ncclGetUniqueId): an init with an id it did not issue, or one already used
+// by a communicator, fails as NCCL's bootstrap fails to reach its root. The
+// environment NCCL reads (NCCL_COMM_BLOCKING, NCCL_COMM_ID) is Options::env,
+// never the process's. Time is virtual too: a host clock that API calls and
+// polls advance, and one stream whose kernels run back to back at
+// `bytes_per_us` after `kernel_latency_us`; events take the time at which
+// the stream reaches them, so an event recorded before a pending launch
+// reached the stream times nothing, as on a GPU. A stream gate
 // (CudaOps::gate_*) holds the stream as the real one's kernel does: work and
 // events queued behind it run when it is opened or its cap of device time
 // has passed.
 //
 // One model is current at a time (the tables are plain function pointers);
-// its calls are serialised by a mutex, so an abort from another thread is safe.
+// its calls are serialised by a mutex, so an abort from another thread is
+// safe. NCCL's group state is per thread, and so is the model's.
 #pragma once
 
 #include <cstdint>
-#include <mutex>
-#include <random>
+#include <map>
 #include <string>
-#include <vector>
 
 #include "comm/nccl_api.h"
 #include "gpu/cuda_ops.h"
@@ -37,6 +41,14 @@ class NcclModel {
   struct Options {
     int nranks = 2;
     int rank = 0;
+    /// ncclGetVersion's answer. Before 22300 (2.23) a non-blocking group is
+    /// launched on the caller's thread unless it holds an init, a finalize
+    /// or sends/receives to a peer not yet connected; from 22200 (2.22) a
+    /// collective connects at its first use (runtime connection), before on
+    /// init. ncclAlltoAll exists from 22800.
+    int version = 22809;
+    /// The environment NCCL would read (getenv): NCCL_COMM_BLOCKING, NCCL_COMM_ID.
+    std::map<std::string, std::string> env;
     /// The launch thread finishes after a number of polls drawn from
     /// [0, max_launch_polls]; a communicator's first launch also connects
     /// to its peers, which takes connect_polls more.
@@ -46,10 +58,10 @@ class NcclModel {
     /// Host time (us) NCCL's launch thread takes before the kernel is on the
     /// stream (src/group.cc groupLaunchNonBlocking: a thread per launch).
     double launch_us = 0;
-    /// ncclAlltoAll exists (NCCL 2.28 and later).
+    /// ncclAlltoAll exists (and the version has it).
     bool has_alltoall = true;
     bool peers_absent = false;
-    double bytes_per_us = 1000;     ///< the virtual device: 1 GB/s per us of kernel time
+    double bytes_per_us = 1000;  ///< the virtual device: 1 GB/s per us of kernel time
     double kernel_latency_us = 8;
     std::uint32_t seed = 1;
   };
@@ -64,15 +76,26 @@ class NcclModel {
   void* stream() const;
 
   /// An asynchronous error (a peer's network failing) that the next poll
-  /// of ncclCommGetAsyncError reports, with `last_error` as NCCL's text.
+  /// of ncclCommGetAsyncError reports; `last_error`, when not empty, becomes
+  /// NCCL's last error (its WARN) as the error surfaces.
   void inject_async_error(nccl_abi::Result r, std::string last_error);
+  /// A WARN from elsewhere in the process (another communicator, a proxy
+  /// thread): NCCL's one last-error text becomes `text` (src/debug.cc).
+  void warn(std::string text);
   void set_peers_absent(bool absent);
 
   // What was seen, for tests.
-  int refused_calls() const;   ///< calls answered "previous operation" (ncclInvalidArgument)
-  int kernels() const;         ///< kernels that reached the stream
+  int refused_calls() const;  ///< calls answered "previous operation" (ncclInvalidArgument)
+  int kernels() const;        ///< kernels that reached the stream
   int aborts() const;
-  int live_threads() const;    ///< launch threads not yet joined by a poll
+  int destroys() const;  ///< ncclCommDestroy calls, refused or not
+  int refused_destroys() const;
+  /// Communicators whose memory commReclaim freed (destroy, or abort of one
+  /// whose init had completed).
+  int reclaimed() const;
+  int live_threads() const;  ///< launch threads not yet joined by a poll
+  /// The calling thread's NCCL group depth (src/group.cc ncclGroupDepth).
+  int group_depth() const;
   /// The kernel time the model gives a call moving `bytes` bytes (us).
   double kernel_us(std::size_t bytes) const;
 

@@ -1,6 +1,8 @@
 // What to try after an NCCL error: the likely causes in order, read from the
 // result code and NCCL's own last-error text (which names the failing
-// syscall or transport), plus this host's /dev/shm size.
+// syscall or transport), plus this host's /dev/shm size. NCCL's last error
+// is the process's, not the communicator's: a text unchanged since before
+// the failing call is quoted as possibly stale and left out of the remedy.
 //
 // ncclSystemError covers very different faults: a /dev/shm too small for
 // the shared-memory transport (Docker's default is 64 MB) fails as a system
@@ -71,6 +73,34 @@ std::string nccl_remedy(int result, const std::string& last_error, std::uint64_t
     default:
       return "rerun with --nccl-debug info to see NCCL's own explanation";
   }
+}
+
+std::string nccl_last_error_now(const NcclApi& nccl) {
+  const char* t = nccl.GetLastError ? nccl.GetLastError(nullptr) : nullptr;
+  return t ? t : "";
+}
+
+NcclLastError nccl_last_error(const NcclApi& nccl, const std::string& before) {
+  NcclLastError out;
+  out.text = nccl_last_error_now(nccl);
+  out.fresh = !out.text.empty() && out.text != before;
+  return out;
+}
+
+std::string nccl_failure_text(const NcclApi& nccl, int result, const NcclLastError& last) {
+  const char* s =
+      nccl.GetErrorString ? nccl.GetErrorString(static_cast<nccl_abi::Result>(result)) : nullptr;
+  std::string out = s ? s : "NCCL error " + std::to_string(result);
+  if (last.text.empty()) return out;
+  if (last.fresh) return out + ": " + last.text;
+  return out +
+         " (NCCL's last error (process-wide), unchanged since before this call, so perhaps "
+         "another failure's: " +
+         last.text + ")";
+}
+
+std::string nccl_failure_remedy(int result, const NcclLastError& last) {
+  return nccl_remedy(result, last.fresh ? last.text : "", dev_shm_bytes());
 }
 
 }  // namespace gpudiag

@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include "comm/nccl_env.h"
 #include "util/strings.h"
 #include "world/pcie.h"
 
@@ -147,6 +148,12 @@ void find_bad_values(const std::vector<RankPrint>& ps, const std::map<std::strin
                    " interface in a job across " + std::to_string(out.hosts) + " hosts",
                "name the interface that reaches the other hosts (ip -br addr)", p);
     }
+    // NCCL_COMM_BLOCKING and NCCL_COMM_ID: what they do (comm/nccl_env.h).
+    Env nccl_env;
+    for (const char* name : {"NCCL_COMM_BLOCKING", "NCCL_COMM_ID"})
+      if (auto it = m.find(std::string("env.") + name); it != m.end())
+        nccl_env.set(name, it->second);
+    for (const auto& w : nccl_env_warnings(nccl_env)) note(w.text, w.remedy, p);
     bool rdma = false;
     for (const auto& [k, v] : m) {
       if (!k.starts_with("ib.")) continue;

@@ -295,5 +295,25 @@ TEST(FingerprintFindings, NvlinkFabricNotReadyOrDegraded) {
   EXPECT_EQ(c.findings.size(), 3u) << all;
 }
 
+// NCCL_COMM_BLOCKING=1 and NCCL_COMM_ID are findings on the ranks that have
+// them, worded as `gpudiag info` and the check word them (comm/nccl_env.h).
+TEST(FingerprintCompare, NcclCommBlockingAndCommIdAreFindings) {
+  Job job(4, 2, [](int r, Fingerprint& f) {
+    if (r >= 2) f.fields["env.NCCL_COMM_BLOCKING"] = "1";
+    if (r == 3) f.fields["env.NCCL_COMM_ID"] = "10.0.0.1:29500";
+  });
+  auto c = compare_fingerprints(job.view);
+  std::string all;
+  for (auto& f : c.findings) all += f.what + " @" + compress_ranks(f.ranks) + "\n";
+  EXPECT_NE(all.find("NCCL_COMM_BLOCKING=1 makes every NCCL communicator blocking"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("set it to 0 for their own NCCL @2-3"), std::string::npos) << all;
+  EXPECT_NE(all.find("NCCL_COMM_ID=10.0.0.1:29500 puts the bootstrap root"), std::string::npos)
+      << all;
+  EXPECT_NE(all.find("never share one root @3"), std::string::npos) << all;
+  EXPECT_EQ(c.findings.size(), 2u) << all;
+}
+
 }  // namespace
 }  // namespace gpudiag

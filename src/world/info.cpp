@@ -4,6 +4,7 @@
 
 #include "comm/mpi.h"
 #include "comm/nccl_api.h"
+#include "comm/nccl_env.h"
 #include "gpu/cuda.h"
 #include "util/error.h"
 #include "util/secret.h"
@@ -82,6 +83,8 @@ nlohmann::json collect_info(const Env& env, int forced_device, const std::string
     j["launcher"] = "error";
     j["error"] = e.one_line();
   }
+  // What NCCL_COMM_BLOCKING and NCCL_COMM_ID do here (comm/nccl_env.h).
+  for (const auto& w : nccl_env_warnings(env)) j["warnings"].push_back(w.text);
   j["gpu"] = gpu_json(env, local_rank, forced_device);
   const NcclLibrary& nccl = load_nccl(nccl_lib);
   j["nccl"] = {{"usable", nccl.usable()},
