@@ -409,11 +409,20 @@ class CheckRun {
       // Only the records exchange_needs() asked for are known here; the
       // transport never reads the others.
       std::vector<RankRecord> peers;
-      for (int i = 0; i < plane_.size(); ++i) {
+      const int n = plane_.size(), r = me().rank;
+      for (int i = 0; i < n; ++i) {
         if (result_.table[i]) {
           peers.push_back(*result_.table[i]);
           continue;
         }
+        // A ring neighbour's record must be here: the digest promised it.
+        if (n > 1 && (i == (r + 1) % n || i == (r + n - 1) % n))
+          throw Error(ExitCode::broken,
+                      "the record of rank " + std::to_string(i) +
+                          ", this rank's ring neighbour, did not arrive with the checkpoint's "
+                          "digest (short, or forged by a process that is not the judge)",
+                      "run the job with GPUDIAG_SECRET (or under gpudiag launch) so only its own "
+                      "processes write the store");
         RankRecord unknown;
         unknown.rank = i;
         unknown.endpoint = "not-read:0";

@@ -20,6 +20,7 @@
 #include "util/error.h"
 #include "util/file_out.h"
 #include "util/log.h"
+#include "util/text.h"
 
 namespace gpudiag::cli {
 
@@ -42,10 +43,11 @@ std::vector<std::string> expected_hosts(const SweepCli& o, const Env& env, const
   try {
     auto hosts = expand_slurm_hostlist(*list);
     if (std::find(hosts.begin(), hosts.end(), me) != hosts.end()) return hosts;
-    warnings.push_back("SLURM_JOB_NODELIST does not name this host (" + me +
+    warnings.push_back("SLURM_JOB_NODELIST does not name this host (" + clean_text(me) +
                        "): nodes that never arrive are not named; pass --hosts");
   } catch (const Error& e) {
-    warnings.push_back("SLURM_JOB_NODELIST: " + e.one_line());
+    // The variable is the environment's: printed escaped, on one line.
+    warnings.push_back("SLURM_JOB_NODELIST: " + clean_text(e.one_line()));
   }
   return {};
 }

@@ -94,5 +94,86 @@ TEST(KeyOwners, OffAnyoneWritesAnythingButTheStoresOwnKeys) {
   EXPECT_TRUE(o.refuse(2, 3, "duplicates", false));
 }
 
+// Under the tree of judges (set_tree): an outsider without the secret, claiming
+// no rank or another rank, cannot write any key family that makes a verdict,
+// on the root's store or on a node's; a node's leader and a group's judge write
+// only for their own place; the store's own process writes everything.
+namespace tree_owners {
+
+TreeLayout layout() {
+  TreeLayout L;
+  L.world = 64;  // 8 nodes of 8, groups of 2 nodes
+  L.per_node = 8;
+  L.group_nodes = 2;
+  return L;
+}
+
+const char* kVerdictKeys[] = {"dead/5",          "failures",          "failure/1",
+                              "tree/cp/0/node/3", "tree/cp/0/group/1", "tree/group/1",
+                              "tree/lost/0",      "tree/bye/node/3",   "tree/bye/group/1",
+                              "tree/cp/0/digest", "cp/0/digest",       "cp/0/5"};
+
+TEST(KeyOwnersTree, AnOutsiderForgesNothingOnTheRootOrANodesStore) {
+  for (auto kind : {TreeStoreRole::Kind::root, TreeStoreRole::Kind::node}) {
+    KeyOwners o(64, /*launchers_allowed=*/true, kind == TreeStoreRole::Kind::node);
+    o.set_tree({kind, kind == TreeStoreRole::Kind::node ? 0 : 0, layout()});
+    o.greeted(1, kNone, "outsider:1");  // no rank: a launcher elsewhere, nobody here
+    o.greeted(2, 63, "outsider:2");     // a rank of another node
+    for (const char* k : kVerdictKeys) {
+      const bool add = std::string(k) == "failures";
+      EXPECT_TRUE(o.refuse(1, kNone, k, add)) << k;
+      if (std::string(k) != "failures" && std::string(k) != "failure/1")
+        EXPECT_TRUE(o.refuse(2, 63, k, add)) << k;
+    }
+    // A claim it does not own is worth nothing: node 3 is claimed first elsewhere.
+    o.greeted(3, storewire::node_claim(3), "leader3:1");
+    o.greeted(4, storewire::node_claim(3), "impostor:1");
+    EXPECT_FALSE(o.refuse(3, storewire::node_claim(3), "dead/25", false));  // rank 25: node 3
+    EXPECT_TRUE(o.refuse(4, storewire::node_claim(3), "dead/25", false));
+    EXPECT_TRUE(o.refuse(4, storewire::node_claim(3), "tree/cp/0/node/3", false));
+  }
+}
+
+TEST(KeyOwnersTree, LeadersAndGroupJudgesWriteForTheirOwnPlaceOnly) {
+  KeyOwners root(64, true);
+  root.set_tree({TreeStoreRole::Kind::root, 0, layout()});
+  root.greeted(1, storewire::node_claim(3), "node3");
+  root.greeted(2, storewire::group_claim(1), "group1");  // nodes 2-3, ranks 16-31
+  root.greeted(3, storewire::kRootClaim, "root");
+  const auto n3 = storewire::node_claim(3), g1 = storewire::group_claim(1);
+  for (const char* k : {"tree/cp/0/node/3", "tree/bye/node/3", "tree/lost/1", "dead/24", "dead/31"})
+    EXPECT_FALSE(root.refuse(1, n3, k, false)) << k;
+  for (const char* k : {"tree/cp/0/node/2", "tree/lost/0", "dead/23", "tree/cp/0/group/1",
+                        "tree/group/1", "tree/cp/0/digest", "cp/0/24"})
+    EXPECT_TRUE(root.refuse(1, n3, k, false)) << k;
+  for (const char* k : {"tree/cp/0/group/1", "tree/bye/group/1", "tree/group/1", "dead/16", "dead/31"})
+    EXPECT_FALSE(root.refuse(2, g1, k, false)) << k;
+  for (const char* k : {"tree/cp/0/group/0", "tree/group/0", "dead/15", "dead/32", "tree/cp/0/node/3",
+                        "tree/cp/0/digest"})
+    EXPECT_TRUE(root.refuse(2, g1, k, false)) << k;
+  // The root judge on its own store writes the digest and anything else.
+  for (const char* k : kVerdictKeys)
+    EXPECT_FALSE(root.refuse(3, storewire::kRootClaim, k, std::string(k) == "failures")) << k;
+  // Announcements: a judge adds 1 at a time, and failure/<n> only for its own n.
+  EXPECT_FALSE(root.refuse_add(1, n3, "failures", 1));
+  root.added(1, "failures", 1);
+  EXPECT_FALSE(root.refuse(1, n3, "failure/1", false));
+  EXPECT_TRUE(root.refuse(2, g1, "failure/1", false));
+}
+
+TEST(KeyOwnersTree, TheStoresOwnProcessIsTrustedAndNothingElseIsALauncher) {
+  KeyOwners node(64, true, true);
+  node.set_tree({TreeStoreRole::Kind::node, 2, layout()});
+  node.greeted(9, kNone, "same process");
+  for (const char* k : kVerdictKeys)
+    EXPECT_FALSE(node.refuse(9, kNone, k, std::string(k) == "failures", /*trusted=*/true)) << k;
+  EXPECT_TRUE(node.refuse(9, kNone, "server", false, true));  // the store's own key, still
+  // Without the trust the same connection is an outsider.
+  EXPECT_TRUE(node.refuse(9, kNone, "dead/17", false));
+  EXPECT_TRUE(node.refuse(9, kNone, "cp/0/digest", false));
+}
+
+}  // namespace tree_owners
+
 }  // namespace
 }  // namespace gpudiag

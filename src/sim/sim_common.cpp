@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <thread>
 #include <vector>
@@ -134,6 +135,10 @@ void Child::release() {
     close(control_);
   }
   control_ = -1;
+}
+
+void Child::kill() {
+  if (pid_ > 0) ::kill(pid_, SIGKILL);
 }
 
 bool Child::wait() {

@@ -39,6 +39,8 @@ class Child {
   void release();
   /// Waits for the child to exit; true when it exited 0.
   bool wait();
+  /// Ends the child at once (SIGKILL): the run failed elsewhere.
+  void kill();
 
  private:
   pid_t pid_ = -1;

@@ -12,25 +12,46 @@ int main(int argc, char** argv) {
   CLI::App app{
       "gpudiag-sim: N simulated ranks through the check's checkpoints against a real store"};
   app.add_option("--ranks", o.ranks, "simulated ranks")->check(CLI::Range(2, 1000000));
-  app.add_option("--missing", o.missing, "ranks that join but never reach a checkpoint");
-  app.add_option("--stop", o.stop, "ranks that stop after the communicator checkpoint");
-  app.add_option("--die", o.die, "ranks that die after the communicator checkpoint");
+  // Every number checked for range: a negative count, a size below zero or a
+  // NaN timeout is one line and exit 2, never a run that hangs or lies.
+  app.add_option("--missing", o.missing, "ranks that join but never reach a checkpoint")
+      ->check(CLI::Range(0, 1000000));
+  app.add_option("--stop", o.stop, "ranks that stop after the communicator checkpoint")
+      ->check(CLI::Range(0, 1000000));
+  app.add_option("--die", o.die, "ranks that die after the communicator checkpoint")
+      ->check(CLI::Range(0, 1000000));
   app.add_option("--threads", o.threads, "threads driving the ranks")->check(CLI::Range(1, 256));
-  app.add_option("--timeout", o.timeout_s, "seconds a checkpoint waits for absent ranks");
-  app.add_option("--record-bytes", o.record_bytes, "bytes of each rank's record");
+  app.add_option("--timeout", o.timeout_s, "seconds a checkpoint waits for absent ranks")
+      ->check(CLI::Range(0.001, 3600.0));
+  app.add_option("--record-bytes", o.record_bytes, "bytes of each rank's record")
+      ->check(CLI::Range(16, 1 << 20));
   app.add_flag("--all-to-all", o.all_to_all,
                "every rank also reads every record (the checkpoint before the digest; --flat)");
   app.add_flag("--flat", o.flat, "one store and one judge (rank 0) for every rank");
   app.add_option("--per-node", o.per_node, "ranks on a node")->check(CLI::Range(1, 1024));
   app.add_option("--group-nodes", o.group_nodes, "nodes under one second-level judge")
       ->check(CLI::Range(2, 4096));
-  app.add_option("--missing-leaders", o.missing_leaders, "node leaders that never report");
+  app.add_option("--missing-leaders", o.missing_leaders, "node leaders that never report")
+      ->check(CLI::Range(0, 1000000));
   app.add_option("--dead-judges", o.dead_judges,
-                 "second-level judges that die after the communicator checkpoint");
+                 "second-level judges that die after the communicator checkpoint")
+      ->check(CLI::Range(0, 100000));
   app.add_option("--workers", o.workers, "processes simulating nodes")->check(CLI::Range(1, 64));
   app.add_option("--store-procs", o.store_procs, "processes serving the group stores")
       ->check(CLI::Range(1, 64));
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {  // one line, exit 2
+    std::fprintf(stderr, "gpudiag-sim: %s\n", e.what());
+    return 2;
+  }
+  if (o.missing + o.stop + o.die >= o.ranks) {
+    std::fprintf(stderr, "gpudiag-sim: --missing, --stop and --die take %d of %d ranks: leave "
+                 "some ranks to report\n", o.missing + o.stop + o.die, o.ranks);
+    return 2;
+  }
   spdlog::set_level(spdlog::level::warn);
   try {
     auto r = gpudiag::sim::run_simulation(o);

@@ -198,7 +198,15 @@ SimResult run_tree(const SimOptions& o) {
     auto b = numbers_after(w->read_line(), "bytes");
     if (b.size() == 2) rank_bytes += b[0], leader_bytes += b[1];
     workers_rss = std::max(workers_rss, std::stod("0" + w->read_line()) / 1024.0);
-    if (!w->wait()) throw Error(ExitCode::broken, "gpudiag-sim: a process of nodes failed");
+    if (!w->wait()) {
+      // Its own line on stderr said why (out of descriptors, out of memory):
+      // end every other process now rather than wait for them to time out.
+      for (auto& other : worker_procs) other->kill();
+      for (auto& g : group_procs) g->kill();
+      root.kill();
+      throw Error(ExitCode::broken, "gpudiag-sim: a process simulating nodes failed (its reason "
+                                    "is above); the run was stopped");
+    }
   }
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (auto& g : group_procs) {

@@ -76,3 +76,15 @@ class ScaleSim(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class SimulatorValues(unittest.TestCase):
+    def test_out_of_range_values_are_one_line_and_exit_2(self):
+        for args, named in [(["--missing", "-1"], "--missing"), (["--record-bytes", "-5"], "--record-bytes"),
+                            (["--timeout", "nan"], "--timeout"), (["--dead-judges", "-3"], "--dead-judges"),
+                            (["--ranks", "16", "--missing", "16"], "leave some ranks")]:
+            with self.subTest(args=args):
+                p = run([SIM, *args], timeout=30)
+                self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+                self.assertIn(named, p.stderr)
+                self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
