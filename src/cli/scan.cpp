@@ -78,7 +78,7 @@ Runner setup_scan(CLI::App& app) {
                   "headroom: name the first frame whose abs max reaches this fraction of its "
                   "dtype's largest finite value (on stderr and in --json)")
       ->default_val(0.5)
-      ->check(CLI::Range(1e-6, 1.0));
+      ->check(FiniteIn(1e-6, 1.0, "a fraction"));
   sub->add_option("--rank", cli->options.rank,
                   "stats dumps of a multi-rank job: the rank whose *.stats.json files to scan")
       ->check(CLI::Range(0, (1 << 20) - 1));
