@@ -188,7 +188,8 @@ void Supervisor::on_exit(std::size_t index) {
   // Exit 1 with a verdict written is the subcommand's answer, not a failure.
   if (!s.status->signaled && s.status->value == 1)
     if (auto v = read_verdict(s.verdict_file)) s.verdict = *v;
-  bool first = phase_ == Phase::running && !s.status->ok() && s.verdict.empty();
+  if (hung_) s.stopped_by_launcher = true;  // ended while the hung job was being stopped
+  bool first = phase_ == Phase::running && !hung_ && !s.status->ok() && s.verdict.empty();
   s.first_failure = first;
   try {
     observer_.on_child_exit(
@@ -317,6 +318,10 @@ void Supervisor::watch_progress() {
     if (!s.status) live.push_back({s.child.pid(), s.progress_file});
   if (!progress_.hung(live)) return;
   hang_reported_ = true;
+  // The job hung: decided now, whenever its ranks are stopped. A rank that
+  // ends from here on (another node's launcher stopped its peers first, so
+  // its collective failed) is an effect of the stop, not a first failure.
+  hung_ = true;
   report_stacks("--hang-timeout " + seconds(policy_.hang_timeout_s) +
                 ": no rank made progress for that long (no output, no collective completed, no "
                 "change of where its code is)");
@@ -333,7 +338,7 @@ void Supervisor::stop_hung() {
   hang_stop_at_.reset();
   if (phase_ != Phase::running) return;
   // Stopped as --timeout stops a job (exit status 3), with its own words.
-  hung_ = true;
+  hung_ = true;  // already set when the hang was reported
   phase_ = Phase::stopping;
   auto live = live_ranks();
   say("the job hung (--hang-timeout " + seconds(policy_.hang_timeout_s) + "); sending SIGTERM to " +
