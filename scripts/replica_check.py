@@ -120,6 +120,14 @@ def _sharded(name, p):
     return None
 
 
+def _local(p):
+    """The part of parameter `p` this rank holds: a DTensor's local shard,
+    a ZeRO-3 parameter's partition, else `p` itself."""
+    if hasattr(p, "to_local"):
+        return p.to_local()
+    return getattr(p, "ds_tensor", p)
+
+
 def _world_and_rank():
     dist = torch.distributed
     if dist.is_available() and dist.is_initialized():
@@ -195,7 +203,7 @@ class ReplicaCheck:
         ReplicaDivergence on every rank when the replicas differ."""
         if step % self.every:
             return
-        sums = self.lib.checksums([p for _, p in self.params])
+        sums = self.lib.checksums([_local(p) for _, p in self.params])
         self.file.write('{"step":%d,"sums":[%s]}\n' % (step, ",".join('"%016x"' % s for s in sums)))
         self.file.flush()
         if self.dist is None:
@@ -226,7 +234,7 @@ class ReplicaCheck:
         other = next(r for r, row in zip(ranks, rows) if row != rows[ranks.index(culprit)])
         out = {}
         for i in differ[:DETAIL_TENSORS]:
-            p = self.params[i][1].detach()
+            p = _local(self.params[i][1]).detach()
             if p.numel() * p.element_size() > DETAIL_MAX_BYTES:
                 out[i] = "values not gathered: over 256 MiB"
                 continue

@@ -132,6 +132,40 @@ class Verdict(unittest.TestCase):
         self.assertIsNone(rank)
 
 
+class WhatIsCompared(unittest.TestCase):
+    """One process in a gloo group of one: which tensors a check covers."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        torch.distributed.init_process_group("gloo", init_method="file://" + os.path.join(self.tmp.name, "store"),
+                                             rank=0, world_size=1)
+
+    def tearDown(self):
+        torch.distributed.destroy_process_group()
+        self.tmp.cleanup()
+
+    def test_buffers_and_ignored_parameters_are_not_compared_and_shards_need_a_group(self):
+        net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 2))
+        torch.nn.parallel.DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(net, ["2.bias"])
+        ddp = torch.nn.parallel.DistributedDataParallel(net)
+        check = replica_check.ReplicaCheck(ddp, self.tmp.name, lib=LIB)
+        self.assertEqual(check.names, ["0.weight", "0.bias", "1.weight", "1.bias", "2.weight"])
+        check.step(0)
+        check.close()
+        with open(os.path.join(self.tmp.name, "rank00000.replica.jsonl")) as f:
+            header, line = f.read().splitlines()
+        self.assertIn('"group":[0]', header)
+        self.assertTrue(line.startswith('{"step":0,"sums":["'), line)
+        del ddp, check  # DDP's reducer before the process group (see replica_train.py)
+        sharded = torch.nn.Linear(4, 4)
+        sharded.weight.tensor_model_parallel = True  # as Megatron marks its tensor-parallel weights
+        with self.assertRaises(ValueError) as e:
+            replica_check.ReplicaCheck(sharded, self.tmp.name, lib=LIB)
+        self.assertIn("weight is tensor parallel", str(e.exception))
+        self.assertIn("pass group=", str(e.exception))
+        replica_check.ReplicaCheck(sharded, self.tmp.name, group=torch.distributed.group.WORLD, lib=LIB).close()
+
+
 @unittest.skipUnless(have_torch(), "Debian's python3-torch is not installed (install-deps.sh --test)")
 class DataParallel(unittest.TestCase):
     def setUp(self):
