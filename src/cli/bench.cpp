@@ -425,7 +425,7 @@ Runner setup_bench(CLI::App& app) {
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{64} << 30))
       ->default_str("256M");
   sub->add_option("-f,--stepfactor", o->step_factor, "sizes multiply by this factor (above 1)")
-      ->check(CLI::Range(1.0, 1024.0));
+      ->check(FiniteIn(1.0, 1024.0, "a factor"));
   sub->add_option("-i,--stepbytes", o->step_bytes, "sizes grow by this many bytes (without -f)")
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{64} << 30));

@@ -80,7 +80,7 @@ Runner setup_scan(CLI::App& app) {
                   "headroom: name the first frame whose abs max reaches this fraction of its "
                   "dtype's largest finite value (on stderr and in --json)")
       ->default_val(0.5)
-      ->check(CLI::Range(1e-6, 1.0));
+      ->check(FiniteIn(1e-6, 1.0, "a fraction"));
   sub->add_option("--rank", cli->options.rank,
                   "dumps of a multi-rank job: the rank whose report alone to print (without it: "
                   "the first rank to go inf/nan, a table of ranks, every rank's report)")

@@ -19,6 +19,7 @@
 #include "launch/job_status.h"
 #include "launch/stacks.h"
 #include "launch/summary.h"
+#include "launch/verdict_file.h"
 #include "util/error.h"
 
 namespace gpudiag::launch {
@@ -62,6 +63,8 @@ struct Supervisor::Slot {
   bool hung_on_exit = false;
   std::string stack_file;
   std::string progress_file;
+  std::string verdict_file;
+  std::string verdict;  ///< its exit 1 was this verdict (verdict_file.h)
 
   void send(int sig) {
     child.signal(sig);
@@ -85,7 +88,7 @@ Supervisor::Supervisor(std::vector<RankProcess> ranks, bool prefix, StopPolicy p
                           Relay(std::move(out), r.bare_stdout ? std::string() : tag, out_),
                           Relay(std::move(err), tag, err_),
                           std::nullopt, false, false, 0, std::nullopt, false, r.stack_file,
-                          r.progress_file});
+                          r.progress_file, r.verdict_file, {}});
     if (r.out_log || !r.out_console) slots_.back().out.copy_to(r.out_log, r.out_console);
     if (r.err_log || !r.err_console) slots_.back().err.copy_to(r.err_log, r.err_console);
   }
@@ -161,8 +164,8 @@ std::vector<RankOutcome> Supervisor::outcomes() const {
   std::vector<RankOutcome> out;
   out.reserve(slots_.size());
   for (const auto& s : slots_)
-    out.push_back(
-        {s.rank, s.status, s.first_failure, s.stopped_by_launcher, s.killed_by_launcher()});
+    out.push_back({s.rank, s.status, s.first_failure, s.stopped_by_launcher,
+                   s.killed_by_launcher(), s.verdict});
   return out;
 }
 
@@ -182,7 +185,10 @@ void Supervisor::on_exit(std::size_t index) {
   // Its last words first, then the launcher's account of its death.
   s.out.drain(kDrainReadsOnExit);
   s.err.drain(kDrainReadsOnExit);
-  bool first = phase_ == Phase::running && !s.status->ok();
+  // Exit 1 with a verdict written is the subcommand's answer, not a failure.
+  if (!s.status->signaled && s.status->value == 1)
+    if (auto v = read_verdict(s.verdict_file)) s.verdict = *v;
+  bool first = phase_ == Phase::running && !s.status->ok() && s.verdict.empty();
   s.first_failure = first;
   try {
     observer_.on_child_exit(

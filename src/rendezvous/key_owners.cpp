@@ -13,6 +13,9 @@ namespace gpudiag {
 namespace {
 
 constexpr std::size_t kMaxDuplicatesNamed = 8;
+// A judge opens a few connections to a store (its join, its parts, a
+// group's address); more for one place are not kept as its.
+constexpr std::size_t kMaxConnsPerPlace = 8;
 
 /// "hello/7" with family "hello/" -> 7; nullopt when `key` is not
 /// `family` followed by a rank number.
@@ -50,7 +53,7 @@ void KeyOwners::set_tree(const TreeStoreRole& role) {
 bool KeyOwners::owns_tree_claim(std::uint64_t conn, std::uint32_t claim) const {
   if (!storewire::is_tree_claim(claim)) return false;
   auto it = tree_owner_.find(claim);
-  return it != tree_owner_.end() && it->second == conn;
+  return it != tree_owner_.end() && it->second.conns.count(conn) != 0;
 }
 
 std::optional<std::optional<std::string>> KeyOwners::tree_refuse(std::uint64_t conn,
@@ -124,11 +127,26 @@ std::optional<std::optional<std::string>> KeyOwners::tree_refuse(std::uint64_t c
   return std::nullopt;  // the rank rules decide, with no launcher's rights
 }
 
+void KeyOwners::closed(std::uint64_t conn, std::uint32_t claim) {
+  if (!storewire::is_tree_claim(claim)) return;
+  auto it = tree_owner_.find(claim);
+  if (it == tree_owner_.end()) return;
+  it->second.conns.erase(conn);
+  if (it->second.conns.empty()) tree_owner_.erase(it);
+}
+
 std::optional<std::string> KeyOwners::greeted(std::uint64_t conn, std::uint32_t rank,
                                               const std::string& peer) {
   if (storewire::is_tree_claim(rank)) {
-    if (!tree_owner_.try_emplace(rank, conn).second && duplicates_.size() < kMaxDuplicatesNamed)
+    // "ip:port" (or "[v6]:port"): the host is all before the last colon.
+    const std::string host = peer.substr(0, peer.rfind(':'));
+    auto& place = tree_owner_[rank];
+    if (place.conns.empty()) place.host = host;
+    if (place.host == host && place.conns.size() < kMaxConnsPerPlace) {
+      place.conns.insert(conn);
+    } else if (duplicates_.size() < kMaxDuplicatesNamed) {
       duplicates_.push_back("a judge's place (again, from " + peer + ")");
+    }
     return std::nullopt;
   }
   if (rank >= owner_.size()) return std::nullopt;

@@ -54,6 +54,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -115,6 +116,12 @@ class KeyOwners {
   /// `conn` is the first connection that claimed `rank` (within the world).
   bool is_owner(std::uint64_t conn, std::uint32_t rank) const;
 
+  /// Connection `conn`, which claimed `claim`, closed: a judge's place whose
+  /// every connection closed is free for the judge's next one (a node leader
+  /// reaches the root again when its group's judge is lost). A rank's claim
+  /// stays with its first connection.
+  void closed(std::uint64_t conn, std::uint32_t claim);
+
  private:
   bool owns(std::uint64_t conn, std::uint32_t rank) const;
 
@@ -124,7 +131,14 @@ class KeyOwners {
   bool launchers_ = false;
   bool leaders_judge_ = false;
   std::optional<TreeStoreRole> tree_;
-  std::map<std::uint32_t, std::uint64_t> tree_owner_;  ///< tree claim -> its first connection
+  /// A judge's place is held by the connections its judge opened from one
+  /// host (a leader joins the root on one and sends its parts on another);
+  /// a claim of it from another host while they are open is a duplicate.
+  struct TreePlace {
+    std::string host;
+    std::set<std::uint64_t> conns;
+  };
+  std::map<std::uint32_t, TreePlace> tree_owner_;  ///< tree claim -> who holds it
   /// The tree's rules (see above); nullopt when the key is not theirs to decide.
   std::optional<std::optional<std::string>> tree_refuse(std::uint64_t conn, std::uint32_t claim,
                                                         const std::string& key) const;

@@ -161,6 +161,27 @@ TEST(KeyOwnersTree, LeadersAndGroupJudgesWriteForTheirOwnPlaceOnly) {
   EXPECT_TRUE(root.refuse(2, g1, "failure/1", false));
 }
 
+// A node leader holds its place at the root on several connections of its
+// host (its join, the lost group's report); while they are open another
+// host's claim is a duplicate, and once all close the place is free.
+TEST(KeyOwnersTree, AJudgesPlaceIsFreeAgainWhenItsConnectionCloses) {
+  KeyOwners root(64, true);
+  root.set_tree({TreeStoreRole::Kind::root, 0, layout()});
+  const auto n3 = storewire::node_claim(3);
+  root.greeted(1, n3, "10.0.0.4:5001");
+  root.greeted(2, n3, "10.0.0.4:5002");  // the same judge's second connection
+  root.greeted(3, n3, "10.0.0.9:5003");  // another host while it holds it: a duplicate
+  EXPECT_FALSE(root.refuse(2, n3, "tree/lost/1", false));
+  EXPECT_TRUE(root.refuse(3, n3, "tree/lost/1", false));
+  root.closed(3, n3);  // the duplicate's close frees nothing
+  root.closed(1, n3);
+  EXPECT_FALSE(root.refuse(2, n3, "tree/lost/1", false));
+  root.closed(2, n3);  // the last: the place is free
+  root.greeted(4, n3, "10.0.0.5:5004");
+  EXPECT_FALSE(root.refuse(4, n3, "tree/lost/1", false));
+  EXPECT_TRUE(root.refuse(1, n3, "tree/lost/1", false));
+}
+
 TEST(KeyOwnersTree, TheStoresOwnProcessIsTrustedAndNothingElseIsALauncher) {
   KeyOwners node(64, true, true);
   node.set_tree({TreeStoreRole::Kind::node, 2, layout()});

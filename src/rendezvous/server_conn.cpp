@@ -94,6 +94,7 @@ void ServerCore::bury() {
 
 void ServerCore::close_conn(Conn& c) {
   announce_if_lost(c);
+  if (c.greeted) owners_.closed(c.id, c.rank);
   for (auto wid : c.parked) {
     state_.cancel(wid);
     pending_.erase(wid);

@@ -117,6 +117,14 @@ void ServerCore::announce_if_lost(const Conn& c) {
 
 void ServerCore::greet(Conn& c) {
   c.greeted = true;
+  if (!opts_.secret.empty() && !c.outsider.empty()) {
+    // It proved the job secret: the job's, whatever its address; its place
+    // among its peer's few outsider connections is free again.
+    if (auto it = outsiders_open_.find(c.outsider); it != outsiders_open_.end() && --it->second <= 0)
+      outsiders_open_.erase(it);
+    c.outsider.clear();
+    c.job_peer = true;
+  }
   auto duplicates = owners_.greeted(c.id, c.rank, c.peer);
   if (!duplicates) return;
   if (log_budget())

@@ -200,17 +200,16 @@ class StorePlane : public Plane {
   }
 
  private:
-  /// Sets this rank's record; in a tree, first the checkpoint's name (the
-  /// node's first rank) and the records it needs from other nodes.
+  /// Sets this rank's record; in a tree, first the checkpoint's name and
+  /// wait (every rank of the node: its first may be the one that never
+  /// comes) and the records it needs from other nodes.
   void publish_now(const std::string& prefix, const std::string& name, const std::string& mine,
                    const std::vector<int>& need) {
     if (me_.tree) {
-      if (me_.rank == me_.node_first) {
-        answered([&](Deadline d) { set(prefix + "name", name, d); });
-        // How long this checkpoint waits for stragglers, for a leader that
-        // does not know the command's --timeout (gpudiag launch).
-        answered([&](Deadline d) { set(prefix + "wait", std::to_string(wait_ms_), d); });
-      }
+      answered([&](Deadline d) { set(prefix + "name", name, d); });
+      // How long this checkpoint waits for stragglers, for a leader that
+      // does not know the command's --timeout (gpudiag launch).
+      answered([&](Deadline d) { set(prefix + "wait", std::to_string(wait_ms_), d); });
       std::string far;
       if (static_cast<int>(need.size()) >= me_.size)
         far = "*";  // every record: the report's table, on rank 0 at the end

@@ -154,7 +154,11 @@ class TcpStoreServer::Loop : public ServerCore {
     const std::string address = net::peer_address(c.fd.get(), loopback);
     if (loopback) {
       const auto sock = net::loopback_peer_socket(c.fd.get());
-      c.job_peer = sock && net::held_by_descendant(::getpid(), sock->inode);
+      // A process of our own user is trusted as the job's: it could signal
+      // or trace the launcher anyway (another node's launcher and ranks when
+      // several "nodes" share this host). Other users are outsiders.
+      c.job_peer = sock && (sock->uid == ::geteuid() ||
+                            net::held_by_descendant(::getpid(), sock->inode));
       if (!c.job_peer) c.outsider = sock ? "uid " + std::to_string(sock->uid) : "loopback " + address;
     } else if (job_by_ip_[address] < opts_.job_conns_per_ip) {
       ++job_by_ip_[address];

@@ -84,10 +84,11 @@ struct TcpStoreServerOptions {
   /// A connection must complete its handshake within this time.
   std::chrono::milliseconds handshake_timeout{10000};
   /// The serving process is the job's launcher (rendezvous/peer_identity.h):
-  /// a loopback connection whose socket a descendant of this process holds,
-  /// and the first `job_conns_per_ip` connections from each other address,
-  /// are the job's and keep their connection however silent (torch's
-  /// clients keep a second one that never speaks). Any other connection that
+  /// a loopback connection whose socket a descendant of this process or a
+  /// process of this user holds, the first `job_conns_per_ip` connections
+  /// from each other address, and any that proves the job secret, are the
+  /// job's and keep their connection however silent (torch's clients keep a
+  /// second one that never speaks). Any other connection that
   /// has not proved the job secret keeps the handshake timer (a torch
   /// client, which cannot prove it, is served until then) and counts against
   /// its peer (a uid on loopback, else an address): at most

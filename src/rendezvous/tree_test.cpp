@@ -305,6 +305,21 @@ TEST(Tree, ARefusedWriteIsNotALostJudge) {
   EXPECT_FALSE(root.try_get("tree/cp/0/node/5", Deadline::after_seconds(1)));
 }
 
+// The checkpoint's name and wait come from every rank of a node, not only its
+// first: when that rank never comes, the leader (which under gpudiag launch
+// does not know the command's --timeout) still waits what the ranks said.
+TEST(Tree, ANodeWhoseFirstRankNeverComesStillLearnsTheCheckpointsWait) {
+  Rig rig(8, 4, 128);
+  rig.build();
+  for (int r : {5, 6, 7})  // node 1 without rank 4
+    publish_record(*rig.planes[r], "exchange", "rec" + std::to_string(r), {},
+                   Deadline::after(std::chrono::milliseconds(300)));
+  auto wait = rig.nodes[1]->try_get("cp/0/wait", Deadline::after_seconds(1));
+  ASSERT_TRUE(wait);
+  EXPECT_GT(std::stoll(*wait), 0);
+  EXPECT_EQ(rig.nodes[1]->try_get("cp/0/name", Deadline::after_seconds(1)), "exchange");
+}
+
 TEST(Tree, ARankANodesPartLeavesOutIsNamedMissing) {
   TreeLayout L{8, 4, 128};  // 2 nodes under the root
   MemoryStore root("root");

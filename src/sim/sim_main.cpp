@@ -47,6 +47,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gpudiag-sim: %s\n", e.what());
     return 2;
   }
+  if (!(o.timeout_s >= 0.001 && o.timeout_s <= 3600.0)) {  // NaN passes CLI11's Range
+    std::fprintf(stderr, "gpudiag-sim: --timeout: give seconds from 0.001 to 3600\n");
+    return 2;
+  }
   if (o.missing + o.stop + o.die >= o.ranks) {
     std::fprintf(stderr, "gpudiag-sim: --missing, --stop and --die take %d of %d ranks: leave "
                  "some ranks to report\n", o.missing + o.stop + o.die, o.ranks);

@@ -27,6 +27,15 @@ class FloatingOptions(unittest.TestCase):
                 r = run([BIN, *args], timeout=30)
                 one_line_error(self, r, 2, "must be a number of seconds", args[1] + ":")
 
+    def test_nan_in_a_fraction_or_a_factor_is_refused(self):
+        # CLI11's Range lets NaN through (every comparison with it is false).
+        for args, named in ((["scan", "--near-limit", "nan", "/tmp"], "--near-limit:"),
+                            (["bench", "-f", "nan"], "--stepfactor:"),
+                            (["bench", "-f", "inf"], "--stepfactor:")):
+            with self.subTest(args=args):
+                r = run([BIN, *args], timeout=30)
+                one_line_error(self, r, 2, named, "must be a number of")
+
     def test_a_timeout_past_what_the_code_represents_is_refused(self):
         r = run([BIN, "launch", "--timeout", "1e10", "--", "check"], timeout=30)
         one_line_error(self, r, 2, "--timeout", "1e10")

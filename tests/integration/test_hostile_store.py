@@ -320,7 +320,11 @@ class HostileStore(unittest.TestCase):
         codes = self.job.finish()
         self.assertEqual(codes, [0, 0], self.job.err()[-3000:])
         self.assertEqual(self.job.out().count(" is OK (global rank: "), 4, self.job.out())
-        self.assertIn("exceeds the limit of 4096", self.job.err())
+        # The attacker (user nobody) gets 4 connections, whose frames are cut
+        # at the handshake's limit; the rest are refused at once. Either line
+        # may be the one the store's log budget lets through first.
+        self.assertTrue("exceeds the limit of 4096" in self.job.err() or
+                        "uid 65534 already holds 4 connections" in self.job.err(), self.job.err()[-3000:])
         self.assertLess(rss, 200, "launcher's peak RSS in MiB")
         self.assertNotIn("unauthenticated", self.job.err())
 

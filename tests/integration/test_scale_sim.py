@@ -74,9 +74,6 @@ class ScaleSim(unittest.TestCase):
         self.assertLess(per_rank[1], per_rank[0] * 1.1)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 class SimulatorValues(unittest.TestCase):
     def test_out_of_range_values_are_one_line_and_exit_2(self):
@@ -88,3 +85,7 @@ class SimulatorValues(unittest.TestCase):
                 self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
                 self.assertIn(named, p.stderr)
                 self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -180,8 +180,9 @@ class LaunchLeadsOnNamespaceNodes(unittest.TestCase):
             self.assertNotEqual(rc, 0, out[-2000:])
             lines = [l for l in strip_prefix(out).splitlines() if "is broken" in l]
             self.assertEqual(len(lines), 3, (i, out[-3000:]))
-            for line in lines:
-                self.assertIn("rank 0 [node1-0]", line, (i, line))
+            for line in lines:  # named with where it runs, from its hello to its node's leader
+                self.assertIn("rank 0 did not reach the exchange checkpoint", line, (i, line))
+                self.assertIn("on node1 (local rank 0), last phase: exchange", line, (i, line))
 
 
 class TreeSettings(unittest.TestCase):
