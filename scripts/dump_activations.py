@@ -19,7 +19,12 @@ the debugging guide does) and, for each batch, writes the frames it saw to
 `gpudiag scan` prints the same report from either. Under a launcher (RANK or
 LOCAL_RANK set, or rank= given) file names carry the rank
 (`batch-000003.rank00001.stats.json`), so the ranks of a job never overwrite
-each other's files. With stop_on_nan=True (the default, like the detector)
+each other's files, and every frame carries the time it was recorded, so
+`gpudiag scan` can tell which rank went inf/nan first.
+`dumper.watch("loss", loss)` records a tensor computed outside the modules
+(the loss, a gradient norm) as a frame of the batch whose forward last
+returned. ReplicaCheck and ReplicaDivergence (replica_check.py, importable
+from here) compare data-parallel replicas' parameters every step. With stop_on_nan=True (the default, like the detector)
 the dumper raises FloatingPointError at the first frame that holds a nan or
 inf, after writing that batch, so keep_last can never delete the batch that
 held the cause.
@@ -30,19 +35,23 @@ In a training loop:
     dumper = ActivationDumper(model, "dumps", keep_last=2)
     ...train as usual...; dumper.close() at the end (or use `with`)
 
-then `gpudiag scan dumps/`. A batch ends when the model's own forward
-returns, as in the reference detector; close() also writes the frames of a
-batch that did not finish (a forward that raised), which are usually the
+then `gpudiag scan dumps/`. Batches are 0-based counts of the model's
+forward calls; a batch is written when the next forward starts (so what is
+watched after the forward joins it) or at close(), which also writes the
+frames of a batch that did not finish (a forward that raised), usually the
 ones that matter.
 """
 
 import json
 import os
 import sys
+import time
 import warnings
 
 import numpy as np
 import torch
+
+from replica_check import ReplicaCheck, ReplicaDivergence  # noqa: F401  (re-exported)
 
 FORMAT = "gpudiag-frames/1"
 STATS_FORMAT = "gpudiag-frames-stats/1"
@@ -173,7 +182,8 @@ class ActivationDumper:
         self._warned = set()
         # Like the detector: model.apply() reaches a module shared by several
         # parents once per parent, so its calls are recorded once per hook.
-        self._handles = []
+        self._handles = [model.register_forward_pre_hook(self._pre_hook)]
+        self._returned = False  # the root's forward of this batch has returned
         model.apply(lambda m: self._handles.append(m.register_forward_hook(self._hook)))
 
     def __enter__(self):
@@ -194,27 +204,50 @@ class ActivationDumper:
     def _recording(self):
         return self.batches is None or self.batch_number in self.batches
 
-    def _hook(self, module, inputs, output):
-        if self.stopped:
+    def watch(self, name, tensor):
+        """Records `tensor` (the loss, a gradient norm: anything computed
+        outside the modules) as a frame `<name> watch` with one entry, `value`,
+        in the batch whose forward last returned; with stop_on_nan, an inf or
+        nan in it stops the run there like one in a module."""
+        if self.stopped or not self._recording():
             return
-        recording = self._recording()
-        if recording:
-            bad = self._record_stats(module, inputs, output) if self.scanner else \
-                self._record(module, inputs, output)
-            if bad and self.stop_on_nan:
-                self._flush(final=True)
-                self._frame = 0  # written: close() has nothing left to write
-                # Under a launcher every rank writes its own files, and scan takes
-                # one rank at a time: name this one, so the command works as given.
-                rank = "" if self.rank is None else f" --rank {self.rank}"
-                self.stopped = (f"ActivationDumper: {bad} in batch {self.batch_number}; the dump in "
-                                f"{self.out_dir} holds that batch: gpudiag scan {self.out_dir}{rank}")
-                raise FloatingPointError(self.stopped)
-        if module is self.model:
-            if recording:
+        self._frame_of(name, "watch", [("value", tensor)])
+
+    def _next_batch(self):
+        """After the root's forward returned, the next forward (of the model, or
+        of one of its modules called alone) starts the next batch."""
+        if self._returned:
+            if self._recording() and self._frame > 0:
                 self._flush(final=True)
             self.batch_number += 1
             self._frame = 0
+            self._returned = False
+
+    def _pre_hook(self, module, inputs):
+        self._next_batch()
+
+    def _hook(self, module, inputs, output):
+        if self.stopped:
+            return
+        self._next_batch()
+        if self._recording():
+            path = self.module_names.get(module, "?")
+            self._frame_of(path, module.__class__.__name__, list(self._entries(module, inputs, output)))
+        if module is self.model:
+            self._returned = True
+
+    def _frame_of(self, path, cls, entries):
+        """Records one frame; with stop_on_nan raises at a nan/inf, after writing its batch."""
+        bad = self._record_stats(path, cls, entries) if self.scanner else self._record(path, cls, entries)
+        if bad and self.stop_on_nan:
+            self._flush(final=True)
+            self._frame = 0  # written: close() has nothing left to write
+            # Under a launcher every rank writes its own files: naming this rank
+            # gives the command for its report alone.
+            rank = "" if self.rank is None else f" --rank {self.rank}"
+            self.stopped = (f"ActivationDumper: {bad} in batch {self.batch_number}; the dump in "
+                            f"{self.out_dir} holds that batch: gpudiag scan {self.out_dir}{rank}")
+            raise FloatingPointError(self.stopped)
 
     def _entries(self, module, inputs, output):
         for name, p in module.named_parameters(recurse=False):
@@ -234,13 +267,11 @@ class ActivationDumper:
         else:
             yield "output", output
 
-    def _record_stats(self, module, inputs, output):
+    def _record_stats(self, path, cls, frame_entries):
         """Scans the frame's tensors; returns "nan/inf in <module> <label>" for the first bad one."""
         import gpudiag_scan
-        path = self.module_names.get(module, "?")
-        cls = module.__class__.__name__
         entries, bad = [], None
-        for label, value in self._entries(module, inputs, output):
+        for label, value in frame_entries:
             if torch.is_tensor(value):
                 code = gpudiag_scan.Library.code(value.dtype)
                 if code is None:
@@ -254,7 +285,8 @@ class ActivationDumper:
                                 "shape": list(value.shape), "stats": json_stats(s)})
             else:
                 entries.append({"label": label, "kind": "None" if value is None else "not a tensor"})
-        self._stats_frames.append({"module": path, "class": cls, "entries": entries})
+        self._stats_frames.append({"module": path, "class": cls, "time": round(time.time(), 6),
+                                   "entries": entries})
         self._frame += 1
         return bad
 
@@ -264,11 +296,10 @@ class ActivationDumper:
                           f"recorded as 'not a tensor'")
             self._warned.add(dtype)
 
-    def _record(self, module, inputs, output):
-        path = self.module_names.get(module, "?")
-        cls = module.__class__.__name__
+    def _record(self, path, cls, frame_entries):
         bad = None
-        for index, (label, value) in enumerate(self._entries(module, inputs, output)):
+        self._meta[f"time.{self._frame}"] = f"{time.time():.6f}"  # when the frame was recorded
+        for index, (label, value) in enumerate(frame_entries):
             key = f"{self._frame}.{index}|{path}|{cls}|{label}"
             if torch.is_tensor(value):
                 if value.dtype not in _DTYPES:

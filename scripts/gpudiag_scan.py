@@ -3,6 +3,9 @@ of `gpudiag/scan.h`), no compiled extension. `load()` finds the library;
 `Library.scan(tensor)` returns the statistics of one torch tensor, scanned
 where it lives: a CPU tensor at its data pointer, a CUDA tensor on its device
 on the current stream of that device (no copy to the host).
+`Library.checksums(tensors)` returns the replica checksum (64-bit, of the
+bytes) of each of many tensors: one library call for the CPU tensors, one per
+GPU for the others (one kernel launch each).
 
 Where the library is looked for, first found wins: the `path` given, then
 $GPUDIAG_SCAN_LIB, then libgpudiag_scan.so in $GPUDIAG_BUILD_DIR, beside
@@ -36,6 +39,11 @@ class Stats(ctypes.Structure):
                 ("abs_max", ctypes.c_double)] + [(f, ctypes.c_uint64) for f in FIELDS[3:]]
 
 
+class Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("count", ctypes.c_uint64), ("dtype", ctypes.c_int32),
+                ("reserved", ctypes.c_int32)]
+
+
 class ScanError(RuntimeError):
     """The library refused or failed a scan; the message is its reason."""
 
@@ -63,6 +71,11 @@ class Library:
                                           ctypes.POINTER(Stats)]
         lib.gpudiag_scan_device.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int,
                                             ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(Stats)]
+        self.has_checksums = hasattr(lib, "gpudiag_scan_checksums")
+        if self.has_checksums:
+            lib.gpudiag_scan_checksums.argtypes = [ctypes.POINTER(Tensor), ctypes.c_uint64, ctypes.c_int,
+                                                   ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64),
+                                                   ctypes.POINTER(Stats)]
         if lib.gpudiag_scan_abi_version() != ABI_VERSION:
             raise ScanError(f"{path} speaks scan ABI {lib.gpudiag_scan_abi_version()}, "
                             f"this script {ABI_VERSION}: use the scripts of the same gpudiag")
@@ -97,6 +110,42 @@ class Library:
         if rc != 0:
             raise ScanError(self.lib.gpudiag_scan_last_error().decode(errors="replace"))
         return {f: getattr(out, f) for f in FIELDS}
+
+
+    def checksums(self, tensors):
+        """The replica checksum of each tensor (ints below 2**64), in order.
+
+        CPU tensors go in one call, every core; CUDA tensors in one call per
+        device, on that device's current stream. A non-contiguous tensor is
+        made contiguous first (a copy); the checksum covers its bytes."""
+        if not self.has_checksums:
+            raise ScanError(f"{self.path} has no gpudiag_scan_checksums: rebuild gpudiag (the "
+                            f"library is older than this script)")
+        out = [0] * len(tensors)
+        by_device, keep = {}, []
+        for i, t in enumerate(tensors):
+            code = _CODES.get(t.dtype)
+            if code is None:
+                raise ScanError(f"no scanner dtype for {t.dtype}")
+            t = t.detach()
+            if not t.is_contiguous():
+                t = t.contiguous()
+            if t.device.type not in ("cpu", "cuda"):
+                t = t.cpu()
+            keep.append(t)  # alive until the call returns
+            device = t.device.index if t.is_cuda else -1
+            by_device.setdefault(device, []).append((i, t, code))
+        for device, items in by_device.items():
+            n = len(items)
+            table = (Tensor * n)(*[Tensor(t.data_ptr(), t.numel(), code, 0) for _, t, code in items])
+            sums = (ctypes.c_uint64 * n)()
+            stream = torch.cuda.current_stream(device).cuda_stream if device >= 0 else None
+            rc = self.lib.gpudiag_scan_checksums(table, n, device, ctypes.c_void_p(stream), sums, None)
+            if rc != 0:
+                raise ScanError(self.lib.gpudiag_scan_last_error().decode(errors="replace"))
+            for k, (i, _, _) in enumerate(items):
+                out[i] = sums[k]
+        return out
 
 
 def load(path=None):

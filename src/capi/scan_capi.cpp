@@ -1,11 +1,13 @@
 // The C ABI of gpudiag/scan.h over the numerics scanners: argument checks,
 // the dtype table, and every exception turned into -1 and a thread-local
-// one-line reason.
+// one-line reason. Replica checksums go to scan_host (CPU) or
+// scan_device_tensors (one launch per batch on a GPU).
 #include "gpudiag/scan.h"
 
 #include <exception>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "numerics/scan/dtype.h"
 #include "numerics/scan/scan_kernels.h"
@@ -92,6 +94,37 @@ int gpudiag_scan_device(const void* data, uint64_t count, int dtype, void* strea
   if (device < 0) return fail("device " + std::to_string(device) + " is not a CUDA device ordinal");
   try {
     fill(gpudiag::numerics::scan_device_buffer(data, count, t, stream, device), out);
+    return 0;
+  } catch (const gpudiag::Error& e) {
+    return fail(e.one_line());
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+}
+
+int gpudiag_scan_checksums(const gpudiag_scan_tensor* tensors, uint64_t n, int device, void* stream,
+                           uint64_t* checksums, gpudiag_scan_stats* stats) {
+  if (!checksums) return fail("checksums is NULL");
+  if (!tensors && n > 0) return fail("tensors is NULL with n of " + std::to_string(n));
+  if (device < -1) return fail("device " + std::to_string(device) + " is neither -1 (host) nor a CUDA device ordinal");
+  if (n > (std::uint64_t{1} << 32) - 1) return fail("a batch of " + std::to_string(n) + " tensors is too large");
+  try {
+    std::vector<gpudiag::numerics::TensorView> views(n);
+    gpudiag_scan_stats unused;
+    for (std::uint64_t i = 0; i < n; ++i) {
+      DType t;
+      if (check_args(tensors[i].data, tensors[i].count, tensors[i].dtype, stats ? stats : &unused, t) != 0)
+        return fail("tensor " + std::to_string(i) + ": " + last_error);
+      views[i] = {t, gpudiag::numerics::ByteOrder::little,
+                  static_cast<const std::uint8_t*>(tensors[i].data), tensors[i].count};
+    }
+    std::vector<gpudiag::numerics::TensorStats> s(stats ? n : 0);
+    if (device < 0)
+      gpudiag::numerics::scan_host(views, 0, stats ? s.data() : nullptr, checksums);
+    else
+      gpudiag::numerics::scan_device_tensors(views, stream, device, stats ? s.data() : nullptr,
+                                             checksums);
+    for (std::size_t i = 0; i < s.size(); ++i) fill(s[i], stats + i);
     return 0;
   } catch (const gpudiag::Error& e) {
     return fail(e.one_line());

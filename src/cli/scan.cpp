@@ -34,9 +34,11 @@ Runner setup_scan(CLI::App& app) {
       "scan",
       "Find inf/nan in dumped activations (gpudiag-frames/1 dumps from "
       "scripts/dump_activations.py, "
-      "or plain .safetensors / .npy files) and print the overflow detector's report");
+      "or plain .safetensors / .npy files) and print the overflow detector's report; "
+      "compare replica checksums (ReplicaCheck's *replica.jsonl)");
   sub->add_option("paths", cli->options.paths,
-                  "dump files or directories (every *.safetensors, *.npy and *.stats.json)")
+                  "dump files or directories (every *.safetensors, *.npy, *.stats.json and "
+                  "*replica.jsonl)")
       ->check(ExistingPathExplained());
   sub->add_option("--diff", cli->diff,
                   "instead of the report: two batches side by side and the entries whose abs "
@@ -80,7 +82,8 @@ Runner setup_scan(CLI::App& app) {
       ->default_val(0.5)
       ->check(FiniteIn(1e-6, 1.0, "a fraction"));
   sub->add_option("--rank", cli->options.rank,
-                  "stats dumps of a multi-rank job: the rank whose *.stats.json files to scan")
+                  "dumps of a multi-rank job: the rank whose report alone to print (without it: "
+                  "the first rank to go inf/nan, a table of ranks, every rank's report)")
       ->check(CLI::Range(0, (1 << 20) - 1));
   sub->add_option("--threads", cli->options.threads,
                   "CPU scanner threads (default: one per hardware thread)")

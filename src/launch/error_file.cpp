@@ -6,8 +6,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "util/text.h"
@@ -84,6 +86,24 @@ std::optional<ChildError> read_child_error(const std::string& path) {
     }
   }
   return e;
+}
+
+Divergence replica_divergence(const std::string& message) {
+  static const std::string head = "replicas diverged at step ";
+  const auto at = message.find(head);
+  if (at == std::string::npos) return {};
+  Divergence d{true, -1};
+  // "<step>: rank <R> differs from ..."
+  std::size_t i = at + head.size();
+  while (i < message.size() && std::isdigit(static_cast<unsigned char>(message[i]))) ++i;
+  static const std::string rank = ": rank ";
+  if (message.compare(i, rank.size(), rank) != 0) return d;
+  i += rank.size();
+  std::size_t j = i;
+  while (j < message.size() && j - i < 8 && std::isdigit(static_cast<unsigned char>(message[j]))) ++j;
+  if (j == i || message.compare(j, 14, " differs from ") != 0) return d;
+  d.rank = std::atoi(message.substr(i, j - i).c_str());
+  return d;
 }
 
 }  // namespace gpudiag::launch

@@ -26,4 +26,14 @@ struct ChildError {
 /// whose message says why when it exists but cannot be read as one.
 std::optional<ChildError> read_child_error(const std::string& path);
 
+/// A ReplicaCheck's ReplicaDivergence (scripts/replica_check.py), raised on
+/// every rank with the same message: "replicas diverged at step 20: rank 2
+/// differs from ranks 0-1,3 ...". `diverged` is whether `message` is one;
+/// `rank` the rank it names as the wrong replica, -1 when no majority named one.
+struct Divergence {
+  bool diverged = false;
+  int rank = -1;
+};
+Divergence replica_divergence(const std::string& message);
+
 }  // namespace gpudiag::launch

@@ -124,7 +124,8 @@ std::string error_root(const LogPlan& logs, const JobInfo& job, std::string& mad
 
 /// torchrun's ChildFailedError root cause, with the rank that failed first
 /// (not the earliest timestamp, which names a rank that failed because of it
-/// when both fail within a second): its exception and where the traceback is.
+/// when both fail within a second): its exception and where the traceback is;
+/// for a ReplicaDivergence, which every rank raises, the rank its message names.
 void say_root_cause(const JobInfo& job, int local, const std::string& error_dir, bool python,
                     const std::optional<ExitStatus>& how, pid_t pid, long oom_kills_at_start) {
   if (local < 0) return;
@@ -149,6 +150,23 @@ void say_root_cause(const JobInfo& job, int local, const std::string& error_dir,
       say("root cause: " + who + " failed first (" + (how ? how->describe() : "?") +
           ") and wrote no error file (torch's @record on its entry function writes one for an "
           "exception)");
+    return;
+  }
+  // Every replica raises the same ReplicaDivergence: the rank it names is the
+  // cause, not the first to exit.
+  if (const Divergence d = replica_divergence(e->message); d.diverged) {
+    std::string culprit = "the replicas";
+    if (d.rank >= 0) {
+      culprit = "rank " + std::to_string(d.rank);
+      const int node_local = d.rank - job.rank_of(0);
+      if (node_local >= 0 && node_local < job.nproc_per_node)
+        culprit += " [" + short_hostname() + "-" + std::to_string(node_local) + "]";
+    }
+    say("root cause: " + culprit + (d.rank >= 0 ? " holds parameters that differ from the other "
+                                                  "replicas' (silent data corruption?): "
+                                                : " diverged, and no majority names one: ") +
+        e->message + "\n  (raised on every rank; read from " + who + "'s error file)" +
+        (e->where.empty() ? "" : "\n  at " + e->where) + "\n  traceback: " + path);
     return;
   }
   say("root cause: " + who + " raised " + e->message +

@@ -194,7 +194,7 @@ class LooseTensors(unittest.TestCase):
         os.mkdir(empty)
         r = scan(empty)
         self.assertEqual(r.returncode, 2)
-        self.assertIn("has no .safetensors, .npy or .stats.json files", r.stderr)
+        self.assertIn("has no .safetensors, .npy, .stats.json or replica.jsonl files", r.stderr)
 
 
 SHIM = r"""

@@ -186,6 +186,8 @@ class Dumper(unittest.TestCase):
         model(x)  # no hooks left: no second file
         self.assertEqual(os.listdir(self.dir), ["batch-000000.safetensors"])
         tensors, meta = read_safetensors(os.path.join(self.dir, "batch-000000.safetensors"))
+        # Each frame's recording time, then the entries.
+        self.assertTrue(all(float(meta.pop(f"time.{i}")) > 1e9 for i in (0, 1)), meta)
         # Identity returns its input: one object, written once, referenced three times.
         self.assertEqual(meta, {"format": "gpudiag-frames/1", "batch_number": "0",
                                 "0.1|0|Identity|output": "same as 0.0",

@@ -1,8 +1,9 @@
 /* gpudiag's scanner as a C library (libgpudiag_scan.so): the statistics
  * `gpudiag scan` computes for one tensor (abs min and max, and counts of nan,
  * +inf, -inf, zeros, subnormals and |x| >= 1e2, 1e3, 1e4), for a buffer on
- * the host or, in builds with CUDA, in device memory on a given stream. The
- * CLI's scanners run the same code. Every function is safe to call from
+ * the host or, in builds with CUDA, in device memory on a given stream; and
+ * the replica checksums that compare data-parallel replicas' parameters, for
+ * a batch of tensors at once. The CLI's scanners run the same code. Every function is safe to call from
  * several threads; one that fails returns -1 and leaves a one-line reason for
  * gpudiag_scan_last_error() in the calling thread. Contract: docs/scan-abi.md. */
 #ifndef GPUDIAG_SCAN_H
@@ -69,6 +70,26 @@ GPUDIAG_SCAN_API int gpudiag_scan_host(const void* data, uint64_t count, int dty
  * host (waited for with a deadline). -1 in a build without CUDA. */
 GPUDIAG_SCAN_API int gpudiag_scan_device(const void* data, uint64_t count, int dtype, void* stream, int device,
                         gpudiag_scan_stats* out);
+
+/* One tensor of a batch: `count` elements of `dtype` at `data`. */
+typedef struct gpudiag_scan_tensor {
+  const void* data;
+  uint64_t count;
+  int32_t dtype;
+  int32_t reserved; /* 0 */
+} gpudiag_scan_tensor;
+
+/* Replica checksums of `n` tensors: one 64-bit checksum of each tensor's
+ * bytes into checksums[i] (equal bytes, equal checksums, on the CPU and the
+ * GPU alike; docs/formats.md gives the algorithm), and, when `stats` is not
+ * NULL, each tensor's statistics into stats[i] in the same call. `device` -1:
+ * host memory, every core, statistics and checksum in one pass over it;
+ * `device` >= 0: memory of that CUDA device, on `stream` after what is
+ * already queued there, one kernel launch for the whole batch, returning once
+ * the results are on the host (waited for with a deadline), with the device
+ * rules of gpudiag_scan_device (-1 in a build without CUDA). 0, or -1. */
+GPUDIAG_SCAN_API int gpudiag_scan_checksums(const gpudiag_scan_tensor* tensors, uint64_t n, int device,
+                                            void* stream, uint64_t* checksums, gpudiag_scan_stats* stats);
 
 /* Why the last call that returned -1 in this thread failed. */
 GPUDIAG_SCAN_API const char* gpudiag_scan_last_error(void);

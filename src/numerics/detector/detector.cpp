@@ -43,15 +43,17 @@ bool Detector::feed(const Batch& batch, std::span<const TensorStats> stats) {
       out_ << '\n';
       saved_.clear();
     }
+    // A watched tensor (the loss) belongs to its batch, though it comes after the root's frame.
+    const std::uint64_t now = frame.class_name == kWatchClass ? batch.number : live_batch_;
     if (detected_ && !trace) {
-      dump_saved_frames();
+      dump_saved_frames(now);
       result_.stop = StopReason::detected;
     } else if (opt_.abort_after_batch && live_batch_ > *opt_.abort_after_batch) {
       result_.stop = StopReason::aborted;
     } else {
       continue;
     }
-    result_.batch_number = live_batch_;
+    result_.batch_number = result_.stop == StopReason::detected ? now : live_batch_;
     stopped_ = true;
     return false;
   }
@@ -82,7 +84,7 @@ std::string Detector::analyse(const Batch& batch, const Frame& frame,
       detected_ = true;
       if (!result_.first)
         result_.first = Finding{batch.number, frame.index, frame.module, frame.class_name,
-                                e.label,      s.has_nan(), s.has_inf()};
+                                e.label,      s.has_nan(), s.has_inf(), frame.time};
     }
   }
   return text;
@@ -93,8 +95,8 @@ void Detector::save(std::string frame_text) {
   while (saved_.size() > opt_.max_frames) saved_.pop_front();
 }
 
-void Detector::dump_saved_frames() {
-  out_ << "\nDetected inf/nan during batch_number=" << live_batch_ << '\n';
+void Detector::dump_saved_frames(std::uint64_t batch_number) {
+  out_ << "\nDetected inf/nan during batch_number=" << batch_number << '\n';
   out_ << "Last " << saved_.size() << " forward frames:\n";
   out_ << kColumnHeader << '\n';
   for (std::size_t k = 0; k < saved_.size(); ++k) out_ << (k ? "\n" : "") << saved_[k];

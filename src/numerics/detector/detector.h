@@ -21,11 +21,15 @@
 //
 // One deliberate difference: the reference replaces its ring with a plain
 // list when it empties it in trace mode, so after a traced batch it no longer
-// bounds the frames it keeps; here --max-frames always bounds them.
+// bounds the frames it keeps; here --max-frames always bounds them. And one
+// addition: a frame of ActivationDumper.watch() (class "watch", a tensor such
+// as the loss, recorded after the root's frame) is reported in its own batch,
+// "Detected inf/nan during batch_number=N" for an inf loss of batch N.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <optional>
 #include <ostream>
 #include <set>
@@ -51,6 +55,7 @@ struct Finding {
   std::string class_name;
   std::string label;
   bool nan = false, inf = false;
+  double time = std::numeric_limits<double>::quiet_NaN();  ///< the frame's, when the dump has it
 };
 
 enum class StopReason { end_of_dump, detected, aborted };
@@ -77,7 +82,7 @@ class Detector {
  private:
   std::string analyse(const Batch& batch, const Frame& frame, std::span<const TensorStats> stats);
   void save(std::string frame_text);
-  void dump_saved_frames();
+  void dump_saved_frames(std::uint64_t batch_number);
 
   DetectorOptions opt_;
   std::ostream& out_;

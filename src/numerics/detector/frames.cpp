@@ -1,6 +1,8 @@
 #include "numerics/detector/frames.h"
 
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <map>
 
 #include "numerics/formats/quote.h"
@@ -34,6 +36,17 @@ struct Found {
 std::string where(const Found& f) {
   return f.file->path() + ": batch " + std::to_string(f.file->batch_number) + ", frame " +
          std::to_string(f.name.frame);
+}
+
+/// "time.<frame>" metadata: when the dumper recorded that frame.
+void collect_times(const InputFile& in, std::map<std::uint64_t, double>& times) {
+  for (const auto& [key, value] : in.safetensors.metadata) {
+    std::uint64_t frame = 0;
+    if (!key.starts_with("time.") || !parse_u64(std::string_view(key).substr(5), &frame)) continue;
+    char* end = nullptr;
+    const double t = std::strtod(value.c_str(), &end);
+    if (end && *end == 0 && std::isfinite(t) && t >= 0) times[frame] = t;
+  }
 }
 
 void collect(const InputFile& in, std::vector<Found>& out) {
@@ -75,7 +88,8 @@ void collect(const InputFile& in, std::vector<Found>& out) {
   }
 }
 
-Batch build_batch(std::uint64_t number, std::vector<Found>& found) {
+Batch build_batch(std::uint64_t number, std::vector<Found>& found,
+                  const std::map<std::uint64_t, double>& times) {
   // frame index -> entry index -> the entry
   std::map<std::uint64_t, std::map<std::uint64_t, const Found*>> frames;
   for (const auto& f : found) {
@@ -98,6 +112,7 @@ Batch build_batch(std::uint64_t number, std::vector<Found>& found) {
     ++expected_frame;
     const Found& first = *entries.begin()->second;
     Frame frame{index, first.name.module, first.name.class_name, {}};
+    if (auto t = times.find(index); t != times.end()) frame.time = t->second;
     std::uint64_t expected_entry = 0;
     for (const auto& [e, f] : entries) {
       if (e != expected_entry)
@@ -151,12 +166,16 @@ std::optional<EntryName> parse_entry_name(std::string_view name) {
   return out;
 }
 
-std::vector<Batch> assemble_batches(const std::vector<InputFile>& inputs) {
+std::vector<Batch> assemble_batches(const std::vector<InputFile>& inputs, int rank) {
   std::map<std::uint64_t, std::vector<Found>> by_batch;
+  std::map<std::uint64_t, std::map<std::uint64_t, double>> times;
   for (const auto& in : inputs)
-    if (in.kind == InputKind::frames) collect(in, by_batch[in.batch_number]);
+    if (in.kind == InputKind::frames && (rank == kAnyRank || in.rank == rank)) {
+      collect(in, by_batch[in.batch_number]);
+      collect_times(in, times[in.batch_number]);
+    }
   std::vector<Batch> out;
-  for (auto& [number, found] : by_batch) out.push_back(build_batch(number, found));
+  for (auto& [number, found] : by_batch) out.push_back(build_batch(number, found, times[number]));
   return out;
 }
 

@@ -6,10 +6,14 @@
 // "None" or "not a tensor". Files with the same batch_number are one batch,
 // whatever their order on the command line; frames and entries are ordered
 // by their indices, which must run 0, 1, 2, ... without gaps or repeats, and
-// all entries of a frame must name the same module and class.
+// all entries of a frame must name the same module and class. A metadata key
+// "time.<frame>" (the dumper writes one per frame) is when that frame was
+// recorded, in seconds since the epoch; the files of several ranks are told
+// apart by their "rank" metadata.
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,7 +50,12 @@ struct Frame {
   std::string module;
   std::string class_name;
   std::vector<Entry> entries;
+  double time = std::numeric_limits<double>::quiet_NaN();  ///< when recorded (epoch s); NaN unknown
 };
+
+/// The class of a frame ActivationDumper.watch() wrote: a tensor computed
+/// outside the modules (the loss), recorded after its batch's root frame.
+inline constexpr std::string_view kWatchClass = "watch";
 
 struct Batch {
   std::uint64_t number = 0;
@@ -54,10 +63,12 @@ struct Batch {
   std::vector<const TensorInfo*> tensors;  ///< every tensor entry, in frame/entry order
 };
 
-/// Groups the frames files among `inputs` into batches sorted by number.
+/// Groups the frames files among `inputs` into batches sorted by number,
+/// only those of `rank` (InputFile::rank) unless it is kAnyRank.
 /// Throws UsageError naming the file (and batch) on a malformed name, a
 /// duplicate entry, a missing frame or entry, or a frame whose entries
 /// disagree about the module.
-std::vector<Batch> assemble_batches(const std::vector<InputFile>& inputs);
+inline constexpr int kAnyRank = -2;
+std::vector<Batch> assemble_batches(const std::vector<InputFile>& inputs, int rank = kAnyRank);
 
 }  // namespace gpudiag::numerics

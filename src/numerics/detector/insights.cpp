@@ -105,20 +105,22 @@ void Insights::add_loose(const std::string& where, const TensorInfo& t, const Te
 }
 
 void Insights::print(std::FILE* to) const {
+  const std::string head = "gpudiag scan: " + (who_.empty() ? std::string() : who_ + ": ");
+  const char* h = head.c_str();
   if (near_)
     std::fprintf(to,
-                 "gpudiag scan: first %s near the %s limit (abs max >= %g of %s): %s, abs "
+                 "%sfirst %s near the %s limit (abs max >= %g of %s): %s, abs "
                  "max %s\n",
-                 near_->where.empty() ? "frame" : "tensor",
+                 h, near_->where.empty() ? "frame" : "tensor",
                  std::string(dtype_name(near_->dtype)).c_str(), near_limit_,
                  format_e2(near_->limit).c_str(),
                  (near_->where.empty() ? near_->at.describe() : near_->where).c_str(),
                  format_e2(near_->abs_max).c_str());
   if (underflow_)
     std::fprintf(to,
-                 "gpudiag scan: most underflow: %s, %.1f%% of its %llu %s elements subnormal "
+                 "%smost underflow: %s, %.1f%% of its %llu %s elements subnormal "
                  "(precision lost near zero)\n",
-                 underflow_->at.describe().c_str(),
+                 h, underflow_->at.describe().c_str(),
                  100.0 * static_cast<double>(underflow_->subnormal) /
                      static_cast<double>(underflow_->count),
                  static_cast<unsigned long long>(underflow_->count),
@@ -126,10 +128,10 @@ void Insights::print(std::FILE* to) const {
   if (hint_) {
     const bool fp8 = hint_->looks_like == DType::F8_E4M3;
     std::fprintf(to,
-                 "gpudiag scan: hint: %s holds %s values that look like %s bit patterns (saved "
+                 "%shint: %s holds %s values that look like %s bit patterns (saved "
                  "through an integer view?); read them as such with --dtype %s (.npy), or save "
                  "the tensor in its own dtype\n",
-                 hint_->where.c_str(), std::string(dtype_name(hint_->stored)).c_str(),
+                 h, hint_->where.c_str(), std::string(dtype_name(hint_->stored)).c_str(),
                  fp8 ? "fp8" : "bf16", fp8 ? "f8_e4m3 (or f8_e5m2)" : "bf16");
   }
 }

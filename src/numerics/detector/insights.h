@@ -61,14 +61,16 @@ std::optional<DType> looks_like_float_bits(const TensorView& v);
 
 class Insights {
  public:
-  explicit Insights(double near_limit = 0.5) : near_limit_(near_limit) {}
+  explicit Insights(double near_limit = 0.5, std::string who = {})
+      : near_limit_(near_limit), who_(std::move(who)) {}
 
   /// One scanned batch; `stats` holds one entry per batch.tensors slot.
   void add_batch(const Batch& batch, std::span<const TensorStats> stats);
   /// A loose tensor (not in a frames dump): only the dtype hint and totals.
   void add_loose(const std::string& where, const TensorInfo& tensor, const TensorStats& stats);
 
-  /// The lines for stderr ("gpudiag scan: ..."), nothing when there is nothing to say.
+  /// The lines for stderr ("gpudiag scan: ...", "gpudiag scan: rank 2: ..." for a
+  /// `who` of "rank 2"), nothing when there is nothing to say.
   void print(std::FILE* to) const;
   nlohmann::json json() const;
 
@@ -76,6 +78,7 @@ class Insights {
 
  private:
   double near_limit_;
+  std::string who_;
   std::optional<NearLimit> near_;
   std::optional<Underflow> underflow_;
   std::optional<DTypeHint> hint_;

@@ -1,3 +1,7 @@
+// gpudiag scan as a library call (scan_command.h): replica checksum files
+// first (their verdict line), then the dumps: one rank's report, or every
+// rank's after the line naming the first to go inf/nan (replay.h), or loose
+// tensors; the insights, the summary line and the JSON at the end.
 #include "numerics/detector/scan_command.h"
 
 #include <spdlog/spdlog.h>
@@ -16,7 +20,11 @@
 #include "numerics/detector/insights.h"
 #include "numerics/formats/inputs.h"
 #include "numerics/detector/loose_report.h"
+#include "numerics/detector/rank_scan.h"
+#include "numerics/detector/replay.h"
+#include "numerics/detector/replica_verdict.h"
 #include "numerics/detector/scan_json.h"
+#include "numerics/formats/replica_sums.h"
 #include "numerics/formats/stats_dump.h"
 #include "util/error.h"
 #include "util/strings.h"
@@ -25,7 +33,6 @@
 namespace gpudiag::numerics {
 
 namespace {
-
 
 /// Opens every file; prints one line per malformed file. Returns false when any was.
 bool open_all(const std::vector<std::string>& files, std::optional<DType> npy_dtype,
@@ -72,102 +79,51 @@ std::vector<TensorView> views_of(const std::vector<const TensorInfo*>& tensors) 
   return views;
 }
 
-/// In the oldest batch of the dump, the first nan/inf (in run order) is in
-/// its first frame, or in a parameter (a weight already broken when the
-/// batch began): whatever produced it ran before the first batch the dump kept.
-void warn_if_cause_is_older(const Batch& b, const std::vector<TensorStats>& stats) {
-  for (const Frame& f : b.frames)
-    for (const Entry& e : f.entries) {
-      if (e.kind != EntryKind::tensor || e.slot >= stats.size() ||
-          !(stats[e.slot].has_nan() || stats[e.slot].has_inf()))
-        continue;
-      const bool parameter = !e.label.starts_with("input") && !e.label.starts_with("output");
-      if (&f == &b.frames.front() || parameter)
-        spdlog::warn(
-            "the oldest batch of the dump (batch {}) starts with nan/inf ({} {} {}): the cause is "
-            "earlier than this dump (keep_last deleted it, or the dump started late); dump from "
-            "an earlier batch, or let the dumper stop at the first nan (stop_on_nan=True)",
-            b.number, f.module.empty() ? "the model" : f.module, f.class_name, e.label);
-      return;
-    }
+/// The ranks among frames inputs (InputFile::rank, -1 for none), sorted.
+std::vector<int> ranks_of(const std::vector<InputFile>& inputs) {
+  std::vector<int> ranks;
+  for (const auto& in : inputs)
+    if (in.kind == InputKind::frames && std::find(ranks.begin(), ranks.end(), in.rank) == ranks.end())
+      ranks.push_back(in.rank);
+  std::sort(ranks.begin(), ranks.end());
+  return ranks;
 }
 
-/// Progress on stderr for a scan that takes more than two seconds, only when
-/// stderr is a terminal: one line rewritten in place, erased at the end.
-class Progress {
- public:
-  explicit Progress(std::size_t total)
-      : total_(total), tty_(::isatty(STDERR_FILENO) == 1), t0_(std::chrono::steady_clock::now()) {}
-  ~Progress() { clear(); }
-  /// Erases the line, so the report (stdout, maybe the same terminal) is not mixed with it.
-  void clear() {
-    if (shown_) std::fprintf(stderr, "\r\033[K");
-    shown_ = false;
-  }
-  void done(std::size_t batches, std::uint64_t bytes) {
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-    if (!tty_ || s < 2.0) return;
-    shown_ = true;
-    std::fprintf(stderr, "\rgpudiag scan: batch %zu of %zu, %s in %.0f s", batches, total_,
-                 human_bytes(bytes).c_str(), s);
-  }
-
- private:
-  std::size_t total_;
-  bool tty_, shown_ = false;
-  std::chrono::steady_clock::time_point t0_;
-};
-
-/// The statistics of batch i of a replay, scanned or read.
-using StatsOf = std::function<std::vector<TensorStats>(std::size_t)>;
-
-/// Replays batches through the reference detector (frames dumps, tensors or stats).
-int replay(const ScanOptions& o, const std::vector<Batch>& batches, const StatsOf& stats_of,
-           ScanJson& json, Insights& insights, std::ostream& out) {
-  for (auto n : o.detector.trace_batches) {
-    bool present = false;
-    for (const auto& b : batches) present = present || b.number == n;
-    if (!present) spdlog::warn("--trace-batches: batch {} is not in the dump", n);
-  }
-  Detector detector(o.detector, out);
-  Progress progress(batches.size());
-  for (std::size_t i = 0; i < batches.size(); ++i) {
-    const Batch& batch = batches[i];
-    if (o.detector.abort_after_batch && batch.number > *o.detector.abort_after_batch) {
-      detector.feed(batch, {});  // stops without scanning
-      break;
-    }
-    const auto stats = stats_of(i);
-    if (i == 0) warn_if_cause_is_older(batch, stats);
-    json.add_batch(batch, stats);
-    insights.add_batch(batch, stats);
-    progress.clear();
-    if (!detector.feed(batch, stats)) break;
-    progress.done(i + 1, insights.bytes);
-  }
-  out.flush();
-  const DetectorResult& r = detector.result();
+/// One rank's replay as the scan's result: exit status 1 when inf/nan was seen.
+int single(const DetectorResult& r, ScanJson& json) {
   json.set_result(r.first.has_value(), &r);
-  if (r.stop == StopReason::detected)
-    spdlog::warn(
-        "inf/nan detected: stopped at batch_number={} like the live detector; the frames above "
-        "show the values leading up to it",
-        r.batch_number);
-  else if (r.stop == StopReason::aborted)
-    spdlog::warn("aborting after {} batches due to --abort-after-batch={}", r.batch_number,
-                 *o.detector.abort_after_batch);
-  else if (r.first)
-    spdlog::warn(
-        "inf/nan found in traced batch {} (module {} {}, {}); see the 'has nans'/'has infs' lines",
-        r.first->batch, r.first->module, r.first->class_name, r.first->label);
   return static_cast<int>(r.first ? ExitCode::broken : ExitCode::ok);
 }
 
-int scan_frames(const ScanOptions& o, const std::vector<Batch>& batches, Scanner& scanner,
+/// The dumps of several ranks: the first inf/nan line, the table, each rank's report.
+int several(const ScanOptions& o, const std::vector<RankDump>& dumps, ScanJson& json,
+            Insights& insights, std::ostream& out) {
+  const auto outcomes = replay_ranks(o.detector, o.near_limit, dumps, json, insights, out);
+  const bool found = first_bad(outcomes).has_value();
+  json.set_result(found, nullptr);
+  return static_cast<int>(found ? ExitCode::broken : ExitCode::ok);
+}
+
+/// A tensors dump: one rank's (--rank, or a dump of one rank), or every rank's.
+int scan_frames(const ScanOptions& o, const std::vector<InputFile>& inputs, Scanner& scanner,
                 ScanJson& json, Insights& insights, std::ostream& out) {
-  return replay(
-      o, batches, [&](std::size_t i) { return scanner.scan(views_of(batches[i].tensors)); }, json,
-      insights, out);
+  const auto ranks = ranks_of(inputs);
+  auto scan_of = [&](const std::vector<Batch>& batches) -> StatsOf {
+    return [&](std::size_t i) { return scanner.scan(views_of(batches[i].tensors)); };
+  };
+  if (o.rank >= 0 || ranks.size() <= 1) {
+    if (o.rank >= 0 && std::find(ranks.begin(), ranks.end(), o.rank) == ranks.end())
+      throw UsageError("--rank " + std::to_string(o.rank) + ": no dump file of that rank among those given",
+                       "check --rank against the \"rank\" metadata of the files");
+    const auto batches = assemble_batches(inputs, o.rank >= 0 ? o.rank : kAnyRank);
+    return single(replay(o.detector, batches, scan_of(batches), json, insights, out), json);
+  }
+  std::vector<std::vector<Batch>> per_rank;
+  for (int r : ranks) per_rank.push_back(assemble_batches(inputs, r));
+  std::vector<RankDump> dumps;
+  for (std::size_t k = 0; k < ranks.size(); ++k)
+    dumps.push_back({ranks[k], per_rank[k], scan_of(per_rank[k])});
+  return several(o, dumps, json, insights, out);
 }
 
 /// Loose tensor files, one at a time: each is mapped while it is scanned and
@@ -197,14 +153,19 @@ int scan_loose(const std::vector<std::string>& files, const ScanOptions& o, Scan
 
 void print_summary(const Insights& in, bool frames, double seconds);
 
-/// After a scan: the insights and summary on stderr, the JSON file.
+/// The replica comparison's JSON, when replica files were given.
+using Replicas = std::optional<nlohmann::ordered_json>;
+
+/// After a scan: the insights and summary on stderr, the JSON file (with the
+/// replica comparison's section, when replica files were given too).
 void finish(const ScanOptions& o, ScanJson& json, const Insights& insights, int code, bool frames,
-            std::chrono::steady_clock::time_point t0) {
+            std::chrono::steady_clock::time_point t0, const Replicas& replicas) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   insights.print(stderr);
   if (code == 0) print_summary(insights, frames, seconds);
   json.set_insights(insights.json());
+  if (replicas) json.set_section("replicas", *replicas);
   if (!o.json_path.empty()) json.write(o.json_path);
 }
 
@@ -228,33 +189,48 @@ void print_summary(const Insights& in, bool frames, double seconds) {
   std::fprintf(stderr, "%s, no inf or nan\n", line.c_str());
 }
 
-/// A `gpudiag-frames-stats/1` dump: the statistics are read, not scanned.
-int scan_stats(const ScanOptions& o, const std::vector<std::string>& files, std::ostream& out) {
+/// A `gpudiag-frames-stats/1` dump: the statistics are read, not scanned;
+/// one rank's (--rank, or a dump of one rank), or every rank's.
+int scan_stats(const ScanOptions& o, const std::vector<std::string>& files, std::ostream& out,
+               const Replicas& replicas) {
   for (const auto& f : files)
     if (!is_stats_path(f))
       throw UsageError(f + " is a tensor file among statistics files (*.stats.json)",
                        "scan a stats dump and a tensor dump in separate runs");
-  const StatsDump dump = read_stats_dump(files, o.rank);
+  const StatsDump dump = read_stats_dump(files, o.rank, true);
   spdlog::info("scan: {} stats file(s), nothing to scan", files.size());
   ScanJson json("frames", "none (statistics read from a stats dump)", files, !o.json_path.empty());
   json.set_options(o.detector);
   Insights insights(o.near_limit);
   const auto t0 = std::chrono::steady_clock::now();
-  const int code = replay(
-      o, dump.batches, [&](std::size_t i) { return dump.stats[i]; }, json, insights, out);
-  finish(o, json, insights, code, true, t0);
+  std::vector<RankDump> dumps;  // contiguous runs of batches of one rank
+  for (std::size_t i = 0; i < dump.batches.size();) {
+    std::size_t j = i;
+    while (j < dump.batches.size() && dump.batch_rank[j] == dump.batch_rank[i]) ++j;
+    const std::span<const Batch> batches(dump.batches.data() + i, j - i);
+    dumps.push_back({dump.batch_rank[i], batches, [&dump, i](std::size_t k) { return dump.stats[i + k]; }});
+    i = j;
+  }
+  const int code = dumps.size() == 1
+                       ? single(replay(o.detector, dumps[0].batches, dumps[0].stats_of, json, insights, out), json)
+                       : several(o, dumps, json, insights, out);
+  finish(o, json, insights, code, true, t0, replicas);
   return code;
 }
 
-}  // namespace
+/// Replica checksum files (replica_verdict.h): the verdict line on `out`.
+int scan_replicas(const std::vector<std::string>& files, std::ostream& out, Replicas& json) {
+  nlohmann::ordered_json j;
+  const bool diverged = check_replica_files(files, out, &j);
+  out.flush();
+  json = std::move(j);
+  return static_cast<int>(diverged ? ExitCode::broken : ExitCode::ok);
+}
 
-int run_scan(const ScanOptions& o, std::ostream& out) {
-  if (!o.json_path.empty() && o.json_path != "-" && !std::ofstream(o.json_path, std::ios::app))
-    throw UsageError("--json " + o.json_path + ": cannot open for writing: " + std::strerror(errno),
-                     "check that the directory exists and is writable");
-  const auto files = expand_paths(o.paths);
-  if (std::any_of(files.begin(), files.end(), is_stats_path)) return scan_stats(o, files, out);
-  if (o.rank >= 0) spdlog::warn("--rank {} applies to stats dumps only", o.rank);
+/// Frames dumps, stats dumps or loose tensors (not replica files).
+int scan_dumps(const ScanOptions& o, const std::vector<std::string>& files, std::ostream& out,
+               const Replicas& replicas) {
+  if (std::any_of(files.begin(), files.end(), is_stats_path)) return scan_stats(o, files, out, replicas);
   // Every file is checked first (each malformed one named), one mapping at a
   // time; a frames dump is then kept open whole (its batches span its files),
   // loose files are opened again one by one as they are scanned.
@@ -266,14 +242,16 @@ int run_scan(const ScanOptions& o, std::ostream& out) {
   if (!frames && (!o.detector.trace_batches.empty() || o.detector.abort_after_batch))
     spdlog::warn("--trace-batches and --abort-after-batch apply to frames dumps only");
 
-  std::vector<Batch> batches;
-  if (frames) batches = assemble_batches(inputs);
   // --device auto times both scanners on the first 256 MiB about to be scanned.
   std::vector<TensorView> sample;
   std::unique_ptr<Scanner> scanner_for_auto;  // made while the sample's file is open
   if (o.device == ScanDevice::automatic) {
     std::vector<TensorView> first;
-    if (frames && !batches.empty()) first = views_of(batches.front().tensors);
+    if (frames) {
+      const auto ranks = ranks_of(inputs);
+      const auto batches = assemble_batches(inputs, o.rank >= 0 ? o.rank : ranks.front());
+      if (!batches.empty()) first = views_of(batches.front().tensors);
+    }
     std::optional<InputFile> first_loose;
     if (!frames && !files.empty()) {
       first_loose.emplace(open_input(files.front(), o.npy_dtype));
@@ -289,10 +267,37 @@ int run_scan(const ScanOptions& o, std::ostream& out) {
   json.set_options(o.detector);
   Insights insights(o.near_limit);
   const auto t0 = std::chrono::steady_clock::now();
-  const int code = frames ? scan_frames(o, batches, *scanner, json, insights, out)
+  if (!frames && o.rank >= 0) spdlog::warn("--rank {} applies to dumps only", o.rank);
+  const int code = frames ? scan_frames(o, inputs, *scanner, json, insights, out)
                           : scan_loose(files, o, *scanner, json, insights, out);
-  finish(o, json, insights, code, frames, t0);
+  finish(o, json, insights, code, frames, t0, replicas);
   return code;
+}
+
+}  // namespace
+
+int run_scan(const ScanOptions& o, std::ostream& out) {
+  if (!o.json_path.empty() && o.json_path != "-" && !std::ofstream(o.json_path, std::ios::app))
+    throw UsageError("--json " + o.json_path + ": cannot open for writing: " + std::strerror(errno),
+                     "check that the directory exists and is writable");
+  auto files = expand_paths(o.paths);
+  // Replica checksum files first: their line goes before any dump's report.
+  std::vector<std::string> replica_files;
+  std::erase_if(files, [&](const std::string& f) {
+    return is_replica_path(f) ? (replica_files.push_back(f), true) : false;
+  });
+  Replicas replicas;
+  const int replica_code = replica_files.empty() ? 0 : scan_replicas(replica_files, out, replicas);
+  if (files.empty()) {
+    if (!o.json_path.empty()) {
+      ScanJson json("replicas", "none (checksums read from replica files)", replica_files);
+      json.set_section("result", {{"replicas_diverged", replica_code != 0}});
+      json.set_section("replicas", *replicas);
+      json.write(o.json_path);
+    }
+    return replica_code;
+  }
+  return std::max(replica_code, scan_dumps(o, files, out, replicas));
 }
 
 }  // namespace gpudiag::numerics

@@ -84,7 +84,7 @@ std::unique_ptr<Side> resolve(const ScanOptions& o, const std::string& spec) {
         throw UsageError("--diff compares frames dumps, and " + f + " holds loose tensors",
                          "scan loose tensor files without --diff");
     }
-    side->batches = assemble_batches(side->inputs);
+    side->batches = assemble_batches(side->inputs, o.rank >= 0 ? o.rank : kAnyRank);
   }
   const std::string where = paths.size() == 1 ? paths[0] : "the dumps given";
   std::string numbers;

@@ -96,9 +96,10 @@ void ScanJson::set_options(const DetectorOptions& o) {
   doc_["options"] = j;
 }
 
-void ScanJson::add_batch(const Batch& batch, std::span<const TensorStats> stats) {
+void ScanJson::add_batch(const Batch& batch, std::span<const TensorStats> stats, int rank) {
   if (!enabled_) return;
   ojson b;
+  if (rank >= 0) b["rank"] = rank;
   b["batch_number"] = batch.number;
   ojson frames = ojson::array();
   for (const Frame& f : batch.frames) {
@@ -106,6 +107,7 @@ void ScanJson::add_batch(const Batch& batch, std::span<const TensorStats> stats)
     fj["frame"] = f.index;
     fj["module"] = f.module;
     fj["class"] = f.class_name;
+    if (!std::isnan(f.time)) fj["time"] = f.time;
     ojson entries = ojson::array();
     for (const Entry& e : f.entries) {
       ojson ej;
@@ -140,6 +142,10 @@ void ScanJson::add_loose_file(const std::string& path, std::span<const LooseTens
 
 void ScanJson::set_insights(nlohmann::json insights) {
   if (enabled_) doc_["insights"] = std::move(insights);
+}
+
+void ScanJson::set_section(const std::string& key, ojson value) {
+  if (enabled_) doc_[key] = std::move(value);
 }
 
 void ScanJson::set_result(bool found, const DetectorResult* r) {

@@ -21,13 +21,16 @@ class ScanJson {
            bool enabled = true);
 
   void set_options(const DetectorOptions& options);
-  void add_batch(const Batch& batch, std::span<const TensorStats> stats);
+  /// `rank` >= 0: the batch is that rank's (dumps of several ranks), said in its object.
+  void add_batch(const Batch& batch, std::span<const TensorStats> stats, int rank = -1);
   void add_loose_file(const std::string& path, std::span<const LooseTensor> tensors,
                       std::span<const TensorStats> stats);
   /// `result` is null in tensors mode; `found` says whether any nan/inf was seen.
   void set_result(bool found, const DetectorResult* result);
   /// What the reference report cannot tell (insights.h), under "insights".
   void set_insights(nlohmann::json insights);
+  /// Any other top-level section: "ranks" (rank_scan.h), "replicas" (replica_verdict.h).
+  void set_section(const std::string& key, nlohmann::ordered_json value);
 
   /// Writes the document to `path`, or to stdout when it is "-"; throws
   /// UsageError when the file cannot be written.

@@ -32,13 +32,14 @@ std::vector<std::string> expand_paths(const std::vector<std::string>& paths) {
     std::vector<std::string> found;
     for (const auto& e : fs::directory_iterator(p, ec)) {
       const auto ext = e.path().extension();
-      const bool stats = e.path().filename().string().ends_with(".stats.json");
+      const auto name = e.path().filename().string();
+      const bool stats = name.ends_with(".stats.json") || name.ends_with("replica.jsonl");
       if ((ext == ".safetensors" || ext == ".npy" || stats) && !e.is_directory())
         found.push_back(e.path().string());
     }
     if (ec) throw UsageError(p + ": cannot list the directory: " + ec.message());
     if (found.empty())
-      throw UsageError(p + ": the directory has no .safetensors, .npy or .stats.json files",
+      throw UsageError(p + ": the directory has no .safetensors, .npy, .stats.json or replica.jsonl files",
                        "point gpudiag scan at the directory the dumper wrote");
     std::sort(found.begin(), found.end());
     out.insert(out.end(), found.begin(), found.end());
@@ -69,6 +70,13 @@ void classify_safetensors(InputFile& in) {
     throw UsageError(in.path() + ": \"batch_number\" metadata " + quote(batch->second) +
                      " is not a non-negative decimal integer");
   in.batch_number = static_cast<std::uint64_t>(*n);
+  if (auto rank = meta.find("rank"); rank != meta.end()) {
+    auto r = parse_int(rank->second);
+    if (!r || *r < 0 || *r >= (1 << 20))
+      throw UsageError(in.path() + ": \"rank\" metadata " + quote(rank->second) +
+                       " is not a rank (0 to 2^20 - 1)");
+    in.rank = static_cast<int>(*r);
+  }
 }
 
 /// Test-only (GPUDIAG_TEST_STOP_AFTER_OPEN=1): the process stops itself after a file is

@@ -28,6 +28,7 @@ struct InputFile {
   SafetensorsFile safetensors;     ///< kinds frames and loose_safetensors
   NpyArray npy;                    ///< kind npy
   std::uint64_t batch_number = 0;  ///< kind frames
+  int rank = -1;                   ///< kind frames: its "rank" metadata; -1 none
 
   const std::string& path() const { return mapping.path(); }
 };

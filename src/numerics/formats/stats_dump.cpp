@@ -146,6 +146,9 @@ void build_batch(const Parsed& p, StatsDump& out) {
     frame.index = f;
     frame.module = clean_text(get_str(fr, "module", p.path, where));  // util/text.h
     frame.class_name = clean_text(get_str(fr, "class", p.path, where, 512));
+    if (auto t = fr.find("time"); t != fr.end() && t->is_number() && std::isfinite(t->get<double>()) &&
+                                  t->get<double>() >= 0)
+      frame.time = t->get<double>();
     for (std::size_t e = 0; e < fr["entries"].size(); ++e) {
       const json& en = fr["entries"][e];
       const std::string at = where + ", entry " + std::to_string(e);
@@ -197,7 +200,7 @@ bool is_stats_path(const std::string& path) {
          path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-StatsDump read_stats_dump(const std::vector<std::string>& files, int rank) {
+StatsDump read_stats_dump(const std::vector<std::string>& files, int rank, bool all_ranks) {
   // One file at a time: its JSON tree is dropped once its batch is built.
   StatsDump all;
   std::vector<std::pair<int, std::string>> owner;  // per built batch: its rank and file
@@ -210,7 +213,7 @@ StatsDump read_stats_dump(const std::vector<std::string>& files, int rank) {
     owner.emplace_back(p.rank, p.path);
   }
   std::sort(all.ranks.begin(), all.ranks.end());
-  if (rank < 0 && all.ranks.size() > 1) {
+  if (rank < 0 && !all_ranks && all.ranks.size() > 1) {
     std::string list;
     for (int r : all.ranks)
       list += (list.empty() ? "" : ", ") + (r < 0 ? std::string("none") : std::to_string(r));
@@ -220,22 +223,25 @@ StatsDump read_stats_dump(const std::vector<std::string>& files, int rank) {
   if (all.batches.empty())
     throw UsageError("no stats file of rank " + std::to_string(rank) + " among those given",
                      "check --rank against the rank in the file names");
-  // Batches in number order; the tensors they point to stay where they are.
+  // Batches in rank, then number order; the tensors they point to stay where they are.
   std::vector<std::size_t> order(all.batches.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return all.batches[a].number < all.batches[b].number;
+    return std::pair(owner[a].first, all.batches[a].number) <
+           std::pair(owner[b].first, all.batches[b].number);
   });
   StatsDump out;
   out.ranks = all.ranks;
   out.tensors = std::move(all.tensors);  // a deque: the moved elements keep their addresses
   for (std::size_t k = 0; k < order.size(); ++k) {
     const std::size_t i = order[k];
-    if (k > 0 && all.batches[i].number == out.batches.back().number)
+    if (k > 0 && all.batches[i].number == out.batches.back().number &&
+        owner[i].first == out.batch_rank.back())
       throw UsageError(owner[i].second + " and " + owner[order[k - 1]].second + " both hold batch " +
                            std::to_string(all.batches[i].number),
                        "keep one stats file per batch (and rank)");
     out.batches.push_back(std::move(all.batches[i]));
+    out.batch_rank.push_back(owner[i].first);
     out.stats.push_back(std::move(all.stats[i]));
   }
   return out;

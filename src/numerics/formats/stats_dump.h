@@ -26,15 +26,18 @@ inline constexpr const char* kStatsFormat = "gpudiag-frames-stats/1";
 bool is_stats_path(const std::string& path);
 
 struct StatsDump {
-  std::vector<Batch> batches;                    ///< sorted by number
+  std::vector<Batch> batches;                    ///< sorted by rank, then number
+  std::vector<int> batch_rank;                   ///< per batch: the rank of its file (-1 none)
   std::vector<std::vector<TensorStats>> stats;   ///< per batch, per tensor slot
   std::deque<TensorInfo> tensors;                ///< what Batch::tensors point to (no data)
   std::vector<int> ranks;                        ///< the ranks the files name, sorted, unique
 };
 
 /// Reads every file; throws UsageError naming the file on anything malformed,
-/// two files of one batch, or files of several ranks when `rank` is -1.
-/// `rank` >= 0 keeps that rank's files only.
-StatsDump read_stats_dump(const std::vector<std::string>& files, int rank = -1);
+/// two files of one batch (and rank), or files of several ranks when `rank`
+/// is -1 and `all_ranks` is false. `rank` >= 0 keeps that rank's files only.
+/// A frame's optional "time" (seconds since the epoch) is Frame::time.
+StatsDump read_stats_dump(const std::vector<std::string>& files, int rank = -1,
+                          bool all_ranks = false);
 
 }  // namespace gpudiag::numerics

@@ -67,4 +67,13 @@ int blocks_per_sm(std::string* error);
 int launch(const Segment* segments, std::uint32_t n_segments, std::uint64_t total_tiles,
            Accumulator* results, int grid, void* stream);
 
+/// The replica checksum kernel (cuda_checksum_kernel.cu) over the same table:
+/// adds each segment's checksum sum (checksum.h) into sums[tensor] (device
+/// memory, zeroed by the caller). Returns the launch's CUDA error code.
+int launch_checksum(const Segment* segments, std::uint32_t n_segments, std::uint64_t total_tiles,
+                    std::uint64_t* sums, int grid, void* stream);
+
+/// As blocks_per_sm, for the checksum kernel.
+int checksum_blocks_per_sm(std::string* error);
+
 }  // namespace gpudiag::numerics::cuda_scan

@@ -29,6 +29,13 @@ enum class ScanDevice { cpu, cuda, automatic };
 /// `threads` == 0: one per hardware thread.
 std::unique_ptr<Scanner> make_cpu_scanner(unsigned threads);
 
+/// The CPU scanner's work as a call: for each view, its statistics into
+/// stats[i] when `stats` is not null, and its replica checksum (checksum.h)
+/// into checksums[i] when `checksums` is not null, both in one pass over the
+/// memory; `threads` == 0: one per hardware thread.
+void scan_host(std::span<const TensorView> tensors, unsigned threads, TensorStats* stats,
+               std::uint64_t* checksums);
+
 /// The CUDA scanner on device `gpu` (-1: the local rank's, see scan_gpu.h),
 /// or nullptr with `*why_not` set when this build has no CUDA or no usable
 /// device is visible. Throws UsageError when `gpu` is not a visible device.
@@ -41,6 +48,15 @@ std::unique_ptr<Scanner> make_cuda_scanner(std::string* why_not, int gpu = -1);
 /// TimeoutError. For the C ABI (capi/gpudiag/scan.h).
 TensorStats scan_device_buffer(const void* data, std::uint64_t count, DType dtype, void* stream,
                                int device);
+
+/// Replica checksums (checksum.h) into checksums[i], and statistics into
+/// stats[i] when `stats` is not null, of tensors in device memory of CUDA
+/// device `device` (each view's data a device address, little-endian): one
+/// launch of the checksum kernel for the whole batch (and one of the
+/// statistics kernel), on `stream` after what is queued there, waited for with
+/// a deadline. Throws as scan_device_buffer does. For the C ABI.
+void scan_device_tensors(std::span<const TensorView> tensors, void* stream, int device,
+                         TensorStats* stats, std::uint64_t* checksums);
 
 /// --device auto's measurement: at most four 64 MiB chunks of the data, each
 /// scanner warmed up on the first 16 MiB first; below 64 MiB nothing is

@@ -1,0 +1,237 @@
+"""Replica divergence: libgpudiag_scan.so's replica checksums (every dtype
+bit-exact against the algorithm of docs/formats.md written here in numpy),
+ReplicaCheck's verdict (the same words as gpudiag scan's), and DDP jobs of 4
+ranks on gloo under `gpudiag launch` and torch's torchrun: a bit flipped in
+one replica's weight after a step is named with rank, step and tensor, live
+(ReplicaDivergence on every rank, launch's root cause) and offline (`gpudiag
+scan` over the files), and no healthy step is ever flagged."""
+
+import ctypes
+import os
+import re
+import subprocess
+import tempfile
+import unittest
+
+import numpy as np
+import torch
+
+from harness import BIN, TORCH_PYTHON, clean_env, free_port, have_torch, run
+from scanlib import BUILD_DIR, scan
+import gpudiag_scan  # scripts/, put on sys.path by scanlib
+import replica_check
+
+LIB = os.path.join(BUILD_DIR, "libgpudiag_scan.so")
+FIXTURE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "fixtures", "torch",
+                                       "replica_train.py"))
+MASK = (1 << 64) - 1
+
+
+def reference_checksum(data):
+    """docs/formats.md's algorithm, from its statement."""
+    n = len(data)
+    words = np.frombuffer(data + b"\0" * (-n % 4), dtype="<u4").astype(np.uint64)
+    k = np.arange(1, len(words) + 1, dtype=np.uint64)
+    m = ((k * np.uint64(0x9E3779B9)) & np.uint64(0xFFFFFFFF)) | np.uint64(1)
+    with np.errstate(over="ignore"):
+        s = int(np.sum(words * m, dtype=np.uint64))
+    x = s ^ ((n * 0x9E3779B97F4A7C15) & MASK)
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK
+    return x ^ (x >> 31)
+
+
+def raw(t):
+    """The tensor's bytes as stored."""
+    t = t.contiguous()
+    if t.dtype == torch.bfloat16:
+        t = t.view(torch.int16)
+    return t.numpy().tobytes()
+
+
+def env():
+    e = clean_env()
+    e.pop("OMP_NUM_THREADS", None)
+    e["PYTHON_EXEC"] = TORCH_PYTHON
+    e["GPUDIAG_SCAN_LIB"] = LIB
+    return e
+
+
+def launch(out, *args, n=4, timeout=300):
+    return run([BIN, "launch", "--nproc-per-node", str(n), "--master-port", str(free_port()), FIXTURE,
+                "--out", out, *map(str, args)], env=env(), timeout=timeout)
+
+
+class Checksums(unittest.TestCase):
+    def setUp(self):
+        self.lib = gpudiag_scan.load(LIB)
+
+    def test_every_dtype_is_bit_exact_against_the_algorithm(self):
+        torch.manual_seed(0)
+        self.assertEqual(reference_checksum(bytes(range(16))), 0xe2187ab73f1f51ea)  # formats.md's vector
+        tensors = [torch.randn(1001, dtype=d) for d in (torch.float64, torch.float32, torch.float16, torch.bfloat16)]
+        tensors += [torch.randint(-100, 100, (777,), dtype=d) for d in (torch.int64, torch.int32, torch.int16, torch.int8)]
+        tensors += [torch.randint(0, 255, (13,), dtype=torch.uint8), torch.rand(9) > 0.5, torch.zeros(0),
+                    torch.tensor(-0.0), torch.tensor([float("nan"), float("inf")], dtype=torch.bfloat16),
+                    torch.randn(3 << 20)]  # several of the scanner's ranges, split over threads
+        sums = self.lib.checksums(tensors)
+        for t, s in zip(tensors, sums):
+            self.assertEqual(s, reference_checksum(raw(t)), t.dtype)
+        # -0 and +0 differ; a non-contiguous view is checksummed as its values.
+        self.assertNotEqual(self.lib.checksums([torch.tensor(0.0)])[0], sums[13])
+        m = torch.randn(64, 48)
+        self.assertEqual(self.lib.checksums([m.t()]), self.lib.checksums([m.t().contiguous()]))
+
+    def test_every_single_bit_flip_changes_it(self):
+        for dtype, ints in ((torch.float16, torch.int16), (torch.bfloat16, torch.int16), (torch.float32, torch.int32)):
+            t = torch.randn(24, dtype=dtype)
+            clean = self.lib.checksums([t])[0]
+            bits = t.element_size() * 8
+            for e in range(t.numel()):
+                for b in range(bits):
+                    flipped = t.clone()
+                    flipped.view(ints)[e] ^= (1 << b) if b < bits - 1 else -(1 << b)
+                    self.assertNotEqual(self.lib.checksums([flipped])[0], clean, (dtype, e, b))
+
+    def test_statistics_in_the_same_call_are_the_scanners(self):
+        ts = [torch.tensor([1.0, -3.0, float("inf"), 0.0], dtype=torch.bfloat16), torch.randn(5000)]
+        table = (gpudiag_scan.Tensor * 2)(*[gpudiag_scan.Tensor(t.data_ptr(), t.numel(), gpudiag_scan.Library.code(t.dtype), 0)
+                                            for t in ts])
+        sums, stats = (ctypes.c_uint64 * 2)(), (gpudiag_scan.Stats * 2)()
+        self.assertEqual(self.lib.lib.gpudiag_scan_checksums(table, 2, -1, None, sums, stats), 0)
+        for i, t in enumerate(ts):
+            self.assertEqual(sums[i], self.lib.checksums([t])[0])
+            self.assertEqual({f: getattr(stats[i], f) for f in gpudiag_scan.FIELDS}, self.lib.scan(t))
+        self.assertEqual(self.lib.lib.gpudiag_scan_checksums(table, 2, -1, None, None, None), -1)
+        self.assertIn("checksums is NULL", self.lib.lib.gpudiag_scan_last_error().decode())
+
+    @unittest.skipUnless(torch.cuda.is_available(), "no usable GPU: torch.cuda.is_available() is False")
+    def test_a_gpu_checksums_as_the_cpu(self):
+        ts = [torch.randn(n, dtype=d) for n in (1, 3, 4097, 1 << 20) for d in (torch.float32, torch.bfloat16, torch.int8)]
+        ts.append(torch.randn(1001, dtype=torch.float16)[1:])  # not 4-byte aligned
+        self.assertEqual(self.lib.checksums([t.cuda() for t in ts]), self.lib.checksums(ts))
+
+
+class Verdict(unittest.TestCase):
+    """The live check's words; src/numerics/detector/replica_verdict_test.cpp holds the same cases."""
+
+    NAMES = ["a.weight", "a.bias", "b.weight", "b.bias", "c.weight"]
+
+    def test_majority_and_no_majority(self):
+        ok = [1, 2, 3, 4, 5]
+        self.assertIsNone(replica_check.verdict(3, [0, 1, 2], self.NAMES, [ok, ok, ok]))
+        msg, rank, differ = replica_check.verdict(20, [0, 1, 2, 3], self.NAMES, [ok, ok, [1, 9, 3, 4, 5], ok])
+        self.assertEqual(msg, "replicas diverged at step 20: rank 2 differs from ranks 0-1,3 in 1 of 5 tensors: a.bias")
+        self.assertEqual((rank, differ), (2, [1]))
+        msg, rank, _ = replica_check.verdict(4, [0, 1, 2, 3, 4], self.NAMES, [ok, [0] * 5, ok, ok, [7, 2, 3, 4, 5]])
+        self.assertEqual(msg, "replicas diverged at step 4: rank 1 differs from ranks 0,2-3 (so does rank 4) in 5 of 5 "
+                              "tensors: a.weight, a.bias, b.weight and 2 more")
+        msg, rank, _ = replica_check.verdict(3, [0, 1], self.NAMES, [ok, [1, 2, 3, 4, 6]])
+        self.assertEqual(msg, "replicas diverged at step 3: rank 0 vs rank 1, no majority says which is wrong, in 1 of 5 "
+                              "tensors: c.weight")
+        self.assertIsNone(rank)
+
+
+class WhatIsCompared(unittest.TestCase):
+    """One process in a gloo group of one: which tensors a check covers."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        torch.distributed.init_process_group("gloo", init_method="file://" + os.path.join(self.tmp.name, "store"),
+                                             rank=0, world_size=1)
+
+    def tearDown(self):
+        torch.distributed.destroy_process_group()
+        self.tmp.cleanup()
+
+    def test_buffers_and_ignored_parameters_are_not_compared_and_shards_need_a_group(self):
+        net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 2))
+        torch.nn.parallel.DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(net, ["2.bias"])
+        ddp = torch.nn.parallel.DistributedDataParallel(net)
+        check = replica_check.ReplicaCheck(ddp, self.tmp.name, lib=LIB)
+        self.assertEqual(check.names, ["0.weight", "0.bias", "1.weight", "1.bias", "2.weight"])
+        check.step(0)
+        check.close()
+        with open(os.path.join(self.tmp.name, "rank00000.replica.jsonl")) as f:
+            header, line = f.read().splitlines()
+        self.assertIn('"group":[0]', header)
+        self.assertTrue(line.startswith('{"step":0,"sums":["'), line)
+        del ddp, check  # DDP's reducer before the process group (see replica_train.py)
+        sharded = torch.nn.Linear(4, 4)
+        sharded.weight.tensor_model_parallel = True  # as Megatron marks its tensor-parallel weights
+        with self.assertRaises(ValueError) as e:
+            replica_check.ReplicaCheck(sharded, self.tmp.name, lib=LIB)
+        self.assertIn("weight is tensor parallel", str(e.exception))
+        self.assertIn("pass group=", str(e.exception))
+        replica_check.ReplicaCheck(sharded, self.tmp.name, group=torch.distributed.group.WORLD, lib=LIB).close()
+
+
+@unittest.skipUnless(have_torch(), "Debian's python3-torch is not installed (install-deps.sh --test)")
+class DataParallel(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.out = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def offline(self, out=None):
+        return scan(os.path.join(out or self.out, "replicas"))
+
+    def test_healthy_steps_are_never_flagged(self):
+        for model, dtype, steps in (("mlp", "fp32", 150), ("mlp", "bf16", 150), ("conv", "fp32", 60),
+                                    ("lm", "fp32", 40), ("lm", "bf16", 40), ("mlp", "fp16", 5)):
+            with self.subTest(model=model, dtype=dtype):
+                out = os.path.join(self.out, model + dtype)
+                p = launch(out, "--model", model, "--dtype", dtype, "--steps", steps)
+                self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+                self.assertIn("healthy steps %d" % steps, p.stdout)
+                r = scan(os.path.join(out, "replicas"))
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                self.assertIn("gpudiag scan: replicas agree: ranks 0-3, %d steps compared" % steps, r.stderr)
+
+    def flip(self, model, dtype, tensor, bit, step=3, rank=2, n=4, out=None):
+        p = launch(out or self.out, "--model", model, "--dtype", dtype, "--steps", 8, "--flip-rank", rank,
+                   "--flip-step", step, "--flip-tensor", tensor, "--flip-bit", bit, n=n)
+        self.assertEqual(p.returncode, 1, p.stderr[-3000:])
+        return p
+
+    def test_a_flipped_bit_is_named_with_rank_step_and_tensor(self):
+        for model, dtype, tensor, bit, n_tensors in (("mlp", "fp32", "0.weight", 3, 4),
+                                                      ("lm", "bf16", "block.linear1.weight", 14, 15),
+                                                      ("mlp", "fp16", "3.bias", 0, 4)):
+            with self.subTest(model=model, dtype=dtype):
+                out = os.path.join(self.out, model + dtype)
+                p = self.flip(model, dtype, tensor, bit, out=out)
+                head = f"replicas diverged at step 3: rank 2 differs from ranks 0-1,3 in 1 of {n_tensors} tensors: {tensor}"
+                m = re.search(r"gpudiag launch: root cause: rank (\d+) \[[^\]]+-(\d)\] holds parameters that differ "
+                              r"from the other replicas' \(silent data corruption\?\): ReplicaDivergence: (.*)", p.stderr)
+                self.assertIsNotNone(m, p.stderr[-3000:])
+                self.assertEqual((m.group(1), m.group(2)), ("2", "2"))
+                self.assertTrue(m.group(3).startswith(head + " (1 bit in 1 of "), m.group(3))
+                self.assertIn("largest |difference|", m.group(3))
+                r = self.offline(out)
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertEqual(r.stdout, head + "\n")
+
+    def test_two_replicas_that_disagree_are_said_to(self):
+        p = self.flip("mlp", "fp32", "0.bias", 30, rank=1, n=2)
+        self.assertIn("root cause: the replicas diverged, and no majority names one: ReplicaDivergence: replicas "
+                      "diverged at step 3: rank 0 vs rank 1, no majority says which is wrong, in 1 of 4 tensors: "
+                      "0.bias", p.stderr)
+        self.assertEqual(self.offline().stdout, "replicas diverged at step 3: rank 0 vs rank 1, no majority says "
+                                                "which is wrong, in 1 of 4 tensors: 0.bias\n")
+
+    def test_under_torchs_own_torchrun_every_rank_raises_it(self):
+        # torch 1.13's default --redirects/--tee "0" does not parse under Python 3.11.
+        p = run([TORCH_PYTHON, "-m", "torch.distributed.run", "--redirects", "2", "--tee", "2",
+                 "--nproc_per_node", "4", "--master_port", str(free_port()), FIXTURE, "--out", self.out,
+                 "--steps", "6", "--flip-rank", "3", "--flip-step", "4", "--flip-tensor", "3.weight",
+                 "--flip-bit", "20"], env=env(), timeout=300)
+        self.assertNotEqual(p.returncode, 0)
+        raised = re.findall(r"ReplicaDivergence: replicas diverged at step 4: rank 3 differs from ranks 0-2", p.stderr)
+        self.assertGreaterEqual(len(raised), 4, p.stderr[-4000:])
+
+
+if __name__ == "__main__":
+    unittest.main()
