@@ -403,7 +403,7 @@ void Supervisor::report_stacks(const std::string& why) {
   if (live_ranks().empty()) return;
   // The first node's launcher asks the others first, so all take theirs at once.
   const int request = observer_.request_stacks();
-  auto ras = ask_ras(why, policy_.ras.timeout_s);  // alongside the stacks
+  auto ras = ask_ras(why.substr(0, why.find(':')), policy_.ras.timeout_s);  // alongside the stacks
   std::string dir;
   auto stacks = local_stacks(dir);
   cached_summary_ = encode_stacks(stacks);
