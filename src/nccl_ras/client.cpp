@@ -27,10 +27,21 @@ constexpr const char* kRemedy =
     "; try: check that the job runs NCCL 2.24 or later on that host, without NCCL_RAS_ENABLE=0, "
     "and that NCCL_RAS_ADDR there names this address";
 
-/// A quoted stranger's line for a message: escaped, at most 80 bytes.
+/// A quoted stranger's line for a message: at most 80 bytes, every byte outside printable
+/// ASCII as \xNN (RAS speaks ASCII: anything else is someone else's bytes).
 std::string quote(std::string_view s) {
-  std::string q = clean_text(s.substr(0, 80));
-  return "'" + q + (s.size() > 80 ? "...'" : "'");
+  static const char* hex = "0123456789abcdef";
+  std::string q = "'";
+  for (unsigned char c : s.substr(0, 80)) {
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      q += static_cast<char>(c);
+    } else {
+      q += "\\x";
+      q += hex[c >> 4];
+      q += hex[c & 15];
+    }
+  }
+  return q + (s.size() > 80 ? "...'" : "'");
 }
 
 /// One non-blocking connect per address of `host`, each bounded; the first that connects.
@@ -57,7 +68,8 @@ net::Fd connect_any(const Endpoint& e, Deadline deadline, std::string& error, bo
         pollfd p{s.get(), POLLOUT, 0};
         const auto attempt = deadline.min(Deadline::after(std::chrono::seconds(3)));
         int n = 0;
-        while ((n = ::poll(&p, 1, attempt.poll_ms())) == 0 && !attempt.expired()) {
+        while (((n = ::poll(&p, 1, attempt.poll_ms())) == 0 || (n < 0 && errno == EINTR)) &&
+               !attempt.expired()) {
         }
         socklen_t len = sizeof err;
         err = n > 0 ? (::getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &err, &len), err) : ETIMEDOUT;

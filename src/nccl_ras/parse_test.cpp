@@ -169,6 +169,12 @@ TEST(RasParse, TextThatIsNotRas) {
   // A line RAS never prints is skipped; numbers too long for a count are not read as one.
   auto odd = whole + "  99999999999999999999999 ranks have launched up to operation 1\n\x1b[31m\n";
   EXPECT_NO_THROW(parse_text(odd));
+  // A communicator table a stranger wrote: negative and huge numbers are not sizes.
+  auto table = whole;
+  table.insert(table.find("\nErrors"), "\n   -1  9223372036854775807  1  1  5  5  RUNNING  OK\n"
+                                         "99999  9223372036854775807  1  1  5  5  RUNNING  OK\n");
+  auto r = parse_text(table);
+  EXPECT_LE(r.communicators, 1LL << 40);
 }
 
 TEST(RasParse, JsonThatIsNotRas) {

@@ -169,10 +169,14 @@ class TextReader {
     // ranks per comm, ranks in group, status, errors.
     auto words = split(line, ' ');
     std::erase(words, std::string());
-    if (words.size() == 8 && parse_int(words[0]) && parse_int(words[1]) && parse_int(words[4])) {
-      r_.communicators = std::max<long long>(r_.communicators, 0) + *parse_int(words[1]);
-      comm_size_.resize(static_cast<std::size_t>(std::min<long long>(*parse_int(words[0]), 4096)) + 1, -1);
-      comm_size_.back() = *parse_int(words[4]);
+    if (words.size() == 8 && parse_int(words[0]) >= 0 && parse_int(words[1]) >= 0 &&
+        parse_int(words[4])) {
+      r_.communicators = std::min<long long>(std::max<long long>(r_.communicators, 0) +
+                                                 std::min<long long>(*parse_int(words[1]), 1 << 30),
+                                             1LL << 40);
+      const auto group = static_cast<std::size_t>(std::min<long long>(*parse_int(words[0]), 4096));
+      if (group >= comm_size_.size()) comm_size_.resize(group + 1, -1);
+      comm_size_[group] = *parse_int(words[4]);
     }
   }
 

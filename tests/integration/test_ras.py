@@ -22,6 +22,11 @@ FIXTURES = os.path.join(SOURCE_DIR, "tests", "fixtures", "ras")
 TRAIN = os.path.join(SOURCE_DIR, "tests", "fixtures", "torch", "train.py")
 
 
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
 def ras(*args, env=None, timeout=60):
     return subprocess.run([BIN, "ras", *args], capture_output=True, text=True, timeout=timeout,
                           env=env or clean_env())
@@ -222,7 +227,7 @@ class LaunchAsksRas(unittest.TestCase):
     def test_after_the_first_failure_the_survivors_ras_names_it(self):
         with tempfile.TemporaryDirectory() as d:
             def job():
-                pids = [int(open(os.path.join(d, "rank%d.pid" % r)).read()) for r in (0, 1)]
+                pids = [int(read(os.path.join(d, "rank%d.pid" % r))) for r in (0, 1)]
                 j = ras_scenarios.combo("2.30.7", pids=pids, behind_rank=1)
                 j.processes[1].answers = False
                 return j
@@ -231,7 +236,7 @@ class LaunchAsksRas(unittest.TestCase):
                 p = self.launch({"NCCL_RAS_ADDR": m.address()}, "--nproc-per-node", "2", "--grace", "8",
                                 "--no-python", "sh", "-c", script)
                 code, _, err = self.finish(p)
-            pid1 = open(os.path.join(d, "rank1.pid")).read().strip()
+            pid1 = read(os.path.join(d, "rank1.pid")).strip()
         self.assertEqual(code, 3, err)
         self.assertIn("NCCL RAS at %s (NCCL_RAS_ADDR=%s; after rank 1 failed first): NCCL 2.30.7 (json)"
                       % (m.address(), m.address()), err)
