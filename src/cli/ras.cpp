@@ -15,9 +15,9 @@
 #include "cli/commands.h"
 #include "cli/json_output.h"
 #include "nccl_ras/survey.h"
+#include "report/status_line.h"
 #include "util/env.h"
 #include "util/error.h"
-#include "report/status_line.h"
 
 namespace gpudiag::cli {
 
@@ -50,8 +50,9 @@ int run_ras(const RasOptions& opt) {
   q.collect_timeout_s = opt.timeout_s;
   // As ncclras: RAS's own wait, 5 s more for its last leg, 1 s for the way here.
   q.deadline_s = opt.timeout_s + 6.0;
-  q.format = opt.format == "json" ? ras::Format::json
-             : opt.format == "text" ? ras::Format::text : ras::Format::automatic;
+  q.format = opt.format == "json"   ? ras::Format::json
+             : opt.format == "text" ? ras::Format::text
+                                    : ras::Format::automatic;
   q.max_reply = static_cast<std::size_t>(opt.max_reply);
   const auto s = ras::survey(endpoints, q);
   write_all(human_fd(opt.json), ras::survey_text(s));
@@ -67,8 +68,9 @@ int run_ras(const RasOptions& opt) {
 Runner setup_ras(CLI::App& app) {
   auto opt = std::make_shared<RasOptions>();
   auto* sub = app.add_subcommand(
-      "ras", "Ask NCCL's RAS (NCCL 2.24+) which processes of a running job are dead or silent, and "
-             "which communicators' ranks disagree");
+      "ras",
+      "Ask NCCL's RAS (NCCL 2.24+) which processes of a running job are dead or silent, and "
+      "which communicators' ranks disagree");
   sub->add_option("endpoints", opt->endpoints,
                   "RAS sockets to ask, one per node (default: NCCL_RAS_ADDR, else localhost:28028)")
       ->type_name("HOST[:PORT]");

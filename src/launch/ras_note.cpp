@@ -49,7 +49,8 @@ std::set<std::string> local_addresses() {
     if (!a->ifa_addr || (a->ifa_addr->sa_family != AF_INET && a->ifa_addr->sa_family != AF_INET6))
       continue;
     char buf[NI_MAXHOST];
-    const socklen_t len = a->ifa_addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+    const socklen_t len =
+        a->ifa_addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
     if (::getnameinfo(a->ifa_addr, len, buf, sizeof buf, nullptr, 0, NI_NUMERICHOST) == 0) {
       std::string ip = buf;
       out.insert(ip.substr(0, ip.find('%')));  // fe80::1%eth0
@@ -60,8 +61,10 @@ std::set<std::string> local_addresses() {
 }
 
 std::string where(const RasPlan& plan, const std::string& why) {
-  std::string from = plan.settings.from.starts_with("NCCL_RAS_ADDR") ? plan.settings.from : "the default";
-  return "NCCL RAS at " + clean_text(plan.settings.endpoint.text()) + " (" + from + "; " + why + ")";
+  std::string from =
+      plan.settings.from.starts_with("NCCL_RAS_ADDR") ? plan.settings.from : "the default";
+  return "NCCL RAS at " + clean_text(plan.settings.endpoint.text()) + " (" + from + "; " + why +
+         ")";
 }
 
 }  // namespace
@@ -81,7 +84,8 @@ std::vector<std::string> ras_note_lines(const ras::Outcome& o, const RasPlan& pl
                                         const std::string& host, const std::string& why) {
   const std::string head = where(plan, why);
   if (o.refused)
-    return {head + ": nothing listens there (the ranks run no NCCL 2.24 or later with RAS on this "
+    return {head +
+            ": nothing listens there (the ranks run no NCCL 2.24 or later with RAS on this "
             "node, or not yet): nothing is known from it"};
   if (!o.answered)
     return {head + ": no answer: " + clean_text(o.error) + "; nothing is known from it"};
@@ -103,18 +107,21 @@ std::vector<std::string> ras_note_lines(const ras::Outcome& o, const RasPlan& pl
   }
   std::vector<std::string> out{head + ": " + ras::summary_line(o.report)};
   if (here > 0 && ours == 0) {
-    out.push_back("  it names " + std::to_string(here) + " process(es) on this host and none is a "
+    out.push_back("  it names " + std::to_string(here) +
+                  " process(es) on this host and none is a "
                   "rank of this job (another job's NCCL on this host?): not used");
     return out;
   }
   auto findings = ras::finding_lines(o.report, name);
   for (const auto& f : findings) out.push_back("  " + f);
   if (findings.empty())
-    out.push_back("  RAS saw nothing wrong: every process it knows answered, and each "
-                  "communicator's ranks agree on their operation counts and states");
+    out.push_back(
+        "  RAS saw nothing wrong: every process it knows answered, and each "
+        "communicator's ranks agree on their operation counts and states");
   if (ours == 0)
-    out.push_back("  note: RAS names no process of this node, so it cannot be told from "
-                  "another job's NCCL on this host");
+    out.push_back(
+        "  note: RAS names no process of this node, so it cannot be told from "
+        "another job's NCCL on this host");
   for (const auto& c : ras::caveat_lines(o.report)) out.push_back("  note: " + c);
   return out;
 }

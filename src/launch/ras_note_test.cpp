@@ -96,8 +96,9 @@ TEST(RasNote, NoAnswerIsOneLineThatClaimsNothing) {
 TEST(RasNote, NotAskedSaysWhy) {
   auto p = plan();
   p.settings = ras::ras_settings(env_with("NCCL_RAS_ENABLE", "0"));
-  EXPECT_EQ(ras_not_asked(p).at(0),
-            "NCCL RAS: not asked: the ranks run with NCCL_RAS_ENABLE=0, so their NCCL serves no RAS");
+  EXPECT_EQ(
+      ras_not_asked(p).at(0),
+      "NCCL RAS: not asked: the ranks run with NCCL_RAS_ENABLE=0, so their NCCL serves no RAS");
   p.timeout_s = 0;
   EXPECT_TRUE(ras_not_asked(p).empty());
   EXPECT_TRUE(ras_not_asked(plan()).empty());

@@ -7,7 +7,8 @@ namespace gpudiag::launch {
 
 std::unique_ptr<RasProbe> Supervisor::ask_ras(const std::string& why, double deadline_s) {
   const auto& plan = policy_.ras;
-  if (plan.timeout_s <= 0 || !plan.settings.enabled || !plan.settings.problem.empty()) return nullptr;
+  if (plan.timeout_s <= 0 || !plan.settings.enabled || !plan.settings.problem.empty())
+    return nullptr;
   return std::make_unique<RasProbe>(plan, local_ranks(), policy_.host, why, deadline_s);
 }
 

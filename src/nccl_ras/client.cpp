@@ -52,7 +52,8 @@ net::Fd connect_any(const Endpoint& e, Deadline deadline, std::string& error, bo
   addrinfo* res = nullptr;
   int rc = ::getaddrinfo(e.host.c_str(), std::to_string(e.port).c_str(), &hints, &res);
   if (rc != 0) {
-    error = e.host + " does not resolve: " + (rc == EAI_SYSTEM ? std::strerror(errno) : gai_strerror(rc));
+    error = e.host +
+            " does not resolve: " + (rc == EAI_SYSTEM ? std::strerror(errno) : gai_strerror(rc));
     return {};
   }
   std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> guard(res, freeaddrinfo);
@@ -60,7 +61,8 @@ net::Fd connect_any(const Endpoint& e, Deadline deadline, std::string& error, bo
   std::string errors;
   for (auto* ai = res; ai; ai = ai->ai_next) {
     const std::string addr = net::sockaddr_text(ai->ai_addr, ai->ai_addrlen);
-    net::Fd s(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
+    net::Fd s(
+        ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
     int err = s ? 0 : errno;
     if (s && ::connect(s.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
       err = errno;
@@ -135,7 +137,8 @@ class Session {
       auto io = net::recv_some(fd_.get(), reply, deadline_);
       if (io == net::Io::closed) return true;
       if (io == net::Io::timeout) {
-        why = "RAS sent " + std::to_string(reply.size()) + " bytes of its report and did not finish "
+        why = "RAS sent " + std::to_string(reply.size()) +
+              " bytes of its report and did not finish "
               "within the deadline (it waits for slow processes up to its TIMEOUT; a larger "
               "--timeout gives it longer)";
         return false;
@@ -155,7 +158,8 @@ class Session {
 bool starts_with_nocase(std::string_view s, std::string_view prefix) {
   if (s.size() < prefix.size()) return false;
   for (std::size_t i = 0; i < prefix.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(s[i])) != std::tolower(static_cast<unsigned char>(prefix[i])))
+    if (std::tolower(static_cast<unsigned char>(s[i])) !=
+        std::tolower(static_cast<unsigned char>(prefix[i])))
       return false;
   return true;
 }
@@ -181,14 +185,16 @@ bool converse(Session& s, const QueryOptions& o, Outcome& out) {
     } else if (starts_with_nocase(*f, "ERROR: Unknown command")) {
       out.format_note = "this NCCL has no JSON report (SET FORMAT came in 2.28.7): read its text";
       if (o.format == Format::json)
-        return fail(out, "RAS does not know SET FORMAT json (NCCL before 2.28.7); try: --format "
-                         "text or auto");
+        return fail(out,
+                    "RAS does not know SET FORMAT json (NCCL before 2.28.7); try: --format "
+                    "text or auto");
     } else {
       return fail(out, "RAS answered SET FORMAT json with " + quote(*f));
     }
   }
   const std::string command = o.verbose ? "VERBOSE STATUS" : "STATUS";
-  if (!s.send(command)) return fail(out, "the connection closed before " + command + " could be sent");
+  if (!s.send(command))
+    return fail(out, "the connection closed before " + command + " could be sent");
   if (!s.read_reply(out.reply, why)) return fail(out, why);
   try {
     out.report = out.format == "json" ? parse_json(out.reply) : parse_text(out.reply);
@@ -228,7 +234,8 @@ Outcome query(const Endpoint& endpoint, const QueryOptions& o) {
     }
     if (!greeting) {
       out.error = silent ? "every connection to " + endpoint.text() + " (" +
-                               std::to_string(out.connections) + ") was accepted and never "
+                               std::to_string(out.connections) +
+                               ") was accepted and never "
                                "answered: a stopped or hung process holds the port"
                          : why;
       break;
@@ -237,7 +244,8 @@ Outcome query(const Endpoint& endpoint, const QueryOptions& o) {
       out.error = "not NCCL RAS at " + endpoint.text() + ": it answered " + quote(*greeting);
       break;
     }
-    if (auto v = parse_int(trim(std::string_view(*greeting).substr(16)))) out.protocol = static_cast<int>(*v);
+    if (auto v = parse_int(trim(std::string_view(*greeting).substr(16))))
+      out.protocol = static_cast<int>(*v);
     if (!converse(s, o, out)) break;
   }
   if (out.answered && out.protocol != 2)

@@ -26,25 +26,25 @@ namespace gpudiag::ras {
 enum class Format { automatic, text, json };
 
 struct QueryOptions {
-  int collect_timeout_s = 5;   ///< "TIMEOUT n": RAS_COLLECTIVE_LEG_TIMEOUT_SEC is 5
-  double deadline_s = 11;      ///< the whole exchange, every connection included
-  double greeting_s = 1;       ///< one connection's wait for each one-line answer
+  int collect_timeout_s = 5;  ///< "TIMEOUT n": RAS_COLLECTIVE_LEG_TIMEOUT_SEC is 5
+  double deadline_s = 11;     ///< the whole exchange, every connection included
+  double greeting_s = 1;      ///< one connection's wait for each one-line answer
   Format format = Format::automatic;
   std::size_t max_reply = std::size_t{64} << 20;
-  bool verbose = true;         ///< VERBOSE STATUS (names every outlier) or STATUS
+  bool verbose = true;  ///< VERBOSE STATUS (names every outlier) or STATUS
 };
 
 struct Outcome {
   Endpoint endpoint;
-  bool answered = false;  ///< a reply arrived and was read into `report`
-  std::string error;      ///< why not, one line ending in "; try: ..." when a remedy is known
-  bool refused = false;   ///< nothing listens there: every address refused the connection
-  std::string format;     ///< "json" or "text": what RAS was asked for
+  bool answered = false;    ///< a reply arrived and was read into `report`
+  std::string error;        ///< why not, one line ending in "; try: ..." when a remedy is known
+  bool refused = false;     ///< nothing listens there: every address refused the connection
+  std::string format;       ///< "json" or "text": what RAS was asked for
   std::string format_note;  ///< why text when JSON was wanted
-  int protocol = -1;      ///< the number after SERVER PROTOCOL
-  int connections = 0;    ///< opened; more than 1: silent processes took the others
+  int protocol = -1;        ///< the number after SERVER PROTOCOL
+  int connections = 0;      ///< opened; more than 1: silent processes took the others
   double seconds = 0;
-  std::string reply;      ///< the reply to STATUS as received (at most max_reply bytes)
+  std::string reply;  ///< the reply to STATUS as received (at most max_reply bytes)
   Report report;
 };
 

@@ -109,11 +109,16 @@ FakeRas::Handler nccl(bool json, std::string reply) {
     while (true) {
       auto l = ras.line(fd);
       if (l.empty()) return;
-      if (l.starts_with("CLIENT PROTOCOL ")) FakeRas::send(fd, "SERVER PROTOCOL 2\n");
-      else if (l.starts_with("TIMEOUT ")) FakeRas::send(fd, "OK\n");
-      else if (l == "SET FORMAT json" && json) FakeRas::send(fd, "OK\n");
-      else if (l == "VERBOSE STATUS" || l == "STATUS") return FakeRas::send(fd, reply);
-      else FakeRas::send(fd, "ERROR: Unknown command " + l + "\n");
+      if (l.starts_with("CLIENT PROTOCOL "))
+        FakeRas::send(fd, "SERVER PROTOCOL 2\n");
+      else if (l.starts_with("TIMEOUT "))
+        FakeRas::send(fd, "OK\n");
+      else if (l == "SET FORMAT json" && json)
+        FakeRas::send(fd, "OK\n");
+      else if (l == "VERBOSE STATUS" || l == "STATUS")
+        return FakeRas::send(fd, reply);
+      else
+        FakeRas::send(fd, "ERROR: Unknown command " + l + "\n");
     }
   };
 }
@@ -132,8 +137,8 @@ TEST(RasClient, AsksForJsonWhereRasHasIt) {
   EXPECT_EQ(out.format, "json");
   EXPECT_EQ(out.protocol, 2);
   EXPECT_EQ(out.connections, 1);
-  EXPECT_EQ(ras.lines, (std::vector<std::string>{"CLIENT PROTOCOL 2", "TIMEOUT 5", "SET FORMAT json",
-                                                 "VERBOSE STATUS"}));
+  EXPECT_EQ(ras.lines, (std::vector<std::string>{"CLIENT PROTOCOL 2", "TIMEOUT 5",
+                                                 "SET FORMAT json", "VERBOSE STATUS"}));
   EXPECT_EQ(out.report.mismatches.size(), 1u);
 }
 

@@ -63,8 +63,9 @@ std::optional<Endpoint> parse_endpoint(std::string_view text, std::string* why) 
     if (!parse_port(text.substr(colon + 1), e.port, why)) return std::nullopt;
   }
   if (!valid_host(host)) {
-    fail(why, "'" + clean_text(text) + "' is not HOST[:PORT] (a host name, an IPv4 address or "
-              "[an IPv6 address], then an optional port)");
+    fail(why, "'" + clean_text(text) +
+                  "' is not HOST[:PORT] (a host name, an IPv4 address or "
+                  "[an IPv6 address], then an optional port)");
     return std::nullopt;
   }
   e.host = std::string(host);

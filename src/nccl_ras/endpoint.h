@@ -34,11 +34,11 @@ std::optional<Endpoint> parse_endpoint(std::string_view text, std::string* why =
 
 /// What a process started with `env` does with RAS, as NCCL decides it.
 struct RasSettings {
-  bool enabled = true;       ///< NCCL_RAS_ENABLE unset, or a number that is 1
-  Endpoint endpoint;         ///< NCCL_RAS_ADDR, else localhost:28028
+  bool enabled = true;  ///< NCCL_RAS_ENABLE unset, or a number that is 1
+  Endpoint endpoint;    ///< NCCL_RAS_ADDR, else localhost:28028
   std::string from = "the default localhost:28028";  ///< where `endpoint` came from
-  std::string problem;       ///< NCCL_RAS_ADDR that NCCL could not use ("" none)
-  std::string disabled_by;   ///< "NCCL_RAS_ENABLE=0" when !enabled
+  std::string problem;      ///< NCCL_RAS_ADDR that NCCL could not use ("" none)
+  std::string disabled_by;  ///< "NCCL_RAS_ENABLE=0" when !enabled
 };
 
 RasSettings ras_settings(const Env& env);

@@ -28,8 +28,8 @@ std::string ranks_of(const Report& r, const ProcessRef& p) {
   for (const auto& m : r.missing)
     for (const auto& k : m.ranks)
       if (k.process.same(p))
-        out += (out.empty() ? "" : ", ") + ("rank " + std::to_string(k.rank) + " of communicator " +
-                                             clean_text(m.comm));
+        out += (out.empty() ? "" : ", ") +
+               ("rank " + std::to_string(k.rank) + " of communicator " + clean_text(m.comm));
   return out;
 }
 
@@ -73,7 +73,8 @@ std::string mismatch_line(const Mismatch& m, const ProcessNamer& name) {
   const bool state = m.what == "status";
   std::string line = (state ? "state: " : "mismatch: ") + comm_name(m) + ": " +
                      (state ? std::string("ranks are in different states")
-                            : clean_text(m.what) + " counts differ") + ": ";
+                            : clean_text(m.what) + " counts differ") +
+                     ": ";
   long long top = -1;
   for (const auto& g : m.groups)
     if (!state) top = std::max<long long>(top, std::atoll(g.value.c_str()));
@@ -81,10 +82,10 @@ std::string mismatch_line(const Mismatch& m, const ProcessNamer& name) {
   for (std::size_t i = 0; i < m.groups.size(); ++i) {
     const auto& g = m.groups[i];
     line += (i ? ", " : "") + group_ranks(g, name) + " " +
-            (state ? clean_text(g.value)
-                   : g.value == "0" ? std::string("issued none") : "issued " + clean_text(g.value));
-    if (!state && std::atoll(g.value.c_str()) < top)
-      behind.push_back(rank_numbers(g));
+            (state            ? clean_text(g.value)
+             : g.value == "0" ? std::string("issued none")
+                              : "issued " + clean_text(g.value));
+    if (!state && std::atoll(g.value.c_str()) < top) behind.push_back(rank_numbers(g));
   }
   if (!behind.empty()) {
     line += "; behind: ";
@@ -116,14 +117,16 @@ std::vector<std::string> finding_lines(const Report& r, const ProcessNamer& name
     if (!unnamed.empty() || m.ranks.empty())
       out.push_back("no data: communicator " + clean_text(m.comm) + ": " +
                     (unnamed.empty() ? plural(m.count, "rank", "ranks")
-                                     : std::string(unnamed.size() == 1 ? "rank " : "ranks ") + rank_list(unnamed)) +
+                                     : std::string(unnamed.size() == 1 ? "rank " : "ranks ") +
+                                           rank_list(unnamed)) +
                     " did not answer RAS");
   }
   for (const auto& m : r.mismatches) out.push_back(mismatch_line(m, name));
   for (const auto& e : r.errors) {
     ValueGroup g{"", e.count, e.ranks};
     out.push_back("error: communicator " + clean_text(e.comm) + ": " + group_ranks(g, name) +
-                  " reported " + (e.phase == "initialization" ? "an initialization" : "an asynchronous") +
+                  " reported " +
+                  (e.phase == "initialization" ? "an initialization" : "an asynchronous") +
                   " error: " + clean_text(e.error));
   }
   return out;
@@ -135,7 +138,8 @@ std::string summary_line(const Report& r) {
   if (r.processes >= 0)
     parts.push_back(plural(r.processes, "process", "processes") +
                     (r.nodes >= 0 ? " on " + plural(r.nodes, "node", "nodes") : ""));
-  if (r.communicators >= 0) parts.push_back(plural(r.communicators, "communicator", "communicators"));
+  if (r.communicators >= 0)
+    parts.push_back(plural(r.communicators, "communicator", "communicators"));
   if (r.collection_s >= 0) {
     char buf[48];
     std::snprintf(buf, sizeof buf, "gathered in %.3f s", r.collection_s);
@@ -173,10 +177,15 @@ nlohmann::json ranks_json(const std::vector<RankRef>& ranks) {
 }  // namespace
 
 nlohmann::json report_json(const Report& r) {
-  nlohmann::json j{{"nccl_version", clean_text(r.nccl_version)}, {"format", r.format},
-                   {"nodes", r.nodes}, {"processes", r.processes}, {"gpus", r.gpus},
-                   {"communicators", r.communicators}, {"dead_count", r.dead_count},
-                   {"unresponsive_count", r.unresponsive_count}, {"timeouts", r.timeouts},
+  nlohmann::json j{{"nccl_version", clean_text(r.nccl_version)},
+                   {"format", r.format},
+                   {"nodes", r.nodes},
+                   {"processes", r.processes},
+                   {"gpus", r.gpus},
+                   {"communicators", r.communicators},
+                   {"dead_count", r.dead_count},
+                   {"unresponsive_count", r.unresponsive_count},
+                   {"timeouts", r.timeouts},
                    {"collection_time_sec", r.collection_s}};
   j["dead"] = nlohmann::json::array();
   for (const auto& p : r.dead) j["dead"].push_back(process_json(p));
@@ -184,19 +193,26 @@ nlohmann::json report_json(const Report& r) {
   for (const auto& p : r.unresponsive) j["unresponsive"].push_back(process_json(p));
   j["missing"] = nlohmann::json::array();
   for (const auto& m : r.missing)
-    j["missing"].push_back({{"comm", clean_text(m.comm)}, {"count", m.count}, {"ranks", ranks_json(m.ranks)}});
+    j["missing"].push_back(
+        {{"comm", clean_text(m.comm)}, {"count", m.count}, {"ranks", ranks_json(m.ranks)}});
   j["mismatches"] = nlohmann::json::array();
   for (const auto& m : r.mismatches) {
     auto groups = nlohmann::json::array();
     for (const auto& g : m.groups)
-      groups.push_back({{"value", clean_text(g.value)}, {"count", g.count}, {"ranks", ranks_json(g.ranks)}});
-    j["mismatches"].push_back({{"comm", clean_text(m.comm)}, {"comm_size", m.comm_size},
-                               {"what", clean_text(m.what)}, {"groups", groups}});
+      groups.push_back(
+          {{"value", clean_text(g.value)}, {"count", g.count}, {"ranks", ranks_json(g.ranks)}});
+    j["mismatches"].push_back({{"comm", clean_text(m.comm)},
+                               {"comm_size", m.comm_size},
+                               {"what", clean_text(m.what)},
+                               {"groups", groups}});
   }
   j["errors"] = nlohmann::json::array();
   for (const auto& e : r.errors)
-    j["errors"].push_back({{"comm", clean_text(e.comm)}, {"phase", e.phase}, {"error", clean_text(e.error)},
-                           {"count", e.count}, {"ranks", ranks_json(e.ranks)}});
+    j["errors"].push_back({{"comm", clean_text(e.comm)},
+                           {"phase", e.phase},
+                           {"error", clean_text(e.error)},
+                           {"count", e.count},
+                           {"ranks", ranks_json(e.ranks)}});
   j["notes"] = caveat_lines(r);
   return j;
 }

@@ -35,8 +35,9 @@ TEST(RasFindings, NamesFromTheLauncher) {
   };
   auto lines = finding_lines(fixture("dead-2.30.7.json"), name);
   ASSERT_FALSE(lines.empty());
-  EXPECT_EQ(lines[0], "dead: [node1-1] pid 4003 (GPU 1; rank 3 of communicator 5a1e4c0ffee12345): "
-                      "RAS cannot reach it over its network");
+  EXPECT_EQ(lines[0],
+            "dead: [node1-1] pid 4003 (GPU 1; rank 3 of communicator 5a1e4c0ffee12345): "
+            "RAS cannot reach it over its network");
 }
 
 TEST(RasFindings, EveryKindHasItsLine) {
@@ -50,9 +51,10 @@ TEST(RasFindings, EveryKindHasItsLine) {
   EXPECT_TRUE(starts(finding_lines(fixture("failed-2.28.9.json")),
                      "error: communicator 5a1e4c0ffee12345: rank 1 (process 4001 on 127.0.0.1) "
                      "reported an asynchronous error: Remote process error"));
-  EXPECT_TRUE(starts(finding_lines(fixture("aborted-2.26.6.txt")),
-                     "state: communicator 5a1e4c0ffee12345 (4 ranks): ranks are in different states: "
-                     "3 ranks RUNNING, rank 2 (process 4002 on 127.0.0.1) ABORT"));
+  EXPECT_TRUE(
+      starts(finding_lines(fixture("aborted-2.26.6.txt")),
+             "state: communicator 5a1e4c0ffee12345 (4 ranks): ranks are in different states: "
+             "3 ranks RUNNING, rank 2 (process 4002 on 127.0.0.1) ABORT"));
   EXPECT_TRUE(finding_lines(fixture("healthy-2.30.7.json")).empty());
   EXPECT_EQ(caveat_lines(fixture("silent-2.30.7.json")).at(0),
             "RAS timed out 1 time while it gathered: its view of the job is partial");
@@ -60,7 +62,8 @@ TEST(RasFindings, EveryKindHasItsLine) {
 
 TEST(RasFindings, SummaryAndJson) {
   auto r = fixture("many-2.26.6.txt");
-  EXPECT_EQ(summary_line(r), "NCCL 2.26.6 (text): 16 processes on 2 nodes, 2 communicators, gathered in 0.000 s");
+  EXPECT_EQ(summary_line(r),
+            "NCCL 2.26.6 (text): 16 processes on 2 nodes, 2 communicators, gathered in 0.000 s");
   EXPECT_EQ(summary_line(fixture("many-2.30.7.txt")).substr(62), "gathered in 0.004 s");
   auto j = report_json(r);
   EXPECT_EQ(j["mismatches"].size(), 2u);

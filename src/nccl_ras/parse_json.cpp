@@ -40,9 +40,12 @@ void check_depth(std::string_view s) {
   bool in_string = false, escaped = false;
   for (char c : s) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '{' || c == '[') {
@@ -84,10 +87,11 @@ const json& field(const json& obj, const char* name, json::value_t type, const s
   };
   if (it == obj.end() || !same(*it))
     throw ParseError("RAS's JSON: " + where + "." + name + " is missing or not " +
-                     (type == json::value_t::string ? "a string"
-                      : type == json::value_t::array ? "a list"
-                      : type == json::value_t::object ? "an object"
-                      : type == json::value_t::boolean ? "true or false" : "a number"));
+                     (type == json::value_t::string    ? "a string"
+                      : type == json::value_t::array   ? "a list"
+                      : type == json::value_t::object  ? "an object"
+                      : type == json::value_t::boolean ? "true or false"
+                                                       : "a number"));
   return *it;
 }
 
@@ -101,23 +105,32 @@ long long integer(const json& obj, const char* name, const std::string& where) {
 /// "0x5a1e4c0ffee12345" -> "5a1e4c0ffee12345", as the text prints it (%016lx).
 std::string comm_hash(const std::string& h, const std::string& where) {
   std::string hex = h.starts_with("0x") ? h.substr(2) : h;
-  if (hex.empty() || hex.size() > 16 ||
-      !std::all_of(hex.begin(), hex.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); }))
+  if (hex.empty() || hex.size() > 16 || !std::all_of(hex.begin(), hex.end(), [](char c) {
+        return std::isxdigit(static_cast<unsigned char>(c));
+      }))
     throw ParseError("RAS's JSON: " + where + ".hash is not a hexadecimal hash");
-  std::transform(hex.begin(), hex.end(), hex.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(hex.begin(), hex.end(), hex.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   return std::string(16 - hex.size(), '0') + hex;
 }
 
 /// src/ras/client_support.cc ncclErrorToString.
 std::string error_text(long long code) {
   switch (code) {
-    case 1: return "Unhandled CUDA error";
-    case 2: return "System error";
-    case 3: return "Internal error";
-    case 4: return "Invalid argument";
-    case 5: return "Invalid usage";
-    case 6: return "Remote process error";
-    default: return "Unexpected error";
+    case 1:
+      return "Unhandled CUDA error";
+    case 2:
+      return "System error";
+    case 3:
+      return "Internal error";
+    case 4:
+      return "Invalid argument";
+    case 5:
+      return "Invalid usage";
+    case 6:
+      return "Remote process error";
+    default:
+      return "Unexpected error";
   }
 }
 
@@ -129,11 +142,13 @@ std::vector<ValueGroup> grouped(const std::vector<std::pair<Key, RankRef>>& item
   for (const auto& [k, r] : items) by[k].push_back(r);
   std::vector<std::pair<Key, std::vector<RankRef>>> sorted(by.begin(), by.end());
   std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
-    return a.second.size() != b.second.size() ? a.second.size() > b.second.size() : b.first < a.first;
+    return a.second.size() != b.second.size() ? a.second.size() > b.second.size()
+                                              : b.first < a.first;
   });
   std::vector<ValueGroup> out;
   for (auto& [k, ranks] : sorted) {
-    std::sort(ranks.begin(), ranks.end(), [](const RankRef& a, const RankRef& b) { return a.rank < b.rank; });
+    std::sort(ranks.begin(), ranks.end(),
+              [](const RankRef& a, const RankRef& b) { return a.rank < b.rank; });
     out.push_back({name(k), static_cast<long long>(ranks.size()), std::move(ranks)});
   }
   return out;
@@ -167,7 +182,8 @@ struct Job {
   }
 
   void comm(const json& c, const std::string& where) {
-    const std::string hash = comm_hash(field(c, "hash", json::value_t::string, where).get<std::string>(), where);
+    const std::string hash =
+        comm_hash(field(c, "hash", json::value_t::string, where).get<std::string>(), where);
     const long long size = integer(c, "size", where);
     std::vector<std::pair<std::string, RankRef>> states;
     std::map<std::string, std::vector<std::pair<std::uint64_t, RankRef>>> counts;
@@ -182,14 +198,18 @@ struct Job {
       const auto& st = field(ranks[i], "status", json::value_t::object, at);
       const long long init = integer(st, "init_state", at + ".status");
       const long long async = integer(st, "async_error", at + ".status");
-      auto flag = [&](const char* n) { return field(st, n, json::value_t::boolean, at + ".status").get<bool>(); };
-      states.push_back({flag("abort_flag") ? "ABORT"
+      auto flag = [&](const char* n) {
+        return field(st, n, json::value_t::boolean, at + ".status").get<bool>();
+      };
+      states.push_back({flag("abort_flag")                                ? "ABORT"
                         : flag("finalize_called") || flag("destroy_flag") ? "FINALIZE"
-                        : init == 0 ? "RUNNING" : "INIT",
+                        : init == 0                                       ? "RUNNING"
+                                                                          : "INIT",
                         rank});
       if (init != 0 && init != 7) errs[{"initialization", init}].push_back(rank);
       if (async != 0 && async != 7) errs[{"asynchronous", async}].push_back(rank);
-      for (const auto& [op, v] : field(ranks[i], "collective_counts", json::value_t::object, at).items()) {
+      for (const auto& [op, v] :
+           field(ranks[i], "collective_counts", json::value_t::object, at).items()) {
         if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<long long>() >= 0))
           throw ParseError("RAS's JSON: " + at + ".collective_counts." + op + " is not a count");
         if (!counts.contains(op)) ops.push_back(op);
@@ -203,8 +223,10 @@ struct Job {
       if (!missing[i].is_object()) throw ParseError("RAS's JSON: " + at + " is not an object");
       RankRef rank = rank_of(missing[i], at);
       const auto& st = field(missing[i], "status", json::value_t::object, at);
-      const bool gone = field(st, "unresponsive", json::value_t::boolean, at + ".status").get<bool>();
-      const bool is_dead = field(st, "considered_dead", json::value_t::boolean, at + ".status").get<bool>();
+      const bool gone =
+          field(st, "unresponsive", json::value_t::boolean, at + ".status").get<bool>();
+      const bool is_dead =
+          field(st, "considered_dead", json::value_t::boolean, at + ".status").get<bool>();
       add_process(rank.process, is_dead, gone && !is_dead);
       if (gone || is_dead) {
         ++silent.count;
@@ -216,11 +238,13 @@ struct Job {
     if (silent.count > 0) r.missing.push_back(std::move(silent));
     std::set<std::string> seen_states;
     for (const auto& s : states) seen_states.insert(s.first);
-    if (seen_states.size() > 1) r.mismatches.push_back({hash, size, "status", grouped(states, state_name)});
+    if (seen_states.size() > 1)
+      r.mismatches.push_back({hash, size, "status", grouped(states, state_name)});
     for (const auto& op : ops) {
       std::set<std::uint64_t> seen;
       for (const auto& v : counts[op]) seen.insert(v.first);
-      if (seen.size() > 1) r.mismatches.push_back({hash, size, op, grouped(counts[op], count_name)});
+      if (seen.size() > 1)
+        r.mismatches.push_back({hash, size, op, grouped(counts[op], count_name)});
     }
     std::vector<RankError> found;
     for (auto& [key, ranks_with] : errs)
@@ -245,8 +269,9 @@ Report parse_json(std::string_view reply) {
       throw ParseError(reply.find('{') == std::string_view::npos
                            ? "RAS's reply is not JSON"
                            : "RAS's JSON does not parse (cut short, or not RAS's document)");
-    job.r.notes.push_back("the JSON lacked the comma after a missing rank's nvml_dev (NCCL 2.28.7 "
-                          "and 2.28.9 print it so) and was read with it added");
+    job.r.notes.push_back(
+        "the JSON lacked the comma after a missing rank's nvml_dev (NCCL 2.28.7 "
+        "and 2.28.9 print it so) and was read with it added");
   }
   if (!doc.is_object()) throw ParseError("RAS's JSON is not an object");
   Report& r = job.r;

@@ -171,15 +171,21 @@ TEST(RasParse, TextThatIsNotRas) {
   EXPECT_NO_THROW(parse_text(odd));
   // A communicator table a stranger wrote: negative and huge numbers are not sizes.
   auto table = whole;
-  table.insert(table.find("\nErrors"), "\n   -1  9223372036854775807  1  1  5  5  RUNNING  OK\n"
-                                         "99999  9223372036854775807  1  1  5  5  RUNNING  OK\n");
+  table.insert(table.find("\nErrors"),
+               "\n   -1  9223372036854775807  1  1  5  5  RUNNING  OK\n"
+               "99999  9223372036854775807  1  1  5  5  RUNNING  OK\n");
   auto r = parse_text(table);
   EXPECT_LE(r.communicators, 1LL << 40);
 }
 
 TEST(RasParse, JsonThatIsNotRas) {
   const std::vector<std::string> bad = {
-      "", "[]", "{}", "null", "{\"nccl_version\": 3}", "{\"nccl_version\": \"2.28.9\"}",
+      "",
+      "[]",
+      "{}",
+      "null",
+      "{\"nccl_version\": 3}",
+      "{\"nccl_version\": \"2.28.9\"}",
       "{\"nccl_version\": \"2.28.9\", \"communicators\": [7]}",
       "{\"nccl_version\": \"2.28.9\", \"communicators\": [{\"hash\": \"zz\", \"size\": 1, "
       "\"ranks\": [], \"missing_ranks\": []}]}",

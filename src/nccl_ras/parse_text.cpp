@@ -134,7 +134,8 @@ class TextReader {
     if (auto h = comm_header(line)) return comm(*h);
     if (line == "INCOMPLETE" || line == "DEAD" || line == "TIMEOUT") {
       block_ = line == "INCOMPLETE" ? Block::processes_missing
-                                    : line == "DEAD" ? Block::dead : Block::none;
+               : line == "DEAD"     ? Block::dead
+                                    : Block::none;
       return;
     }
     if (std::string_view s = line; eat(s, "  Encountered ")) {
@@ -143,11 +144,16 @@ class TextReader {
     }
     switch (block_) {
       case Block::processes_missing:
-      case Block::dead: return process_block(line);
-      case Block::comm_incomplete: return incomplete(line);
-      case Block::comm_error: return error(line);
-      case Block::comm_mismatch: return mismatch(line);
-      case Block::none: return;
+      case Block::dead:
+        return process_block(line);
+      case Block::comm_incomplete:
+        return incomplete(line);
+      case Block::comm_error:
+        return error(line);
+      case Block::comm_mismatch:
+        return mismatch(line);
+      case Block::none:
+        return;
     }
   }
 
@@ -183,7 +189,8 @@ class TextReader {
   void comm(const CommHeader& h) {
     comm_ = h.hash;
     size_ = h.group >= 0 && static_cast<std::size_t>(h.group) < comm_size_.size()
-                ? comm_size_[static_cast<std::size_t>(h.group)] : -1;
+                ? comm_size_[static_cast<std::size_t>(h.group)]
+                : -1;
     if (h.kind == "INCOMPLETE") {
       block_ = Block::comm_incomplete;
       r_.missing.push_back({comm_, 0, {}});
@@ -244,7 +251,8 @@ class TextReader {
       }
     }
     if (auto rank = rank_line(line)) {
-      if (!r_.errors.empty() && r_.errors.back().comm == comm_) r_.errors.back().ranks.push_back(*rank);
+      if (!r_.errors.empty() && r_.errors.back().comm == comm_)
+        r_.errors.back().ranks.push_back(*rank);
       return;
     }
     s = line;
@@ -263,7 +271,8 @@ class TextReader {
   void mismatch(std::string_view line) {
     std::string_view s = line;
     if (eat(s, "  Communicator ranks have different ")) {
-      std::string what = s == "status" ? "status" : std::string(s.substr(0, s.find(" operation counts")));
+      std::string what =
+          s == "status" ? "status" : std::string(s.substr(0, s.find(" operation counts")));
       r_.mismatches.push_back({comm_, size_, what, {}});
       in_mismatch_ = true;
       return;

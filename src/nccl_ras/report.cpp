@@ -1,7 +1,7 @@
 // merge() and rank_list() (report.h).
-#include <algorithm>
-
 #include "nccl_ras/report.h"
+
+#include <algorithm>
 
 namespace gpudiag::ras {
 
@@ -83,23 +83,28 @@ Report merge(const std::vector<Report>& reports) {
     add_processes(out.dead, r.dead);
     add_processes(out.unresponsive, r.unresponsive);
     for (const auto& m : r.missing)
-      add_keyed(out.missing, m, [](const auto& a, const auto& b) { return a.comm == b.comm; },
-                [](const auto& x) { return x.ranks.size(); });
+      add_keyed(
+          out.missing, m, [](const auto& a, const auto& b) { return a.comm == b.comm; },
+          [](const auto& x) { return x.ranks.size(); });
     for (const auto& m : r.mismatches)
-      add_keyed(out.mismatches, m,
-                [](const auto& a, const auto& b) { return a.comm == b.comm && a.what == b.what; },
-                [](const auto& x) { return named(x.groups); });
+      add_keyed(
+          out.mismatches, m,
+          [](const auto& a, const auto& b) { return a.comm == b.comm && a.what == b.what; },
+          [](const auto& x) { return named(x.groups); });
     for (const auto& e : r.errors)
-      add_keyed(out.errors, e,
-                [](const auto& a, const auto& b) {
-                  return a.comm == b.comm && a.phase == b.phase && a.error == b.error;
-                },
-                [](const auto& x) { return x.ranks.size(); });
+      add_keyed(
+          out.errors, e,
+          [](const auto& a, const auto& b) {
+            return a.comm == b.comm && a.phase == b.phase && a.error == b.error;
+          },
+          [](const auto& x) { return x.ranks.size(); });
     for (const auto& n : r.notes)
-      if (std::find(out.notes.begin(), out.notes.end(), n) == out.notes.end()) out.notes.push_back(n);
+      if (std::find(out.notes.begin(), out.notes.end(), n) == out.notes.end())
+        out.notes.push_back(n);
   }
   out.dead_count = std::max(out.dead_count, static_cast<long long>(out.dead.size()));
-  out.unresponsive_count = std::max(out.unresponsive_count, static_cast<long long>(out.unresponsive.size()));
+  out.unresponsive_count =
+      std::max(out.unresponsive_count, static_cast<long long>(out.unresponsive.size()));
   return out;
 }
 

@@ -33,24 +33,24 @@ struct RankRef {
 
 /// Ranks that share one value: how far they got (operations launched) or their state.
 struct ValueGroup {
-  std::string value;        ///< "120", "0", or a state ("RUNNING", "ABORT", "NOCOMM")
-  long long count = 0;      ///< how many ranks RAS says have it
+  std::string value;           ///< "120", "0", or a state ("RUNNING", "ABORT", "NOCOMM")
+  long long count = 0;         ///< how many ranks RAS says have it
   std::vector<RankRef> ranks;  ///< those it named (every one, from JSON)
 };
 
 /// A communicator whose ranks disagree: on an operation's count, or on their state.
 struct Mismatch {
-  std::string comm;         ///< its hash, 16 hex digits
+  std::string comm;          ///< its hash, 16 hex digits
   long long comm_size = -1;  ///< -1 when the text did not say
-  std::string what;         ///< "AllReduce", ... ; "collective" (2.24, 2.25: one count); "status"
+  std::string what;          ///< "AllReduce", ... ; "collective" (2.24, 2.25: one count); "status"
   std::vector<ValueGroup> groups;  ///< the most ranks first
 };
 
 /// Ranks of a communicator that reported an NCCL error.
 struct RankError {
   std::string comm;
-  std::string phase;        ///< "initialization" or "asynchronous"
-  std::string error;        ///< as RAS words it: "Remote process error"
+  std::string phase;  ///< "initialization" or "asynchronous"
+  std::string error;  ///< as RAS words it: "Remote process error"
   long long count = 0;
   std::vector<RankRef> ranks;
 };
@@ -63,8 +63,8 @@ struct MissingRanks {
 };
 
 struct Report {
-  std::string nccl_version;  ///< "2.28.9"
-  std::string format;        ///< "text" or "json"
+  std::string nccl_version;                         ///< "2.28.9"
+  std::string format;                               ///< "text" or "json"
   long long nodes = -1, processes = -1, gpus = -1;  ///< the job summary; -1 not said
   long long communicators = -1;
   /// Processes RAS considers dead (unreachable over its network), and those that did not
@@ -77,14 +77,14 @@ struct Report {
   /// Every process the report names (from JSON: every one RAS knows), for telling whose
   /// job it is.
   std::vector<ProcessRef> seen;
-  long long timeouts = 0;      ///< RAS's own timeouts while it gathered: its view is partial
+  long long timeouts = 0;  ///< RAS's own timeouts while it gathered: its view is partial
   double collection_s = -1;
   std::vector<std::string> notes;
 
   /// Nothing is wrong in what RAS saw (which is not everything when timeouts > 0).
   bool clean() const {
-    return dead_count == 0 && unresponsive_count == 0 && missing.empty() &&
-           mismatches.empty() && errors.empty();
+    return dead_count == 0 && unresponsive_count == 0 && missing.empty() && mismatches.empty() &&
+           errors.empty();
   }
 };
 

@@ -25,7 +25,8 @@ Survey survey(const std::vector<Endpoint>& endpoints, const QueryOptions& option
   for (std::size_t at = 0; at < endpoints.size(); at += kAtOnce) {
     std::vector<std::future<Outcome>> running;
     for (std::size_t i = at; i < std::min(endpoints.size(), at + kAtOnce); ++i)
-      running.push_back(std::async(std::launch::async, [&, i] { return query(endpoints[i], options); }));
+      running.push_back(
+          std::async(std::launch::async, [&, i] { return query(endpoints[i], options); }));
     for (std::size_t i = 0; i < running.size(); ++i) s.outcomes[at + i] = running[i].get();
   }
   std::vector<Report> reports;
@@ -62,7 +63,9 @@ std::string survey_text(const Survey& s) {
     out += "ras: no RAS answered: nothing is known about the job from it\n";
   else
     out += "ras: RAS saw nothing wrong" +
-           std::string(s.answered < static_cast<int>(s.outcomes.size()) ? " at the endpoints that answered" : "") +
+           std::string(s.answered < static_cast<int>(s.outcomes.size())
+                           ? " at the endpoints that answered"
+                           : "") +
            (s.merged.timeouts > 0 ? " in what reached it" : "") + "\n";
   return out;
 }
@@ -71,11 +74,14 @@ nlohmann::json survey_json(const Survey& s) {
   nlohmann::json j;
   j["endpoints"] = nlohmann::json::array();
   for (const auto& o : s.outcomes) {
-    nlohmann::json e{{"endpoint", clean_text(o.endpoint.text())}, {"answered", o.answered},
+    nlohmann::json e{{"endpoint", clean_text(o.endpoint.text())},
+                     {"answered", o.answered},
                      {"error", o.answered ? nlohmann::json() : nlohmann::json(clean_text(o.error))},
                      {"format", o.format.empty() ? nlohmann::json() : nlohmann::json(o.format)},
-                     {"format_note", o.format_note}, {"protocol", o.protocol},
-                     {"connections", o.connections}, {"seconds", o.seconds}};
+                     {"format_note", o.format_note},
+                     {"protocol", o.protocol},
+                     {"connections", o.connections},
+                     {"seconds", o.seconds}};
     e["report"] = o.answered ? report_json(o.report) : nlohmann::json();
     j["endpoints"].push_back(e);
   }
