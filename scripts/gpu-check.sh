@@ -19,6 +19,8 @@
 #      bench, bench --links, sweep (each rank its own host name)
 #   8. faults on that GPU: a rank SIGKILLed, then a rank SIGSTOPped, inside
 #      the all-reduce: the others must name it, the job end, the GPU be freed
+#   9. NCCL's RAS against a real NCCL (scripts/ras-real-nccl.sh): the protocol's
+#      conformance suite, gpudiag ras and launch's reports naming a rank behind or stopped
 # Logs go to $GPUDIAG_GPU_LOGS (default $OUT if set, else ./gpu-logs).
 # GPUDIAG_CUDA_ARCHS overrides the architectures (e.g. "90;100");
 # GPUDIAG_SECOND_NCCL names the second libnccl.so.2 instead of PyTorch's.
@@ -41,7 +43,7 @@ status=0
 say() { echo "$*" | tee -a "$logs/summary.txt"; }
 step() { say "== $*"; }
 # want SECTION: GPUDIAG_GPU_STEPS (e.g. "contract,onegpu,faults") picks sections
-# for a short lease; unset runs all: contract nccltests unit scan nccl second onegpu faults.
+# for a short lease; unset runs all: contract nccltests unit scan nccl second onegpu faults ras.
 want() { [[ -z ${GPUDIAG_GPU_STEPS:-} || ,$GPUDIAG_GPU_STEPS, == *,$1,* ]]; }
 # 1 means a slow link was found: a finding about the machine, not a failure of the tool.
 links_rc() { local rc=$1 file=$2; [[ $rc -eq 1 ]] && grep -q 'slow links\? (below' "$file" && rc=0; echo "$rc"; }
@@ -460,6 +462,15 @@ step "4 ranks on one GPU: rank 2 SIGKILLed inside the all-reduce"
 fault fault-kill KILL 2
 step "4 ranks on one GPU: rank 1 SIGSTOPped inside the all-reduce"
 fault fault-stop STOP 1
+
+fi
+if want ras; then
+# NCCL's RAS (docs/ras.md) against a real NCCL: the protocol's conformance suite, gpudiag ras
+# and the launcher's reports naming a rank behind (torch, backend nccl) and a stopped one.
+step "NCCL RAS against real NCCL: 4 ranks (scripts/ras-real-nccl.sh)"
+GPUDIAG_GPU_LOGS=$logs timeout -k 10 500 scripts/ras-real-nccl.sh "$build" >"$logs/ras.txt" 2>&1
+record $?
+cat "$logs/ras/summary.txt" 2>/dev/null
 
 fi
 say "== done: exit $status (logs in $logs)"

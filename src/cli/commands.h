@@ -86,6 +86,7 @@ Runner setup_bench(CLI::App& app);
 Runner setup_scan(CLI::App& app);
 Runner setup_nccl_log(CLI::App& app);
 Runner setup_fr(CLI::App& app);
+Runner setup_ras(CLI::App& app);
 Runner setup_info(CLI::App& app);
 Runner setup_sweep(CLI::App& app);
 

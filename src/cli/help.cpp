@@ -87,6 +87,11 @@ const Footer kFooters[] = {
      "  gpudiag fr /shared/fr/        # TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/shared/fr/rank_ in the job\n"
      "  gpudiag fr /tmp/nccl_trace_rank_* --json report.json\n",
      "  0 no rank is suspect; 1 suspect ranks (suspect_ranks); 2 bad usage, or no readable dump\n"},
+    {"ras",
+     "  gpudiag ras                          # NCCL_RAS_ADDR, else localhost:28028\n"
+     "  gpudiag ras node0 node1:30000 --json ras.json\n",
+     "  0 every endpoint answered and RAS saw nothing wrong; 1 RAS saw something wrong; 2 bad\n"
+     "  usage; 3 no finding, and an endpoint gave no usable answer\n"},
     {"info",
      "  gpudiag info\n"
      "  gpudiag launch --nproc-per-node 4 -- info --json -   # JSON Lines, one per rank\n",

@@ -165,6 +165,13 @@ Runner setup_launch(CLI::App& app) {
                   "kill -USR1 <launcher> prints the same at any time and the job goes on")
       ->check(Seconds(0, 30 * 86400))
       ->capture_default_str();
+  sub->add_option("--nccl-ras-timeout", options->nccl_ras_timeout_s,
+                  "With every report of where the ranks are, and after the first failure, ask "
+                  "this node's NCCL RAS (NCCL 2.24+, at the ranks' NCCL_RAS_ADDR) which "
+                  "processes are dead or silent and whose collective counts differ, for at most "
+                  "this many seconds (0: never ask; docs/ras.md)")
+      ->check(Seconds(0, 600))
+      ->capture_default_str();
   sub->add_flag("--no-stack-hook", [options](std::int64_t) { options->stack_hook = false; },
                 "Do not give Python ranks the faulthandler startup file that lets the launcher "
                 "read their Python stacks (they are then read natively, with eu-stack or gdb)");

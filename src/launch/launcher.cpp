@@ -29,6 +29,7 @@
 #include "world/host.h"
 #include "launch/job.h"
 #include "launch/memory_evidence.h"
+#include "launch/ras_note.h"
 #include "launch/signal_pipe.h"
 #include "launch/supervisor.h"
 #include "util/error.h"
@@ -311,6 +312,8 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
 
   // Before the first fork, so no SIGINT or SIGCHLD from here on is lost.
   SignalPipe signals;
+  RasPlan ras_plan;
+  ras_plan.timeout_s = options.nccl_ras_timeout_s;
   std::vector<RankProcess> ranks;
   ranks.reserve(static_cast<std::size_t>(job.nproc_per_node));
   for (int local = 0; local < job.nproc_per_node; ++local) {
@@ -330,6 +333,8 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
             options.console_ranks.end())
       out_console = err_console = false;
     Env child_env = rank_environment(env, job, local);
+    // Where the ranks' NCCL serves RAS: their own environment says (rank 0's stands for all).
+    if (local == 0) ras_plan.settings = ras::ras_settings(child_env);
     // A torch program's NCCL flight recorder, as the fleets run it: on, dumping
     // at a watchdog timeout into the run's folder, unless the user chose.
     if (job.torch_children && !job.error_dir.empty()) {
@@ -379,14 +384,12 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
   if (restart == 0 && ::isatty(STDERR_FILENO) == 1)
     say("pid " + std::to_string(::getpid()) + " (kill -USR1 " + std::to_string(::getpid()) +
         " prints where every rank is; the job goes on)");
-  Supervisor supervisor(
-      std::move(ranks), options.prefix,
-      {options.grace_s, options.kill_after_s, timeout_s, effective_exit_timeout(options),
-       options.hang_timeout_s,
-       job.error_dir.empty() ? (logs.base.empty() ? std::string() : attempt_dir) : job.error_dir,
-       short_hostname()},
-      watcher,
-      signals);
+  StopPolicy policy{options.grace_s, options.kill_after_s, timeout_s,
+                    effective_exit_timeout(options), options.hang_timeout_s,
+                    job.error_dir.empty() ? (logs.base.empty() ? std::string() : attempt_dir)
+                                          : job.error_dir,
+                    short_hostname(), ras_plan};
+  Supervisor supervisor(std::move(ranks), options.prefix, policy, watcher, signals);
   Attempt out;
   out.status = supervisor.run();
   if (out.status != 0 && job.torch_children)

@@ -70,6 +70,9 @@ struct LaunchOptions {
   /// startup file for Python ranks (their stacks are then native).
   double hang_timeout_s = 0.0;
   bool stack_hook = true;
+  /// --nccl-ras-timeout: with every stack report, and after the first failure, ask the
+  /// ranks' NCCL RAS (launch/ras_note.h) for at most this long (0: never ask).
+  double nccl_ras_timeout_s = 5.0;
   /// torchrun's rendezvous: --standalone (one node, a free local port),
   /// --rdzv-endpoint HOST[:PORT] (empty: none; the port defaults to 29400),
   /// --rdzv-backend c10d|static|gpudiag (empty: not given), --rdzv-id.

@@ -108,6 +108,7 @@ int Supervisor::run() {
     watch_exits();
     watch_progress();
     answer_stack_request();
+    watch_ras();
     // Also while stopping: ranks may see the same fault (their WORLD_SIZE
     // differs) and fail before the observer's verdict; the verdict still wins.
     if (!stopped_for_ && !interrupted_by_)
@@ -115,6 +116,7 @@ int Supervisor::run() {
     if (gave_up_) break;
     poll_once();
   }
+  if (failure_ras_) finish_ras(std::move(failure_ras_));
   for (auto& s : slots_) s.out.close(), s.err.close();
 
   auto ends = outcomes();
@@ -208,6 +210,10 @@ void Supervisor::on_exit(std::size_t index) {
                seconds(policy_.grace_s) + " to finish, then SIGTERM";
   say(message);
   term_at_ = Deadline::after_seconds(policy_.grace_s);
+  // The survivors' NCCL RAS, while they still live (at most --grace, or 1 s).
+  if (!live.empty())
+    failure_ras_ = ask_ras("after rank " + std::to_string(s.rank) + " failed first",
+                           std::min(policy_.ras.timeout_s, std::max(1.0, policy_.grace_s)));
 }
 
 void Supervisor::on_signal(int sig) {
@@ -408,6 +414,7 @@ void Supervisor::report_stacks(const std::string& why) {
   if (live_ranks().empty()) return;
   // The first node's launcher asks the others first, so all take theirs at once.
   const int request = observer_.request_stacks();
+  auto ras = ask_ras(why.substr(0, why.find(':')), policy_.ras.timeout_s);  // alongside the stacks
   std::string dir;
   auto stacks = local_stacks(dir);
   cached_summary_ = encode_stacks(stacks);
@@ -429,6 +436,7 @@ void Supervisor::report_stacks(const std::string& why) {
   const std::string me = std::to_string(::getpid());
   text += "\n  (kill -USR1 " + me + " asks again; the job goes on)";
   say(text);
+  finish_ras(std::move(ras));
 }
 
 void Supervisor::answer_stack_request() {
@@ -442,8 +450,10 @@ void Supervisor::answer_stack_request() {
     return;
   }
   if (live_ranks().empty()) return;
+  auto ras = ask_ras("the first node asked where the ranks are", policy_.ras.timeout_s);
   std::string dir;
   observer_.publish_stacks(n, encode_stacks(local_stacks(dir)));
+  finish_ras(std::move(ras));
 }
 
 void Supervisor::poll_once() {
@@ -486,6 +496,12 @@ std::vector<int> Supervisor::live_ranks() const {
   for (const auto& s : slots_)
     if (!s.status) live.push_back(s.rank);
   return live;
+}
+
+std::vector<LocalRank> Supervisor::local_ranks() const {
+  std::vector<LocalRank> out;
+  for (const auto& s : slots_) out.push_back({s.child.pid(), s.rank, s.local_rank});
+  return out;
 }
 
 bool Supervisor::all_ended() const {

@@ -30,6 +30,7 @@
 #include "launch/stacks.h"
 #include "launch/output.h"
 #include "launch/progress_watch.h"
+#include "launch/ras_note.h"
 #include "launch/signal_pipe.h"
 #include "launch/summary.h"
 #include "util/deadline.h"
@@ -51,6 +52,9 @@ struct StopPolicy {
   std::string stack_dir;
   /// The host name in "[host-local]" labels.
   std::string host;
+  /// Whether and where to ask the ranks' NCCL RAS with each stack report and after the
+  /// first failure (supervisor_ras.cpp).
+  RasPlan ras;
 };
 
 /// A started child and the rank it runs.
@@ -129,6 +133,14 @@ class Supervisor {
   void stop_hung();
   /// --hang-timeout: output or CPU time moved since the last look?
   void watch_progress();
+  /// NCCL RAS (supervisor_ras.cpp): a question asked on its own thread (null when the
+  /// plan says not to ask); its answer said once it came, the loop relaying meanwhile;
+  /// the question asked after the first failure, said when it comes.
+  std::unique_ptr<RasProbe> ask_ras(const std::string& why, double deadline_s);
+  void finish_ras(std::unique_ptr<RasProbe> probe);
+  void watch_ras();
+  std::vector<LocalRank> local_ranks() const;
+  std::unique_ptr<RasProbe> failure_ras_;
 
   Sink out_{1};
   Sink err_{2};

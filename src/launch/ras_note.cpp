@@ -1,0 +1,167 @@
+// ras_note_lines(), ras_not_asked(), RasProbe (ras_note.h).
+#include "launch/ras_note.h"
+
+#include <ifaddrs.h>
+#include <netdb.h>
+
+#include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "nccl_ras/findings.h"
+#include "util/strings.h"
+#include "util/text.h"
+
+namespace gpudiag::launch {
+
+namespace {
+
+/// The parent of `pid` from /proc/PID/stat (0 when unknown).
+pid_t parent_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(in, stat);
+  auto close = stat.rfind(')');  // the command may hold spaces and parentheses
+  if (close == std::string::npos || close + 4 > stat.size()) return 0;
+  auto fields = split(std::string_view(stat).substr(close + 2), ' ');
+  if (fields.size() < 2) return 0;
+  auto v = parse_int(fields[1]);
+  return v ? static_cast<pid_t>(*v) : 0;
+}
+
+/// The rank whose process is `pid` or an ancestor of it, at most 16 generations up.
+const LocalRank* rank_of(long long pid, const std::vector<LocalRank>& ranks) {
+  pid_t p = static_cast<pid_t>(pid);
+  for (int depth = 0; p > 1 && depth < 16; ++depth, p = parent_of(p))
+    for (const auto& r : ranks)
+      if (r.pid == p) return &r;
+  return nullptr;
+}
+
+/// This host's addresses, numeric (127.0.0.1 and ::1 among them).
+std::set<std::string> local_addresses() {
+  std::set<std::string> out{"127.0.0.1", "::1"};
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return out;
+  for (auto* a = list; a; a = a->ifa_next) {
+    if (!a->ifa_addr || (a->ifa_addr->sa_family != AF_INET && a->ifa_addr->sa_family != AF_INET6))
+      continue;
+    char buf[NI_MAXHOST];
+    const socklen_t len =
+        a->ifa_addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+    if (::getnameinfo(a->ifa_addr, len, buf, sizeof buf, nullptr, 0, NI_NUMERICHOST) == 0) {
+      std::string ip = buf;
+      out.insert(ip.substr(0, ip.find('%')));  // fe80::1%eth0
+    }
+  }
+  ::freeifaddrs(list);
+  return out;
+}
+
+std::string where(const RasPlan& plan, const std::string& why) {
+  std::string from =
+      plan.settings.from.starts_with("NCCL_RAS_ADDR") ? plan.settings.from : "the default";
+  return "NCCL RAS at " + clean_text(plan.settings.endpoint.text()) + " (" + from + "; " + why +
+         ")";
+}
+
+}  // namespace
+
+std::vector<std::string> ras_not_asked(const RasPlan& plan) {
+  if (plan.timeout_s <= 0) return {};
+  if (!plan.settings.enabled)
+    return {"NCCL RAS: not asked: the ranks run with " + plan.settings.disabled_by +
+            ", so their NCCL serves no RAS"};
+  if (!plan.settings.problem.empty())
+    return {"NCCL RAS: not asked: " + plan.settings.problem + " (NCCL then serves no RAS)"};
+  return {};
+}
+
+std::vector<std::string> ras_note_lines(const ras::Outcome& o, const RasPlan& plan,
+                                        const std::vector<LocalRank>& ranks,
+                                        const std::string& host, const std::string& why) {
+  const std::string head = where(plan, why);
+  if (o.refused)
+    return {head +
+            ": nothing listens there (the ranks run no NCCL 2.24 or later with RAS on this "
+            "node, or not yet): nothing is known from it"};
+  if (!o.answered)
+    return {head + ": no answer: " + clean_text(o.error) + "; nothing is known from it"};
+  const auto local = local_addresses();
+  auto on_this_host = [&](const ras::ProcessRef& p) { return local.contains(p.host); };
+  const ras::ProcessNamer name = [&](const ras::ProcessRef& p) -> std::string {
+    if (!on_this_host(p)) return {};
+    const auto* r = rank_of(p.pid, ranks);
+    if (!r) return {};
+    return "rank " + std::to_string(r->rank) + " [" + host + "-" + std::to_string(r->local_rank) +
+           "] pid " + std::to_string(p.pid);
+  };
+  // Whose job: one of this node's ranks among the processes RAS names, or none of them.
+  int here = 0, ours = 0;
+  for (const auto& p : ras::named_processes(o.report)) {
+    if (!on_this_host(p)) continue;
+    ++here;
+    if (rank_of(p.pid, ranks)) ++ours;
+  }
+  std::vector<std::string> out{head + ": " + ras::summary_line(o.report)};
+  if (here > 0 && ours == 0) {
+    out.push_back("  it names " + std::to_string(here) +
+                  " process(es) on this host and none is a "
+                  "rank of this job (another job's NCCL on this host?): not used");
+    return out;
+  }
+  auto findings = ras::finding_lines(o.report, name);
+  for (const auto& f : findings) out.push_back("  " + f);
+  if (findings.empty())
+    out.push_back(
+        "  RAS saw nothing wrong: every process it knows answered, and each "
+        "communicator's ranks agree on their operation counts and states");
+  if (ours == 0)
+    out.push_back(
+        "  note: RAS names no process of this node, so it cannot be told from "
+        "another job's NCCL on this host");
+  for (const auto& c : ras::caveat_lines(o.report)) out.push_back("  note: " + c);
+  return out;
+}
+
+struct RasProbe::State {
+  RasPlan plan;
+  std::vector<LocalRank> ranks;
+  std::string host, why;
+  ras::Outcome outcome;
+  std::atomic<bool> finished{false};
+  std::thread thread;
+};
+
+RasProbe::RasProbe(const RasPlan& plan, std::vector<LocalRank> ranks, std::string host,
+                   std::string why, double deadline_s)
+    : state_(std::make_shared<State>()) {
+  state_->plan = plan;
+  state_->ranks = std::move(ranks);
+  state_->host = std::move(host);
+  state_->why = std::move(why);
+  ras::QueryOptions q;
+  q.deadline_s = std::max(0.5, deadline_s);
+  // RAS waits for the other processes about half of it: its answer must still get here.
+  q.collect_timeout_s = std::max(1, static_cast<int>(q.deadline_s / 2));
+  q.greeting_s = std::min(1.0, q.deadline_s / 3);
+  state_->thread = std::thread([s = state_, q] {
+    s->outcome = ras::query(s->plan.settings.endpoint, q);
+    s->finished = true;
+  });
+}
+
+RasProbe::~RasProbe() {
+  if (state_->thread.joinable()) state_->thread.join();
+}
+
+bool RasProbe::done() const { return state_->finished; }
+
+std::vector<std::string> RasProbe::lines() {
+  if (state_->thread.joinable()) state_->thread.join();
+  return ras_note_lines(state_->outcome, state_->plan, state_->ranks, state_->host, state_->why);
+}
+
+}  // namespace gpudiag::launch

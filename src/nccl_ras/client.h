@@ -1,0 +1,54 @@
+// A bounded client of NCCL's RAS socket: asks one endpoint `VERBOSE STATUS` and reads the
+// reply into a Report.
+//
+// The protocol, from src/ras/client.cc (the ncclras tool) and client_support.cc
+// rasClientEventLoop (NCCL 2.24.3 to 2.30.7): commands are lines; "CLIENT PROTOCOL 2" is
+// answered "SERVER PROTOCOL 2"; "TIMEOUT <s>" (how long RAS waits for the other processes)
+// "OK"; "SET FORMAT json" "OK" from 2.28.7, and "ERROR: Unknown command ..." before, which is
+// how the version is told (the protocol number is 2 in every version); then "VERBOSE
+// STATUS" is answered with the report and the connection closed: the reply ends at EOF.
+// Every process of a node listens on the same port (SO_REUSEPORT) and the kernel picks one
+// per connection, so a stopped or hung process may take a connection and never answer: as
+// ncclras does, a connection with no greeting within `greeting_s` is dropped and another
+// opened, until the deadline.
+// Everything read is untrusted: lines are capped at 4 KiB, the reply at `max_reply`, every
+// read has the deadline, and whatever goes wrong is one line in Outcome::error.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "nccl_ras/endpoint.h"
+#include "nccl_ras/report.h"
+
+namespace gpudiag::ras {
+
+enum class Format { automatic, text, json };
+
+struct QueryOptions {
+  int collect_timeout_s = 5;  ///< "TIMEOUT n": RAS_COLLECTIVE_LEG_TIMEOUT_SEC is 5
+  double deadline_s = 11;     ///< the whole exchange, every connection included
+  double greeting_s = 1;      ///< one connection's wait for each one-line answer
+  Format format = Format::automatic;
+  std::size_t max_reply = std::size_t{64} << 20;
+  bool verbose = true;  ///< VERBOSE STATUS (names every outlier) or STATUS
+};
+
+struct Outcome {
+  Endpoint endpoint;
+  bool answered = false;    ///< a reply arrived and was read into `report`
+  std::string error;        ///< why not, one line ending in "; try: ..." when a remedy is known
+  bool refused = false;     ///< nothing listens there: every address refused the connection
+  std::string format;       ///< "json" or "text": what RAS was asked for
+  std::string format_note;  ///< why text when JSON was wanted
+  int protocol = -1;        ///< the number after SERVER PROTOCOL
+  int connections = 0;      ///< opened; more than 1: silent processes took the others
+  double seconds = 0;
+  std::string reply;  ///< the reply to STATUS as received (at most max_reply bytes)
+  Report report;
+};
+
+/// Never throws for what the other side does; `deadline_s` bounds it.
+Outcome query(const Endpoint& endpoint, const QueryOptions& options);
+
+}  // namespace gpudiag::ras
