@@ -37,6 +37,8 @@ struct CheckCli {
   std::vector<std::string> nccl_debug_subsys;
   std::string nccl_debug_dir;
   std::optional<double> expect_busbw;  ///< GB/s; else the table (report/expected_bw.h)
+  int table_rows = 256;     ///< past this many ranks, the table on the output is short
+  std::string table_file;   ///< --table-file PATH: rank 0 writes every rank's row there
 };
 
 /// --nccl-debug: every rank points NCCL's log at its own file in one run
@@ -103,6 +105,7 @@ int run(const CheckCli& o) {
   if (job.setup.world.rank == 0) {
     check_file_target("--json", o.json_path, WriteMode::through);
     check_file_target("--prometheus", o.prometheus, WriteMode::replace);
+    check_file_target("--table-file", o.table_file, WriteMode::through);
   }
   for (const auto& w : job.setup.world.warnings) spdlog::warn("{}", w);
   // Before NCCL's first call: its environment as gpudiag's NCCL needs it.
@@ -132,8 +135,16 @@ int run(const CheckCli& o) {
       expected = verdict_line(verdict, "");
       json["expected_busbw"] = verdict_json(verdict);
     }
-    write_all(out, versions_line(result) + summary_table(result) + expected +
+    // At scale the output holds the counts and the ranks that are not OK;
+    // every row goes to --table-file (and --json).
+    const std::string full_at =
+        !o.table_file.empty() ? o.table_file : !o.json_path.empty() ? "--json" : "";
+    write_all(out, versions_line(result) + summary_table(result, o.table_rows, full_at) + expected +
                        render_fingerprint(result.fingerprint));
+    if (!o.table_file.empty())
+      if (int s = write_file("--table-file", o.table_file, summary_table(result),
+                             WriteMode::through))
+        json_status = s;
     if (capture) summarize_nccl_capture(out, *capture, result);
     if (!o.json_path.empty()) json_status = emit_json(o.json_path, kCheckSchema, json);
     if (int s = write_report_prometheus(o.prometheus, kCheckSchema, json,
@@ -176,6 +187,13 @@ Runner setup_check(CLI::App& app) {
       ->check(DeviceOrdinal());
   add_nccl_lib_option(sub, o->check.nccl_lib);
   add_json_option(sub, o->json_path, "rank 0 writes the job report");
+  sub->add_option("--table-rows", o->table_rows,
+                  "past this many ranks rank 0's table on the output is short: counts per state "
+                  "and the ranks that are not OK (0: every row)")
+      ->check(CLI::Range(0, 1 << 24))
+      ->capture_default_str();
+  sub->add_option("--table-file", o->table_file,
+                  "rank 0 writes every rank's row of the table to this file");
   sub->add_option("--prometheus", o->prometheus,
                   "rank 0 writes the job's metrics in node_exporter's textfile format (atomically)");
   sub->add_option("--expect-busbw", o->expect_busbw,

@@ -132,6 +132,9 @@ Runner setup_launch(CLI::App& app) {
                   "store's address");
   sub->add_option("--role", options->role, "As torchrun: ROLE_NAME of the ranks")
       ->capture_default_str();
+  sub->add_option("--report-node", options->report_node,
+                  "gpudiag: at a rendezvous (no --node-rank), the host that takes node 0, so rank "
+                  "0's report and files land there (default: the rendezvous endpoint's host)");
   sub->add_option("--local-ranks-filter,--local_ranks_filter", text->local_ranks_filter,
                   "As torchrun: only these local ranks' output on the console, e.g. 0,1 (their "
                   "--log-dir files keep everything)");

@@ -5,6 +5,7 @@
 // node is to be excluded, 1 when some are, 3 when the sweep could not finish
 // (rank 0, which plans it, was lost), 2 for a usage error.
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -12,6 +13,7 @@
 #include "cli/json_output.h"
 #include "cli/world_setup.h"
 #include "comm/nccl_env.h"
+#include "launch/verdict_file.h"
 #include "rendezvous/job_token.h"
 #include "report/hostlist.h"
 #include "report/prometheus.h"
@@ -96,10 +98,26 @@ int run(SweepCli& o) {
     return static_cast<int>(out.timed_out ? ExitCode::timeout : ExitCode::broken);
   }
   int status = out.excluded > 0 ? static_cast<int>(ExitCode::broken) : 0;
+  const std::string verdict =
+      out.excluded > 0 ? "sweep: " + std::to_string(out.excluded) +
+                             (out.excluded == 1 ? " node" : " nodes") + " to exclude"
+                       : "sweep: no node to exclude";
   if (w.rank == 0) {
     write_all(human_fd(o.json_path), sweep::sweep_text(out));
     if (int s = write_files(o, out)) status = s;
+  } else if (w.local_rank == 0) {
+    // Every other node says where the report and files are.
+    write_all(STDOUT_FILENO, verdict + "; the report" +
+                                 (o.exclude_file.empty() && o.good_hostfile.empty() &&
+                                          o.good_mpi_hostfile.empty() && o.json_path.empty()
+                                      ? ""
+                                      : " and files") +
+                                 " are on " +
+                                 (out.report_host.empty() ? "rank 0's node" : out.report_host) +
+                                 " (rank 0)\n");
   }
+  // Under gpudiag launch, exit 1 for nodes to exclude is this verdict, not a failure.
+  if (status == static_cast<int>(ExitCode::broken)) launch::write_verdict(verdict);
   if (job.mpi && !job.mpi->barrier_within(Deadline::after_seconds(3))) job.mpi->abandon();
   return status;
 }
@@ -119,7 +137,7 @@ Runner setup_sweep(CLI::App& app) {
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(std::uint64_t{4096}, std::uint64_t{4} << 30))
       ->default_str("64MiB on GPUs, 4MiB on the host backend");
-  sub->add_option("--iters", s.iters, "timed exchanges per pair at most (the median is taken)")
+  sub->add_option("--iters", s.iters, "timed exchanges per pair at most (the fastest is taken)")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   sub->add_option("--timeout", s.timeout_s, "seconds any wait for the other ranks may take")

@@ -48,6 +48,7 @@ JobInfo resolve_job(const LaunchOptions& o, const Env& env) {
   job.node_rank = o.node_rank ? *o.node_rank : (job.rendezvous ? -1 : 0);
   job.max_restarts = o.max_restarts;
   job.role = o.role;
+  job.report_node = o.report_node;
   if (!o.rdzv_id.empty()) job.run_id = o.rdzv_id;
   if (!o.rdzv_endpoint.empty()) {
     auto [host, port] = parse_endpoint(o.rdzv_endpoint);

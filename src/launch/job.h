@@ -29,6 +29,9 @@ struct JobInfo {
   int node_rank = 0;
   std::string master_addr;
   int master_port = 0;
+  /// --report-node: the host that takes node 0 at a rendezvous ("" the
+  /// launcher serving the store).
+  std::string report_node;
   /// --master-port was given; otherwise the launcher chose master_port, and a
   /// LaunchObserver that binds a store server may replace it with its own.
   bool port_given = false;

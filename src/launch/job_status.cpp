@@ -38,10 +38,16 @@ int job_exit_status(const std::vector<RankOutcome>& ranks, const JobStop& stop) 
         return r.status && r.status->signaled && !r.killed_by_launcher;
       }))
     return *s;
-  if (any_exited(ExitCode::broken)) return static_cast<int>(ExitCode::broken);
+  // Under the launcher's own deadline, a rank it had stopped (or that ended
+  // while it stopped the job) exits as the stop made it: an effect.
+  auto effect = [&](const RankOutcome& r) { return stop.deadline && r.stopped_by_launcher; };
+  if (std::any_of(ranks.begin(), ranks.end(), [&](const RankOutcome& r) {
+        return !effect(r) && exited_with(r, static_cast<int>(ExitCode::broken));
+      }))
+    return static_cast<int>(ExitCode::broken);
   if (any_exited(ExitCode::timeout) || stop.deadline) return static_cast<int>(ExitCode::timeout);
-  if (auto s = lowest(ranks, [](const RankOutcome& r) {
-        return r.status && !r.status->signaled && r.status->value != 0;
+  if (auto s = lowest(ranks, [&](const RankOutcome& r) {
+        return !effect(r) && r.status && !r.status->signaled && r.status->value != 0;
       }))
     return *s;
   // Not reached by the launcher's own paths (it kills only after one of the

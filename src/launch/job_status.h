@@ -8,7 +8,9 @@
 //   (c) a rank exited 2 (bad command line, environment or input): 2;
 //   (d) a rank died of a signal the launcher had not sent it (SIGSEGV, a
 //       SIGKILL from outside): 128 + the signal of the lowest such rank;
-//   (e) a rank exited 1 (it saw a failure it can name): 1;
+//   (e) a rank exited 1 (it saw a failure it can name): 1, but not a rank
+//       that exited after the launcher's own deadline or hang stop reached
+//       it (its collective failed because the job was being stopped);
 //   (f) a rank exited 3 (a peer did not answer in time), or the launcher's
 //       own --timeout or --exit-timeout stopped the job: 3;
 //   (g) any other non-zero exit code: that of the lowest such rank;

@@ -77,6 +77,11 @@ TEST(JobExitStatus, TheLaunchersOwnDeadlinesGiveThree) {
   EXPECT_EQ(status_in_any_order({exited(0, 0), stopped(1, SIGKILL)}, {0, true, false}), 3);
   // A named failure still wins over the deadline.
   EXPECT_EQ(status_in_any_order({exited(0, 1), stopped(1, SIGTERM)}, {0, true, false}), 1);
+  // A rank that exited 1 once the launcher stopped a hung job (its peers on
+  // another node were stopped first, so its collective failed) is an effect.
+  RankOutcome failed_in_stop{1, ExitStatus::exited(1), false, true, false};
+  EXPECT_EQ(status_in_any_order({stopped(0, SIGTERM), failed_in_stop}, {0, true, false}), 3);
+  EXPECT_EQ(status_in_any_order({stopped(0, SIGTERM), failed_in_stop}), 1);
 }
 
 TEST(JobExitStatus, AnInterruptedLauncherReportsItsSignalWhateverTheRanksDid) {

@@ -332,10 +332,22 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
         child_env.set("GPUDIAG_PROGRESS_FILE", progress_file);
       }
     }
+    // A gpudiag subcommand says when its exit 1 is a verdict (verdict_file.h).
+    std::string verdict_file;
+    if (!options.no_gpudiag && !options.python_entry) {
+      const std::string dir = error_root(logs, job, logs.error_made) + "/attempt_" +
+                              std::to_string(restart) + "/" + std::to_string(local);
+      std::error_code ec;
+      std::filesystem::create_directories(dir, ec);
+      if (!ec) {
+        verdict_file = dir + "/verdict";
+        child_env.set("GPUDIAG_VERDICT_FILE", verdict_file);
+      }
+    }
     spec.envp = to_envp(child_env);
     ranks.push_back({job.rank_of(local), local, ChildProcess::spawn(spec), std::move(out_log),
                      std::move(err_log), out_console, err_console, false, stack_file,
-                     progress_file});
+                     progress_file, verdict_file});
     // A bench's report is rank 0's stdout, in nccl-tests' layout: it goes out
     // as nccl-tests' own would under mpirun, with no prefix on its rows.
     const std::string& program = options.command.empty() ? std::string() : options.command.front();
@@ -393,7 +405,9 @@ int run_attempts(const LaunchOptions& options, const Env& env,
     if (attempt.status == 0 || !attempt.restartable || restart >= options.max_restarts) {
       // The private folder made for error files and the stack hook is kept
       // only when something failed (its error files are the evidence).
-      if (attempt.status == 0 && !logs.error_made.empty()) {
+      // gpudiag's own ranks leave only their verdicts there, read already.
+      const bool only_verdicts = !options.no_gpudiag && !options.python_entry;
+      if ((attempt.status == 0 || only_verdicts) && !logs.error_made.empty()) {
         std::error_code ec;
         std::filesystem::remove_all(std::filesystem::path(logs.error_made).parent_path(), ec);
       }

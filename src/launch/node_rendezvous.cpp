@@ -55,7 +55,7 @@ std::string NodeView::who() const { return host + " (launcher pid " + std::to_st
 std::string encode_view(const NodeView& v) {
   return "gpudiag-node/1 " + v.host + " " + std::to_string(v.pid) + " " + std::to_string(v.nproc) +
          " " + std::to_string(v.min_nodes) + " " + std::to_string(v.max_nodes) + " " +
-         std::to_string(v.node_rank);
+         std::to_string(v.node_rank) + (v.serves ? " serves" : "");
 }
 
 std::optional<NodeView> decode_view(const std::string& text) {
@@ -66,7 +66,11 @@ std::optional<NodeView> decode_view(const std::string& text) {
       tag != "gpudiag-node/1" || v.nproc < 1 || v.min_nodes < 1 || v.max_nodes < v.min_nodes)
     return std::nullopt;
   std::string rest;
-  if (in >> rest) return std::nullopt;
+  if (in >> rest) {
+    if (rest != "serves") return std::nullopt;
+    v.serves = true;
+    if (in >> rest) return std::nullopt;
+  }
   return v;
 }
 
@@ -110,6 +114,16 @@ std::vector<int> assign_node_ranks(const std::vector<NodeView>& views) {
     holder[static_cast<std::size_t>(r)] = i;
     ranks[static_cast<std::size_t>(i)] = r;
   }
+  // The launcher serving the rendezvous takes node 0 when nobody claimed it:
+  // rank 0 (a check's report, a sweep's table and files) lands on the
+  // endpoint's node, named in advance, not on whichever node came first.
+  if (holder[0] < 0)
+    for (int i = 0; i < n; ++i)
+      if (views[static_cast<std::size_t>(i)].serves && ranks[static_cast<std::size_t>(i)] < 0) {
+        holder[0] = i;
+        ranks[static_cast<std::size_t>(i)] = 0;
+        break;
+      }
   int next = 0;
   for (auto& r : ranks) {
     if (r >= 0) continue;

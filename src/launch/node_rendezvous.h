@@ -15,7 +15,8 @@
 //     round closed without them;
 //   - if MIN never arrive within join_timeout: a TimeoutError naming who came.
 // Node ranks are then assigned alike by everyone: a given --node-rank is
-// kept, the others take the lowest free ranks in arrival order; two nodes
+// kept, the launcher serving the store takes node 0 if nobody claimed it,
+// the others take the lowest free ranks in arrival order; two nodes
 // claiming one rank is an error naming both. Each launcher ADDs `rdzv/acks`
 // once it has its verdict, so the one serving the store can wait for every
 // other launcher to have read the verdict before an error takes the store down.
@@ -39,6 +40,8 @@ struct NodeView {
   int max_nodes = 1;
   /// --node-rank as given; -1 when it is to be assigned.
   int node_rank = -1;
+  /// This launcher serves the rendezvous store (the endpoint is its host).
+  bool serves = false;
 
   /// "host (launcher pid N)", for messages.
   std::string who() const;
@@ -52,8 +55,9 @@ std::optional<NodeView> decode_view(const std::string& text);
 /// message naming both values and both launchers; nullopt when they agree.
 std::optional<std::string> disagreement(const std::vector<NodeView>& views);
 
-/// Node ranks for `views` (in arrival order): given ones kept, the others the
-/// lowest free ones in arrival order. Throws UsageError when two nodes give
+/// Node ranks for `views` (in arrival order): given ones kept, node 0 to the
+/// view that serves the store if free, the others the lowest free ones in
+/// arrival order. Throws UsageError when two nodes give
 /// the same --node-rank or one is outside [0, views.size()).
 std::vector<int> assign_node_ranks(const std::vector<NodeView>& views);
 

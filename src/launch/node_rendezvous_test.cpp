@@ -60,6 +60,22 @@ TEST(NodeViews, RanksAreAssignedAroundTheGivenOnes) {
   EXPECT_THROW(assign_node_ranks({view("a", 1, 2, 2, 5), view("b", 1, 2, 2)}), UsageError);
 }
 
+// The launcher serving the rendezvous takes node 0 however late it arrives,
+// unless a node claimed 0 by hand; its flag survives the round trip.
+TEST(NodeViews, TheEndpointsNodeIsNodeZero) {
+  auto host = view("endpoint", 1, 3, 3);
+  host.serves = true;
+  auto back = decode_view(encode_view(host));
+  ASSERT_TRUE(back);
+  EXPECT_TRUE(back->serves);
+  EXPECT_FALSE(decode_view(encode_view(view("a", 1, 3, 3))).value().serves);
+  EXPECT_FALSE(decode_view(encode_view(host) + " serves"));
+  EXPECT_EQ(assign_node_ranks({view("a", 1, 3, 3), view("b", 1, 3, 3), host}),
+            (std::vector<int>{1, 2, 0}));
+  EXPECT_EQ(assign_node_ranks({view("a", 1, 3, 3, 0), view("b", 1, 3, 3), host}),
+            (std::vector<int>{0, 1, 2}));  // then arrival order, as before
+}
+
 struct Round {
   TcpStoreServer server{[] {
     TcpStoreServerOptions o;

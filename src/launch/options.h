@@ -76,6 +76,8 @@ struct LaunchOptions {
   bool standalone = false;
   /// torchrun's --role (ROLE_NAME of the children).
   std::string role = "default";
+  /// The host that takes node 0 when node ranks are assigned (rendezvous).
+  std::string report_node;
   /// torchrun's --local-ranks-filter: only these local ranks' output goes to
   /// the console (their log files, with --log-dir, keep everything); empty: all.
   std::vector<int> console_ranks;

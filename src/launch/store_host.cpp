@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 
@@ -16,6 +17,7 @@
 #include "rendezvous/store_plane.h"
 #include "rendezvous/tcp_store_client.h"
 #include "util/error.h"
+#include "util/text.h"
 
 namespace gpudiag::launch {
 
@@ -141,6 +143,8 @@ void StoreHost::meet(JobInfo& job) {
   NodeView mine{
       host_,        static_cast<int>(::getpid()), job.nproc_per_node, job.min_nodes, job.nnodes,
       job.node_rank};
+  // Node 0 (rank 0's report and files) goes to a host named in advance.
+  mine.serves = job.report_node.empty() ? server_ != nullptr : job.report_node == host_;
   Membership m;
   try {
     m = meet_nodes(*client_, mine, times_, where);
@@ -150,6 +154,11 @@ void StoreHost::meet(JobInfo& job) {
   }
   job.node_rank = m.node_rank;
   job.nnodes = m.nnodes;
+  if (!job.report_node.empty() && m.node_rank == 0 &&
+      std::none_of(m.nodes.begin(), m.nodes.end(),
+                   [&](const NodeView& v) { return v.host == job.report_node; }))
+    spdlog::warn("launch: --report-node {} is none of the {} node(s) that met; node 0 is {}",
+                 clean_text(job.report_node.substr(0, 128)), m.nnodes, host_);
   spdlog::info("launch: the rendezvous at {} ({}) settled {} node(s); this one is node {}", where,
                server_ ? "served here" : "a client", m.nnodes, m.node_rank);
   if (gpudiag_ranks_) return;

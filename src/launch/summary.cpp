@@ -29,9 +29,14 @@ std::string job_summary(const std::vector<RankOutcome>& outcomes, const std::str
     std::vector<int> ranks;
   };
   std::vector<Group> groups;
+  std::vector<int> verdict_ranks;
+  std::string verdict;  // the first rank's (they agree: one judge decided)
   for (const auto& o : outcomes) {
     if (o.status && o.status->ok()) {
       ++ok;
+    } else if (!o.verdict.empty()) {
+      verdict_ranks.push_back(o.rank);
+      if (verdict.empty()) verdict = o.verdict;
     } else if (o.first_failure && o.status) {
       first = "rank " + std::to_string(o.rank) + " " + o.status->describe() + " (first failure)";
     } else {
@@ -48,7 +53,16 @@ std::string job_summary(const std::vector<RankOutcome>& outcomes, const std::str
         same->ranks.push_back(o.rank);
     }
   }
-  std::string line = std::to_string(ok) + "/" + std::to_string(outcomes.size()) + " ranks OK";
+  std::string line;
+  if (!verdict_ranks.empty() && ok == 0 && verdict_ranks.size() == outcomes.size()) {
+    line = std::to_string(outcomes.size()) + "/" + std::to_string(outcomes.size()) +
+           " ranks finished; their verdict: " + verdict;
+  } else {
+    line = std::to_string(ok) + "/" + std::to_string(outcomes.size()) + " ranks OK";
+    if (!verdict_ranks.empty())
+      line += "; " + std::string(verdict_ranks.size() == 1 ? "rank " : "ranks ") +
+              format_ranks(verdict_ranks) + " finished with a verdict: " + verdict;
+  }
   if (!first.empty()) line += "; " + first;
   for (const auto& g : groups) {
     line += "; " + std::string(g.ranks.size() == 1 ? "rank " : "ranks ") + format_ranks(g.ranks) +

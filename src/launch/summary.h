@@ -22,6 +22,8 @@ struct RankOutcome {
   /// It died of a signal the launcher itself had sent it (so the death is an
   /// effect of the job's end, not a cause; see job_status.h).
   bool killed_by_launcher = false;
+  /// Its exit 1 was a gpudiag subcommand's verdict (verdict_file.h), not a failure.
+  std::string verdict;
 };
 
 /// {0,1,2,5,7,8} -> "0-2,5,7,8": runs of three or more as a range (input in
@@ -31,7 +33,9 @@ std::string format_ranks(std::vector<int> ranks);
 /// "4/4 ranks OK", or e.g. "1/4 ranks OK; rank 3 exited with status 1 (first
 /// failure); ranks 0,2 killed by SIGTERM (stopped by the launcher)". A rank
 /// killed by a signal is "stopped by the launcher" only if the launcher sent
-/// that signal (killed_by_launcher).
+/// that signal (killed_by_launcher). Ranks that exited with a verdict
+/// (RankOutcome::verdict) are "finished", e.g. "4/4 ranks finished; their
+/// verdict: sweep: 1 node to exclude".
 /// `note` (e.g. "interrupted by SIGINT"), when not empty, is appended.
 std::string job_summary(const std::vector<RankOutcome>& outcomes, const std::string& note);
 

@@ -43,6 +43,20 @@ TEST(JobSummary, ASignalTheLauncherDidNotSendIsNotItsStop) {
             "rank 1 killed by SIGKILL; rank 2 killed by SIGKILL (stopped by the launcher)");
 }
 
+// A sweep that names nodes to exclude exits 1 on every rank: its verdict, said
+// as one, not as failed ranks.
+TEST(JobSummary, ExitsWithAVerdictAreFinishedRanks) {
+  const std::string v = "sweep: 1 node to exclude";
+  std::vector<RankOutcome> all{{0, ExitStatus::exited(1), false, false, false, v},
+                               {1, ExitStatus::exited(1), false, false, false, v}};
+  EXPECT_EQ(job_summary(all, "exit status 1"),
+            "2/2 ranks finished; their verdict: sweep: 1 node to exclude; exit status 1");
+  all.push_back({2, ExitStatus::killed(9)});
+  EXPECT_EQ(job_summary(all, ""),
+            "0/3 ranks OK; ranks 0,1 finished with a verdict: sweep: 1 node to exclude; "
+            "rank 2 killed by SIGKILL");
+}
+
 TEST(ExitStatus, DescribesLikeAShell) {
   EXPECT_EQ(ExitStatus::exited(3).describe(), "exited with status 3");
   EXPECT_EQ(ExitStatus::killed(9).describe(), "killed by SIGKILL");

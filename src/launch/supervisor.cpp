@@ -19,6 +19,7 @@
 #include "launch/job_status.h"
 #include "launch/stacks.h"
 #include "launch/summary.h"
+#include "launch/verdict_file.h"
 #include "util/error.h"
 
 namespace gpudiag::launch {
@@ -62,6 +63,8 @@ struct Supervisor::Slot {
   bool hung_on_exit = false;
   std::string stack_file;
   std::string progress_file;
+  std::string verdict_file;
+  std::string verdict;  ///< its exit 1 was this verdict (verdict_file.h)
 
   void send(int sig) {
     child.signal(sig);
@@ -85,7 +88,7 @@ Supervisor::Supervisor(std::vector<RankProcess> ranks, bool prefix, StopPolicy p
                           Relay(std::move(out), r.bare_stdout ? std::string() : tag, out_),
                           Relay(std::move(err), tag, err_),
                           std::nullopt, false, false, 0, std::nullopt, false, r.stack_file,
-                          r.progress_file});
+                          r.progress_file, r.verdict_file, {}});
     if (r.out_log || !r.out_console) slots_.back().out.copy_to(r.out_log, r.out_console);
     if (r.err_log || !r.err_console) slots_.back().err.copy_to(r.err_log, r.err_console);
   }
@@ -161,8 +164,8 @@ std::vector<RankOutcome> Supervisor::outcomes() const {
   std::vector<RankOutcome> out;
   out.reserve(slots_.size());
   for (const auto& s : slots_)
-    out.push_back(
-        {s.rank, s.status, s.first_failure, s.stopped_by_launcher, s.killed_by_launcher()});
+    out.push_back({s.rank, s.status, s.first_failure, s.stopped_by_launcher,
+                   s.killed_by_launcher(), s.verdict});
   return out;
 }
 
@@ -182,7 +185,11 @@ void Supervisor::on_exit(std::size_t index) {
   // Its last words first, then the launcher's account of its death.
   s.out.drain(kDrainReadsOnExit);
   s.err.drain(kDrainReadsOnExit);
-  bool first = phase_ == Phase::running && !s.status->ok();
+  // Exit 1 with a verdict written is the subcommand's answer, not a failure.
+  if (!s.status->signaled && s.status->value == 1)
+    if (auto v = read_verdict(s.verdict_file)) s.verdict = *v;
+  if (hung_) s.stopped_by_launcher = true;  // ended while the hung job was being stopped
+  bool first = phase_ == Phase::running && !hung_ && !s.status->ok() && s.verdict.empty();
   s.first_failure = first;
   try {
     observer_.on_child_exit(
@@ -311,6 +318,10 @@ void Supervisor::watch_progress() {
     if (!s.status) live.push_back({s.child.pid(), s.progress_file});
   if (!progress_.hung(live)) return;
   hang_reported_ = true;
+  // The job hung: decided now, whenever its ranks are stopped. A rank that
+  // ends from here on (another node's launcher stopped its peers first, so
+  // its collective failed) is an effect of the stop, not a first failure.
+  hung_ = true;
   report_stacks("--hang-timeout " + seconds(policy_.hang_timeout_s) +
                 ": no rank made progress for that long (no output, no collective completed, no "
                 "change of where its code is)");
@@ -327,7 +338,7 @@ void Supervisor::stop_hung() {
   hang_stop_at_.reset();
   if (phase_ != Phase::running) return;
   // Stopped as --timeout stops a job (exit status 3), with its own words.
-  hung_ = true;
+  hung_ = true;  // already set when the hang was reported
   phase_ = Phase::stopping;
   auto live = live_ranks();
   say("the job hung (--hang-timeout " + seconds(policy_.hang_timeout_s) + "); sending SIGTERM to " +

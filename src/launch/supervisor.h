@@ -69,6 +69,8 @@ struct RankProcess {
   std::string stack_file;
   /// Its startup hook's progress file (GPUDIAG_PROGRESS_FILE; "" none).
   std::string progress_file;
+  /// Where a gpudiag subcommand leaves its verdict (verdict_file.h; "" none).
+  std::string verdict_file;
 };
 
 class Supervisor {

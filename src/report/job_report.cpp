@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <set>
 
 #include "checks/verify.h"
@@ -74,7 +75,7 @@ std::string versions_text(const RankRecord& me, const std::string& store_unauthe
   return s + ", gpudiag " GPUDIAG_VERSION;
 }
 
-std::string summary_table(const CheckResult& result) {
+std::string summary_table(const CheckResult& result, int max_rows, const std::string& full_at) {
   const int n = static_cast<int>(result.table.size());
   const auto statuses = rank_statuses(result);
   std::set<std::string> hosts;
@@ -101,9 +102,29 @@ std::string summary_table(const CheckResult& result) {
   const std::size_t w[] = {6, 14, 7, 14, 10, 10, 14, 12, 10};
   const char* head[] = {"rank", "host", "local", "gpu", "device", "exchange", "communicator",
                         "all-reduce", "barrier"};
+  // At scale: counts per state, then the rows that are not OK only.
+  const bool short_form = max_rows > 0 && n > max_rows;
+  if (short_form) {
+    std::map<std::string, int> counts;
+    for (const auto& s : statuses) ++counts[status_name(s.kind)];
+    out += "ranks by state:";
+    for (const auto& [name, count] : counts) out += " " + name + " " + std::to_string(count) + ",";
+    out.back() = '\n';
+  }
   for (std::size_t i = 0; i < std::size(head); ++i) out += pad(head[i], w[i]);
   out += "status\n";
-  for (int rank = 0; rank < n; ++rank) {
+  // Every row; at scale the causes first (dead, broken, missing ...), then
+  // the ranks they stopped, kMaxProblemRows at most.
+  std::vector<int> order;
+  if (!short_form) {
+    for (int rank = 0; rank < n; ++rank) order.push_back(rank);
+  } else {
+    for (int pass = 0; pass < 2; ++pass)
+      for (int rank = 0; rank < n && static_cast<int>(order.size()) < kMaxProblemRows; ++rank)
+        if (!statuses[rank].ok() && (statuses[rank].kind == RankStatus::Kind::stopped) == (pass == 1))
+          order.push_back(rank);
+  }
+  for (int rank : order) {
     const auto& r = result.table[rank];
     if (!r) {
       out += pad(std::to_string(rank), w[0]) + status_cell(statuses[rank]) + "\n";
@@ -114,6 +135,15 @@ std::string summary_table(const CheckResult& result) {
            pad(std::to_string(r->local_rank), w[2]) + pad(gpu, w[3]);
     for (std::size_t i = 4; i < std::size(head); ++i) out += pad(cell_seconds(*r, head[i]), w[i]);
     out += status_cell(statuses[rank]) + "\n";
+  }
+  if (short_form) {
+    const int ok = count_ok(statuses);
+    const int hidden_problems = n - ok - static_cast<int>(order.size());
+    out += "(" + std::to_string(n - static_cast<int>(order.size())) + " more rows: " +
+           (hidden_problems ? std::to_string(hidden_problems) + " not OK, " : std::string()) +
+           std::to_string(ok) + " OK; every rank's row " +
+           (full_at.empty() ? std::string("with --table-file PATH or --json") : "in " + full_at) +
+           ")\n";
   }
   for (const auto& w : result.warnings) out += "warning: " + w + "\n";
   return out;

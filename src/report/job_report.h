@@ -15,7 +15,12 @@ std::string versions_line(const CheckResult& result);
 std::string versions_text(const RankRecord& me, const std::string& store_unauthenticated);
 
 /// A header line, one row per rank (phase times, status) and the warnings.
-std::string summary_table(const CheckResult& result);
+/// Past `max_rows` ranks (0: no limit) the rows are the ranks that are not
+/// OK (the first kMaxProblemRows of them) under a line of counts per state,
+/// and a last line says where the whole table is (`full_at`).
+std::string summary_table(const CheckResult& result, int max_rows = 0,
+                          const std::string& full_at = "");
+inline constexpr int kMaxProblemRows = 64;
 
 nlohmann::json job_json(const CheckResult& result);
 

@@ -68,6 +68,28 @@ TEST(RankStatus, AllOk) {
   for (auto& row : j["ranks"]) EXPECT_EQ(row["status"], "ok");
 }
 
+// At scale the output holds counts per state and the ranks that are not OK;
+// the whole table goes where the last line says.
+TEST(RankStatus, ALargeJobsTableIsCountsAndTheRanksThatAreNotOk) {
+  auto res = killed_in_all_reduce(600, 2);
+  const auto full = summary_table(res);
+  const auto brief = summary_table(res, 256, "table.txt");
+  EXPECT_NE(full.find("\n599   h "), std::string::npos);
+  EXPECT_EQ(brief.find("\n599   h "), std::string::npos) << brief;
+  EXPECT_NE(brief.find("\n2     "), std::string::npos) << brief;  // the dead rank's row
+  EXPECT_NE(brief.find("ranks by state: dead 1, stopped 599\n"), std::string::npos) << brief;
+  // The cause first, then those it stopped: rank 2's row before rank 0's.
+  EXPECT_LT(brief.find("\n2     "), brief.find("\n0     ")) << brief;
+  EXPECT_NE(brief.find("(536 more rows: 536 not OK, 0 OK; every rank's row in table.txt)"),
+            std::string::npos)
+      << brief;
+  // The summary line is the same either way.
+  EXPECT_EQ(full.substr(0, full.find('\n')), brief.substr(0, brief.find('\n')));
+  EXPECT_LT(brief.size(), 64u * 200 + 1000);
+  // Below the limit: every row.
+  EXPECT_EQ(summary_table(res, 600, "x"), full);
+}
+
 TEST(RankStatus, KilledRankIsDeadAndTheOthersStoppedByIt) {
   auto res = killed_in_all_reduce(4, 2);
   auto s = rank_statuses(res);

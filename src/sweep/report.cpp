@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <string_view>
 
 #include "report/hostlist.h"
 #include "report/prometheus.h"
@@ -29,6 +31,38 @@ std::string test_name(const NodeTest& t) {
   return fmt::format("{} (round {})", t.stage, t.round);
 }
 
+/// Host names in the order people read them: "node2" before "node10" (runs
+/// of digits compare as numbers).
+bool natural_less(const std::string& a, const std::string& b) {
+  std::size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (std::isdigit(static_cast<unsigned char>(a[i])) && std::isdigit(static_cast<unsigned char>(b[j]))) {
+      std::size_t ie = i, je = j;
+      while (ie < a.size() && std::isdigit(static_cast<unsigned char>(a[ie]))) ++ie;
+      while (je < b.size() && std::isdigit(static_cast<unsigned char>(b[je]))) ++je;
+      std::string_view x(a.data() + i, ie - i), y(b.data() + j, je - j);
+      while (x.size() > 1 && x.front() == '0') x.remove_prefix(1);
+      while (y.size() > 1 && y.front() == '0') y.remove_prefix(1);
+      if (x.size() != y.size()) return x.size() < y.size();
+      if (x != y) return x < y;
+      i = ie, j = je;
+    } else {
+      if (a[i] != b[j]) return a[i] < b[j];
+      ++i, ++j;
+    }
+  }
+  return a.size() - i < b.size() - j;
+}
+
+/// The verdicts in host order: the table, the JSON and the host files alike.
+std::vector<NodeVerdict> by_host(const SweepOutcome& o) {
+  std::vector<NodeVerdict> v = o.verdicts;
+  std::stable_sort(v.begin(), v.end(), [&](const NodeVerdict& x, const NodeVerdict& y) {
+    return natural_less(host_of(o, x.node), host_of(o, y.node));
+  });
+  return v;
+}
+
 }  // namespace
 
 std::string sweep_text(const SweepOutcome& o) {
@@ -42,7 +76,7 @@ std::string sweep_text(const SweepOutcome& o) {
   for (const auto& h : o.hosts) width = std::max(width, h.size());
   out += fmt::format("{:<{}}  {:<7}  {:<26}  {:>12}  {:>12}  {:<{}}  {}\n", "node", width, "state",
                      "test", "measured", "threshold", "partner", width, "where");
-  for (const auto& v : o.verdicts) {
+  for (const auto& v : by_host(o)) {
     const std::string host = host_of(o, v.node);
     if (!v.evidence) {
       out += fmt::format("{:<{}}  {:<7}  {}\n", host, width, state_name(v.state),
@@ -72,7 +106,7 @@ std::string sweep_text(const SweepOutcome& o) {
 nlohmann::json sweep_json(const SweepOutcome& o) {
   using nlohmann::json;
   json nodes = json::array();
-  for (const auto& v : o.verdicts) {
+  for (const auto& v : by_host(o)) {
     json n{{"host", host_of(o, v.node)}, {"state", state_name(v.state)},
            {"ranks", ranks_of(o, v.node)}, {"reason", v.reason}};
     if (v.evidence) {
@@ -112,7 +146,7 @@ nlohmann::json sweep_json(const SweepOutcome& o) {
 std::string sweep_prometheus(const SweepOutcome& o) {
   PromText p;
   p.gauge("gpudiag_info", "gpudiag's version and the NCCL it loaded", prom_info_labels("sweep", o.backend == "nccl" ? o.nccl_version : ""), 1);
-  for (const auto& v : o.verdicts) {
+  for (const auto& v : by_host(o)) {
     const std::string host = host_of(o, v.node);
     p.gauge("gpudiag_sweep_node_ok", "1 when the sweep found the node OK, 0 when it is to be excluded",
             {{"host", host}}, v.state == NodeState::ok);
@@ -149,7 +183,7 @@ std::string exclude_file_text(const SweepOutcome& o) {
 
 std::string good_hostfile_text(const SweepOutcome& o, bool mpi) {
   std::string out;
-  for (const auto& v : o.verdicts) {
+  for (const auto& v : by_host(o)) {
     if (v.state != NodeState::ok) continue;
     out += host_of(o, v.node);
     if (mpi) out += " slots=" + std::to_string(ranks_of(o, v.node));

@@ -19,8 +19,10 @@
 #include "checks/watchdog.h"
 #include "checks/verdict.h"
 #include "gpu/cuda.h"
+#include "report/status_line.h"
 #include "sweep/pair_meter.h"
 #include "util/error.h"
+#include "util/strings.h"
 #include "util/text.h"
 #include "world/fingerprint.h"
 #include "world/fingerprint_compare.h"
@@ -207,7 +209,8 @@ class SweepRun {
       const Round first = planner_->next(seconds_since(start_));
       round_start_ = seconds_since(start_);
       return json{{"layout", encode_layout(layout)}, {"round", encode_round(first)}, {"skip", skip},
-                  {"excluded", first.kind == RoundKind::done ? count_excluded() : -1}}
+                  {"excluded", first.kind == RoundKind::done ? count_excluded() : -1},
+                  {"report_host", me_.host}}
           .dump();
     };
     const json mine{{"rec", encode(me_)}, {"local_size", s_.world.local_size}};
@@ -236,7 +239,12 @@ class SweepRun {
     }
     try {
       const json j = json::parse(g.review);
-      if (first) layout_ = decode_layout(j.at("layout").get<std::string>(), n_);
+      if (first) {
+        layout_ = decode_layout(j.at("layout").get<std::string>(), n_);
+        // Where the report and files will be, for the other nodes to say.
+        if (auto h = j.find("report_host"); h != j.end() && h->is_string())
+          out_.report_host = clean_text(h->get<std::string>().substr(0, 256));
+      }
       round_ = decode_round(j.at("round").get<std::string>(), layout_.nodes());
       skip_.resize(layout_.nodes(), false);
       for (const auto& s : j.at("skip"))
@@ -349,6 +357,7 @@ class SweepRun {
     out_.rounds.push_back({round_.index, round_.stage(), pairs / 2, now - round_start_});
     round_start_ = now;
     const Round next = planner_->next(now);
+    progress_line(results, now, next);
     if (next.kind == RoundKind::done) {
       out_.verdicts = planner_->verdicts();
       out_.layout = planner_->layout();
@@ -359,6 +368,20 @@ class SweepRun {
     return json{{"round", encode_round(next)}, {"skip", skip},
                 {"excluded", next.kind == RoundKind::done ? count_excluded() : -1}}
         .dump();
+  }
+
+  /// The judge's line per round on stderr: a sweep of minutes is not silent.
+  void progress_line(const std::vector<PairResult>& results, double now, const Round& next) {
+    const auto failed = std::count_if(results.begin(), results.end(),
+                                      [](const PairResult& r) { return !r.ok; });
+    std::string line = "sweep: round " + std::to_string(round_.index) + " (" + round_.stage() +
+                       "): " + std::to_string(results.size() / 2) + " pair(s) in " +
+                       human_seconds(out_.rounds.back().seconds);
+    if (failed) line += ", " + std::to_string((failed + 1) / 2) + " failed";
+    line += next.kind == RoundKind::done
+                ? "; judged after " + human_seconds(now)
+                : "; next: round " + std::to_string(next.index) + " (" + next.stage() + ")";
+    write_all(STDERR_FILENO, line + "\n");
   }
 
   int count_excluded() const {

@@ -49,6 +49,7 @@ struct SweepOutcome {
   bool timed_out = false;
   /// From the judge's last review, on every rank: nodes to exclude.
   int excluded = -1;  ///< -1 unknown (the sweep did not finish)
+  std::string report_host;  ///< rank 0's host: where the report and files are
   // The judge's (rank 0's) view; empty elsewhere.
   std::vector<NodeVerdict> verdicts;
   Layout layout;

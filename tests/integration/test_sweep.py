@@ -109,6 +109,55 @@ class SweepOverNamespaceNodes(unittest.TestCase):
         self.assertEqual(text.count(" OK "), 4, text)
 
 
+    def rendezvous_sweep(self, reporter, extra=""):
+        # No --node-rank: the launchers meet at node1's rendezvous endpoint and
+        # node ranks are assigned; node1 (the endpoint) holds rank 0 whatever
+        # the order of arrival, prints the table and writes the file; the
+        # others say where they are. Exit 1 for a node to exclude is worded as
+        # the sweep's verdict, and the judge prints a line per round.
+        self.pool(3, throttle=3)
+        d = tempfile.mkdtemp()
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
+        excl = os.path.join(d, "exclude")
+        procs = []
+        for i in (3, 2, 1):
+            inner = (f"hostname node{i}; exec {BIN} launch --nnodes 3 --nproc-per-node 2 {extra} "
+                     "--rdzv-backend c10d --rdzv-endpoint 10.78.0.1:29770 -- sweep --backend host "
+                     f"--timeout 30 --pair-timeout 10 --exclude-file {excl}")
+            procs.append((i, subprocess.Popen(
+                ["ip", "netns", "exec", f"{self.PREFIX}-{i}", "unshare", "--uts", "sh", "-c", inner],
+                env=dict(clean_env(), GPUDIAG_SECRET="s" * 32),
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+        outs = {}
+        for i, p in procs:
+            try:
+                outs[i] = (p.communicate(timeout=300), p.returncode)
+            finally:
+                p.kill()
+        (out1, err1), rc1 = outs[reporter]
+        text = strip_prefix(out1)
+        self.assertEqual(rc1, 1, text + err1[-2000:])
+        self.assertIn("exclude 1 of 3 node(s): node3", text)
+        with open(excl) as f:
+            self.assertEqual(f.read(), "node3\n")
+        self.assertRegex(err1, r"sweep: round 1 \(\w[^)]*\): \d+ pair\(s\) in ")
+        self.assertIn("judged after", err1)
+        for i in (1, 2, 3):
+            (out, err), rc = outs[i]
+            self.assertEqual(rc, 1, (i, err[-2000:]))
+            self.assertIn("ranks finished; their verdict: sweep: 1 node to exclude", err, (i, err[-2000:]))
+            self.assertNotIn("first failure", err, (i, err[-2000:]))
+            if i != reporter:
+                self.assertIn(f"sweep: 1 node to exclude; the report and files are on node{reporter} (rank 0)",
+                              strip_prefix(out), (i, out[-2000:]))
+                self.assertNotIn("exclude 1 of 3", strip_prefix(out))
+
+    def test_under_a_rendezvous_the_report_is_on_the_endpoints_node(self):
+        self.rendezvous_sweep(1)
+
+    def test_report_node_names_where_the_report_lands(self):
+        self.rendezvous_sweep(2, "--report-node node2")
+
     def test_a_call_that_never_returns_is_ended_by_the_watchdog(self):
         # Rank 2 (node2's first rank) blocks for ever inside round 1's pair, as
         # an NCCL abort or a cudaFree on a hung GPU can (GPUDIAG_TEST_RAISE's

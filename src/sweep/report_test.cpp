@@ -1,0 +1,37 @@
+// The sweep's outputs in the order people read hosts: node2 before node10,
+// whatever order the nodes arrived in (the judge numbers them by rank).
+#include "sweep/report.h"
+
+#include <gtest/gtest.h>
+
+namespace gpudiag::sweep {
+namespace {
+
+SweepOutcome arrived_out_of_order() {
+  SweepOutcome o;
+  o.hosts = {"node10", "node2", "node1", "gpu-a09"};
+  o.ranks_per_node = {8, 8, 8, 8};
+  for (int k = 0; k < 4; ++k) o.verdicts.push_back({k, NodeState::ok, std::nullopt, 0, ""});
+  o.verdicts[2].state = NodeState::missing;
+  o.verdicts[2].reason = "never arrived";
+  return o;
+}
+
+TEST(SweepReport, RowsAndHostFilesAreInHostOrder) {
+  const auto o = arrived_out_of_order();
+  EXPECT_EQ(good_hostfile_text(o, false), "gpu-a09\nnode2\nnode10\n");
+  EXPECT_EQ(good_hostfile_text(o, true), "gpu-a09 slots=8\nnode2 slots=8\nnode10 slots=8\n");
+  const std::string text = sweep_text(o);
+  const auto a = text.find("\ngpu-a09 "), n1 = text.find("\nnode1 "), n2 = text.find("\nnode2 "),
+             n10 = text.find("\nnode10 ");
+  ASSERT_NE(n10, std::string::npos) << text;
+  EXPECT_LT(a, n1);
+  EXPECT_LT(n1, n2);
+  EXPECT_LT(n2, n10);
+  const auto j = sweep_json(o);
+  EXPECT_EQ(j["nodes"][0]["host"], "gpu-a09");
+  EXPECT_EQ(j["nodes"][3]["host"], "node10");
+}
+
+}  // namespace
+}  // namespace gpudiag::sweep
