@@ -146,6 +146,16 @@ for env_rule in NCCL_COMM_BLOCKING=1:NcclCommBlocking NCCL_COMM_ID=127.0.0.1:295
   grep -E '^\[ +(SKIPPED|FAILED|PASSED|OK) +\]' "$logs/contract-env-${env_rule##*:}.txt" |
     tee -a "$logs/summary.txt"
 done
+# NCCL_COMM_ID with several bootstrap roots (ncclCommInitRankScalable) needs 2+ ranks.
+step "NCCL contract, 2 ranks on one GPU, with NCCL_COMM_ID and several roots"
+contract_dir=$(mktemp -d)
+NCCL_COMM_ID=127.0.0.1:29519 GPUDIAG_NCCL_CONTRACT=real GPUDIAG_CONTRACT_DIR=$contract_dir \
+  NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 \
+  run contract-commid-2 120 "$bin" launch --nproc-per-node 2 --no-gpudiag -- \
+  "$rank_env" "$build/gpudiag_tests" --gtest_filter='*NcclContractScalable*CommId*'
+record $?
+grep -E '\[ +(SKIPPED|FAILED|PASSED) +\]' "$logs/contract-commid-2.txt" | tee -a "$logs/summary.txt"
+rm -rf "$contract_dir"
 
 fi
 if want nccltests; then

@@ -15,6 +15,7 @@
 #include "checks/collective_checks.h"
 #include "checks/link_run.h"
 #include "checks/memory_checks.h"
+#include "checks/nccl_root_ids.h"
 #include "checks/links.h"
 #include "checks/test_hook.h"
 #include "checks/verdict.h"
@@ -80,7 +81,8 @@ class CheckRun {
     timed("device", [&] { device(); });
     fingerprint();
     checkpoint("exchange", [&] { after_exchange(); });
-    me().fingerprint = {};  // compared at the exchange; later records stay small
+    me().fingerprint = {};  // compared at the exchange, where the NCCL ids were read too:
+    me().nccl_id.clear();   // later records stay small
     timed("communicator", [&] { communicator(); });
     checkpoint("communicator", [] {});
     timed("all-reduce", [&] { all_reduce(); });
@@ -207,7 +209,7 @@ class CheckRun {
       wait_stream(ops, device_->stream.handle(), "clearing the barrier's buffer",
                   Deadline::after_seconds(opt_.timeout_s));
       workspace_ = make_device_workspace(ops, device_->stream.handle(), device_);
-      if (me().rank == 0) me().nccl_id = nccl_make_unique_id(*load_nccl(opt_.nccl_lib).api);
+      make_nccl_root_id(me(), load_nccl(opt_.nccl_lib), setup_.env, opt_.nccl_roots);
     } else {
       if (!setup_.host_transport)
         throw Error(ExitCode::usage, "the host backend needs MPI or the rendezvous store here");
@@ -377,8 +379,8 @@ class CheckRun {
   }
 
   /// The records this rank reads at the exchange besides the digest: rank 0's
-  /// (its NCCL id), its host/tcp ring neighbours and halving partners, or
-  /// every rank's for the link test's mesh.
+  /// (its NCCL id; other roots' come in the review), its host/tcp ring
+  /// neighbours and halving partners, or every rank's for the link test's mesh.
   std::vector<int> exchange_needs() const {
     const int n = plane_.size(), r = result_.me.rank;
     std::vector<int> need;
@@ -403,8 +405,8 @@ class CheckRun {
       ctx.stream = device_->stream.handle();
       ctx.scratch = static_cast<float*>(device_->scratch.get());
       ctx.owner = device_;
-      comm_ = make_nccl_communicator(ctx, result_.table[0]->nccl_id, me().rank, plane_.size(),
-                                     wait_deadline(), abort_check);
+      comm_ = make_nccl_communicator(ctx, nccl_init_ids(me(), result_.table[0], review_.nccl_ids),
+                                     me().rank, plane_.size(), wait_deadline(), abort_check);
     } else {
       // Only the records exchange_needs() asked for are known here; the
       // transport never reads the others.

@@ -40,6 +40,8 @@ struct CheckOptions {
   double timeout_s = 60;         ///< how long any wait for peers may take
   int device = -1;               ///< force a CUDA ordinal
   std::string nccl_lib;          ///< --nccl-lib: the libnccl.so.2 to load ("" = search)
+  /// GPUDIAG_NCCL_ROOTS (comm/nccl_roots.h): 0 auto, else the bootstrap roots asked for.
+  int nccl_roots = 0;
   /// gpudiag bench: the sweep to run after the check's own all-reduce
   /// (bench/engine.h), and on rank 0 where its rows go: called with every
   /// rank's exchange record as the sweep starts.

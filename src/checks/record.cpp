@@ -8,7 +8,7 @@ namespace gpudiag {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RankRecord, rank, world_size, local_rank, host, host_cpus, pid,
                                                 launcher, backend, backend_why, gpu_ordinal,
                                                 gpu_name, gpu_bus_id, gpu_uuid, phase, seconds, ok,
-                                                failed_phase, reason, timed_out, nccl_id, endpoint,
+                                                failed_phase, reason, timed_out, nccl_id, nccl_roots, endpoint,
                                                 cuda_runtime, cuda_driver, nccl_version,
                                                 mpi_version, nccl_path, nccl_hostid, nvlink_domain,
                                                 allreduce_bytes,

@@ -38,7 +38,10 @@ struct RankRecord {
   std::string reason;       ///< one line: what failed and what to try
   bool timed_out = false;   ///< the failure was a wait that ran out
 
-  std::string nccl_id;      ///< rank 0's NCCL unique id (hex)
+  std::string nccl_id;      ///< the NCCL unique id this rank made (hex): rank 0's, a root's
+  /// The bootstrap roots this rank initialises NCCL with (comm/nccl_roots.h):
+  /// 1 is ncclCommInitRankConfig, more ncclCommInitRankScalable; 0 off NCCL.
+  int nccl_roots = 0;
   std::string endpoint;     ///< host:port this rank listens on (host/tcp ring)
 
   std::string cuda_runtime, cuda_driver, nccl_version, mpi_version;

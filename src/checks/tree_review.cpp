@@ -26,10 +26,21 @@ std::string CheckTreeReviewer::review(const std::string& checkpoint,
     }
   }
   auto out = review_table(now, {}, missing, checkpoint == "exchange");
-  // Not judged is not OK: a record that cannot be read counts as a failure.
+  // Not judged is not OK: a record that cannot be read counts as a failure,
+  // and one that should carry a bootstrap root's NCCL id says so (the plan
+  // as the table's other records give it).
+  int world = 0, roots = 0;
+  for (const auto& rec : now)
+    if (rec && rec->backend == "nccl") {
+      world = rec->world_size;
+      roots = rec->nccl_roots;
+      break;
+    }
   for (int r : unreadable) {
+    const std::string root = root_maker_note(r, world, roots);
     if (out.failures.size() < kReviewNames)
-      out.failures.emplace_back(r, "rank " + std::to_string(r) + "'s record could not be read");
+      out.failures.emplace_back(r, "rank " + std::to_string(r) + "'s record could not be read" +
+                                       (root.empty() ? "" : " (" + root + ")"));
     ++out.failed;
   }
   for (std::size_t i = 0; i < missing.size() && out.labels.size() < kReviewNames; ++i)
@@ -66,6 +77,7 @@ std::string CheckTreeReviewer::merge(const std::string&, const std::vector<std::
     for (auto& l : r.labels)
       if (out.labels.size() < kReviewNames) out.labels.push_back(std::move(l));
     if (!r.fingerprint.is_null()) prints.push_back(std::move(r.fingerprint));
+    merge_root_ids(out.nccl_ids, r.nccl_ids);  // each group's roots, for every rank
   }
   std::sort(out.failures.begin(), out.failures.end());
   std::sort(out.labels.begin(), out.labels.end());

@@ -5,7 +5,10 @@
 // count of all, conflicts and warnings from every group. Each group compares
 // its own nodes' fingerprints; groups are not compared with each other (the
 // fingerprint line says so). A record or a group's review that cannot be read
-// counts as a failure, never as OK.
+// counts as a failure, never as OK; a record that should carry a bootstrap
+// root's NCCL id is named as such. The ids of the roots a group's table holds
+// go up in its review, and the root's merge passes them all to every rank
+// (nccl_root_ids.h).
 #pragma once
 
 #include <map>

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "comm/nccl_roots.h"
 #include "util/strings.h"
 
 namespace gpudiag {
@@ -53,6 +54,16 @@ std::vector<std::string> exchange_conflicts(const std::vector<std::optional<Rank
         return "use " + r.backend + (r.backend_why.empty() ? "" : " (" + r.backend_why + ")");
       }))
     out.push_back(*d + "; pass the same --backend to all, or fix the GPU-less ranks");
+  // NCCL needs the same ids on every rank: ranks that plan other roots
+  // (another NCCL, another GPUDIAG_NCCL_ROOTS) would hang in its bootstrap.
+  std::vector<std::optional<RankRecord>> nccl;
+  for (const auto& r : table)
+    if (r && r->backend == "nccl" && r->nccl_roots > 0) nccl.push_back(r);
+  if (auto d = disagreement(nccl, "NCCL bootstrap roots", [](const RankRecord& r) {
+        return "plan " + describe_nccl_init(r.nccl_roots);
+      }))
+    out.push_back(*d + "; run one NCCL and one GPUDIAG_NCCL_ROOTS on every rank, or "
+                       "GPUDIAG_NCCL_ROOTS=1 for one root");
   // Two ranks on one GPU is an error for NCCL, unless they give NCCL distinct
   // NCCL_HOSTIDs: then NCCL treats each as a host of its own and connects
   // them over its network transport (a way to test that path on one GPU).
@@ -160,6 +171,7 @@ CheckpointReview review_table(const std::vector<std::optional<RankRecord>>& now,
     const auto compared = compare_fingerprints(prints);
     for (auto& line : gpudiag::broken_lines(compared)) out.conflicts.push_back(line);
     out.fingerprint = comparison_json(compared);
+    out.nccl_ids = root_ids_in(now);
   }
   return out;
 }
@@ -173,6 +185,11 @@ std::string encode_review(const CheckpointReview& r) {
   j["oversubscribed"] = r.oversubscribed;
   j["labels"] = r.labels;
   j["fingerprint"] = r.fingerprint;
+  if (!r.nccl_ids.empty()) {
+    auto ids = nlohmann::json::array();
+    for (const auto& e : r.nccl_ids) ids.push_back(nlohmann::json::array({e.rank, e.roots, e.id}));
+    j["nccl_ids"] = std::move(ids);
+  }
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -187,6 +204,21 @@ CheckpointReview decode_review(const std::string& text) {
   r.labels = j.at("labels").get<std::vector<std::pair<int, std::string>>>();
   // Rendered defensively (render_fingerprint); only its kind is checked here.
   if (auto it = j.find("fingerprint"); it != j.end() && it->is_object()) r.fingerprint = *it;
+  // The roots' ids, as untrusted as the rest: entries that are not [rank,
+  // roots, "text"] with numbers in range are dropped, at most kMaxNcclRoots
+  // kept, each text at most an id's 256 characters (checked when used).
+  if (auto it = j.find("nccl_ids"); it != j.end() && it->is_array())
+    for (const auto& e : *it) {
+      if (r.nccl_ids.size() >= static_cast<std::size_t>(kMaxNcclRoots)) break;
+      if (!e.is_array() || e.size() != 3 || !e[0].is_number_integer() ||
+          !e[1].is_number_integer() || !e[2].is_string())
+        continue;
+      const auto rank = e[0].get<long long>(), roots = e[1].get<long long>();
+      const auto& id = e[2].get_ref<const std::string&>();
+      if (rank < 1 || rank > (1 << 30) || roots < 2 || roots > kMaxNcclRoots || id.size() > 256)
+        continue;
+      merge_root_ids(r.nccl_ids, {{static_cast<int>(rank), static_cast<int>(roots), id}});
+    }
   return r;
 }
 

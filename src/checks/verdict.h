@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "checks/nccl_root_ids.h"
 #include "checks/record.h"
 #include <nlohmann/json.hpp>
 
@@ -45,6 +46,9 @@ struct CheckpointReview {
   /// The exchange's fingerprint comparison (world/fingerprint_compare.h,
   /// comparison_json); null at the other checkpoints.
   nlohmann::json fingerprint;
+  /// At the exchange: the NCCL unique ids of bootstrap roots 1.. that the
+  /// table carries (nccl_root_ids.h), for every rank; empty with one root.
+  std::vector<NcclRootId> nccl_ids;
 };
 
 /// Ranks named in a review's lists, at most.

@@ -16,6 +16,7 @@
 #include "cli/json_output.h"
 #include "cli/world_setup.h"
 #include "comm/nccl_env.h"
+#include "comm/nccl_roots.h"
 #include "report/prom_reports.h"
 #include "report/bench_report.h"
 #include "report/expected_bw_job.h"
@@ -277,6 +278,7 @@ int run(BenchCli o) {
   // The check's own all-reduce still verifies the job; its timing is the
   // sweep's business, so it stays small.
   o.check.large_bytes = 1ull << 20;
+  o.check.nccl_roots = nccl_roots_setting(Env::from_process());  // bad: exit 2 before joining
   auto job = join_job(Env::from_process(), o.check.timeout_s);
   // Rank 0 writes the --json file: a path it cannot write ends the job now.
   if (job.setup.world.rank == 0) {

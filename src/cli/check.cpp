@@ -13,6 +13,7 @@
 #include "cli/json_output.h"
 #include "cli/world_setup.h"
 #include "comm/nccl_env.h"
+#include "comm/nccl_roots.h"
 #include "nccl_log/capture.h"
 #include "nccl_log/render.h"
 #include "report/expected_bw_job.h"
@@ -214,7 +215,11 @@ Runner setup_check(CLI::App& app) {
   sub->add_option("--nccl-debug-dir", o->nccl_debug_dir,
                   "run directory for the logs (default gpudiag-nccl-<job id>; must be shared "
                   "by all nodes for one summary)");
-  return [o] { return run(*o); };
+  return [o] {
+    // GPUDIAG_NCCL_ROOTS (comm/nccl_roots.h): a bad value is exit 2 before joining.
+    o->check.nccl_roots = nccl_roots_setting(Env::from_process());
+    return run(*o);
+  };
 }
 
 }  // namespace gpudiag::cli

@@ -1,6 +1,7 @@
 // The NCCL backend: communicator creation and collectives, behind a plain header.
 //
-// Creation is non-blocking (ncclCommInitRankConfig with blocking=0) and polled
+// Creation is non-blocking (ncclCommInitRankConfig with blocking=0, or
+// ncclCommInitRankScalable from several roots' ids) and polled
 // with ncclCommGetAsyncError against the deadline; on timeout, error or an
 // abort_check reason the communicator is aborted (ncclCommAbort) at once,
 // never left spinning (nccl_init.cpp). Each collective is polled until NCCL
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "comm/nccl_api.h"
@@ -31,7 +33,8 @@ struct NcclContext {
   double teardown_s = 10;      ///< how long ncclCommFinalize may take before an abort
 };
 
-/// rank 0 makes the id; it travels to the others as a hex string.
+/// A unique id (rank 0's, or a bootstrap root's: comm/nccl_roots.h); it
+/// travels to the others as a hex string.
 std::string nccl_make_unique_id(const NcclApi& nccl);
 
 /// Joins the communicator of `size` ranks identified by `unique_id_hex`, on the
@@ -39,6 +42,14 @@ std::string nccl_make_unique_id(const NcclApi& nccl);
 std::unique_ptr<Communicator> make_nccl_communicator(const NcclContext& ctx,
                                                      const std::string& unique_id_hex, int rank,
                                                      int size, Deadline deadline,
+                                                     const AbortCheck& abort_check);
+/// The same from the ids of several bootstrap roots, in root order, the same
+/// on every rank: one id is ncclCommInitRankConfig, more are
+/// ncclCommInitRankScalable (NCCL 2.23; an Error, before any call, where the
+/// library lacks it).
+std::unique_ptr<Communicator> make_nccl_communicator(const NcclContext& ctx,
+                                                     const std::vector<std::string>& root_ids_hex,
+                                                     int rank, int size, Deadline deadline,
                                                      const AbortCheck& abort_check);
 
 /// The communicator around `comm`, a communicator NCCL finished creating

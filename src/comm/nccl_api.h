@@ -6,7 +6,9 @@
 // library (--nccl-lib, then GPUDIAG_NCCL_LIB, then the dynamic loader's own
 // search: LD_LIBRARY_PATH, the ld.so cache), dlopen()s it, checks that it is
 // 2.14 or newer (ncclCommInitRankConfig with a non-blocking config, and
-// ncclCommFinalize, arrived in 2.14) and fills NcclApi by dlsym().
+// ncclCommFinalize, arrived in 2.14) and fills NcclApi by dlsym(); the entry
+// points of later versions (ncclCommInitRankScalable 2.23, ncclAlltoAll 2.28)
+// are optional and null where the library lacks them.
 //
 // The few ABI facts used are declared here instead of including nccl.h, so
 // any CUDA build has the NCCL backend and the table can be faked in unit
@@ -40,6 +42,8 @@ enum Result : int {
 inline constexpr int kFloat32 = 7;  ///< ncclFloat32
 inline constexpr int kSum = 0;      ///< ncclSum
 inline constexpr int kMinVersion = 21400;
+/// ncclCommInitRankScalable (several bootstrap roots) arrived in 2.23.
+inline constexpr int kScalableVersion = 22300;
 struct UniqueId {
   char internal[128];
 };
@@ -78,6 +82,9 @@ struct NcclApi {
   /// ncclAlltoAll, from NCCL 2.28 (null before: alltoall is then a group of
   /// sends and receives, as nccl-tests' alltoall_perf does there too).
   R (*AlltoAll)(const void*, void*, std::size_t, int, C, void*) = nullptr;
+  /// ncclCommInitRankScalable(newcomm, nranks, myrank, nId, commIds, config),
+  /// from NCCL 2.23 (null before: one bootstrap root, ncclCommInitRankConfig).
+  R (*CommInitRankScalable)(C*, int, int, int, nccl_abi::UniqueId*, nccl_abi::Config*) = nullptr;
 };
 
 /// The outcome of looking for libnccl; `api` is set only when it is usable.

@@ -170,5 +170,101 @@ TEST(NcclModelRules, APeerThatNeverComesEndsInATimeout) {
   EXPECT_EQ(rig.model.aborts(), 1);
 }
 
+// gpudiag's communicator from several bootstrap roots' ids (comm/nccl_roots.h):
+// ncclCommInitRankScalable when there are several, ncclCommInitRankConfig
+// for one, and a collective works on either.
+struct RootsRig {
+  explicit RootsRig(int n, int version = 22809) : size(n), model(Rig::options(n, 5, version)) {
+    ctx.nccl = &model.nccl();
+    ctx.cuda = &model.cuda();
+    ctx.stream = model.stream();
+    ctx.scratch = &scratch;
+  }
+  std::vector<std::string> ids(int n) {
+    std::vector<std::string> out;
+    for (int i = 0; i < n; ++i) out.push_back(nccl_make_unique_id(model.nccl()));
+    return out;
+  }
+  std::unique_ptr<Communicator> make(const std::vector<std::string>& ids, double s = 10) {
+    return make_nccl_communicator(ctx, ids, 0, size, Deadline::after_seconds(s), nullptr);
+  }
+  int size;
+  NcclModel model;
+  NcclContext ctx;
+  float scratch = 0;
+};
+
+TEST(NcclRootsOnModel, SeveralRootsUseScalableInitAndOneDoesNot) {
+  RootsRig rig(4);
+  for (int roots : {1, 2, 4}) {
+    auto comm = rig.make(rig.ids(roots));
+    comm->barrier(Deadline::after_seconds(10));
+    EXPECT_EQ(rig.model.scalable_inits(), roots == 1 ? 0 : roots == 2 ? 1 : 2) << roots;
+  }
+}
+
+// An NCCL before 2.23 has no ncclCommInitRankScalable: several roots are an
+// error before any NCCL call, saying what to do.
+TEST(NcclRootsOnModel, SeveralRootsWithoutScalableInitAreRefusedBeforeNccl) {
+  RootsRig rig(2, 22203);
+  ASSERT_EQ(rig.model.nccl().CommInitRankScalable, nullptr);
+  try {
+    rig.make(rig.ids(2));
+    FAIL() << "made";
+  } catch (const Error& e) {
+    EXPECT_NE(e.one_line().find("needs ncclCommInitRankScalable"), std::string::npos) << e.one_line();
+    EXPECT_NE(e.one_line().find("GPUDIAG_NCCL_ROOTS=1"), std::string::npos) << e.one_line();
+  }
+  EXPECT_EQ(rig.model.aborts(), 0);
+}
+
+TEST(NcclRootsOnModel, AMalformedRootIdIsNamed) {
+  RootsRig rig(4);
+  auto ids = rig.ids(3);
+  ids[2] = "xyz";
+  try {
+    rig.make(ids);
+    FAIL() << "made";
+  } catch (const Error& e) {
+    EXPECT_NE(e.one_line().find("root 2's NCCL unique id arrived malformed"), std::string::npos)
+        << e.one_line();
+  }
+}
+
+// Peers given other ids (NCCL requires the same array on every rank) leave
+// the init pending: the deadline ends it, names the init and its roots, and
+// aborts.
+TEST(NcclRootsOnModel, PeersWithOtherIdsEndInATimeoutAndAnAbort) {
+  RootsRig rig(4);
+  const auto ids = rig.ids(2);
+  std::vector<nccl_abi::UniqueId> others(2);
+  rig.model.nccl().GetUniqueId(&others[0]);
+  rig.model.nccl().GetUniqueId(&others[1]);
+  rig.model.set_peer_ids(others);
+  try {
+    rig.make(ids, 0.05);
+    FAIL() << "made";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(e.one_line().find("(ncclCommInitRankScalable, 2 bootstrap roots) did not complete"),
+              std::string::npos)
+        << e.one_line();
+  }
+  EXPECT_EQ(rig.model.aborts(), 1);
+}
+
+// Not NCCL's rule: NCCL copies nId ids from a null pointer and crashes; the
+// model refuses the call instead, and says it is the model's refusal.
+TEST(NcclRootsOnModel, TheModelRefusesNullIdsWhereNcclWouldCrash) {
+  RootsRig rig(4);
+  nccl_abi::CommHandle c = nullptr;
+  nccl_abi::Config cfg;
+  cfg.blocking = 0;
+  EXPECT_EQ(rig.model.nccl().CommInitRankScalable(&c, 4, 0, 2, nullptr, &cfg),
+            nccl_abi::kInvalidArgument);
+  EXPECT_EQ(c, nullptr);
+  EXPECT_NE(std::string(rig.model.nccl().GetLastError(nullptr)).find("model: "), std::string::npos);
+  EXPECT_EQ(rig.model.group_depth(), 0);
+}
+
 }  // namespace
 }  // namespace gpudiag

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "comm/nccl_model.h"
+#include "comm/nccl_roots.h"
 #include "gpu/cuda.h"
 
 namespace gpudiag {
@@ -41,6 +43,15 @@ class ModelSubject : public ContractSubject {
     nccl_abi::UniqueId id{};
     model_.nccl().GetUniqueId(&id);
     return id;
+  }
+  std::vector<nccl_abi::UniqueId> unique_ids(const std::string&, int nid) override {
+    // The model stands for every rank's NCCL: it makes them all.
+    std::vector<nccl_abi::UniqueId> ids(static_cast<std::size_t>(std::max(nid, 0)));
+    for (auto& id : ids) model_.nccl().GetUniqueId(&id);
+    return ids;
+  }
+  void peers_use_ids(const std::vector<nccl_abi::UniqueId>& ids) override {
+    model_.set_peer_ids(ids);
   }
   void peers_absent(bool absent) override { model_.set_peers_absent(absent); }
 
@@ -82,13 +93,27 @@ class RealSubject : public ContractSubject {
     return buffers_.back()->get();
   }
   nccl_abi::UniqueId unique_id(const std::string& key) override {
+    return shared_id(key, 0);
+  }
+  std::vector<nccl_abi::UniqueId> unique_ids(const std::string& key, int nid) override {
+    std::vector<nccl_abi::UniqueId> ids;
+    for (int i = 0; i < nid; ++i)
+      ids.push_back(shared_id(key + "_" + std::to_string(i), nccl_root_first_rank(i, size_, nid)));
+    return ids;
+  }
+  void peers_use_ids(const std::vector<nccl_abi::UniqueId>&) override {}
+  void peers_absent(bool) override {}
+
+ private:
+  /// An id `maker` makes and every rank reads, through a file in the shared folder.
+  nccl_abi::UniqueId shared_id(const std::string& key, int maker) {
     nccl_abi::UniqueId id{};
     if (size_ == 1) {
       api_->GetUniqueId(&id);
       return id;
     }
     const std::string path = dir_ + "/" + key + ".id";
-    if (rank_ == 0) {
+    if (rank_ == maker) {
       if (api_->GetUniqueId(&id) != nccl_abi::kSuccess)
         throw std::runtime_error("ncclGetUniqueId failed");
       const std::string tmp = path + ".tmp";
@@ -102,13 +127,11 @@ class RealSubject : public ContractSubject {
       std::ifstream in(path, std::ios::binary);
       if (in && in.read(id.internal, sizeof id.internal)) return id;
       if (std::chrono::steady_clock::now() > give_up)
-        throw std::runtime_error("rank 0 never wrote " + path);
+        throw std::runtime_error("rank " + std::to_string(maker) + " never wrote " + path);
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }
-  void peers_absent(bool) override {}
 
- private:
   const NcclApi* api_ = nullptr;
   int rank_, size_;
   std::string dir_;

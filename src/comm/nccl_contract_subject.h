@@ -39,6 +39,14 @@ class ContractSubject {
   virtual void* device(std::size_t bytes) = 0;
   /// The same id on every rank for the same `key` (rank 0 makes it).
   virtual nccl_abi::UniqueId unique_id(const std::string& key) = 0;
+  /// The same `nid` ids on every rank for the same `key`, in root order: id i
+  /// made by the rank NCCL's guide names for it (comm/nccl_roots.h,
+  /// nccl_root_first_rank), as gpudiag's check makes them.
+  virtual std::vector<nccl_abi::UniqueId> unique_ids(const std::string& key, int nid) = 0;
+  /// The ids the other ranks pass to their next init, when a test has them
+  /// pass other ids than rank 0 (the model's set_peer_ids; on real NCCL the
+  /// test's other ranks pass them themselves).
+  virtual void peers_use_ids(const std::vector<nccl_abi::UniqueId>& ids) = 0;
   /// The other ranks will not take part in what this rank does next (the
   /// model's peers_absent; on real NCCL the test's other ranks skip it).
   virtual void peers_absent(bool absent) = 0;

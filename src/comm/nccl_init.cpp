@@ -1,5 +1,7 @@
 // NCCL backend (see nccl.h): the unique id and the communicator's creation.
-// Creation is non-blocking (ncclCommInitRankConfig with blocking = 0) and
+// Creation is non-blocking (ncclCommInitRankConfig with blocking = 0, or
+// ncclCommInitRankScalable with the same 2.14 config when several bootstrap
+// roots' ids are given: comm/nccl_roots.h) and
 // polled with ncclCommGetAsyncError against the deadline and abort_check, so
 // a peer that never comes ends in a named timeout and an ncclCommAbort, never
 // in a hang inside NCCL's bootstrap. Every way out but success aborts, never
@@ -8,7 +10,9 @@
 // even while the init waits for peers (the abort flag ends the init thread,
 // ncclGroupJobAbort joins it). nccl_comm.cpp runs the collectives.
 #include <chrono>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "comm/nccl.h"
 #include "util/error.h"
@@ -26,16 +30,17 @@ int hex_digit(char c) {
   return -1;
 }
 
-nccl_abi::UniqueId parse_id(const std::string& hex) {
+/// `whose`: "rank 0's NCCL unique id", "root 2's NCCL unique id".
+nccl_abi::UniqueId parse_id(const std::string& hex, const std::string& whose) {
   nccl_abi::UniqueId id{};
   if (hex.size() != 2 * sizeof id.internal)
-    throw Error(ExitCode::broken, "rank 0's NCCL unique id arrived malformed (" +
-                                      std::to_string(hex.size()) + " hex digits, expected 256)",
+    throw Error(ExitCode::broken, whose + " arrived malformed (" + std::to_string(hex.size()) +
+                                      " hex digits, expected 256)",
                 "ranks running different gpudiag versions?");
   for (std::size_t i = 0; i < sizeof id.internal; ++i) {
     const int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
     if (hi < 0 || lo < 0)
-      throw Error(ExitCode::broken, "rank 0's NCCL unique id arrived malformed (not hex)",
+      throw Error(ExitCode::broken, whose + " arrived malformed (not hex)",
                   "ranks running different gpudiag versions?");
     id.internal[i] = static_cast<char>(hi * 16 + lo);
   }
@@ -66,13 +71,37 @@ std::unique_ptr<Communicator> make_nccl_communicator(const NcclContext& ctx,
                                                      const std::string& unique_id_hex, int rank,
                                                      int size, Deadline deadline,
                                                      const AbortCheck& abort_check) {
+  return make_nccl_communicator(ctx, std::vector<std::string>{unique_id_hex}, rank, size, deadline,
+                                abort_check);
+}
+
+std::unique_ptr<Communicator> make_nccl_communicator(const NcclContext& ctx,
+                                                     const std::vector<std::string>& root_ids_hex,
+                                                     int rank, int size, Deadline deadline,
+                                                     const AbortCheck& abort_check) {
   const NcclApi& api = *ctx.nccl;
-  const nccl_abi::UniqueId id = parse_id(unique_id_hex);
+  const int roots = static_cast<int>(root_ids_hex.size());
+  if (roots < 1) throw Error(ExitCode::broken, "NCCL communicator init: no unique id to start from");
+  if (roots > 1 && !api.CommInitRankScalable)
+    throw Error(ExitCode::broken,
+                "NCCL communicator init from " + std::to_string(roots) +
+                    " bootstrap roots needs ncclCommInitRankScalable, which this NCCL lacks "
+                    "(it arrived in NCCL 2.23)",
+                "run NCCL 2.23 or newer on every rank, or GPUDIAG_NCCL_ROOTS=1");
+  std::vector<nccl_abi::UniqueId> ids;
+  for (int i = 0; i < roots; ++i)
+    ids.push_back(parse_id(root_ids_hex[i], roots == 1 ? std::string("rank 0's NCCL unique id")
+                                                       : "root " + std::to_string(i) +
+                                                             "'s NCCL unique id"));
+  const std::string call = roots == 1 ? "ncclCommInitRankConfig" : "ncclCommInitRankScalable";
   nccl_abi::Config config;
   config.blocking = 0;
   nccl_abi::CommHandle comm = nullptr;
   const std::string before = nccl_last_error_now(api);
-  const Result r = api.CommInitRankConfig(&comm, size, id, rank, &config);
+  // Both take the same config; nId > 1 splits the ranks between the roots.
+  const Result r = roots == 1
+                       ? api.CommInitRankConfig(&comm, size, ids[0], rank, &config)
+                       : api.CommInitRankScalable(&comm, size, rank, roots, ids.data(), &config);
   auto give_up = [&](const std::string& msg, ExitCode code, const std::string& remedy) {
     if (comm) api.CommAbort(comm);
     if (code == ExitCode::timeout) throw TimeoutError(msg, remedy);
@@ -86,7 +115,7 @@ std::unique_ptr<Communicator> make_nccl_communicator(const NcclContext& ctx,
             nccl_failure_remedy(res, last));
   };
   if (r != nccl_abi::kSuccess && r != nccl_abi::kInProgress)
-    failed("ncclCommInitRankConfig failed: ", r);
+    failed(call + " failed: ", r);
   for (int polls = 0;; ++polls) {
     Result st = nccl_abi::kInProgress;
     if (comm) api.CommGetAsyncError(comm, &st);
@@ -96,7 +125,11 @@ std::unique_ptr<Communicator> make_nccl_communicator(const NcclContext& ctx,
       if (auto why = abort_check())
         give_up("NCCL communicator init abandoned: " + *why, ExitCode::broken, "");
     if (deadline.expired())
-      give_up("NCCL communicator init did not complete in time (aborted)", ExitCode::timeout,
+      give_up("NCCL communicator init" +
+                  (roots > 1 ? " (" + call + ", " + std::to_string(roots) + " bootstrap roots)"
+                             : std::string()) +
+                  " did not complete in time (aborted)",
+              ExitCode::timeout,
               "NCCL's bootstrap could not reach all peers: check NCCL_SOCKET_IFNAME and "
               "firewalls, and run with --nccl-debug info");
     if (polls > 100) std::this_thread::sleep_for(std::chrono::milliseconds(1));

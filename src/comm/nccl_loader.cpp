@@ -91,6 +91,10 @@ NcclLibrary load_from(void* lib, NcclLibrary out) {
   bind(lib, "ncclGetLastError", api->GetLastError, missing);
   if (void* a2a = dlsym(lib, "ncclAlltoAll"))  // optional: NCCL 2.28 and later
     api->AlltoAll = reinterpret_cast<decltype(api->AlltoAll)>(a2a);
+  // Optional: NCCL 2.23 and later; without it the check uses one bootstrap
+  // root (comm/nccl_roots.h), and `gpudiag info` says it is absent.
+  if (void* s = dlsym(lib, "ncclCommInitRankScalable"))
+    api->CommInitRankScalable = reinterpret_cast<decltype(api->CommInitRankScalable)>(s);
   if (!missing.empty()) {
     out.error = "NCCL " + nccl_version_string(out.version) + " at " + where + " lacks " + missing +
                 "; " + kWhereToGet;

@@ -1,6 +1,7 @@
 // Finding libnccl at run time: an explicit path that is wrong, an NCCL too
-// old, a library that is not NCCL, and one that loads (its path and version
-// reported). The stand-ins are built from tests/stubs/fake_nccl.c.
+// old, a library that is not NCCL, one that loads (its path and version
+// reported), and the optional entry points of later versions. The stand-ins
+// are built from tests/stubs/fake_nccl.c.
 #include <gtest/gtest.h>
 
 #include "comm/nccl_api.h"
@@ -52,6 +53,22 @@ TEST(NcclLoader, ExplicitPathWinsOverTheEnvironment) {
   // The table is bound to the stand-in's entry points.
   nccl_abi::UniqueId id{};
   EXPECT_EQ(lib.api->GetUniqueId(&id), nccl_abi::kSystemError);
+}
+
+// ncclCommInitRankScalable (NCCL 2.23) is optional: a library without it
+// loads, with the entry point null (the check then starts from one root);
+// one with it has it bound.
+TEST(NcclLoader, ScalableInitIsBoundWhereTheLibraryHasIt) {
+  auto without = find_nccl(kDir + "/full/libnccl.so.2", "");
+  ASSERT_TRUE(without.usable()) << without.error;
+  EXPECT_EQ(without.api->CommInitRankScalable, nullptr);
+  auto with = find_nccl(kDir + "/scalable/libnccl.so.2", "");
+  ASSERT_TRUE(with.usable()) << with.error;
+  ASSERT_NE(with.api->CommInitRankScalable, nullptr);
+  nccl_abi::CommHandle c = nullptr;
+  nccl_abi::UniqueId ids[2]{};
+  EXPECT_EQ(with.api->CommInitRankScalable(&c, 2, 0, 2, ids, nullptr), nccl_abi::kSystemError)
+      << "bound to the stand-in's ncclCommInitRankScalable";
 }
 
 TEST(NcclVersion, Formats) {

@@ -272,6 +272,11 @@ void NcclModel::set_peers_absent(bool absent) {
   std::lock_guard<std::recursive_mutex> lock(impl_->m);
   impl_->o.peers_absent = absent;
 }
+void NcclModel::set_peer_ids(std::vector<nccl_abi::UniqueId> ids) {
+  std::lock_guard<std::recursive_mutex> lock(impl_->m);
+  impl_->peer_ids = std::move(ids);
+}
+int NcclModel::scalable_inits() const { return impl_->scalable_inits; }
 int NcclModel::refused_calls() const { return impl_->refused; }
 int NcclModel::kernels() const { return impl_->kernels; }
 int NcclModel::aborts() const { return impl_->aborts; }

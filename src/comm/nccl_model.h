@@ -11,7 +11,11 @@
 // set, when a launch that needs them (init, a collective at 2+ ranks, any
 // send/recv) stays pending until aborted. A unique id is the model's own
 // (ncclGetUniqueId): an init with an id it did not issue, or one already used
-// by a communicator, fails as NCCL's bootstrap fails to reach its root. The
+// by a communicator, fails as NCCL's bootstrap fails to reach its root.
+// ncclCommInitRankScalable (from 2.23) splits the ranks between its nId
+// roots; the peers pass this rank's ids unless set_peer_ids says otherwise,
+// and ids that differ, like a root that does not listen, leave the init
+// pending until aborted. The
 // environment NCCL reads (NCCL_COMM_BLOCKING, NCCL_COMM_ID) is Options::env,
 // never the process's. Time is virtual too: a host clock that API calls and
 // polls advance, and one stream whose kernels run back to back at
@@ -30,6 +34,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "comm/nccl_api.h"
 #include "gpu/cuda_ops.h"
@@ -45,7 +50,8 @@ class NcclModel {
     /// launched on the caller's thread unless it holds an init, a finalize
     /// or sends/receives to a peer not yet connected; from 22200 (2.22) a
     /// collective connects at its first use (runtime connection), before on
-    /// init. ncclAlltoAll exists from 22800.
+    /// init. ncclAlltoAll exists from 22800, ncclCommInitRankScalable from
+    /// 22300.
     int version = 22809;
     /// The environment NCCL would read (getenv): NCCL_COMM_BLOCKING, NCCL_COMM_ID.
     std::map<std::string, std::string> env;
@@ -83,6 +89,9 @@ class NcclModel {
   /// thread): NCCL's one last-error text becomes `text` (src/debug.cc).
   void warn(std::string text);
   void set_peers_absent(bool absent);
+  /// The ids the virtual peers pass to their next inits, when they are not
+  /// this rank's (NCCL requires the same array on every rank).
+  void set_peer_ids(std::vector<nccl_abi::UniqueId> ids);
 
   // What was seen, for tests.
   int refused_calls() const;  ///< calls answered "previous operation" (ncclInvalidArgument)
@@ -93,6 +102,7 @@ class NcclModel {
   /// Communicators whose memory commReclaim freed (destroy, or abort of one
   /// whose init had completed).
   int reclaimed() const;
+  int scalable_inits() const;  ///< ncclCommInitRankScalable calls that created a communicator
   int live_threads() const;  ///< launch threads not yet joined by a poll
   /// The calling thread's NCCL group depth (src/group.cc ncclGroupDepth).
   int group_depth() const;

@@ -1,5 +1,6 @@
 // NCCL's entry points in the model (nccl_model.h): a communicator's init
-// (its config and NCCL's environment), finalize, destroy and abort, the
+// from one unique id or several (its config, NCCL's environment, nId),
+// finalize, destroy and abort, the
 // collectives, groups and the process-wide last error; the unique id and the
 // bootstrap it names are nccl_model_bootstrap.cpp's. Each rule names the NCCL
 // source it follows (NVIDIA/nccl tag v2.28.9-1; file and function).
@@ -65,21 +66,33 @@ long long blocking_override(M& m) {
   return *m.comm_blocking_env;
 }
 
-// src/init.cc ncclCommInitRankConfig -> ncclCommInitRankDev, inside a group
-// of its own: the config (parseCommConfig, then envConfigOverride), the root
-// under NCCL_COMM_ID, and the init job (ncclAsyncLaunch) that the group's
-// end runs: on a thread when non-blocking (ncclInProgress, at any size),
-// here when blocking. In a group left open the job waits there, and the
-// communicator's state is still the zero of its allocation: ncclSuccess.
-Result init(nccl_abi::CommHandle* out, int nranks, nccl_abi::UniqueId id, int rank,
-            nccl_abi::Config* cfg) {
+// src/init.cc ncclCommInitRankConfig and ncclCommInitRankScalable ->
+// ncclCommInitRankDev, inside a group of its own: nId first (1 <= nId <=
+// nranks, else "improper usage", before anything else), the rank, the config
+// (parseCommConfig, then envConfigOverride), the root under NCCL_COMM_ID,
+// and the init job (ncclAsyncLaunch) that the group's end runs: on a thread
+// when non-blocking (ncclInProgress, at any size), here when blocking. In a
+// group left open the job waits there, and the communicator's state is still
+// the zero of its allocation: ncclSuccess.
+Result init_dev(nccl_abi::CommHandle* out, int nranks, int nid, const nccl_abi::UniqueId* ids,
+                int rank, nccl_abi::Config* cfg) {
   LOCK;
   M& m = cur();
   ++m.group().depth;  // ncclGroupStartInternal
   *out = nullptr;
   Result r = nccl_abi::kSuccess;
   M::Comm* c = nullptr;
-  if (nranks != m.o.nranks || rank != m.o.rank || rank < 0 || rank >= nranks) {
+  if (nid <= 0 || nid > nranks) {
+    m.last_error = "improper usage of ncclCommInitRank: nId = " + std::to_string(nid) +
+                   ", nranks=" + std::to_string(nranks);
+    r = nccl_abi::kInvalidArgument;
+  } else if (!ids) {
+    // Not NCCL's rule: NCCL copies nId ids from the pointer unchecked
+    // (memcpy in ncclCommInitRankDev) and crashes; the model refuses instead.
+    m.last_error = "model: ncclCommInitRankScalable with commIds = NULL (NCCL would read "
+                   "through the null pointer)";
+    r = nccl_abi::kInvalidArgument;
+  } else if (nranks != m.o.nranks || rank != m.o.rank || rank < 0 || rank >= nranks) {
     m.last_error =
         "Invalid rank requested : " + std::to_string(rank) + "/" + std::to_string(nranks);
     r = nccl_abi::kInvalidArgument;
@@ -89,13 +102,12 @@ Result init(nccl_abi::CommHandle* out, int nranks, nccl_abi::UniqueId id, int ra
   } else {
     c = &m.comms.emplace_back();
     c->nranks = nranks;
-    c->id = id;
-    c->root = model_handle_key(id);
+    m.name_roots(*c, ids, nid);
     c->blocking = !cfg || cfg->version < 21400 || cfg->blocking != 0;
     if (const long long b = blocking_override(m); b == 0 || b == 1) c->blocking = b == 1;
     // With NCCL_COMM_ID, rank 0 (this one or a virtual peer) starts the
-    // root at the id's address (bootstrapCreateRoot(handle, true)).
-    if (m.env("NCCL_COMM_ID")) ++m.roots[c->root].listening;
+    // root at the first id's address (bootstrapCreateRoot(handle, true)).
+    if (m.env("NCCL_COMM_ID")) ++m.roots[model_handle_key(ids[0])].listening;
     c->init_queued = true;
     m.group().inits.push_back(c);
     *out = reinterpret_cast<nccl_abi::CommHandle>(c);
@@ -105,6 +117,22 @@ Result init(nccl_abi::CommHandle* out, int nranks, nccl_abi::UniqueId id, int ra
   if (end != nccl_abi::kSuccess && end != nccl_abi::kInProgress) return end;  // NCCLCHECK
   if (!c) return r;
   return c->blocking ? r : m.read(*c);
+}
+
+Result init(nccl_abi::CommHandle* out, int nranks, nccl_abi::UniqueId id, int rank,
+            nccl_abi::Config* cfg) {
+  return init_dev(out, nranks, 1, &id, rank, cfg);
+}
+
+// src/init.cc ncclCommInitRankScalable (from v2.23.4-1): nId ids, "the same
+// for every rank" (nccl.h.in), which no rank can check: ids that differ
+// between ranks leave roots waiting for ranks that check in elsewhere
+// (nccl_model_bootstrap.cpp).
+Result init_scalable(nccl_abi::CommHandle* out, int nranks, int rank, int nid,
+                     nccl_abi::UniqueId* ids, nccl_abi::Config* cfg) {
+  const Result r = init_dev(out, nranks, nid, ids, rank, cfg);
+  if (*out) ++cur().scalable_inits;
+  return r;
 }
 
 Result async_error(nccl_abi::CommHandle h, Result* st) {
@@ -287,6 +315,7 @@ void fill_model_nccl(NcclApi& api, const NcclModel::Options& o) {
   api.GetErrorString = error_string;
   api.GetLastError = last_error;
   if (o.has_alltoall && o.version >= 22800) api.AlltoAll = all_to_all;
+  if (o.version >= nccl_abi::kScalableVersion) api.CommInitRankScalable = init_scalable;
 }
 
 }  // namespace gpudiag

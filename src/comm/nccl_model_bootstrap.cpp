@@ -7,14 +7,23 @@
 // (bootstrapInit -> sendToRoot): an address that is no socket address fails
 // at once, a root that no longer listens (its communicator was made) refuses
 // the connection, and a root already holding another init's check-in, or
-// sharing its port with another root (NCCL_COMM_ID), never answers.
+// sharing its port with another root (NCCL_COMM_ID), never answers. With
+// ncclCommInitRankScalable's nId ids the ranks are split between nId roots
+// (bootstrapInit: rootIdFromRank); this rank checks in with its own, the
+// virtual peers with all of them, and the init completes only when every
+// root collects its ranks: a root that does not listen, the same root twice,
+// or ids that differ between ranks (each root then hears from ranks that
+// count roots or blocks otherwise: bootstrapRoot's "mismatch in info from
+// procs", or never its last ranks) leave it pending until aborted.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <set>
 #include <string>
 
 #include "comm/nccl_model_impl.h"
+#include "comm/nccl_roots.h"
 
 namespace gpudiag {
 
@@ -108,6 +117,40 @@ Result model_get_unique_id(nccl_abi::UniqueId* id) {
   return nccl_abi::kSuccess;
 }
 
+/// src/bootstrap.cc bootstrapInit: rank `rank` checks in with root
+/// rootIdFromRank(rank, nranks, nId), the first rank of a root also with the
+/// previous one, and its peers with the rest. Under NCCL_COMM_ID rank 0
+/// alone drops to the first id (src/init.cc ncclCommInitRankDev), so with
+/// nId > 1 its root and its peers' disagree.
+void M::name_roots(Comm& c, const nccl_abi::UniqueId* ids, int nid) {
+  const int own = nccl_root_of_rank(o.rank, c.nranks, nid);
+  c.id = ids[own];
+  c.root = model_handle_key(ids[own]);
+  c.other_roots.clear();
+  for (int i = 0; i < nid; ++i)
+    if (i != own) c.other_roots.push_back(model_handle_key(ids[i]));
+  c.ids_disagree = nid > 1 && env("NCCL_COMM_ID") != nullptr;
+  if (peer_ids) {
+    const auto& p = *peer_ids;
+    bool same = static_cast<int>(p.size()) == nid;
+    for (int i = 0; same && i < nid; ++i)
+      same = std::memcmp(p[i].internal, ids[i].internal, sizeof ids[i].internal) == 0;
+    c.ids_disagree = c.ids_disagree || !same;
+  }
+}
+
+bool M::roots_never_answer(const Comm& c) const {
+  if (c.ids_disagree) return true;
+  std::set<std::string> seen{c.root};
+  for (const std::string& key : c.other_roots) {
+    auto it = roots.find(key);
+    if (!seen.insert(key).second || it == roots.end() || it->second.listening == 0 ||
+        it->second.collecting > 0)
+      return true;
+  }
+  return false;
+}
+
 /// The init thread (src/init.cc ncclCommInitRankFunc -> src/bootstrap.cc
 /// bootstrapInit): the id's address must be a socket address
 /// (src/misc/socket.cc ncclSocketInit: ncclInternalError at once), its root
@@ -143,12 +186,14 @@ void M::start_init(Comm& c) {
     return;
   }
   Root& root = it->second;
+  const bool never = roots_never_answer(c);
+  for (const std::string& key : c.other_roots) ++roots[key].collecting;
   if (++root.collecting > 1 || root.listening > 1) {
     for (Comm& other : comms)
       if (other.initing && other.root == c.root) other.waits_for_peers = true;
     return;
   }
-  c.waits_for_peers = o.peers_absent && c.nranks > 1;
+  c.waits_for_peers = never || (o.peers_absent && c.nranks > 1);
 }
 
 /// The same on the caller's thread (a blocking communicator); where NCCL
@@ -166,11 +211,13 @@ Result M::init_inline(Comm& c) {
                  " returned Connection refused, exceeded error retry count after 35 attempts";
     return nccl_abi::kRemoteError;
   }
-  if (it->second.collecting > 0 || it->second.listening > 1 || (o.peers_absent && c.nranks > 1)) {
+  if (it->second.collecting > 0 || it->second.listening > 1 || roots_never_answer(c) ||
+      (o.peers_absent && c.nranks > 1)) {
     last_error = "model: a blocking init whose peers never come blocks forever in NCCL";
     return nccl_abi::kInternalError;
   }
   ++it->second.collecting;
+  for (const std::string& key : c.other_roots) ++roots[key].collecting;
   init_succeeded(c);
   return nccl_abi::kSuccess;
 }
@@ -179,9 +226,13 @@ Result M::init_inline(Comm& c) {
 /// init reaches initTransportsRank, which before 2.22 also connects the
 /// collectives' rings and trees (runtime connection arrived in 2.22).
 void M::init_succeeded(Comm& c) {
-  Root& root = roots[c.root];
-  --root.collecting;
-  --root.listening;
+  auto ends = [&](const std::string& key) {
+    Root& root = roots[key];
+    --root.collecting;
+    --root.listening;
+  };
+  ends(c.root);
+  for (const std::string& key : c.other_roots) ends(key);
   c.init_done = true;
   if (o.version < 22200) c.connected = true;
 }

@@ -39,8 +39,13 @@ struct NcclModel::Impl {
     bool gone = false;                     ///< destroyed or aborted: any later use is a bug
     Result outcome = nccl_abi::kSuccess;   ///< what the running thread ends with
     std::string outcome_warn;              ///< ... and the WARN it leaves
-    nccl_abi::UniqueId id{};               ///< what its init was given
+    nccl_abi::UniqueId id{};               ///< the id of the root its init checks in with
     std::string root;                      ///< ... and the bootstrap root that names
+    /// ncclCommInitRankScalable: the other roots of its nId (src/bootstrap.cc:
+    /// the virtual peers check in with them), and whether the peers were
+    /// given other ids than this rank (NCCL_COMM_ID with nId > 1 included).
+    std::vector<std::string> other_roots;
+    bool ids_disagree = false;
     std::vector<double> pending;           ///< kernel times waiting for the launch
     Result injected = nccl_abi::kSuccess;  ///< an error the proxy will report
     std::string injected_warn;             ///< ... and its WARN, written as it surfaces
@@ -84,6 +89,10 @@ struct NcclModel::Impl {
   std::optional<long long> comm_blocking_env;  ///< NCCL_PARAM's cache (read once)
   int issued = 0;
   int refused = 0, kernels = 0, aborts = 0, destroys = 0, refused_destroys = 0, reclaimed = 0;
+  int scalable_inits = 0;
+  /// The ids the virtual peers pass to their inits (set_peer_ids); unset:
+  /// the same as this rank's, as NCCL requires.
+  std::optional<std::vector<nccl_abi::UniqueId>> peer_ids;
   // The stream gate (gpu/stream_gate.cu): while held, work queues behind it;
   // it ends when opened or when cap_us of device time passed since it started.
   bool gate_held = false, gate_expired = false;
@@ -137,6 +146,11 @@ struct NcclModel::Impl {
   void reclaim(Comm& c);
 
   // The bootstrap (nccl_model_bootstrap.cpp).
+  /// The roots an init of `nid` ids checks in with, named into `c`.
+  void name_roots(Comm& c, const nccl_abi::UniqueId* ids, int nid);
+  /// Roots that never complete: a peer's root not listening, one root twice,
+  /// or ids that differ between the ranks.
+  bool roots_never_answer(const Comm& c) const;
   void start_init(Comm& c);
   Result init_inline(Comm& c);
   void init_succeeded(Comm& c);

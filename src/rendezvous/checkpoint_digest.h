@@ -3,6 +3,9 @@
 // record: who is missing and what is known of them, why the checkpoint was
 // aborted, and the judge's review of the table. JSON:
 //   {"missing":[3,7],"notes":{"3":"pid .. on ..","7":".."},"aborted":"..","review":".."}
+// The review is the check's (checks/verdict.h); at the exchange it also
+// carries the NCCL unique ids of the communicator's bootstrap roots past the
+// first (checks/nccl_root_ids.h), at most 64, so every rank gets them here.
 // Notes are kept for the first 64 missing ranks, so the digest stays under
 // the store's value limit even when thousands are missing. A digest read back
 // comes from the store and is not trusted: ranks out of range are dropped,

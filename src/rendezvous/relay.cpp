@@ -399,7 +399,7 @@ bool Relay::pass_down(int seq, const std::function<bool()>& stop) {
   if (o_.level == RelayLevel::group) {
     o_.below->set(key, *digest, Deadline::after(kAnswer));
   } else {
-    copy_needs(seq);
+    copy_needs(seq, *digest);
     o_.below->set(cp(seq) + "digest", *digest, Deadline::after(kAnswer));
   }
   return true;
@@ -407,8 +407,11 @@ bool Relay::pass_down(int seq, const std::function<bool()>& stop) {
 
 /// Copies into the node's store the records its ranks asked for (need/<n>/<r>,
 /// "5,17,33") that live on other nodes, from those nodes' parts in the
-/// parent's store; a rank beyond what the parent holds stays absent.
-void Relay::copy_needs(int seq) {
+/// parent's store; a rank beyond what the parent holds stays absent. Records
+/// the digest carries (rank 0's, which every NCCL rank asks for) are read
+/// there: fetching them would have every leader read node 0's part, from
+/// group 0's store in a grouped tree.
+void Relay::copy_needs(int seq, const std::string& digest) {
   const auto& L = o_.layout;
   auto [a, b] = L.ranks_of_node(o_.index);
   std::vector<std::string> keys;
@@ -432,6 +435,13 @@ void Relay::copy_needs(int seq) {
       if (comma == std::string::npos) break;
       at = comma + 1;
     }
+  }
+  if (!wanted.empty()) {
+    Gathered carried;
+    carried.records.resize(static_cast<std::size_t>(L.world));
+    if (decode_digest(digest, -1, L.world, carried))
+      for (auto it = wanted.begin(); it != wanted.end();)
+        it = carried.records.at(static_cast<std::size_t>(*it)) ? wanted.erase(it) : std::next(it);
   }
   if (wanted.empty() && !every) return;
   std::vector<int> nodes;

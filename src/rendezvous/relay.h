@@ -114,7 +114,7 @@ class Relay {
                        const std::vector<std::optional<std::string>>& vals);
   Store& parent();
   void lose_parent(const std::string& why);
-  void copy_needs(int seq);
+  void copy_needs(int seq, const std::string& digest);
   bool all_said_bye();
 
   RelayOptions o_;

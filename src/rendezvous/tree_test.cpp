@@ -342,6 +342,22 @@ TEST(Tree, ARankANodesPartLeavesOutIsNamedMissing) {
   EXPECT_NE(g.notes.at(5).find("passed on neither its record nor its absence"), std::string::npos);
 }
 
+// Every NCCL rank asks for rank 0's record at the exchange (its unique id);
+// the digest carries it, so a leader reads no node's part for it: before,
+// every leader of a grouped tree read node 0's part (from group 0's store).
+TEST(Tree, ALeaderDoesNotFetchARecordTheDigestCarries) {
+  std::vector<std::uint64_t> up;
+  for (bool ask : {false, true}) {
+    Rig rig(32, 2, 4);  // 16 nodes in 4 groups
+    rig.build();
+    std::vector<std::vector<int>> needs(ask ? 32 : 0, std::vector<int>{0});
+    auto seen = rig.checkpoint(0, {}, needs);
+    for (int r = 0; r < 32; ++r) EXPECT_EQ(seen[r].records.at(0), "rec0") << r;
+    up.push_back(rig.leaders[1]->bytes_up());  // node 1: group 0, beside node 0
+  }
+  EXPECT_EQ(up[1], up[0]) << "a leader read a part for a record the digest carries";
+}
+
 TEST(Tree, ARootDigestCarriesOnlyRankZerosRecord) {
   TreeLayout L{32, 2, 4};  // 16 nodes in 4 groups
   MemoryStore root("root");

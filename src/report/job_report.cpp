@@ -9,6 +9,7 @@
 #include <set>
 
 #include "checks/verify.h"
+#include "comm/nccl_roots.h"
 #include "report/rank_status.h"
 #include "util/strings.h"
 
@@ -61,6 +62,8 @@ std::string versions_text(const RankRecord& me, const std::string& store_unauthe
   if (me.backend == "nccl") {
     s += ", CUDA runtime " + me.cuda_runtime + ", driver " + me.cuda_driver + ", NCCL " +
          me.nccl_version + (me.nccl_path.empty() ? "" : " (" + me.nccl_path + ")");
+    // How the communicator starts: one bootstrap root or several (comm/nccl_roots.h).
+    if (me.nccl_roots > 0) s += ", init " + describe_nccl_init(me.nccl_roots);
   } else if (!me.backend_why.empty()) {
     s += " (" + me.backend_why + ")";
   }

@@ -12,6 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include "checks/nccl_root_ids.h"
+#include "checks/verdict.h"
+#include "comm/nccl_roots.h"
 #include "util/error.h"
 
 namespace gpudiag::sim {
@@ -26,7 +29,39 @@ void parallel_for(int n, int threads, const std::function<void(int)>& fn) {
   for (auto& t : pool) t.join();
 }
 
-RankRecord sim_record(int rank, int size, int record_bytes) {
+std::string without_nccl_id(const std::string& record) {
+  RankRecord r = decode(record);
+  r.nccl_id.clear();
+  return encode(r);
+}
+
+std::string sim_root_id(int rank) {
+  std::string hex;
+  char b[9];
+  for (unsigned i = 0; hex.size() < 256; ++i) {
+    std::snprintf(b, sizeof b, "%08x", static_cast<unsigned>(rank) * 2654435761u + i);
+    hex += b;
+  }
+  return hex;
+}
+
+bool sim_got_root_ids(const Gathered& g, const RankRecord& me) {
+  static std::atomic<int> said{0};
+  try {
+    std::optional<RankRecord> rank0;  // rank 0's own is among its records too
+    if (const auto& rec = g.records.at(0)) rank0 = decode(*rec);
+    const auto ids = nccl_init_ids(me, rank0, decode_review(g.review).nccl_ids);
+    for (int i = 0; i < static_cast<int>(ids.size()); ++i)
+      if (ids[i] != sim_root_id(nccl_root_first_rank(i, me.world_size, me.nccl_roots)))
+        throw Error(ExitCode::broken, "root " + std::to_string(i) + "'s id is another's");
+    return static_cast<int>(ids.size()) == me.nccl_roots;
+  } catch (const std::exception& e) {
+    if (said++ < 3) std::fprintf(stderr, "sim: rank %d: %s\n", me.rank, e.what());
+    return false;
+  }
+}
+
+RankRecord sim_record(int rank, int size, int record_bytes, int nccl_roots) {
   RankRecord r;
   r.rank = rank;
   r.world_size = size;
@@ -39,6 +74,11 @@ RankRecord sim_record(int rank, int size, int record_bytes) {
   r.cuda_runtime = r.cuda_driver = "12.4";
   r.nccl_version = "2.21.5";
   r.launcher = "gpudiag-launch";
+  if (nccl_roots > 0) {  // the check's NCCL plan, and a root's id where NCCL's rule puts one
+    r.backend = "nccl";
+    r.nccl_roots = nccl_roots;
+    if (nccl_root_made_by(rank, size, nccl_roots) >= 0) r.nccl_id = sim_root_id(rank);
+  }
   // Pad to a real record's size (GPU name, UUID, timings...).
   const int now = static_cast<int>(encode(r).size());
   if (record_bytes > now) r.gpu_name = std::string(record_bytes - now, 'x');

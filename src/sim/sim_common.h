@@ -10,14 +10,28 @@
 #include <string>
 
 #include "checks/record.h"
+#include "rendezvous/plane.h"
 
 namespace gpudiag::sim {
 
 /// Runs fn(0..n-1) on `threads` threads.
 void parallel_for(int n, int threads, const std::function<void(int)>& fn);
 
-/// A simulated rank's record, padded to about `record_bytes` (a real one's size).
-RankRecord sim_record(int rank, int size, int record_bytes);
+/// A simulated rank's record, padded to about `record_bytes` (a real one's
+/// size). With `nccl_roots` > 0 it is on the NCCL backend with that plan, and
+/// the rank that makes a root's id carries sim_root_id(rank).
+RankRecord sim_record(int rank, int size, int record_bytes, int nccl_roots = 0);
+
+/// An encoded record without its NCCL id (the check's records after the exchange).
+std::string without_nccl_id(const std::string& record);
+
+/// The made-up NCCL unique id (256 hex digits) rank `rank` makes.
+std::string sim_root_id(int rank);
+
+/// Whether a rank's exchange digest gave it every root's id, as the check
+/// assembles them (checks/nccl_root_ids.h): rank 0's record among `g`'s
+/// records, the others in the review. Says why not on stderr (a few times).
+bool sim_got_root_ids(const Gathered& g, const RankRecord& me);
 
 /// This process's peak RSS in KiB.
 long long peak_rss_kib();

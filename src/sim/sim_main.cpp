@@ -39,6 +39,10 @@ int main(int argc, char** argv) {
   app.add_option("--workers", o.workers, "processes simulating nodes")->check(CLI::Range(1, 64));
   app.add_option("--store-procs", o.store_procs, "processes serving the group stores")
       ->check(CLI::Range(1, 64));
+  app.add_option("--nccl-roots", o.nccl_roots,
+                 "the NCCL backend with this many bootstrap roots (GPUDIAG_NCCL_ROOTS): every "
+                 "rank must get every root's unique id from the exchange")
+      ->check(CLI::Range(0, 64));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -58,9 +62,18 @@ int main(int argc, char** argv) {
   }
   spdlog::set_level(spdlog::level::warn);
   try {
+    if (o.nccl_roots > o.ranks) {
+      std::fprintf(stderr, "gpudiag-sim: --nccl-roots %d: at most one root a rank (%d)\n",
+                   o.nccl_roots, o.ranks);
+      return 2;
+    }
     auto r = gpudiag::sim::run_simulation(o);
+    if (o.nccl_roots > 0)
+      std::fprintf(stderr, "sim: NCCL bootstrap roots: %d ids reached %d/%d ranks at the exchange\n",
+                   o.nccl_roots, r.roots_ok, r.roots_of);
     std::printf("%s\n", r.summary().c_str());
-    return r.named == r.expected ? 0 : 1;
+    const bool roots = o.nccl_roots == 0 || (r.roots_of > 0 && r.roots_ok == r.roots_of);
+    return r.named == r.expected && roots ? 0 : 1;
   } catch (const gpudiag::Error& e) {
     std::fprintf(stderr, "gpudiag-sim: %s\n", e.one_line().c_str());
     return 2;

@@ -5,6 +5,7 @@
 // the root's opened only when its group's judge is lost). The checkpoints go
 // in steps across the block: every rank publishes, every leader collects,
 // every leader passes the digest down, every rank reads it.
+#include <atomic>
 #include <cstdio>
 #include <memory>
 
@@ -71,13 +72,20 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
     // a rank's own connection would be.
     planes[i] = make_store_plane(std::make_unique<StoreView>(*nodes[k - k0].store), id,
                                  Deadline::after_seconds(60));
-    records[i] = encode(sim_record(r, n, o.record_bytes));
+    records[i] = encode(sim_record(r, n, o.record_bytes, o.nccl_roots));
   });
 
   if (k0 == 0) std::fprintf(stderr, "sim: the first block of %d nodes joined\n", k1 - k0);
   std::vector<std::vector<int>> last(r1 - r0);
+  std::atomic<int> roots_ok{0}, roots_of{0};
   for (int seq = 0; seq < kCheckpointCount; ++seq) {
     const char* name = kTreeCheckpoints[seq];
+    if (seq == 1 && o.nccl_roots > 0) {  // as the check: ids only in exchange records
+      for (auto& rec : records) rec = without_nccl_id(rec);
+    }
+    // The check's NCCL ranks read rank 0's record at the exchange (its id).
+    const std::vector<int> need =
+        seq == 0 && o.nccl_roots > 0 ? std::vector<int>{0} : std::vector<int>{};
     if (seq == kLastForFaulty + 1) {
       for (int r = r0; r < r1; ++r) {
         if (p.fate[r] != Fate::stop && p.fate[r] != Fate::die) continue;
@@ -104,7 +112,7 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
     };
     parallel_for(r1 - r0, o.threads, [&](int i) {
       if (p.arrives(r0 + i, seq))
-        publish_record(*planes[i], name, records[i], {}, Deadline::after_seconds(o.timeout_s));
+        publish_record(*planes[i], name, records[i], need, Deadline::after_seconds(o.timeout_s));
     });
     lap("ranks publish");
     auto leading = [&](int i) { return !p.leader_gone(k0 + i, seq); };
@@ -117,11 +125,13 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
     });
     lap("the digest comes down");
     parallel_for(r1 - r0, o.threads, [&](int i) {
-      if (p.arrives(r0 + i, seq))
-        last[i] = planes[i]
-                      ->gather_all(name, records[i], Deadline::after_seconds(o.timeout_s), {}, {},
-                                   {})
-                      .missing;
+      if (!p.arrives(r0 + i, seq)) return;
+      const Gathered g =
+          planes[i]->gather_all(name, records[i], Deadline::after_seconds(o.timeout_s), {}, need, {});
+      last[i] = g.missing;
+      if (need.empty()) return;
+      ++roots_of;
+      if (sim_got_root_ids(g, decode(records[i]))) ++roots_ok;
     });
     lap("ranks read the digest");
     if (k0 == 0) std::fprintf(stderr, "sim: %s: %s\n", name, steps.c_str());
@@ -141,6 +151,7 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
   for (const auto& pl : planes) rank_bytes += static_cast<long long>(pl->bytes_moved());
   for (const auto& node : nodes) leader_bytes += static_cast<long long>(node.leader->bytes_up());
   write_line(out, "bytes " + std::to_string(rank_bytes) + " " + std::to_string(leader_bytes));
+  write_line(out, "roots " + std::to_string(roots_ok.load()) + " " + std::to_string(roots_of.load()));
   planes.clear();
   write_line(out, std::to_string(peak_rss_kib()));
 }

@@ -197,6 +197,8 @@ SimResult run_tree(const SimOptions& o) {
     for (long long a : numbers_after(w->read_line(), "named")) ++named_by[static_cast<int>(a)];
     auto b = numbers_after(w->read_line(), "bytes");
     if (b.size() == 2) rank_bytes += b[0], leader_bytes += b[1];
+    auto ro = numbers_after(w->read_line(), "roots");
+    if (ro.size() == 2) res.roots_ok += static_cast<int>(ro[0]), res.roots_of += static_cast<int>(ro[1]);
     workers_rss = std::max(workers_rss, std::stod("0" + w->read_line()) / 1024.0);
     if (!w->wait()) {
       // Its own line on stderr said why (out of descriptors, out of memory):

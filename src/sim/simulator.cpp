@@ -1,6 +1,7 @@
 // See simulator.h. Written by hand: no library simulates a job's control plane.
 #include "sim/simulator.h"
 
+#include <atomic>
 #include <cstdio>
 #include <set>
 
@@ -92,7 +93,7 @@ SimResult run_flat(const SimOptions& o) {
   std::fprintf(stderr, "sim: %d ranks joined the store in %.1f s\n", n, join_s);
   TcpStoreClient launcher("127.0.0.1", port, kToken, Deadline::after_seconds(10), secret);
   std::vector<std::string> records(n);
-  for (int r = 0; r < n; ++r) records[r] = encode(sim_record(r, n, o.record_bytes));
+  for (int r = 0; r < n; ++r) records[r] = encode(sim_record(r, n, o.record_bytes, o.nccl_roots));
 
   SimResult res;
   res.ranks = n;
@@ -121,6 +122,12 @@ SimResult run_flat(const SimOptions& o) {
                           Deadline::after_seconds(10), FailureKind::died, r);
     }
     const bool exchange = cp == 0;
+    if (cp == 1 && o.nccl_roots > 0) {  // as the check: ids only in exchange records
+      for (auto& rec : records) rec = without_nccl_id(rec);
+    }
+    // The check's NCCL ranks read rank 0's record at the exchange (its id).
+    std::vector<int> need = everyone;
+    if (exchange && o.nccl_roots > 0 && need.empty()) need = {0};
     Review review = [&](const Gathered& g) {
       std::vector<std::optional<RankRecord>> now(n);
       for (int r = 0; r < n; ++r)
@@ -130,22 +137,34 @@ SimResult run_flat(const SimOptions& o) {
     // Every rank publishes, rank 0 judges, then the others read the digest.
     parallel_for(n, o.threads, [&](int r) {
       if (r != 0 && arrives(r))
-        publish_record(*planes[r], name, records[r]);
+        publish_record(*planes[r], name, records[r], need);
     });
     const auto tj = std::chrono::steady_clock::now();
-    last[0] =
-        planes[0]
-            ->gather_all(name, records[0], Deadline::after_seconds(o.timeout_s), live, {}, review)
-            .missing;
+    std::atomic<int> roots_ok{0}, roots_of{0};
+    auto got_ids = [&](const Gathered& g, int r) {
+      if (!exchange || o.nccl_roots <= 0) return;
+      ++roots_of;
+      if (sim_got_root_ids(g, decode(records[r]))) ++roots_ok;
+    };
+    {
+      const Gathered g0 =
+          planes[0]->gather_all(name, records[0], Deadline::after_seconds(o.timeout_s), live, {},
+                                review);
+      last[0] = g0.missing;
+      got_ids(g0, 0);
+    }
     const double judged_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - tj).count();
     parallel_for(n, o.threads, [&](int r) {
-      if (r != 0 && arrives(r))
-        last[r] = planes[r]
-                      ->gather_all(name, records[r], Deadline::after_seconds(o.timeout_s), live,
-                                   everyone, review)
-                      .missing;
+      if (r == 0 || !arrives(r)) return;
+      const Gathered g = planes[r]->gather_all(name, records[r],
+                                               Deadline::after_seconds(o.timeout_s), live, need,
+                                               review);
+      last[r] = g.missing;
+      got_ids(g, r);
     });
+    res.roots_ok += roots_ok;
+    res.roots_of += roots_of;
     std::fprintf(stderr, "sim: checkpoint %s done at %.1f s (rank 0 judged in %.1f s)\n", name,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                  judged_s);

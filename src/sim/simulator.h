@@ -26,7 +26,9 @@
 // --missing K ranks join but never reach a checkpoint; --stop K reach the
 // first two checkpoints, note the phase they are in and stop; --die K do the
 // same, then the simulated launcher announces their deaths as it does for a
-// killed rank. The last line sums it up:
+// killed rank. With --nccl-roots N the ranks carry the check's NCCL unique
+// ids for N bootstrap roots and each says whether it got them all after the
+// exchange (a line on stderr). The last line sums it up:
 //   sim: N ranks, K checkpoints, T s, store peak RSS M MiB (all stores A MiB),
 //   bytes through the store B, missing named: X/Y
 // (M: the largest store process; B: every level's keys and values.)
@@ -51,6 +53,11 @@ struct SimOptions {
   int missing_leaders = 1, dead_judges = 1;
   int workers = 4;      ///< processes simulating nodes
   int store_procs = 4;  ///< processes serving the group stores (the root has its own)
+  /// The check's NCCL backend with this many bootstrap roots
+  /// (GPUDIAG_NCCL_ROOTS=N, comm/nccl_roots.h): the ranks NCCL's rule names
+  /// put a root's id in their exchange records, and every rank assembles all
+  /// of them after the exchange as the check does; 0: the host backend.
+  int nccl_roots = 0;
 };
 
 struct SimResult {
@@ -59,6 +66,9 @@ struct SimResult {
   double store_peak_rss_mib = 0, all_stores_rss_mib = 0;
   std::uint64_t bytes = 0;      ///< keys and values through the store, all ranks
   int named = 0, expected = 0;  ///< absent ranks every live rank named, of those absent
+  /// With nccl_roots: ranks that assembled every root's id, of the ranks
+  /// that reached the exchange.
+  int roots_ok = 0, roots_of = 0;
   std::string summary() const;
 };
 

@@ -92,6 +92,8 @@ nlohmann::json collect_info(const Env& env, int forced_device, const std::string
                {"path", nccl.path},
                {"found_by", nccl.how}};
   if (!nccl.usable()) j["nccl"]["error"] = nccl.error;
+  // Several bootstrap roots need ncclCommInitRankScalable (2.23+; comm/nccl_roots.h).
+  if (nccl.usable()) j["nccl"]["scalable_init"] = nccl.api->CommInitRankScalable != nullptr;
   j["mpi"] = {{"built_with", built_with_mpi()}, {"library", mpi_library_version()}};
   nlohmann::json e = nlohmann::json::object();
   for (const auto& [k, v] : env.all())
@@ -133,11 +135,16 @@ std::string render_info(const nlohmann::json& j) {
   line("cuda", "runtime " + g["runtime"].get<std::string>() + ", driver " +
                    g["driver"].get<std::string>());
   const auto& n = j["nccl"];
-  if (n["usable"].get<bool>())
+  if (n["usable"].get<bool>()) {
     line("nccl", n["version"].get<std::string>() + " from " + n["path"].get<std::string>() +
                      " (found by " + n["found_by"].get<std::string>() + ")");
-  else
+    line("", n.value("scalable_init", false)
+                 ? "has ncclCommInitRankScalable: large jobs start from several bootstrap roots"
+                 : "no ncclCommInitRankScalable (NCCL 2.23+): every job starts from one "
+                   "bootstrap root");
+  } else {
     line("nccl", "unusable: " + n["error"].get<std::string>());
+  }
   const auto& m = j["mpi"];
   line("mpi", m["built_with"].get<bool>() ? m["library"].get<std::string>() : "not built in");
   bool first = true;

@@ -1,10 +1,12 @@
 /* Stand-ins for libnccl.so.2, built only for the tests of gpudiag's NCCL
  * loader: the loader must name an NCCL that is too old, one that is not an
- * NCCL at all, and report the path and version of one that loads. Built three
+ * NCCL at all, and report the path and version of one that loads. Built four
  * ways (tests/CMakeLists.txt):
  *   FAKE_NCCL_VERSION=21300            an NCCL older than 2.14
- *   FAKE_NCCL_VERSION=22809 + FULL     every entry point gpudiag binds; each
+ *   FAKE_NCCL_VERSION=22809 + FULL     every entry point gpudiag needs; each
  *                                      call fails with ncclSystemError
+ *   ... + SCALABLE                     and ncclCommInitRankScalable (2.23+),
+ *                                      which gpudiag binds when it is there
  *   (no FAKE_NCCL_VERSION)             a library with no ncclGetVersion */
 #include <stddef.h>
 
@@ -36,6 +38,9 @@ FAIL_WITH_SYSTEM_ERROR(ncclSend)
 FAIL_WITH_SYSTEM_ERROR(ncclRecv)
 FAIL_WITH_SYSTEM_ERROR(ncclGroupStart)
 FAIL_WITH_SYSTEM_ERROR(ncclGroupEnd)
+#ifdef FAKE_NCCL_SCALABLE
+FAIL_WITH_SYSTEM_ERROR(ncclCommInitRankScalable)
+#endif
 const char* ncclGetErrorString(int r) { return r == 2 ? "unhandled system error (fake)" : "fake"; }
 const char* ncclGetLastError(void* comm) { return "fake NCCL for gpudiag's tests"; }
 #endif
