@@ -17,6 +17,10 @@ namespace {
 
 /// The tree turns itself on from this many ranks (GPUDIAG_TREE=auto).
 constexpr int kAutoTreeRanks = 2048;
+/// How long a leader tries a group judge's published store before taking it
+/// for gone: the judge listened before it published, so only a dead (or
+/// unreachable) judge refuses or drops every attempt this long.
+constexpr double kGroupConnectS = 5.0;
 
 int port_setting(const Env& env, const char* name, int fallback) {
   auto v = env.get(name);
@@ -157,7 +161,8 @@ void TreeHost::start(void (TreeHost::*what)()) {
 }
 
 /// A group judge's store at "host:port", as the root lists it.
-std::unique_ptr<Store> TreeHost::connect_at(const std::string& at, std::uint32_t claim) {
+std::unique_ptr<Store> TreeHost::connect_at(const std::string& at, std::uint32_t claim,
+                                            double within_s) {
   const auto colon = at.rfind(':');
   auto port = colon == std::string::npos
                   ? std::nullopt
@@ -166,7 +171,7 @@ std::unique_ptr<Store> TreeHost::connect_at(const std::string& at, std::uint32_t
     throw Error(ExitCode::broken,
                 "the root lists a group judge's store at '" + storelimits::store_text(at, 64) + "'");
   return std::make_unique<TcpStoreClient>(at.substr(0, colon), static_cast<int>(*port), c_.token,
-                                          Deadline::after_seconds(c_.timeout_s), c_.secret, claim);
+                                          Deadline::after_seconds(within_s), c_.secret, claim);
 }
 
 void TreeHost::run_node() {
@@ -180,9 +185,19 @@ void TreeHost::run_node() {
     if (L.grouped()) {
       // The group's judge says where its store is, at the root; the root is
       // reached again only if that judge is lost.
-      group = connect_at(c_.root(me)->get(
-          "tree/group/" + std::to_string(L.group_of_node(plan_.node)), d), me);
+      const int g = L.group_of_node(plan_.node);
       root = std::make_unique<LazyStore>([this, me] { return c_.root(me); }, "the job's store");
+      const auto at = root->get("tree/group/" + std::to_string(g), d);
+      try {
+        group = connect_at(at, me, std::min(c_.timeout_s, kGroupConnectS));
+      } catch (const TimeoutError& e) {
+        // Its judge died before this leader reached it (it listened when it
+        // published the address): this node reports to the root, as a
+        // leader whose judge is lost later does (Relay::lose_parent).
+        spdlog::info("node {}: lost the judge of group {}: {}; reporting to the root", plan_.node,
+                     g, e.one_line());
+        root->set("tree/lost/" + std::to_string(g), storelimits::store_text(e.one_line(), 512), d);
+      }
     } else {
       root = c_.root(me);
     }
@@ -192,7 +207,7 @@ void TreeHost::run_node() {
     o.connect_group = [this, me](int g) -> std::unique_ptr<Store> {
       const auto at = c_.root(me)->get("tree/group/" + std::to_string(g),
                                        Deadline::after_seconds(c_.timeout_s));
-      return connect_at(at, me);
+      return connect_at(at, me, std::min(c_.timeout_s, kGroupConnectS));
     };
     o.below = &below;
     o.above = group ? group.get() : root.get();

@@ -77,7 +77,10 @@ class TreeHost {
   TreeHost& operator=(const TreeHost&) = delete;
 
  private:
-  std::unique_ptr<Store> connect_at(const std::string& host_port, std::uint32_t claim);
+  /// `within`: how long to keep trying. The judge publishes its address only
+  /// once it listens, so a refusal there means it is gone (a few seconds).
+  std::unique_ptr<Store> connect_at(const std::string& host_port, std::uint32_t claim,
+                                    double within_s);
   void run_node();
   void run_group();
   void run_root();

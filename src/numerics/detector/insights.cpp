@@ -84,7 +84,7 @@ void Insights::add_batch(const Batch& batch, std::span<const TensorStats> stats)
       if (s.empty()) continue;
       const double limit = limit_of(t.dtype);
       if (!near_ && std::isfinite(s.abs_max) && s.abs_max >= near_limit_ * limit)
-        near_ = NearLimit{place(), t.dtype, s.abs_max, limit};
+        near_ = NearLimit{place(), t.dtype, s.abs_max, limit, {}};
       if (dtype_size(t.dtype) <= 2 && s.subnormal >= kUnderflowShare * static_cast<double>(s.count) &&
           (!underflow_ || s.subnormal * underflow_->count > underflow_->subnormal * s.count))
         underflow_ = Underflow{place(), t.dtype, s.subnormal, s.count};
