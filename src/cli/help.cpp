@@ -76,7 +76,13 @@ const Footer kFooters[] = {
      "  gpudiag scan dumps/\n"
      "  gpudiag scan dumps/ --trace-batches 1,3 --abort-after-batch 3\n"
      "  gpudiag scan weights.safetensors act.npy --json - | python3 -m json.tool\n",
-     "  0 clean; 1 inf/nan found (or the GPU failed); 2 bad input; 3 the GPU hung\n"},
+     "  0 clean; 1 inf/nan found, or data-parallel replicas diverged; 2 bad input;\n"
+     "  3 the GPU hung; 5 the GPU failed while scanning (no verdict on the data)\n"},
+    {"sweep",
+     "  srun --ntasks-per-node 8 gpudiag sweep --exclude-file bad.txt\n"
+     "  mpirun -np 64 --map-by ppr:8:node gpudiag sweep --good-hostfile good.txt\n"
+     "  gpudiag launch --nproc-per-node 8 --nnodes 16 --rdzv-endpoint n001:29400 -- sweep\n",
+     "  0 no node to exclude; 1 nodes to exclude; 2 bad usage; 3 the sweep could not finish\n"},
     {"nccl-log",
      "  gpudiag nccl-log run.log\n"
      "  gpudiag nccl-log gpudiag-nccl-1234/ --json report.json\n"

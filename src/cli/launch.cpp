@@ -160,7 +160,8 @@ Runner setup_launch(CLI::App& app) {
       ->check(Seconds(0, 30 * 86400))
       ->capture_default_str();
   sub->add_option("--hang-timeout", options->hang_timeout_s,
-                  "When no rank printed anything and no rank used CPU time for this many seconds: "
+                  "When no rank made progress for this many seconds (no output, no collective "
+                  "completed, no change of where its code is; CPU time alone is not progress): "
                   "print where every rank is (by its stack), then stop the job (0: never). "
                   "kill -USR1 <launcher> prints the same at any time and the job goes on")
       ->check(Seconds(0, 30 * 86400))
