@@ -4,6 +4,7 @@
 // (collective_checks.h), bench's sweep or link test, and the barrier, each
 // followed by a checkpoint at which the ranks learn who is still with them.
 #include "checks/check.h"
+#include "checks/peer_book.h"
 
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -234,7 +235,7 @@ class CheckRun {
       test_hook_.on_phase(name);  // GPUDIAG_TEST_RAISE (test_hook.h)
     }
     auto judge = [&](const Gathered& g) {
-      return encode_review(review_table(decoded(g), result_.table, g.missing, exchange));
+      return encode_review(review_table(decoded(g), table_lookup(), g.missing, exchange));
     };
     std::vector<int> need = exchange ? exchange_needs() : std::vector<int>{};
     if (std::string(name) == "barrier" && me().rank == 0) {
@@ -256,33 +257,27 @@ class CheckRun {
     const double waited = seconds_since(t0);
     std::vector<std::string> problems, missing;
     bool peer_timeout = false;
-    std::vector<bool> absent(plane_.size(), false);
-    for (int r : gathered.missing) absent[r] = true;
-    result_.live.clear();
-    for (int r = 0; r < plane_.size(); ++r) {
-      auto& slot = result_.table[r];
-      if (!absent[r]) {
-        result_.live.push_back(r);
-        if (const auto& rec = gathered.records.at(r)) slot = decode(*rec);
-        result_.last_seen[r] = name;
-        result_.missed_at[r].clear();
-      } else if (r != me().rank) {
-        degraded_ = true;
-        peer_timeout = peer_timeout || !gathered.aborted;
-        std::string note = r < static_cast<int>(gathered.notes.size()) ? gathered.notes.at(r) : "";
-        if (result_.missed_at[r].empty()) result_.missed_at[r] = name;  // for the report
-        if (!note.empty()) result_.missing_note[r] = note;
-        if (note.empty())
-          note = result_.last_seen[r].empty()
-                     ? "never heard from: not started, or cannot reach " + plane_.describe()
-                     : "last seen at the " + result_.last_seen[r] + " checkpoint";
-        const std::string label = label_of(r);
-        problems.push_back(label + " did not reach the " + name + " checkpoint" +
-                           (gathered.aborted ? "" : " within " + human_seconds(waited)) + " (" +
-                           note + ")");
-        if (me().reason.rfind(label, 0) != 0)  // unless the reason leads with it
-          missing.push_back(problems.back());
-      }
+    // Read before the bookkeeping moves on: where each missing rank was seen.
+    std::vector<std::string> seen_before;
+    for (int r : gathered.missing) seen_before.push_back(result_.last_seen.at(r));
+    note_checkpoint(result_, gathered, name);
+    for (std::size_t i = 0; i < gathered.missing.size(); ++i) {
+      const int r = gathered.missing[i];
+      if (r == me().rank || r < 0 || r >= plane_.size()) continue;
+      degraded_ = true;
+      peer_timeout = peer_timeout || !gathered.aborted;
+      std::string note =
+          static_cast<std::size_t>(r) < gathered.notes.size() ? gathered.notes.at(r) : "";
+      if (note.empty())
+        note = seen_before[i].empty()
+                   ? "never heard from: not started, or cannot reach " + plane_.describe()
+                   : "last seen at the " + seen_before[i] + " checkpoint";
+      const std::string label = label_of(r);
+      problems.push_back(label + " did not reach the " + name + " checkpoint" +
+                         (gathered.aborted ? "" : " within " + human_seconds(waited)) + " (" +
+                         note + ")");
+      if (me().reason.rfind(label, 0) != 0)  // unless the reason leads with it
+        missing.push_back(problems.back());
     }
     // The judge names a few failed ranks and counts the rest.
     std::vector<std::string> failed;
@@ -367,12 +362,21 @@ class CheckRun {
                      "judging from the records read",
                      me().rank, e.what());
       }
-    return review_table(decoded(g), result_.table, g.missing, exchange);
+    return review_table(decoded(g), table_lookup(), g.missing, exchange);
+  }
+
+  /// The table as it was, for the labels of ranks now missing.
+  std::function<const RankRecord*(int)> table_lookup() const {
+    return [this](int r) -> const RankRecord* {
+      if (r < 0 || r >= static_cast<int>(result_.table.size())) return nullptr;
+      const auto& rec = result_.table.at(r);
+      return rec ? &*rec : nullptr;
+    };
   }
 
   /// "rank 3 [node2-1]" from what this rank knows, or the judge's label.
   std::string label_of(int r) const {
-    if (result_.table[r]) return rank_label(*result_.table[r]);
+    if (const auto& rec = result_.table.at(r)) return rank_label(*rec);
     for (const auto& [rank, label] : review_.labels)
       if (rank == r) return label;
     return rank_label(r, std::nullopt);
@@ -405,7 +409,7 @@ class CheckRun {
       ctx.stream = device_->stream.handle();
       ctx.scratch = static_cast<float*>(device_->scratch.get());
       ctx.owner = device_;
-      comm_ = make_nccl_communicator(ctx, nccl_init_ids(me(), result_.table[0], review_.nccl_ids),
+      comm_ = make_nccl_communicator(ctx, nccl_init_ids(me(), result_.table.at(0), review_.nccl_ids),
                                      me().rank, plane_.size(), wait_deadline(), abort_check);
     } else {
       // Only the records exchange_needs() asked for are known here; the
@@ -413,8 +417,8 @@ class CheckRun {
       std::vector<RankRecord> peers;
       const int n = plane_.size(), r = me().rank;
       for (int i = 0; i < n; ++i) {
-        if (result_.table[i]) {
-          peers.push_back(*result_.table[i]);
+        if (const auto& rec = result_.table.at(i)) {
+          peers.push_back(*rec);
           continue;
         }
         // A TCP ring neighbour's record must be here: the digest promised it

@@ -46,7 +46,7 @@ struct CheckOptions {
   /// (bench/engine.h), and on rank 0 where its rows go: called with every
   /// rank's exchange record as the sweep starts.
   std::shared_ptr<const BenchPlan> bench;
-  std::function<BenchSink*(const std::vector<std::optional<RankRecord>>&)> bench_start;
+  std::function<BenchSink*(const RankSlots<std::optional<RankRecord>>&)> bench_start;
   int warmup = 2;                ///< untimed iterations (link test)
   /// gpudiag bench --links: bytes each pair exchanges (0: no link test).
   std::uint64_t link_bytes = 0;
@@ -73,18 +73,20 @@ struct CheckResult {
   std::string store_unauthenticated;  ///< CheckSetup's, for the report
   /// The final table (records as last seen; nullopt for a rank never heard from).
   /// Complete on rank 0 only (the plane's judge; see rendezvous/plane.h):
-  /// elsewhere it holds the records this rank read.
-  std::vector<std::optional<RankRecord>> table;
+  /// elsewhere it holds the records this rank read, and only those are stored,
+  /// so a rank's memory does not grow with the job (checks/peer_book.h).
+  RankSlots<std::optional<RankRecord>> table;
   /// On a rank that read rank 0's review instead of the table: whether that
   /// review found every rank present and none failed at the last checkpoint.
   std::optional<bool> judged_all_ok;
-  /// Per rank: the checkpoint it was last seen at ("" never).
-  std::vector<std::string> last_seen;
+  /// Per rank: the checkpoint it was last seen at ("" never). Stored only for
+  /// ranks missing now; the others read the last checkpoint's name.
+  RankSlots<std::string> last_seen;
   std::vector<std::string> warnings;  ///< version differences, discovery warnings
   std::vector<int> live;              ///< ranks present at the last checkpoint
   /// Per rank that stopped arriving: the first checkpoint it missed, and what
   /// the plane last knew of it ("pid 4242 on node2, last phase: all-reduce").
-  std::vector<std::string> missed_at, missing_note;
+  RankSlots<std::string> missed_at, missing_note;
   /// A launcher's notice of a peer's death, when one came (Plane::peer_death).
   std::optional<std::string> death;
   /// The exchange's fingerprint comparison, as the judge sent it

@@ -58,7 +58,7 @@ TEST(NcclRootIds, TheJudgeCopiesTheIdsNcclsRulePlaces) {
 
 TEST(NcclRootIds, EveryRankAssemblesThemInRootOrder) {
   const auto t = table(17, 5);  // 4 4 3 3 3: made by 0, 4, 8, 11, 14
-  const auto review = decode_review(encode_review(review_table(t, {}, {}, true)));
+  const auto review = decode_review(encode_review(review_table(t, nullptr, {}, true)));
   const auto ids = nccl_init_ids(*t[16], t[0], review.nccl_ids);
   EXPECT_EQ(ids, (std::vector<std::string>{id_of(0), id_of(4), id_of(8), id_of(11), id_of(14)}));
   // One root: rank 0's id alone, whatever a review carries.
@@ -132,7 +132,7 @@ TEST(NcclRootIds, TheDigestCarriesThemAndGrowsByTheIdsOnly) {
     std::vector<std::optional<RankRecord>> roots_only;
     for (int i = 0; i < kMaxNcclRoots; ++i)
       roots_only.push_back(nccl_record(nccl_root_first_rank(i, world, 64), world, 64));
-    CheckpointReview with = review_table(roots_only, {}, {}, true);
+    CheckpointReview with = review_table(roots_only, nullptr, {}, true);
     ASSERT_EQ(with.nccl_ids.size(), 63u);
     CheckpointReview without = with;
     without.nccl_ids.clear();

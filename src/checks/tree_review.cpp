@@ -25,7 +25,7 @@ std::string CheckTreeReviewer::review(const std::string& checkpoint,
       unreadable.push_back(r);
     }
   }
-  auto out = review_table(now, {}, missing, checkpoint == "exchange");
+  auto out = review_table(now, nullptr, missing, checkpoint == "exchange");
   // Not judged is not OK: a record that cannot be read counts as a failure,
   // and one that should carry a bootstrap root's NCCL id says so (the plan
   // as the table's other records give it).

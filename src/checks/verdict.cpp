@@ -123,7 +123,10 @@ std::string one_line(const std::vector<std::string>& problems) {
   return s;
 }
 
-std::vector<std::string> oversubscribed_hosts(const std::vector<std::optional<RankRecord>>& table) {
+namespace {
+
+template <class Table>
+std::vector<std::string> oversubscribed_in(const Table& table) {
   std::map<std::string, std::pair<int, int>> hosts;  // host -> ranks, CPUs
   for (const auto& r : table) {
     if (!r) continue;
@@ -139,8 +142,29 @@ std::vector<std::string> oversubscribed_hosts(const std::vector<std::optional<Ra
   return out;
 }
 
+}  // namespace
+
+std::vector<std::string> oversubscribed_hosts(const std::vector<std::optional<RankRecord>>& table) {
+  return oversubscribed_in(table);
+}
+
+std::vector<std::string> oversubscribed_hosts(const RankSlots<std::optional<RankRecord>>& table) {
+  return oversubscribed_in(table);
+}
+
 CheckpointReview review_table(const std::vector<std::optional<RankRecord>>& now,
                               const std::vector<std::optional<RankRecord>>& before,
+                              const std::vector<int>& missing, bool exchange) {
+  return review_table(
+      now,
+      [&before](int r) -> const RankRecord* {
+        return r >= 0 && r < static_cast<int>(before.size()) && before[r] ? &*before[r] : nullptr;
+      },
+      missing, exchange);
+}
+
+CheckpointReview review_table(const std::vector<std::optional<RankRecord>>& now,
+                              const std::function<const RankRecord*(int)>& before,
                               const std::vector<int>& missing, bool exchange) {
   CheckpointReview out;
   for (const auto& r : now) {
@@ -152,8 +176,7 @@ CheckpointReview review_table(const std::vector<std::optional<RankRecord>>& now,
   }
   for (std::size_t i = 0; i < missing.size() && i < kReviewNames; ++i) {
     const int r = missing[i];
-    if (r >= 0 && r < static_cast<int>(before.size()) && before[r])
-      out.labels.emplace_back(r, rank_label(*before[r]));
+    if (const RankRecord* b = before ? before(r) : nullptr) out.labels.emplace_back(r, rank_label(*b));
   }
   if (exchange) {
     out.conflicts = exchange_conflicts(now);

@@ -4,12 +4,14 @@
 // rank reaches the same conclusions from the same table.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "checks/nccl_root_ids.h"
 #include "checks/record.h"
+#include "rendezvous/plane.h"
 #include <nlohmann/json.hpp>
 
 namespace gpudiag {
@@ -31,6 +33,7 @@ std::vector<std::string> version_differences(const std::vector<std::optional<Ran
 /// Hosts running more ranks than they have CPUs: "vm: 6 ranks on 2 CPUs".
 std::vector<std::string> oversubscribed_hosts(
     const std::vector<std::optional<RankRecord>>& table);
+std::vector<std::string> oversubscribed_hosts(const RankSlots<std::optional<RankRecord>>& table);
 
 /// What the judge (rank 0) tells every rank about a checkpoint's table, so
 /// the others need not read it: a few failures by name and the count of the
@@ -58,6 +61,11 @@ inline constexpr std::size_t kReviewNames = 8;
 /// the table as it was (`before`, for the labels of ranks now missing).
 CheckpointReview review_table(const std::vector<std::optional<RankRecord>>& now,
                               const std::vector<std::optional<RankRecord>>& before,
+                              const std::vector<int>& missing, bool exchange);
+/// The same with `before` looked up (nullptr: never heard from), so a table
+/// held sparsely is not copied for it.
+CheckpointReview review_table(const std::vector<std::optional<RankRecord>>& now,
+                              const std::function<const RankRecord*(int)>& before,
                               const std::vector<int>& missing, bool exchange);
 std::string encode_review(const CheckpointReview& r);
 /// Throws on text that is not a review.

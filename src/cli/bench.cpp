@@ -12,6 +12,7 @@
 
 #include "bench/engine.h"
 #include "checks/check.h"
+#include "checks/peer_book.h"
 #include "cli/commands.h"
 #include "cli/json_output.h"
 #include "cli/world_setup.h"
@@ -304,7 +305,7 @@ int run(BenchCli o) {
       plan->roots.push_back(r);
     plan->corrupt_rank = test_corrupt_rank(job.setup.env.get("GPUDIAG_TEST_CORRUPT"));
     o.check.bench = plan;
-    o.check.bench_start = [&](const std::vector<std::optional<RankRecord>>& table) {
+    o.check.bench_start = [&](const RankSlots<std::optional<RankRecord>>& table) {
       BenchHeader h;
       h.program = std::string(coll_name(plan->coll)) + "_perf";
       h.min_bytes = o.min_bytes;
@@ -339,7 +340,7 @@ int run(BenchCli o) {
         nt = std::make_unique<NcclTestsJson>(h, plan->per_iter, o.per_iter_skip);
         printer->attach(nt.get());
       }
-      printer->begin(table);
+      printer->begin(dense_records(table));
       return static_cast<BenchSink*>(printer.get());
     };
   }

@@ -35,7 +35,9 @@ class MpiSession;
 
 /// One slot per rank, stored only where a slot was written: a rank of a
 /// 100,000-rank job holds the few records it read, not 100,000 empty slots
-/// per checkpoint. Reads of an unwritten slot give T{}; writes create it.
+/// per checkpoint. Reads of an unwritten slot give the default (T{} unless
+/// assign() or set_default() gave another); writes through operator[] create
+/// the slot from the default. Iterating gives every rank's value in order.
 template <class T>
 class RankSlots {
  public:
@@ -45,27 +47,68 @@ class RankSlots {
     for (auto it = slots_.begin(); it != slots_.end();)
       it = it->first >= n ? slots_.erase(it) : std::next(it);
   }
-  /// Every slot back to T{} (the only value assign takes).
-  void assign(std::size_t n, const T&) {
+  /// n slots, every one `v` (none stored).
+  void assign(std::size_t n, const T& v) {
     n_ = n;
     slots_.clear();
+    default_ = v;
   }
-  T& operator[](std::size_t r) { return slots_[r]; }
+  /// What an unwritten slot reads from now on (the written ones keep theirs).
+  void set_default(const T& v) { default_ = v; }
+  T& operator[](std::size_t r) { return slots_.try_emplace(r, default_).first->second; }
   const T& operator[](std::size_t r) const {
     auto it = slots_.find(r);
-    return it == slots_.end() ? empty() : it->second;
+    return it == slots_.end() ? default_ : it->second;
   }
   /// The value at r without creating the slot.
   const T& at(std::size_t r) const { return (*this)[r]; }
+  bool stored_at(std::size_t r) const { return slots_.count(r) != 0; }
+  /// Back to the default at r.
+  void erase(std::size_t r) { slots_.erase(r); }
   /// Slots written so far (for tests of what a rank holds).
   std::size_t stored() const { return slots_.size(); }
+  /// The written slots, in no order.
+  const std::unordered_map<std::size_t, T>& written() const { return slots_; }
+  /// Appends a value for one more rank (a dense table built in order).
+  void push_back(const T& v) { (*this)[n_++] = v; }
+
+  class const_iterator {
+   public:
+    const_iterator(const RankSlots* s, std::size_t r) : s_(s), r_(r) {}
+    const T& operator*() const { return (*s_)[r_]; }
+    const_iterator& operator++() {
+      ++r_;
+      return *this;
+    }
+    bool operator!=(const const_iterator& o) const { return r_ != o.r_; }
+
+   private:
+    const RankSlots* s_;
+    std::size_t r_;
+  };
+  const_iterator begin() const { return {this, 0}; }
+  const_iterator end() const { return {this, n_}; }
+  /// Writable iteration stores every slot, as a vector would hold them.
+  class iterator {
+   public:
+    iterator(RankSlots* s, std::size_t r) : s_(s), r_(r) {}
+    T& operator*() const { return (*s_)[r_]; }
+    iterator& operator++() {
+      ++r_;
+      return *this;
+    }
+    bool operator!=(const iterator& o) const { return r_ != o.r_; }
+
+   private:
+    RankSlots* s_;
+    std::size_t r_;
+  };
+  iterator begin() { return {this, 0}; }
+  iterator end() { return {this, n_}; }
 
  private:
-  static const T& empty() {
-    static const T none{};
-    return none;
-  }
   std::size_t n_ = 0;
+  T default_{};
   std::unordered_map<std::size_t, T> slots_;
 };
 

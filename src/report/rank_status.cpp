@@ -52,8 +52,8 @@ std::optional<std::pair<int, std::string>> parse_death(const std::string& notice
   return std::make_pair(std::stoi(m[1].str()), m[2].str());
 }
 
-std::string at_or(const std::vector<std::string>& v, int i) {
-  return i < static_cast<int>(v.size()) ? v[i] : std::string();
+std::string at_or(const RankSlots<std::string>& v, int i) {
+  return i >= 0 && i < static_cast<int>(v.size()) ? v[i] : std::string();
 }
 
 }  // namespace

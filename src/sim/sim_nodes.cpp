@@ -4,11 +4,14 @@
 // (a real Relay, with a real TCP connection to its group's store, and one to
 // the root's opened only when its group's judge is lost). The checkpoints go
 // in steps across the block: every rank publishes, every leader collects,
-// every leader passes the digest down, every rank reads it.
+// every leader passes the digest down, every rank reads it. The block's last
+// rank also keeps the check's own bookkeeping of the others (peer_book.h),
+// whose peak size the block reports as a rank's check state.
 #include <atomic>
 #include <cstdio>
 #include <memory>
 
+#include "checks/peer_book.h"
 #include "checks/record.h"
 #include "rendezvous/lazy_store.h"
 #include "rendezvous/memory_store.h"
@@ -78,6 +81,13 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
   if (k0 == 0) std::fprintf(stderr, "sim: the first block of %d nodes joined\n", k1 - k0);
   std::vector<std::vector<int>> last(r1 - r0);
   std::atomic<int> roots_ok{0}, roots_of{0};
+  CheckResult book;  // the block's last rank's, as the check keeps it
+  book.me.rank = r1 - 1;
+  book.table.resize(static_cast<std::size_t>(o.ranks));
+  book.last_seen.resize(static_cast<std::size_t>(o.ranks));
+  book.missed_at.resize(static_cast<std::size_t>(o.ranks));
+  book.missing_note.resize(static_cast<std::size_t>(o.ranks));
+  std::size_t book_peak = 0;
   for (int seq = 0; seq < kCheckpointCount; ++seq) {
     const char* name = kTreeCheckpoints[seq];
     if (seq == 1 && o.nccl_roots > 0) {  // as the check: ids only in exchange records
@@ -129,6 +139,10 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
       const Gathered g =
           planes[i]->gather_all(name, records[i], Deadline::after_seconds(o.timeout_s), {}, need, {});
       last[i] = g.missing;
+      if (r0 + i == r1 - 1) {
+        note_checkpoint(book, g, name);
+        book_peak = std::max(book_peak, peer_bytes(book));
+      }
       if (need.empty()) return;
       ++roots_of;
       if (sim_got_root_ids(g, decode(records[i]))) ++roots_ok;
@@ -152,6 +166,7 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
   for (const auto& node : nodes) leader_bytes += static_cast<long long>(node.leader->bytes_up());
   write_line(out, "bytes " + std::to_string(rank_bytes) + " " + std::to_string(leader_bytes));
   write_line(out, "roots " + std::to_string(roots_ok.load()) + " " + std::to_string(roots_of.load()));
+  write_line(out, "state " + std::to_string(book_peak));
   planes.clear();
   write_line(out, std::to_string(peak_rss_kib()));
 }

@@ -199,6 +199,8 @@ SimResult run_tree(const SimOptions& o) {
     if (b.size() == 2) rank_bytes += b[0], leader_bytes += b[1];
     auto ro = numbers_after(w->read_line(), "roots");
     if (ro.size() == 2) res.roots_ok += static_cast<int>(ro[0]), res.roots_of += static_cast<int>(ro[1]);
+    auto st = numbers_after(w->read_line(), "state");
+    if (!st.empty()) res.rank_state_bytes = std::max<std::uint64_t>(res.rank_state_bytes, st[0]);
     workers_rss = std::max(workers_rss, std::stod("0" + w->read_line()) / 1024.0);
     if (!w->wait()) {
       // Its own line on stderr said why (out of descriptors, out of memory):
@@ -245,6 +247,10 @@ SimResult run_tree(const SimOptions& o) {
                rank_bytes / cps / 1048576, rank_bytes / cps / o.ranks,
                leader_bytes / cps / 1048576, leader_bytes / cps / L.nodes(),
                group_bytes / cps / 1048576, root_bytes / cps / 1048576);
+  std::fprintf(stderr,
+               "sim: a rank's check state at most %.0f KiB (the records it read, the missing "
+               "ranks' bookkeeping, its list of live ranks; the last rank of each process's block)\n",
+               static_cast<double>(res.rank_state_bytes) / 1024);
   return res;
 }
 

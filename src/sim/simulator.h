@@ -69,6 +69,8 @@ struct SimResult {
   /// With nccl_roots: ranks that assembled every root's id, of the ranks
   /// that reached the exchange.
   int roots_ok = 0, roots_of = 0;
+  /// The largest check state one sampled rank held (checks/peer_book.h).
+  std::uint64_t rank_state_bytes = 0;
   std::string summary() const;
 };
 

@@ -53,7 +53,7 @@ class ScaleSim(unittest.TestCase):
         self.assertIn("8 groups of 64 nodes", p.stderr)
 
     def test_bytes_per_rank_and_per_node_do_not_grow_with_the_job(self):
-        per_rank, per_node = [], []
+        per_rank, per_node, state = [], [], []
         for n in (512, 4096):
             p, m = sim("--ranks", str(n), "--group-nodes", "16", "--missing-leaders", "0",
                        "--dead-judges", "0")
@@ -62,8 +62,14 @@ class ScaleSim(unittest.TestCase):
             self.assertIsNotNone(b, p.stderr[-2000:])
             per_rank.append(int(b["rank"]))
             per_node.append(int(b["node"]))
+            st = re.search(r"a rank's check state at most (\d+) KiB", p.stderr)
+            self.assertIsNotNone(st, p.stderr[-2000:])
+            state.append(int(st[1]))
         self.assertLess(per_rank[1], per_rank[0] * 1.1)
         self.assertLess(per_node[1], per_node[0] * 1.1)
+        # A rank's own state grows by its list of live ranks (4 bytes a rank)
+        # and nothing else: a slot per rank held hundreds of bytes a rank.
+        self.assertLessEqual(state[1] - state[0], (4096 - 512) * 4 // 1024 + 4, state)
 
     def test_flat_bytes_per_rank_do_not_grow_with_the_job(self):
         per_rank = []
