@@ -105,9 +105,14 @@ void check_plan(const Layout& in, const WindowPlan& plan, const WindowLimits& l)
       EXPECT_GT(count, 0u);
       next = first + count;
     }
-    if (pread[i]) EXPECT_TRUE(c.empty()) << i;
-    else EXPECT_EQ(next, in.views[i].count) << "tensor " << i;
-    if (in.views[i].count == 0) EXPECT_FALSE(pread[i]);
+    if (pread[i]) {
+      EXPECT_TRUE(c.empty()) << i;
+    } else {
+      EXPECT_EQ(next, in.views[i].count) << "tensor " << i;
+    }
+    if (in.views[i].count == 0) {
+      EXPECT_FALSE(pread[i]);
+    }
   }
 }
 
