@@ -61,8 +61,9 @@ void check_plan(const Layout& in, const WindowPlan& plan, const WindowLimits& l)
     // Two windows sharing a page are never registered together.
     for (std::size_t j = 0; j < i; ++j) {
       const HostWindow& o = plan.windows[j];
-      if (o.mapping == w.mapping && o.begin < w.end && w.begin < o.end)
+      if (o.mapping == w.mapping && o.begin < w.end && w.begin < o.end) {
         EXPECT_LE(j + L, i) << "windows " << j << " and " << i << " overlap";
+      }
     }
   }
   std::vector<std::vector<std::pair<std::uint64_t, std::uint64_t>>> covered(in.views.size());
