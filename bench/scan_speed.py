@@ -97,6 +97,10 @@ def gpu_bench(args, has_gpu):
           f"{d['read_gbps']:.2f} (2x D2D memcpy): {d['kernel_vs_read']:.2f}x (target >= 0.85)")
     print(f"{'file pipeline':28} {d['pipeline_gbps']:7.2f} GB/s vs pinned H2D "
           f"{d['pinned_h2d_gbps']:.2f}: {d['pipeline_vs_h2d']:.2f}x (target >= 0.80)")
+    for reader in ("windows", "pread"):  # each file reader, and the path that really ran
+        if f"pipeline_{reader}_gbps" in d:
+            print(f"{'  reader ' + reader:28} {d[f'pipeline_{reader}_gbps']:7.2f} GB/s: "
+                  f"{d[f'{reader}_vs_h2d']:.2f}x ({d[f'{reader}_path']})")
 
 
 def main():

@@ -6,7 +6,8 @@
 #   1b. with NCCL_TESTS set: gpudiag bench against nccl-tests' binaries, every OP
 #   2. the GPU-only unit tests, then every unit test (ctest -L unit)
 #   3. gpudiag scan --device cuda (--gpu) against the CPU scanner, --device
-#      auto's measured choice, scan_gpu_bench (kernel vs D2D, pipeline vs H2D)
+#      auto's measured choice, scan_gpu_bench (kernel vs D2D, pipeline vs H2D for
+#      the windows and pread readers)
 #   4. gpudiag info, gpudiag check --backend nccl with world size 1, and on
 #      every GPU with --nccl-debug info, then gpudiag nccl-log on the capture
 #   5. gpudiag bench --backend nccl on every GPU, its timing against two CUDA
@@ -238,9 +239,9 @@ rc=$?
 ((rc <= 1)) && grep -q -- '--device auto' "$logs/scan-auto.err" && rc=0  # 1: inf/nan in the corpus
 record $rc
 grep -- '--device auto' "$logs/scan-auto.err" | tee -a "$logs/summary.txt"
-step "scan_gpu_bench: kernel vs memory read, 2x D2D (target >= 0.85), file pipeline vs pinned H2D (>= 0.80)"
+step "scan_gpu_bench: kernel vs memory read, 2x D2D (target >= 0.85), file pipeline vs pinned H2D (>= 0.80), the windows and pread readers side by side"
 if [[ -x $build/scan_gpu_bench ]]; then
-  run scan-gpu-bench 300 "$build/scan_gpu_bench" --dir "${TMPDIR:-/tmp}"
+  run scan-gpu-bench 300 "$build/scan_gpu_bench" --dir "${TMPDIR:-/tmp}" --reader both
   record $?
   tee -a "$logs/summary.txt" <"$logs/scan-gpu-bench.txt"
 else

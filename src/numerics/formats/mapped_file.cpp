@@ -159,7 +159,8 @@ std::optional<MappedSource> mapped_source_of(const void* p) {
   auto it = g_regions->upper_bound(addr);
   if (it == g_regions->begin() || addr >= std::prev(it)->second.end) return std::nullopt;
   --it;
-  return MappedSource{it->second.path, it->second.dev, it->second.ino, addr - it->first};
+  return MappedSource{it->second.path, it->second.dev, it->second.ino, addr - it->first,
+                      it->second.end - it->first};
 }
 
 MappedFile::~MappedFile() {

@@ -53,10 +53,11 @@ class MappedFile {
 /// (st_dev, st_ino when mapped) and `p`'s offset in the file; nullopt when `p`
 /// is in no MappedFile. The CUDA scanner reads the file with pread through
 /// it instead of touching the mapping, after checking the path still names
-/// the same file.
+/// the same file, or registers page-aligned windows of the mapping itself
+/// (`size`: the mapping's length in bytes; it starts at p - offset).
 struct MappedSource {
   std::string path;
-  std::uint64_t dev = 0, ino = 0, offset = 0;
+  std::uint64_t dev = 0, ino = 0, offset = 0, size = 0;
 };
 std::optional<MappedSource> mapped_source_of(const void* p);
 

@@ -4,7 +4,7 @@
 
 namespace gpudiag::numerics {
 
-std::unique_ptr<Scanner> make_cuda_scanner(std::string* why_not, int /*gpu*/) {
+std::unique_ptr<Scanner> make_cuda_scanner(std::string* why_not, int /*gpu*/, FileReader) {
   if (why_not)
     *why_not = "this gpudiag was built without CUDA (no toolkit found at configure time)";
   return nullptr;

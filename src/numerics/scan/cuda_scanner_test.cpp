@@ -1,7 +1,8 @@
 // The CUDA scanner against the reference and CPU scans, for every dtype, on
 // the GPU: random and special values (nan, +-inf, subnormals, +-max, values
 // at the 1e2/1e3/1e4 thresholds, -0), misaligned and big-endian data, a batch
-// of many small tensors, a multi-chunk file through the pread pipeline,
+// of many small tensors, a multi-chunk file through the pread pipeline, both
+// file readers (windows of the mapping, pread) on files at odd alignments,
 // device memory over 2^31 elements, and the device the user chose. Each
 // skips with "no usable GPU: <why>" where this build has no CUDA or no
 // device is visible. The choice of device itself (scan_gpu.h) is tested
@@ -10,6 +11,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -245,6 +248,73 @@ TEST(CudaScanner, AMultiChunkFileGoesThroughThePreadPipeline) {
     expect_same(views, cuda->scan(views));
   }
   ::unlink(path);
+}
+
+/// A file of `mib` MiB (and `extra` bytes) of random bytes; its path.
+std::string random_file(std::size_t mib, std::size_t extra, std::uint64_t seed) {
+  char path[] = "/tmp/gpudiag-cuda-scan-XXXXXX";
+  const int fd = ::mkstemp(path);
+  if (fd < 0) return {};
+  std::mt19937_64 rng(seed);
+  std::vector<std::uint8_t> block(std::size_t{1} << 20);
+  for (std::size_t i = 0; i <= mib; ++i) {
+    for (auto& b : block) b = static_cast<std::uint8_t>(rng());
+    const std::size_t n = i < mib ? block.size() : extra;
+    if (::write(fd, block.data(), n) != static_cast<ssize_t>(n)) return ::close(fd), std::string();
+  }
+  ::close(fd);
+  return path;
+}
+
+TEST(CudaScanner, BothFileReadersMatchTheCpuAtOddAlignments) {
+  std::string why_not;
+  if (!make_cuda_scanner(&why_not)) GTEST_SKIP() << "no usable GPU: " << why_not;
+  const std::string big = random_file(300, 333, 21), tiny = random_file(0, 100, 22),
+                    small = random_file(1, 0, 23);
+  ASSERT_FALSE(big.empty() || tiny.empty() || small.empty());
+  {
+    MappedFile b(big), t(tiny), s(small);
+    const std::uint8_t* p = b.bytes().data();
+    const std::uint64_t MiB = std::uint64_t{1} << 20;
+    std::vector<TensorView> views;
+    // Small tensors of every dtype at odd offsets, in file order and not.
+    std::uint64_t at = 1;
+    for (DType d : kAllDTypes)
+      for (ByteOrder o : {ByteOrder::little, ByteOrder::big}) {
+        views.push_back({d, o, p + at, 1000});
+        at += 1000 * dtype_size(d) + 3;
+      }
+    std::reverse(views.begin(), views.end());
+    // An f32 tensor across the 128 MiB window edge, 3 bytes before it; bf16
+    // at an odd byte across 64 MiB chunks; an empty one; big-endian f64 at
+    // 200 MiB + 7; the same bytes twice as u8 and i8; the file's last bytes.
+    views.push_back({DType::F32, ByteOrder::little, p + 128 * MiB - 3, MiB});
+    views.push_back({DType::BF16, ByteOrder::little, p + 1 * MiB + 1, 70 * MiB / 2});
+    views.push_back({DType::F16, ByteOrder::little, p + 77, 0});
+    views.push_back({DType::F64, ByteOrder::big, p + 200 * MiB + 7, 9 * MiB / 8});
+    views.push_back({DType::U8, ByteOrder::little, p + 250 * MiB, 5 * MiB});
+    views.push_back({DType::I8, ByteOrder::little, p + 250 * MiB + 9, 5 * MiB - 9});
+    views.push_back({DType::F32, ByteOrder::little, p + 300 * MiB + 1, 83});
+    // A file smaller than a page, one under the windows' 4 MiB (read with
+    // pread), and host memory.
+    views.push_back({DType::F16, ByteOrder::little, t.bytes().data() + 1, 49});
+    views.push_back({DType::F32, ByteOrder::big, s.bytes().data() + 5, 1000});
+    std::vector<std::uint8_t> host(4099, 0x7f);
+    views.push_back({DType::F16, ByteOrder::little, host.data() + 3, 2048});
+    for (FileReader r : {FileReader::windows, FileReader::pread}) {
+      auto cuda = make_cuda_scanner(&why_not, -1, r);
+      ASSERT_TRUE(cuda) << why_not;
+      expect_same(views, cuda->scan(views));
+      // Twice: the second scan reuses the ring and registers the windows again.
+      expect_same(views, cuda->scan(views));
+      const std::string how = cuda->reader();
+      if (r == FileReader::pread) {
+        EXPECT_EQ(how.rfind("pread", 0), 0u) << how;
+      }
+      std::printf("[ reader   ] %s\n", how.c_str());  // which path ran, for the log
+    }
+  }
+  for (const auto& f : {big, tiny, small}) ::unlink(f.c_str());
 }
 
 TEST(CudaScanner, DeviceMemoryOverTwoToThe31Elements) {

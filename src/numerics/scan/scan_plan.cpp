@@ -99,6 +99,37 @@ std::vector<Chunk> plan_chunks(std::span<const TensorView> views,
   return p.take();
 }
 
+std::vector<Chunk> plan_chunks(std::span<const TensorView> views,
+                               std::span<const ViewSource> sources,
+                               std::span<const std::uint32_t> which, std::uint64_t capacity,
+                               std::size_t max_segments) {
+  Planner p(capacity, std::max<std::size_t>(1, max_segments));
+  for (std::uint32_t i : which) p.add(i, views[i], sources.empty() ? ViewSource{} : sources[i]);
+  return p.take();
+}
+
+std::vector<std::vector<StagedRead>> split_at_parts(std::span<const StagedRead> reads,
+                                                    std::uint64_t chunk_bytes,
+                                                    std::uint64_t part_bytes) {
+  part_bytes = std::max<std::uint64_t>(part_bytes, 1);
+  std::vector<std::vector<StagedRead>> out(
+      std::max<std::uint64_t>(1, (chunk_bytes + part_bytes - 1) / part_bytes));
+  for (StagedRead r : reads) {
+    while (r.bytes > 0) {
+      const std::uint64_t p = r.staging_offset / part_bytes;
+      const std::uint64_t n = std::min(r.bytes, (p + 1) * part_bytes - r.staging_offset);
+      StagedRead piece = r;
+      piece.bytes = n;
+      out[std::min<std::uint64_t>(p, out.size() - 1)].push_back(piece);
+      r.offset += n;
+      if (r.host) r.host += n;
+      r.staging_offset += n;
+      r.bytes -= n;
+    }
+  }
+  return out;
+}
+
 std::vector<std::vector<StagedRead>> split_reads(std::span<const StagedRead> reads,
                                                  std::size_t parts) {
   parts = std::max<std::size_t>(parts, 1);

@@ -6,6 +6,8 @@
 //     max_segments pieces a chunk (the kernel's table), and the bytes to
 //     fetch as few reads as possible (pieces contiguous both in the file and
 //     in the buffer are one pread);
+//   - split_at_parts cuts a chunk's reads at fixed parts of its buffer, so
+//     each part's copy starts as soon as that part is read;
 //   - Ring says which pinned and device buffer chunk k uses and whose
 //     completion it waits for;
 //   - choose_by_rates is --device auto's decision from measured rates.
@@ -60,6 +62,12 @@ inline constexpr std::uint64_t kStagingAlign = 16;
 std::vector<Chunk> plan_chunks(std::span<const TensorView> views,
                                std::span<const ViewSource> sources, std::uint64_t capacity,
                                std::size_t max_segments);
+/// As above over the views at indices `which` only (in that order); pieces
+/// name the views by their index in `views`.
+std::vector<Chunk> plan_chunks(std::span<const TensorView> views,
+                               std::span<const ViewSource> sources,
+                               std::span<const std::uint32_t> which, std::uint64_t capacity,
+                               std::size_t max_segments);
 
 /// The staging ring: `host_slots` pinned buffers and `device_slots` device
 /// buffers used round-robin. Chunk k may be filled once chunk k - host_slots
@@ -87,6 +95,15 @@ struct Ring {
 /// the bytes of `reads`; a list may be empty when there are few bytes.
 std::vector<std::vector<StagedRead>> split_reads(std::span<const StagedRead> reads,
                                                  std::size_t parts);
+
+/// A chunk's reads cut at the staging buffer's multiples of `part_bytes`:
+/// list p holds what lands in [p * part_bytes, (p + 1) * part_bytes), so
+/// part p can be copied to the device as soon as its list is read, whatever
+/// the tensors' boundaries. ceil(chunk_bytes / part_bytes) lists (at least
+/// one); a list is empty where only padding falls.
+std::vector<std::vector<StagedRead>> split_at_parts(std::span<const StagedRead> reads,
+                                                    std::uint64_t chunk_bytes,
+                                                    std::uint64_t part_bytes);
 
 /// --device auto: the GPU when its measured rate (bytes/s, reading, copying
 /// and scanning the same sample the CPU scanned) beats the CPU's by more

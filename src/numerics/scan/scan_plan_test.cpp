@@ -155,6 +155,46 @@ TEST(ScanPlanSplit, PartsCoverEveryByteOnceInStep) {
   }
 }
 
+TEST(ScanPlanParts, EachPartHoldsWhatLandsInItsRangeOfTheBuffer) {
+  static const std::uint8_t host[100] = {};
+  const std::vector<StagedRead> reads = {{0, 4097, nullptr, 0, 1000},
+                                         {-1, 0, host, 1008, 100},
+                                         {1, 3, nullptr, 1120, 333}};
+  for (std::uint64_t part : {1, 7, 16, 64, 1000, 1453, 4096}) {
+    const auto split = split_at_parts(reads, 1453, part);
+    ASSERT_EQ(split.size(), (1453 + part - 1) / part) << part;
+    std::vector<int> seen(1453, 0);
+    for (std::size_t p = 0; p < split.size(); ++p) {
+      for (const auto& r : split[p]) {
+        EXPECT_GE(r.staging_offset, p * part);
+        EXPECT_LE(r.staging_offset + r.bytes, (p + 1) * part);
+        EXPECT_GT(r.bytes, 0u);
+        for (std::uint64_t b = 0; b < r.bytes; ++b) ++seen[r.staging_offset + b];
+        if (r.file == 0) EXPECT_EQ(r.offset - 4097, r.staging_offset);
+        if (r.file == 1) EXPECT_EQ(r.offset - 3, r.staging_offset - 1120);
+        if (r.file < 0) EXPECT_EQ(r.host - host, static_cast<std::ptrdiff_t>(r.staging_offset - 1008));
+      }
+    }
+    for (std::size_t b = 0; b < seen.size(); ++b) {
+      const bool inside = b < 1000 || (b >= 1008 && b < 1108) || b >= 1120;
+      EXPECT_EQ(seen[b], inside ? 1 : 0) << "byte " << b << " with parts of " << part;
+    }
+  }
+  EXPECT_EQ(split_at_parts({}, 0, 64).size(), 1u);
+}
+
+TEST(ScanPlan, ASubsetOfViewsKeepsTheirIndices) {
+  const TensorView views[] = {view(DType::F16, 3), view(DType::F32, 5), view(DType::F64, 2)};
+  const std::uint32_t which[] = {2, 0};
+  const auto chunks = plan_chunks(views, {}, which, 1 << 20, 100);
+  ASSERT_EQ(chunks.size(), 1u);
+  ASSERT_EQ(chunks[0].pieces.size(), 2u);
+  EXPECT_EQ(chunks[0].pieces[0].tensor, 2u);
+  EXPECT_EQ(chunks[0].pieces[0].count, 2u);
+  EXPECT_EQ(chunks[0].pieces[1].tensor, 0u);
+  EXPECT_EQ(chunks[0].pieces[1].staging_offset, 16u);
+}
+
 TEST(ScanAuto, TheFasterBackendWinsAndTheCpuOnATie) {
   const auto gpu = choose_by_rates(5e9, 20e9, 64 << 20);
   EXPECT_TRUE(gpu.gpu);

@@ -22,6 +22,9 @@ class Scanner {
   virtual std::vector<TensorStats> scan(std::span<const TensorView> tensors) = 0;
   /// One line for logs and JSON: "cpu (8 threads)", "cuda (NVIDIA H100 ...)".
   virtual std::string describe() const = 0;
+  /// How the last scan brought file bytes in, for logs and benches ("windows:
+  /// ...", "pread: ..."); empty for a backend that reads the mapping itself.
+  virtual std::string reader() const { return {}; }
 };
 
 enum class ScanDevice { cpu, cuda, automatic };
@@ -36,10 +39,18 @@ std::unique_ptr<Scanner> make_cpu_scanner(unsigned threads);
 void scan_host(std::span<const TensorView> tensors, unsigned threads, TensorStats* stats,
                std::uint64_t* checksums);
 
+/// How the CUDA scanner brings tensors of mapped files to the GPU
+/// (docs/scan.md): `windows` registers read-only windows of the mapping
+/// (cudaHostRegister) and copies from the page cache by DMA where the GPU and
+/// driver allow it, falling back to `pread` (reader threads into pinned
+/// buffers, then a copy) where they do not; `pread` always reads.
+enum class FileReader { windows, pread };
+
 /// The CUDA scanner on device `gpu` (-1: the local rank's, see scan_gpu.h),
 /// or nullptr with `*why_not` set when this build has no CUDA or no usable
 /// device is visible. Throws UsageError when `gpu` is not a visible device.
-std::unique_ptr<Scanner> make_cuda_scanner(std::string* why_not, int gpu = -1);
+std::unique_ptr<Scanner> make_cuda_scanner(std::string* why_not, int gpu = -1,
+                                           FileReader reader = FileReader::windows);
 
 /// Statistics of `count` elements of `dtype` in device memory of CUDA device
 /// `device`, computed on `stream` (a cudaStream_t; null: the legacy default
