@@ -73,6 +73,13 @@ std::string encode_part(const TreePart& p);
 /// when the text is not a part. What lies outside the range is dropped.
 std::optional<TreePart> decode_part(const std::string& text, int first, int last);
 
+/// A review to merge and the ranks [first, last] its sender speaks for (what
+/// it says of other ranks is not believed).
+struct ChildReview {
+  std::string text;
+  int first = 0, last = 0;
+};
+
 /// Reviews a level's table and merges children's reviews: the check's
 /// judgement (checks/tree_review.h), kept out of the plane.
 class TreeReviewer {
@@ -83,9 +90,10 @@ class TreeReviewer {
   virtual std::string review(const std::string& checkpoint, const std::map<int, std::string>& records,
                              const std::vector<int>& missing,
                              const std::map<int, std::string>& notes) = 0;
-  /// One review from the reviews of disjoint parts of the job.
+  /// One review from the reviews of disjoint parts of the job (the root's
+  /// is the digest's: it also drops what only the root needed).
   virtual std::string merge(const std::string& checkpoint,
-                            const std::vector<std::string>& reviews) = 0;
+                            const std::vector<ChildReview>& reviews) = 0;
 };
 
 }  // namespace gpudiag

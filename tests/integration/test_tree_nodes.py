@@ -90,7 +90,7 @@ class NodeLeadersOnNamespaceNodes(unittest.TestCase):
         for row in rows:
             self.assertEqual(row[-1], "OK", row)
             self.assertNotIn("-", row[4:9], row)
-        self.assertIn("compared within each of 2 groups of nodes", text)
+        self.assertIn("compared across all 2 groups of nodes", text)
 
     def test_a_killed_leader_is_named_and_its_group_reports_to_the_root(self):
         # Rank 6 is local rank 0 of node3 (0-based node 2): its node's leader
