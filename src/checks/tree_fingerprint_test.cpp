@@ -138,6 +138,28 @@ TEST(TreeFingerprint, ASummaryThatCannotBeBelievedLeavesItsGroupWithin) {
   EXPECT_EQ(r.fingerprint.value("ranks_compared", 0), 64);
 }
 
+TEST(TreeFingerprint, AGroupWithTheLargestFingerprintsStillFitsItsPart) {
+  // Every rank at the fingerprint's field cap, every value long and its own
+  // node's: the group's review (comparison and summary) stays within what a
+  // part carries, and the root still reads it.
+  auto huge = [](int rank, Fingerprint& f) {
+    for (std::size_t k = f.fields.size(); k < kMaxFields; ++k)
+      f.fields["env.NCCL_X" + std::to_string(k)] =
+          std::string(kMaxValueChars - 8, 'v') + std::to_string(rank / 8);
+  };
+  std::vector<std::string> texts;
+  for (int g = 0; g < 2; ++g) {
+    CheckTreeReviewer judge;
+    texts.push_back(judge.review("exchange", records(g * 32, 32, huge), {}, {}));
+    EXPECT_LT(texts.back().size(), kMaxPartReview);
+  }
+  CheckTreeReviewer root;
+  const auto r = decode_review(root.merge("exchange", {{texts[0], 0, 31}, {texts[1], 32, 63}}));
+  EXPECT_EQ(r.failed, 0);
+  EXPECT_EQ(r.fingerprint.value("across_groups", 0), 2) << r.fingerprint.dump().substr(0, 500);
+  EXPECT_GT(r.fingerprint.value("more_differences", 0), 10);
+}
+
 TEST(TreeFingerprint, AtOtherCheckpointsThereIsNothingToCompare) {
   CheckTreeReviewer judge, root;
   const auto a = judge.review("barrier", records(0, 16), {}, {});

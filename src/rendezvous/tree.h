@@ -20,8 +20,8 @@
 // passes rank 0's record and the review of its table instead of the rest;
 // `lost`: nodes whose leader never reported. A part comes from another
 // process and is not trusted: records and missing ranks outside the sender's
-// own ranks are dropped, notes cut to one line, at most 64 kept, and a frame
-// that runs past the end rejects the part.
+// own ranks are dropped, notes cut to one line, at most 64 kept, the review
+// cut at kMaxPartReview, and a frame that runs past the end rejects the part.
 #pragma once
 
 #include <map>
@@ -67,6 +67,10 @@ struct TreePart {
 };
 
 inline constexpr std::size_t kMaxPartNotes = 64;
+/// A group's review in its part, at most: the review a flat judge sends
+/// (64 KiB at most) and the group's summary of fingerprints for the root
+/// (world/fingerprint_summary.h, 64 KiB at most), with room to spare.
+inline constexpr std::size_t kMaxPartReview = 192 * 1024;
 
 std::string encode_part(const TreePart& p);
 /// Decodes a part sent by whoever speaks for ranks [first, last]; nullopt

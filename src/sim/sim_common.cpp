@@ -30,9 +30,10 @@ void parallel_for(int n, int threads, const std::function<void(int)>& fn) {
   for (auto& t : pool) t.join();
 }
 
-std::string without_nccl_id(const std::string& record) {
+std::string after_exchange(const std::string& record) {
   RankRecord r = decode(record);
   r.nccl_id.clear();
+  r.fingerprint = {};
   return encode(r);
 }
 
@@ -69,12 +70,6 @@ RankRecord sim_record(int rank, int size, int record_bytes, int nccl_roots, int 
   r.world_size = size;
   r.local_rank = rank % per_node;
   r.host = "simnode" + std::to_string(rank / per_node);
-  r.fingerprint.fields = {
-      {"kernel", "6.8.0-45-generic"},
-      {"gpu.driver", rank / per_node == drift_node ? "535.183.01" : "550.54.15"},
-      {"nccl.version", "2.21.5"},
-      {"env.NCCL_SOCKET_IFNAME", "eth0"},
-      {"nic.eth0.mtu", "9000"}};
   r.pid = 100000 + rank;
   r.host_cpus = 64;
   r.backend = "host/tcp";
@@ -90,6 +85,13 @@ RankRecord sim_record(int rank, int size, int record_bytes, int nccl_roots, int 
   // Pad to a real record's size (GPU name, UUID, timings...).
   const int now = static_cast<int>(encode(r).size());
   if (record_bytes > now) r.gpu_name = std::string(record_bytes - now, 'x');
+  // The fingerprint on top, as the check sends it: at the exchange only.
+  r.fingerprint.fields = {
+      {"kernel", "6.8.0-45-generic"},
+      {"gpu.driver", rank / per_node == drift_node ? "535.183.01" : "550.54.15"},
+      {"nccl.version", "2.21.5"},
+      {"env.NCCL_SOCKET_IFNAME", "eth0"},
+      {"nic.eth0.mtu", "9000"}};
   return r;
 }
 

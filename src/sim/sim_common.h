@@ -19,8 +19,8 @@ namespace gpudiag::sim {
 void parallel_for(int n, int threads, const std::function<void(int)>& fn);
 
 /// A simulated rank's record, padded to about `record_bytes` (a real one's
-/// size), on host simnode<rank / per_node> with a small fingerprint (kernel,
-/// driver, NCCL, a setting, a NIC). With `nccl_roots` > 0 it is on the NCCL
+/// size), on host simnode<rank / per_node>, and a small fingerprint beyond
+/// that (kernel, driver, NCCL, a setting, a NIC; ~180 bytes). With `nccl_roots` > 0 it is on the NCCL
 /// backend with that plan, and the rank that makes a root's id carries
 /// sim_root_id(rank). The ranks of node `drift_node` run another GPU driver
 /// (a warning: the job goes on).
@@ -35,8 +35,9 @@ std::string sim_drift_line(int node, const std::vector<int>& ranks);
 /// starts with `line`. Says what it had instead on stderr (a few times).
 bool sim_names_drift(const Gathered& g, const std::string& line, int rank);
 
-/// An encoded record without its NCCL id (the check's records after the exchange).
-std::string without_nccl_id(const std::string& record);
+/// An encoded record without its NCCL id and fingerprint (the check's
+/// records after the exchange).
+std::string after_exchange(const std::string& record);
 
 /// The made-up NCCL unique id (256 hex digits) rank `rank` makes.
 std::string sim_root_id(int rank);

@@ -83,8 +83,8 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
   const std::string drift = drifting.empty() ? "" : sim_drift_line(o.drift_node, drifting);
   for (int seq = 0; seq < kCheckpointCount; ++seq) {
     const char* name = kTreeCheckpoints[seq];
-    if (seq == 1 && o.nccl_roots > 0) {  // as the check: ids only in exchange records
-      for (auto& rec : records) rec = without_nccl_id(rec);
+    if (seq == 1) {  // as the check: ids and fingerprints only in exchange records
+      for (auto& rec : records) rec = after_exchange(rec);
     }
     // The check's NCCL ranks read rank 0's record at the exchange (its id).
     const std::vector<int> need =

@@ -126,8 +126,8 @@ SimResult run_flat(const SimOptions& o) {
                           Deadline::after_seconds(10), FailureKind::died, r);
     }
     const bool exchange = cp == 0;
-    if (cp == 1 && o.nccl_roots > 0) {  // as the check: ids only in exchange records
-      for (auto& rec : records) rec = without_nccl_id(rec);
+    if (cp == 1) {  // as the check: ids and fingerprints only in exchange records
+      for (auto& rec : records) rec = after_exchange(rec);
     }
     // The check's NCCL ranks read rank 0's record at the exchange (its id).
     std::vector<int> need = everyone;
