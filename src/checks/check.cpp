@@ -290,12 +290,13 @@ class CheckRun {
       // list is cut.
       degraded_ = true;
       peer_timeout = peer_timeout || !gathered.aborted;
-      const auto all = gathered.missing.size() + static_cast<std::size_t>(gathered.missing_unlisted);
-      const std::string cut = std::to_string(all) + " ranks did not reach the " + name +
-                              " checkpoint; the judge's list is cut: " +
-                              std::to_string(gathered.missing_unlisted) +
-                              " of them are not named here (the first " +
-                              std::to_string(gathered.missing.size()) + " are)";
+      const auto all =
+          gathered.missing.size() + static_cast<std::size_t>(gathered.missing_unlisted);
+      const std::string cut =
+          std::to_string(all) + " ranks did not reach the " + name +
+          " checkpoint; the judge's list is cut: " + std::to_string(gathered.missing_unlisted) +
+          " of them are not named here (the first " + std::to_string(gathered.missing.size()) +
+          " are)";
       problems.insert(problems.begin(), cut);
       missing.insert(missing.begin(), cut);
     }

@@ -32,8 +32,10 @@ JobPrints merge_group_prints(const std::vector<GroupPrints>& groups) {
   for (const auto& g : groups) {
     if (!g.comparison.is_object() && g.summary.is_null()) continue;
     ++compared;
-    if (auto s = decode_summary(g.summary, g.first, g.last)) summaries.push_back(std::move(*s));
-    else if (g.comparison.is_object()) within.push_back(&g.comparison);
+    if (auto s = decode_summary(g.summary, g.first, g.last))
+      summaries.push_back(std::move(*s));
+    else if (g.comparison.is_object())
+      within.push_back(&g.comparison);
   }
   if (compared == 0) return out;
   nlohmann::json j;
@@ -51,9 +53,8 @@ JobPrints merge_group_prints(const std::vector<GroupPrints>& groups) {
     // Broken across the job, uniform in every group: no group said so.
     for (const auto& d : job.differences) {
       if (!d.broken) continue;
-      const bool seen = std::any_of(summaries.begin(), summaries.end(), [&](const auto& s) {
-        return differs_within(s, d.field);
-      });
+      const bool seen = std::any_of(summaries.begin(), summaries.end(),
+                                    [&](const auto& s) { return differs_within(s, d.field); });
       if (!seen) out.conflicts.push_back(difference_line(d, 2) + " (" + d.remedy + ")");
     }
   }
@@ -64,8 +65,10 @@ JobPrints merge_group_prints(const std::vector<GroupPrints>& groups) {
     more_d += num(*p, "more_differences");
     if (auto it = p->find("differences"); it != p->end() && it->is_array())
       for (const auto& d : *it) {
-        if (diffs.size() < kReviewNames) diffs.push_back(d);
-        else ++more_d;
+        if (diffs.size() < kReviewNames)
+          diffs.push_back(d);
+        else
+          ++more_d;
       }
   }
   for (const auto& g : groups) {
@@ -73,8 +76,10 @@ JobPrints merge_group_prints(const std::vector<GroupPrints>& groups) {
     more_f += num(g.comparison, "more_findings");
     if (auto it = g.comparison.find("findings"); it != g.comparison.end() && it->is_array())
       for (const auto& f : *it) {
-        if (finds.size() < kReviewNames) finds.push_back(f);
-        else ++more_f;
+        if (finds.size() < kReviewNames)
+          finds.push_back(f);
+        else
+          ++more_f;
       }
   }
   j["ranks_compared"] = ranks;

@@ -14,10 +14,9 @@
 // stops the job on it.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace gpudiag {
 

@@ -96,8 +96,8 @@ std::string CheckTreeReviewer::merge(const std::string&, const std::vector<Child
     for (auto& l : r.labels)
       if (out.labels.size() < kReviewNames) out.labels.push_back(std::move(l));
     if (!r.fingerprint.is_null() || !r.fingerprint_summary.is_null())
-      prints.push_back({std::move(r.fingerprint), std::move(r.fingerprint_summary), child.first,
-                        child.last});
+      prints.push_back(
+          {std::move(r.fingerprint), std::move(r.fingerprint_summary), child.first, child.last});
     merge_root_ids(out.nccl_ids, r.nccl_ids);  // each group's roots, for every rank
   }
   // The job's fingerprints, compared across the groups (tree_fingerprint.h);

@@ -41,7 +41,8 @@ TEST(CheckTreeReviewer, MergedCountsAddUpAndStayBounded) {
   a.failed = 1 << 30;
   b.failed = 1 << 30;
   CheckTreeReviewer reviewer;
-  auto merged = decode_review(reviewer.merge("barrier", {{encode_review(a), 0, 1}, {encode_review(b), 2, 3}}));
+  auto merged = decode_review(
+      reviewer.merge("barrier", {{encode_review(a), 0, 1}, {encode_review(b), 2, 3}}));
   EXPECT_EQ(merged.failed, 1 << 30);
 }
 

@@ -86,8 +86,10 @@ TEST(CheckpointDigest, TenThousandScatteredAreTheFirstRangesAndACount) {
 
 TEST(CheckpointDigest, RangesThatBreakTheRulesAreRefused) {
   auto with_missing = [](const nlohmann::json& missing, const nlohmann::json& count = nullptr) {
-    nlohmann::json j{{"missing", missing}, {"notes", nlohmann::json::object()},
-                     {"aborted", nullptr}, {"review", ""}};
+    nlohmann::json j{{"missing", missing},
+                     {"notes", nlohmann::json::object()},
+                     {"aborted", nullptr},
+                     {"review", ""}};
     if (!count.is_null()) j["missing_count"] = count;
     Gathered g;
     const bool ok = decode_digest(j.dump(), 0, 100, g);
@@ -109,8 +111,8 @@ TEST(CheckpointDigest, RangesThatBreakTheRulesAreRefused) {
   auto many = nlohmann::json::array();
   for (int r = 0; r < static_cast<int>(kMaxMissingRanges) + 1; ++r) many.push_back({2 * r, 2 * r});
   Gathered g;
-  nlohmann::json j{{"missing", many}, {"notes", nlohmann::json::object()}, {"aborted", nullptr},
-                   {"review", ""}};
+  nlohmann::json j{
+      {"missing", many}, {"notes", nlohmann::json::object()}, {"aborted", nullptr}, {"review", ""}};
   EXPECT_FALSE(decode_digest(j.dump(), 0, 1 << 20, g));  // past the bound
 }
 

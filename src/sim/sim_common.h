@@ -20,10 +20,10 @@ void parallel_for(int n, int threads, const std::function<void(int)>& fn);
 
 /// A simulated rank's record, padded to about `record_bytes` (a real one's
 /// size), on host simnode<rank / per_node>, and a small fingerprint beyond
-/// that (kernel, driver, NCCL, a setting, a NIC; ~180 bytes). With `nccl_roots` > 0 it is on the NCCL
-/// backend with that plan, and the rank that makes a root's id carries
-/// sim_root_id(rank). The ranks of node `drift_node` run another GPU driver
-/// (a warning: the job goes on).
+/// that (kernel, driver, NCCL, a setting, a NIC; ~180 bytes). With
+/// `nccl_roots` > 0 it is on the NCCL backend with that plan, and the rank
+/// that makes a root's id carries sim_root_id(rank). The ranks of node
+/// `drift_node` run another GPU driver (a warning: the job goes on).
 RankRecord sim_record(int rank, int size, int record_bytes, int nccl_roots = 0, int per_node = 8,
                       int drift_node = -1);
 

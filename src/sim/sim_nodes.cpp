@@ -159,8 +159,8 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
   for (const auto& node : nodes) leader_bytes += static_cast<long long>(node.leader->bytes_up());
   write_line(out, "bytes " + std::to_string(rank_bytes) + " " + std::to_string(leader_bytes));
   write_line(out, "roots " + std::to_string(roots_ok.load()) + " " + std::to_string(roots_of.load()));
-  write_line(out, "drift " + std::to_string(drift_named.load()) + " " +
-                      std::to_string(drift_of.load()));
+  write_line(out,
+             "drift " + std::to_string(drift_named.load()) + " " + std::to_string(drift_of.load()));
   planes.clear();
   write_line(out, std::to_string(peak_rss_kib()));
 }

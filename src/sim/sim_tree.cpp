@@ -1,6 +1,8 @@
 // The simulator's tree shape (see simulator.h): processes for the root, the
 // group stores and blocks of nodes, real Relays at every level, and faults at
 // every level. Written by hand: no library simulates a job's control plane.
+#include "sim/sim_tree.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -20,7 +22,6 @@
 #include "rendezvous/tcp_store_client.h"
 #include "rendezvous/tcp_store_server.h"
 #include "sim/sim_common.h"
-#include "sim/sim_tree.h"
 #include "util/error.h"
 
 namespace gpudiag::sim {
@@ -65,7 +66,8 @@ std::vector<int> drift_ranks(const SimOptions& o, int nodes, int per_node,
   for (int r = first; r < std::min(o.ranks, first + per_node); ++r)
     if (reports(r)) out.push_back(r);
   if (out.empty())
-    throw UsageError("--drift-node " + std::to_string(o.drift_node) + ": none of its ranks "
+    throw UsageError("--drift-node " + std::to_string(o.drift_node) +
+                         ": none of its ranks "
                          "reaches the exchange (--missing, --missing-leaders)",
                      "give another node");
   return out;

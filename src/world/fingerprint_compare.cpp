@@ -175,7 +175,6 @@ std::string field_title(const std::string& f) {
   return f;
 }
 
-
 void classify_difference(Difference& d) {
   if (d.field == "nccl.version") {
     d.broken = true;
@@ -203,7 +202,6 @@ void classify_difference(Difference& d) {
     d.remedy = "boot every host with the same IOMMU setting (iommu=pt keeps GPU P2P direct)";
   }
 }
-
 
 FingerprintComparison compare_fingerprints(const std::vector<RankPrint>& prints) {
   FingerprintComparison out;

@@ -6,11 +6,10 @@
 // "drift" lines naming those hosts against the value most ranks hold
 // (drift_lines), so one node on another driver or NCCL_* setting in a job of
 // thousands is named, not lost in "+2047 hosts".
-#include "world/fingerprint_compare.h"
-
 #include <algorithm>
 
 #include "util/strings.h"
+#include "world/fingerprint_compare.h"
 
 namespace gpudiag {
 
@@ -126,8 +125,8 @@ std::vector<std::string> drift_lines(const Difference& d, std::size_t max_lines,
     for (const auto& h : g.hosts) hosts.push_back(cut(h, kShownHost));
     out.push_back(join(hosts, ",") + " (" + (g.rank_count() == 1 ? "rank " : "ranks ") +
                   group_ranks(g) + "): " + field_title(d.field) + " is " +
-                  cut(g.value, kShownValue) + ", not " + cut(most->value, kShownValue) +
-                  " as on " + std::to_string(most->rank_count()) + " other ranks");
+                  cut(g.value, kShownValue) + ", not " + cut(most->value, kShownValue) + " as on " +
+                  std::to_string(most->rank_count()) + " other ranks");
   }
   return out;
 }
@@ -155,10 +154,11 @@ nlohmann::json comparison_json(const FingerprintComparison& c) {
                       {"groups", nlohmann::json::array()},
                       {"more_groups", d.groups.size() > kGroups ? d.groups.size() - kGroups : 0}};
     for (std::size_t g = 0; g < d.groups.size() && g < kGroups; ++g)
-      jd["groups"].push_back({{"value", cut(d.groups[g].value, kShownValue)},
-                              {"ranks", group_ranks(d.groups[g])},
-                              {"count", d.groups[g].rank_count()},
-                              {"hosts", compress_hosts(d.groups[g].hosts, d.groups[g].more_hosts)}});
+      jd["groups"].push_back(
+          {{"value", cut(d.groups[g].value, kShownValue)},
+           {"ranks", group_ranks(d.groups[g])},
+           {"count", d.groups[g].rank_count()},
+           {"hosts", compress_hosts(d.groups[g].hosts, d.groups[g].more_hosts)}});
     if (auto drift = drift_lines(d, kDrifts); !drift.empty()) jd["drift"] = std::move(drift);
     diffs.push_back(std::move(jd));
   }
@@ -173,7 +173,8 @@ nlohmann::json comparison_json(const FingerprintComparison& c) {
   }
   j["more_findings"] = c.findings.size() > kNamed ? c.findings.size() - kNamed : 0;
   // Whatever the values, the review must fit: drop named entries (counted).
-  while (j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).size() > kMaxJsonBytes && !(diffs.empty() && finds.empty())) {
+  while (j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).size() > kMaxJsonBytes &&
+         !(diffs.empty() && finds.empty())) {
     const bool from_diffs = !diffs.empty();
     auto& from = from_diffs ? diffs : finds;
     from.erase(from.size() - 1);
@@ -223,9 +224,8 @@ std::string render_fingerprint(const nlohmann::json& j) {
              str(diffs[i], "text") + "\n";
       if (auto r = str(diffs[i], "remedy"); !r.empty()) out += "    remedy: " + r + "\n";
       const auto it = diffs[i].find("drift");
-      for (std::size_t k = 0; it != diffs[i].end() && it->is_array() && k < it->size() &&
-                              k < kDrifts;
-           ++k)
+      for (std::size_t k = 0;
+           it != diffs[i].end() && it->is_array() && k < it->size() && k < kDrifts; ++k)
         if ((*it)[k].is_string()) drift.push_back(clip_text((*it)[k].get<std::string>()));
     }
     if (more > 0) out += "  (+" + std::to_string(more) + " more differences in --json)\n";

@@ -17,12 +17,11 @@
 // rank outside the ranks its sender speaks for.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "world/fingerprint_compare.h"
 

@@ -63,7 +63,8 @@ FingerprintSummary merge_summaries(const std::vector<FingerprintSummary>& parts)
       auto& m = fields[f.field];
       m.more_values += f.more_values;
       m.more_ranks += f.more_ranks;
-      for (const auto& v : f.values) add(m.values[v.value], v.ranges, v.ranks, v.hosts, v.host_count);
+      for (const auto& v : f.values)
+        add(m.values[v.value], v.ranges, v.ranks, v.hosts, v.host_count);
     }
   }
   // A field a complete part did not list: absent on every one of its ranks.
@@ -87,8 +88,8 @@ FingerprintSummary merge_summaries(const std::vector<FingerprintSummary>& parts)
     for (auto& [value, v] : m.values) {
       std::sort(v.hosts.begin(), v.hosts.end());
       if (v.hosts.size() > kSummaryHosts) v.hosts.resize(kSummaryHosts);
-      f.values.push_back({value, normalized(std::move(v.ranges)), v.ranks, std::move(v.hosts),
-                          v.host_count});
+      f.values.push_back(
+          {value, normalized(std::move(v.ranges)), v.ranks, std::move(v.hosts), v.host_count});
     }
     out.fields.push_back(std::move(f));
   }
@@ -110,8 +111,8 @@ FingerprintComparison compare_summary(const FingerprintSummary& s) {
       g.ranges = v.ranges;
       g.more_ranks = static_cast<std::size_t>(std::max<long long>(0, v.ranks - ranks_in(v.ranges)));
       g.hosts = v.hosts;
-      g.more_hosts =
-          static_cast<std::size_t>(std::max<long long>(0, v.host_count - static_cast<long long>(v.hosts.size())));
+      g.more_hosts = static_cast<std::size_t>(
+          std::max<long long>(0, v.host_count - static_cast<long long>(v.hosts.size())));
       d.groups.push_back(std::move(g));
     }
     if (f.more_values > 0) {  // values a part counted without listing them

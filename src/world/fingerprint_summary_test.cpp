@@ -14,9 +14,12 @@ namespace {
 
 Fingerprint base() {
   Fingerprint f;
-  f.fields = {{"kernel", "6.1.0"},          {"gpu.driver", "535.104.05"},
-              {"nccl.version", "2.21.5"},   {"plugin.net", "not found"},
-              {"env.NCCL_DEBUG", "WARN"},   {"gpu.persistence", "enabled"},
+  f.fields = {{"kernel", "6.1.0"},
+              {"gpu.driver", "535.104.05"},
+              {"nccl.version", "2.21.5"},
+              {"plugin.net", "not found"},
+              {"env.NCCL_DEBUG", "WARN"},
+              {"gpu.persistence", "enabled"},
               {"host", "ignored: not compared"}};
   return f;
 }
@@ -107,12 +110,12 @@ TEST(FingerprintSummary, TheJsonRoundTripKeepsEverything) {
 TEST(FingerprintSummary, GroupsThatAgreeWithinDifferAcross) {
   // Two groups of 64, each uniform; the second on another driver and with
   // NCCL_ALGO set (the first never saw the field: unset on its ranks).
-  Group a(0, 64), b(64, 64, [](int, Fingerprint& f) {
+  Group a(0, 64), b(64, 64, [](int, Fingerprint&f) {
     f.fields["gpu.driver"] = "550.54.15";
     f.fields["env.NCCL_ALGO"] = "Tree";
   });
-  const auto job = compare_summary(merge_summaries({*sent(a.summary(), 0, 63),
-                                                    *sent(b.summary(), 64, 127)}));
+  const auto job =
+      compare_summary(merge_summaries({*sent(a.summary(), 0, 63), *sent(b.summary(), 64, 127)}));
   EXPECT_EQ(job.ranks, 128);
   EXPECT_EQ(job.hosts, 16);
   ASSERT_EQ(job.differences.size(), 2u);
@@ -153,7 +156,7 @@ TEST(FingerprintSummary, OneNodeOfSixteenGroupsIsNamedAsDrift) {
 
 TEST(FingerprintSummary, SilentUnknownsAndIncompletePartsAreNotDefaults) {
   // The first group cut fields: a field it does not list is not "unset" there.
-  Group a(0, 8), b(8, 8, [](int, Fingerprint& f) { f.fields["env.NCCL_IB_HCA"] = "mlx5"; });
+  Group a(0, 8), b(8, 8, [](int, Fingerprint&f) { f.fields["env.NCCL_IB_HCA"] = "mlx5"; });
   auto sa = *sent(a.summary(), 0, 7);
   sa.more_fields = 1;
   auto job = compare_summary(merge_summaries({sa, *sent(b.summary(), 8, 15)}));
@@ -210,17 +213,38 @@ TEST(FingerprintSummary, HostileJsonIsRefusedNeverThrown) {
     if (fields[i].at("f") == "gpu.driver") driver = i;
   const std::vector<std::pair<const char*, std::function<void(nlohmann::json&)>>> cases = {
       {"not an object", [](auto& j) { j = nlohmann::json::array(); }},
-      {"a rank outside the sender's", [](auto& j) { j["ranks"] = {{0, 16}}; }},
-      {"a negative rank", [](auto& j) { j["ranks"] = {{-1, 3}}; }},
-      {"ranges out of order", [](auto& j) { j["ranks"] = {{8, 15}, {0, 7}}; }},
-      {"overlapping ranges", [](auto& j) { j["ranks"] = {{0, 8}, {8, 15}}; }},
-      {"a range backwards", [](auto& j) { j["ranks"] = {{7, 0}}; }},
-      {"a range of three", [](auto& j) { j["ranks"] = {{0, 1, 2}}; }},
+      {"a rank outside the sender's",
+       [](auto& j) {
+         j["ranks"] = {{0, 16}};
+       }},
+      {"a negative rank",
+       [](auto& j) {
+         j["ranks"] = {{-1, 3}};
+       }},
+      {"ranges out of order",
+       [](auto& j) {
+         j["ranks"] = {{8, 15}, {0, 7}};
+       }},
+      {"overlapping ranges",
+       [](auto& j) {
+         j["ranks"] = {{0, 8}, {8, 15}};
+       }},
+      {"a range backwards",
+       [](auto& j) {
+         j["ranks"] = {{7, 0}};
+       }},
+      {"a range of three",
+       [](auto& j) {
+         j["ranks"] = {{0, 1, 2}};
+       }},
       {"a count past the ranks", [](auto& j) { j["n"] = 17; }},
       {"a count below the listed", [](auto& j) { j["n"] = 3; }},
       {"a count that is text", [](auto& j) { j["n"] = "16"; }},
       {"a huge count", [](auto& j) { j["mf"] = 1LL << 40; }},
-      {"too many hosts", [](auto& j) { j["hosts"] = {"a", "b", "c", "d", "e"}; }},
+      {"too many hosts",
+       [](auto& j) {
+         j["hosts"] = {"a", "b", "c", "d", "e"};
+       }},
       {"a control byte", [&](auto& j) { j["fields"][driver]["vals"][0]["v"] = "1\n2"; }},
       {"a field not compared", [&](auto& j) { j["fields"][driver]["f"] = "host"; }},
       {"an empty field name", [&](auto& j) { j["fields"][driver]["f"] = ""; }},
@@ -228,17 +252,25 @@ TEST(FingerprintSummary, HostileJsonIsRefusedNeverThrown) {
       {"a value twice",
        [&](auto& j) { j["fields"][driver]["vals"][1]["v"] = j["fields"][driver]["vals"][0]["v"]; }},
       {"no values", [&](auto& j) { j["fields"][driver]["vals"] = nlohmann::json::array(); }},
-      {"a value's ranks elsewhere", [&](auto& j) { j["fields"][driver]["vals"][0]["r"] = {{0, 99}}; }},
+      {"a value's ranks elsewhere",
+       [&](auto& j) {
+         j["fields"][driver]["vals"][0]["r"] = {{0, 99}};
+       }},
       {"too many values",
        [&](auto& j) {
          auto& v = j["fields"][driver]["vals"];
-         for (int i = 0; i < 9; ++i) v.push_back({{"v", std::to_string(10 + i)}, {"r", {{i, i}}},
-                                                  {"n", 1}, {"h", nlohmann::json::array()},
-                                                  {"hn", 0}});
+         for (int i = 0; i < 9; ++i)
+           v.push_back({{"v", std::to_string(10 + i)},
+                        {"r", {{i, i}}},
+                        {"n", 1},
+                        {"h", nlohmann::json::array()},
+                        {"hn", 0}});
        }},
       {"hosts past the ranks", [&](auto& j) { j["fields"][driver]["vals"][0]["hn"] = 9; }},
       {"a long value",
-       [&](auto& j) { j["fields"][driver]["vals"][0]["v"] = std::string(kMaxValueChars + 1, 'v'); }},
+       [&](auto& j) {
+         j["fields"][driver]["vals"][0]["v"] = std::string(kMaxValueChars + 1, 'v');
+       }},
   };
   for (const auto& [what, change] : cases) EXPECT_FALSE(with(change)) << what;
   // Random damage anywhere: refused or read, never a crash or a throw.
