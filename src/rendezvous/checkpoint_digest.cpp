@@ -14,15 +14,16 @@ namespace {
 
 constexpr std::size_t kMaxNotes = 64;
 
-/// The missing ranks as [first, last] ranges, at most kMaxMissingRanges of
-/// them, and how many are missing in all.
+/// The missing ranks as [first, last] ranges (a lone rank as its number), at
+/// most kMaxMissingRanges of them, and how many are missing in all.
 void put_missing(nlohmann::json& j, const std::vector<int>& missing) {
   auto ranges = nlohmann::json::array();
   std::size_t i = 0;
   while (i < missing.size() && ranges.size() < kMaxMissingRanges) {
     std::size_t k = i;
     while (k + 1 < missing.size() && missing[k + 1] == missing[k] + 1) ++k;
-    ranges.push_back({missing[i], missing[k]});
+    if (k == i) ranges.push_back(missing[i]);  // one rank: its number
+    else ranges.push_back({missing[i], missing[k]});
     i = k + 1;
   }
   j["missing"] = std::move(ranges);
@@ -30,7 +31,7 @@ void put_missing(nlohmann::json& j, const std::vector<int>& missing) {
 }
 
 /// Reads "missing" back into `g` (rank `self` left out); throws when the
-/// ranges are not [first, last] pairs in order, inside the world, at most
+/// entries are not ranks or [first, last] pairs in order, inside the world, at most
 /// kMaxMissingRanges, or the count is below what they list or past the world.
 void take_missing(const nlohmann::json& j, int self, int size, Gathered& g) {
   const auto& ranges = j.at("missing");
@@ -39,9 +40,11 @@ void take_missing(const nlohmann::json& j, int self, int size, Gathered& g) {
   std::vector<int> out;
   long long next = 0, listed = 0;  // the lowest rank the next range may start at
   for (const auto& e : ranges) {
-    if (!e.is_array() || e.size() != 2 || !e[0].is_number_integer() || !e[1].is_number_integer())
-      throw std::runtime_error("missing: not a [first, last] range");
-    const auto a = e[0].get<long long>(), b = e[1].get<long long>();
+    const bool one = e.is_number_integer();
+    if (!one &&
+        (!e.is_array() || e.size() != 2 || !e[0].is_number_integer() || !e[1].is_number_integer()))
+      throw std::runtime_error("missing: not a rank or a [first, last] range");
+    const auto a = (one ? e : e[0]).get<long long>(), b = (one ? e : e[1]).get<long long>();
     if (a < next || b < a || b >= size) throw std::runtime_error("missing: ranges out of order");
     next = b + 1;
     listed += b - a + 1;

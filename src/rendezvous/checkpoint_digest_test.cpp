@@ -97,6 +97,9 @@ TEST(CheckpointDigest, RangesThatBreakTheRulesAreRefused) {
     return ok;
   };
   EXPECT_TRUE(with_missing({{3, 3}, {7, 9}}, 4));
+  EXPECT_TRUE(with_missing({3, {7, 9}}, 4));            // a lone rank as its number
+  EXPECT_FALSE(with_missing({7, 3}));                   // out of order
+  EXPECT_FALSE(with_missing({{3, 7}, 5}));              // inside a range
   EXPECT_FALSE(with_missing({{7, 9}, {3, 3}}));          // out of order
   EXPECT_FALSE(with_missing({{3, 7}, {7, 9}}));          // overlapping
   EXPECT_FALSE(with_missing({{9, 7}}));                  // backwards
@@ -104,6 +107,7 @@ TEST(CheckpointDigest, RangesThatBreakTheRulesAreRefused) {
   EXPECT_FALSE(with_missing({{90, 100}}));               // past it
   EXPECT_FALSE(with_missing({{1, 2, 3}}));               // not a pair
   EXPECT_FALSE(with_missing({"1-2"}));                   // not numbers
+  EXPECT_FALSE(with_missing({1.5}));                     // not a rank
   EXPECT_FALSE(with_missing({{1, 2}}, 1));               // a count below the list
   EXPECT_FALSE(with_missing({{1, 2}}, 101));             // a count past the world
   EXPECT_FALSE(with_missing({{1, 2}}, "3"));             // a count that is text
