@@ -247,7 +247,7 @@ class CheckRun {
     auto gathered = plane_.gather_all(name, encode(me()), deadline, result_.live, need, judge);
     review_ = read_review(gathered, exchange);
     if (me().rank != 0 && gathered.judged)
-      result_.judged_all_ok = review_.failed == 0 && gathered.missing.empty();
+      result_.judged_all_ok = review_.failed == 0 && gathered.complete();
     else
       result_.judged_all_ok.reset();
     if (exchange) {
@@ -278,6 +278,22 @@ class CheckRun {
                          note + ")");
       if (me().reason.rfind(label, 0) != 0)  // unless the reason leads with it
         missing.push_back(problems.back());
+    }
+    if (gathered.missing_unlisted > 0) {
+      // Past the digest's bound the judge lists the first ranges and counts
+      // the rest (rendezvous/checkpoint_digest.h): say how many, and that the
+      // list is cut.
+      degraded_ = true;
+      peer_timeout = peer_timeout || !gathered.aborted;
+      const auto all =
+          gathered.missing.size() + static_cast<std::size_t>(gathered.missing_unlisted);
+      const std::string cut =
+          std::to_string(all) + " ranks did not reach the " + name +
+          " checkpoint; the judge's list is cut: " + std::to_string(gathered.missing_unlisted) +
+          " of them are not named here (the first " + std::to_string(gathered.missing.size()) +
+          " are)";
+      problems.insert(problems.begin(), cut);
+      missing.insert(missing.begin(), cut);
     }
     // The judge names a few failed ranks and counts the rest.
     std::vector<std::string> failed;

@@ -166,7 +166,7 @@ TEST(NcclRootIds, TheTreesRootMergesEveryGroupsIds) {
   auto second_records = part(16, 32);
   second_records[24] = "{not a record";
   const std::string second = b.review("exchange", second_records, {}, {});
-  const auto merged = decode_review(root.merge("exchange", {second, first}));
+  const auto merged = decode_review(root.merge("exchange", {{second, 16, 31}, {first, 0, 15}}));
   ASSERT_EQ(merged.nccl_ids.size(), 2u);  // rank 24's record could not be read
   EXPECT_EQ(merged.nccl_ids[0].rank, 8);
   EXPECT_EQ(merged.nccl_ids[1].rank, 16);

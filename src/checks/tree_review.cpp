@@ -1,10 +1,13 @@
-// The check's reviewer for the tree (see tree_review.h).
+// The check's reviewer for the tree (see tree_review.h); the job's
+// fingerprint block at the root is tree_fingerprint.h's.
 #include "checks/tree_review.h"
 
 #include <algorithm>
 
 #include "checks/record.h"
+#include "checks/tree_fingerprint.h"
 #include "checks/verdict.h"
+#include "world/fingerprint_summary.h"
 
 namespace gpudiag {
 
@@ -46,20 +49,36 @@ std::string CheckTreeReviewer::review(const std::string& checkpoint,
   for (std::size_t i = 0; i < missing.size() && out.labels.size() < kReviewNames; ++i)
     if (auto it = labels_.find(missing[i]); it != labels_.end())
       out.labels.emplace_back(missing[i], it->second);
+  if (checkpoint == "exchange") {  // for the comparison across groups
+    std::vector<RankPrint> prints;
+    for (const auto& rec : now)
+      if (rec) prints.push_back({rec->rank, rec->host, &rec->fingerprint});
+    out.fingerprint_summary = summary_json(summarize_fingerprints(prints));
+  }
   return encode_review(out);
 }
 
-std::string CheckTreeReviewer::merge(const std::string&, const std::vector<std::string>& reviews) {
+std::string CheckTreeReviewer::merge(const std::string&, const std::vector<ChildReview>& reviews) {
   CheckpointReview out;
-  std::vector<nlohmann::json> prints;
+  std::vector<GroupPrints> prints;
   auto add_unique = [](std::vector<std::string>& to, const std::vector<std::string>& from) {
     for (const auto& line : from)
       if (std::find(to.begin(), to.end(), line) == to.end()) to.push_back(line);
   };
-  for (const auto& text : reviews) {
+  if (reviews.size() == 1) {
+    // One part (the root of an ungrouped tree, or the one group heard): its
+    // review as it is, without the summary only the root needed.
+    try {
+      auto r = decode_review(reviews[0].text);
+      r.fingerprint_summary = nullptr;
+      return encode_review(r);
+    } catch (const std::exception&) {
+    }
+  }
+  for (const auto& child : reviews) {
     CheckpointReview r;
     try {
-      r = decode_review(text);
+      r = decode_review(child.text);
     } catch (const std::exception&) {
       // A part of the job nobody can vouch for: not OK.
       if (out.failures.size() < kReviewNames)
@@ -76,9 +95,16 @@ std::string CheckTreeReviewer::merge(const std::string&, const std::vector<std::
     out.oversubscribed = out.oversubscribed || r.oversubscribed;
     for (auto& l : r.labels)
       if (out.labels.size() < kReviewNames) out.labels.push_back(std::move(l));
-    if (!r.fingerprint.is_null()) prints.push_back(std::move(r.fingerprint));
+    if (!r.fingerprint.is_null() || !r.fingerprint_summary.is_null())
+      prints.push_back(
+          {std::move(r.fingerprint), std::move(r.fingerprint_summary), child.first, child.last});
     merge_root_ids(out.nccl_ids, r.nccl_ids);  // each group's roots, for every rank
   }
+  // The job's fingerprints, compared across the groups (tree_fingerprint.h);
+  // a difference broken across groups only stops the job as a flat one does.
+  auto job = merge_group_prints(prints);
+  out.fingerprint = std::move(job.fingerprint);
+  add_unique(out.conflicts, job.conflicts);
   std::sort(out.failures.begin(), out.failures.end());
   std::sort(out.labels.begin(), out.labels.end());
   for (auto* lines : {&out.conflicts, &out.warnings})
@@ -87,46 +113,6 @@ std::string CheckTreeReviewer::merge(const std::string&, const std::vector<std::
       lines->resize(kReviewNames);
       lines->push_back("(" + std::to_string(more) + " more in the groups' reviews)");
     }
-  // Each group compared its own nodes: the job's comparison adds them up
-  // (ranks and hosts compared, every group's differences and findings, up to
-  // the usual few); a difference between two whole groups is not seen.
-  if (prints.size() == 1) out.fingerprint = std::move(prints[0]);
-  if (prints.size() > 1) {
-    nlohmann::json j;
-    std::size_t ranks = 0, hosts = 0, fields = 0, more_d = 0, more_f = 0;
-    auto diffs = nlohmann::json::array(), finds = nlohmann::json::array();
-    auto num = [](const nlohmann::json& p, const char* k) -> std::size_t {
-      auto it = p.find(k);
-      return it != p.end() && it->is_number_unsigned() ? it->get<std::size_t>() : 0;
-    };
-    for (const auto& p : prints) {
-      if (!p.is_object()) continue;
-      ranks += num(p, "ranks_compared");
-      hosts += num(p, "hosts");
-      fields = std::max(fields, num(p, "fields_compared"));
-      more_d += num(p, "more_differences");
-      more_f += num(p, "more_findings");
-      for (const char* k : {"differences", "findings"}) {
-        auto it = p.find(k);
-        if (it == p.end() || !it->is_array()) continue;
-        const bool is_diff = std::string(k) == "differences";
-        auto& to = is_diff ? diffs : finds;
-        for (const auto& d : *it) {
-          if (to.size() < kReviewNames) to.push_back(d);
-          else ++(is_diff ? more_d : more_f);
-        }
-      }
-    }
-    j["ranks_compared"] = ranks;
-    j["hosts"] = hosts;
-    j["fields_compared"] = fields;
-    j["differences"] = std::move(diffs);
-    j["more_differences"] = more_d;
-    j["findings"] = std::move(finds);
-    j["more_findings"] = more_f;
-    j["within_groups"] = prints.size();
-    out.fingerprint = std::move(j);
-  }
   return encode_review(out);
 }
 

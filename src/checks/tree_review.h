@@ -3,12 +3,13 @@
 // (checks/verdict.h, review_table), and the root merges its groups' reviews:
 // failures and missing ranks' labels up to the usual few by name with the
 // count of all, conflicts and warnings from every group. Each group compares
-// its own nodes' fingerprints; groups are not compared with each other (the
-// fingerprint line says so). A record or a group's review that cannot be read
-// counts as a failure, never as OK; a record that should carry a bootstrap
-// root's NCCL id is named as such. The ids of the roots a group's table holds
-// go up in its review, and the root's merge passes them all to every rank
-// (nccl_root_ids.h).
+// its own nodes' fingerprints and, at the exchange, sends a summary of them
+// up with its review; the root compares the summaries across the whole job
+// (tree_fingerprint.h) and drops them from the digest. A record or a group's
+// review that cannot be read counts as a failure, never as OK; a record that
+// should carry a bootstrap root's NCCL id is named as such. The ids of the
+// roots a group's table holds go up in its review, and the root's merge
+// passes them all to every rank (nccl_root_ids.h).
 #pragma once
 
 #include <map>
@@ -23,7 +24,8 @@ class CheckTreeReviewer : public TreeReviewer {
   std::string review(const std::string& checkpoint, const std::map<int, std::string>& records,
                      const std::vector<int>& missing,
                      const std::map<int, std::string>& notes) override;
-  std::string merge(const std::string& checkpoint, const std::vector<std::string>& reviews) override;
+  std::string merge(const std::string& checkpoint,
+                    const std::vector<ChildReview>& reviews) override;
 
  private:
   std::map<int, std::string> labels_;  ///< "rank 3 [node2-1]" as last seen, for missing ranks

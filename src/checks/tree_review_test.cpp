@@ -30,7 +30,7 @@ TEST(CheckTreeReviewer, ARecordThatCannotBeReadIsAFailure) {
 TEST(CheckTreeReviewer, AGroupsReviewThatCannotBeReadIsAFailure) {
   CheckTreeReviewer reviewer;
   const std::string fine = reviewer.review("barrier", {{0, record_of(0)}}, {}, {});
-  auto merged = decode_review(reviewer.merge("barrier", {fine, "{\"failures\":"}));
+  auto merged = decode_review(reviewer.merge("barrier", {{fine, 0, 1}, {"{\"failures\":", 2, 3}}));
   EXPECT_EQ(merged.failed, 1);
   ASSERT_EQ(merged.failures.size(), 1u);
   EXPECT_NE(merged.failures[0].second.find("could not be read"), std::string::npos);
@@ -41,7 +41,8 @@ TEST(CheckTreeReviewer, MergedCountsAddUpAndStayBounded) {
   a.failed = 1 << 30;
   b.failed = 1 << 30;
   CheckTreeReviewer reviewer;
-  auto merged = decode_review(reviewer.merge("barrier", {encode_review(a), encode_review(b)}));
+  auto merged = decode_review(
+      reviewer.merge("barrier", {{encode_review(a), 0, 1}, {encode_review(b), 2, 3}}));
   EXPECT_EQ(merged.failed, 1 << 30);
 }
 

@@ -208,6 +208,7 @@ std::string encode_review(const CheckpointReview& r) {
   j["oversubscribed"] = r.oversubscribed;
   j["labels"] = r.labels;
   j["fingerprint"] = r.fingerprint;
+  if (!r.fingerprint_summary.is_null()) j["fingerprint_summary"] = r.fingerprint_summary;
   if (!r.nccl_ids.empty()) {
     auto ids = nlohmann::json::array();
     for (const auto& e : r.nccl_ids) ids.push_back(nlohmann::json::array({e.rank, e.roots, e.id}));
@@ -227,6 +228,9 @@ CheckpointReview decode_review(const std::string& text) {
   r.labels = j.at("labels").get<std::vector<std::pair<int, std::string>>>();
   // Rendered defensively (render_fingerprint); only its kind is checked here.
   if (auto it = j.find("fingerprint"); it != j.end() && it->is_object()) r.fingerprint = *it;
+  // Validated where it is read (decode_summary, against its sender's ranks).
+  if (auto it = j.find("fingerprint_summary"); it != j.end() && it->is_object())
+    r.fingerprint_summary = *it;
   // The roots' ids, as untrusted as the rest: entries that are not [rank,
   // roots, "text"] with numbers in range are dropped, at most kMaxNcclRoots
   // kept, each text at most an id's 256 characters (checked when used).

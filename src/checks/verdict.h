@@ -49,6 +49,10 @@ struct CheckpointReview {
   /// The exchange's fingerprint comparison (world/fingerprint_compare.h,
   /// comparison_json); null at the other checkpoints.
   nlohmann::json fingerprint;
+  /// A tree's group judge's summary of its table's fingerprints
+  /// (world/fingerprint_summary.h), for the root to compare across groups;
+  /// null elsewhere (the root's merge drops it before the digest).
+  nlohmann::json fingerprint_summary;
   /// At the exchange: the NCCL unique ids of bootstrap roots 1.. that the
   /// table carries (nccl_root_ids.h), for every rank; empty with one root.
   std::vector<NcclRootId> nccl_ids;

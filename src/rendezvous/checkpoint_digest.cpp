@@ -11,12 +11,61 @@
 namespace gpudiag {
 
 namespace {
+
 constexpr std::size_t kMaxNotes = 64;
+
+/// The missing ranks as [first, last] ranges (a lone rank as its number), at
+/// most kMaxMissingRanges of them, and how many are missing in all.
+void put_missing(nlohmann::json& j, const std::vector<int>& missing) {
+  auto ranges = nlohmann::json::array();
+  std::size_t i = 0;
+  while (i < missing.size() && ranges.size() < kMaxMissingRanges) {
+    std::size_t k = i;
+    while (k + 1 < missing.size() && missing[k + 1] == missing[k] + 1) ++k;
+    if (k == i) ranges.push_back(missing[i]);  // one rank: its number
+    else ranges.push_back({missing[i], missing[k]});
+    i = k + 1;
+  }
+  j["missing"] = std::move(ranges);
+  j["missing_count"] = missing.size();
 }
+
+/// Reads "missing" back into `g` (rank `self` left out); throws when the
+/// entries are not ranks or [first, last] pairs in order, inside the world, at most
+/// kMaxMissingRanges, or the count is below what they list or past the world.
+void take_missing(const nlohmann::json& j, int self, int size, Gathered& g) {
+  const auto& ranges = j.at("missing");
+  if (!ranges.is_array() || ranges.size() > kMaxMissingRanges)
+    throw std::runtime_error("missing: not a bounded list of ranges");
+  std::vector<int> out;
+  long long next = 0, listed = 0;  // the lowest rank the next range may start at
+  for (const auto& e : ranges) {
+    const bool one = e.is_number_integer();
+    if (!one &&
+        (!e.is_array() || e.size() != 2 || !e[0].is_number_integer() || !e[1].is_number_integer()))
+      throw std::runtime_error("missing: not a rank or a [first, last] range");
+    const auto a = (one ? e : e[0]).get<long long>(), b = (one ? e : e[1]).get<long long>();
+    if (a < next || b < a || b >= size) throw std::runtime_error("missing: ranges out of order");
+    next = b + 1;
+    listed += b - a + 1;
+    for (long long r = a; r <= b; ++r)
+      if (r != self) out.push_back(static_cast<int>(r));
+  }
+  long long count = listed;
+  if (auto it = j.find("missing_count"); it != j.end()) {
+    if (!it->is_number_integer()) throw std::runtime_error("missing_count: not a number");
+    count = it->get<long long>();
+    if (count < listed || count > size) throw std::runtime_error("missing_count: out of range");
+  }
+  g.missing = std::move(out);
+  g.missing_unlisted = static_cast<int>(count - listed);
+}
+
+}  // namespace
 
 std::string encode_digest(const Gathered& g) {
   nlohmann::json j;
-  j["missing"] = g.missing;
+  put_missing(j, g.missing);
   nlohmann::json notes = nlohmann::json::object();
   for (std::size_t i = 0; i < g.missing.size() && i < kMaxNotes; ++i)
     notes[std::to_string(g.missing[i])] = g.notes[g.missing[i]];
@@ -30,7 +79,7 @@ std::string encode_digest(const std::vector<int>& missing, const std::map<int, s
                           const std::optional<std::string>& aborted, const std::string& review,
                           const std::map<int, std::string>& records) {
   nlohmann::json j;
-  j["missing"] = missing;
+  put_missing(j, missing);
   nlohmann::json n = nlohmann::json::object();
   std::size_t kept = 0;
   for (const auto& [r, text] : notes)
@@ -50,12 +99,8 @@ bool decode_digest(const std::string& text, int self, int size, Gathered& g) {
     // The fields that can throw first, before anything is taken.
     const std::string review = j.at("review").get<std::string>();
     const auto& notes = j.at("notes");
-    if (!j.at("missing").is_array() || !notes.is_object()) throw std::runtime_error("not a digest");
-    for (const auto& m : j.at("missing")) {
-      const int r = m.get<int>();
-      if (r >= 0 && r < size && r != self && (g.missing.empty() || r > g.missing.back()))
-        g.missing.push_back(r);
-    }
+    if (!notes.is_object()) throw std::runtime_error("not a digest");
+    take_missing(j, self, size, g);
     for (const auto& [k, v] : notes.items()) {
       auto r = storelimits::parse_bounded(k, 0, size - 1);
       if (r && v.is_string()) g.notes[*r] = storelimits::store_text(v.get<std::string>(), 512);
@@ -79,6 +124,7 @@ bool decode_digest(const std::string& text, int self, int size, Gathered& g) {
     spdlog::warn("rank {}: ignoring a malformed checkpoint digest from the store: {}", self,
                  e.what());
     g.missing.clear();
+    g.missing_unlisted = 0;
     return false;
   }
 }

@@ -119,6 +119,9 @@ struct Gathered {
   RankSlots<std::optional<std::string>> records;
   /// Ranks that did not arrive, ascending (same on every rank when judged).
   std::vector<int> missing;
+  /// Ranks that did not arrive beyond those in `missing`: the judge's digest
+  /// lists a bounded number of ranges (checkpoint_digest.h) and counts the rest.
+  int missing_unlisted = 0;
   /// Indexed by rank, for missing ranks: what the plane knows of them
   /// ("pid 4242 on node2, last phase: all-reduce"); may be empty.
   RankSlots<std::string> notes;
@@ -129,7 +132,7 @@ struct Gathered {
   std::string review;
   /// True when the judge's digest was read (or this rank is the judge).
   bool judged = false;
-  bool complete() const { return missing.empty(); }
+  bool complete() const { return missing.empty() && missing_unlisted == 0; }
   /// Sets `missing` from `records` (for a plane that holds the whole table).
   void find_missing();
 };

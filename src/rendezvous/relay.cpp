@@ -232,7 +232,7 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
 
   TreePart part;
   std::vector<int> oversized;  // ranks whose record is too large to pass on
-  std::vector<std::string> reviews;
+  std::vector<ChildReview> reviews;
   std::map<int, std::string> direct;  // records from nodes (not through a group)
   std::vector<int> missing_here;      // children absent at this checkpoint
   std::vector<int> gone_now;          // their gone_ keys
@@ -285,7 +285,7 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
     for (auto& [r, note] : p->notes)
       if (part.notes.size() < kMaxPartNotes) part.notes[r] = std::move(note);
     if (!part.aborted) part.aborted = p->aborted;
-    if (p->review) reviews.push_back(*p->review);
+    if (p->review) reviews.push_back({*p->review, c.first, c.last});
     part.lost.insert(part.lost.end(), p->lost.begin(), p->lost.end());
   }
   for (int k : gone_now) gone_.insert(k);
@@ -307,10 +307,14 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
         if (!L.grouped() || o_.level == RelayLevel::group ||
             lost_groups_.count(L.group_of_node(L.node_of(r))))
           missing_direct.push_back(r);
-      reviews.push_back(o_.reviewer->review(part.checkpoint, direct, missing_direct, part.notes));
+      reviews.push_back({o_.reviewer->review(part.checkpoint, direct, missing_direct, part.notes),
+                         0, L.world - 1});
     }
+    // The root always merges: its review is the digest's.
     if (o_.reviewer)
-      part.review = reviews.size() == 1 ? reviews[0] : o_.reviewer->merge(part.checkpoint, reviews);
+      part.review = reviews.size() == 1 && o_.level != RelayLevel::root
+                        ? reviews[0].text
+                        : o_.reviewer->merge(part.checkpoint, reviews);
     // Only rank 0's record goes on (every rank reads it: its NCCL id); a
     // group's part that carries more is not believed for the rest.
     std::optional<std::string> rank0;

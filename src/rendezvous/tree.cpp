@@ -103,7 +103,8 @@ std::optional<TreePart> decode_part(const std::string& text, int first, int last
         p.notes[*r] = storelimits::store_text(v.get<std::string>(), 512);
     if (j.at("aborted").is_string())
       p.aborted = storelimits::store_text(j["aborted"].get<std::string>(), 1024);
-    if (j.at("review").is_string()) p.review = j["review"].get<std::string>().substr(0, 64 * 1024);
+    if (j.at("review").is_string())
+      p.review = j["review"].get<std::string>().substr(0, kMaxPartReview);
     for (const auto& m : j.at("lost"))
       if (m.is_number_integer() && p.lost.size() < 4096) p.lost.push_back(m.get<int>());
   } catch (const std::exception&) {

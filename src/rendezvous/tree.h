@@ -20,8 +20,8 @@
 // passes rank 0's record and the review of its table instead of the rest;
 // `lost`: nodes whose leader never reported. A part comes from another
 // process and is not trusted: records and missing ranks outside the sender's
-// own ranks are dropped, notes cut to one line, at most 64 kept, and a frame
-// that runs past the end rejects the part.
+// own ranks are dropped, notes cut to one line, at most 64 kept, the review
+// cut at kMaxPartReview, and a frame that runs past the end rejects the part.
 #pragma once
 
 #include <map>
@@ -67,11 +67,22 @@ struct TreePart {
 };
 
 inline constexpr std::size_t kMaxPartNotes = 64;
+/// A group's review in its part, at most: the review a flat judge sends
+/// (64 KiB at most) and the group's summary of fingerprints for the root
+/// (world/fingerprint_summary.h, 64 KiB at most), with room to spare.
+inline constexpr std::size_t kMaxPartReview = 192 * 1024;
 
 std::string encode_part(const TreePart& p);
 /// Decodes a part sent by whoever speaks for ranks [first, last]; nullopt
 /// when the text is not a part. What lies outside the range is dropped.
 std::optional<TreePart> decode_part(const std::string& text, int first, int last);
+
+/// A review to merge and the ranks [first, last] its sender speaks for (what
+/// it says of other ranks is not believed).
+struct ChildReview {
+  std::string text;
+  int first = 0, last = 0;
+};
 
 /// Reviews a level's table and merges children's reviews: the check's
 /// judgement (checks/tree_review.h), kept out of the plane.
@@ -83,9 +94,10 @@ class TreeReviewer {
   virtual std::string review(const std::string& checkpoint, const std::map<int, std::string>& records,
                              const std::vector<int>& missing,
                              const std::map<int, std::string>& notes) = 0;
-  /// One review from the reviews of disjoint parts of the job.
+  /// One review from the reviews of disjoint parts of the job (the root's
+  /// is the digest's: it also drops what only the root needed).
   virtual std::string merge(const std::string& checkpoint,
-                            const std::vector<std::string>& reviews) = 0;
+                            const std::vector<ChildReview>& reviews) = 0;
 };
 
 }  // namespace gpudiag

@@ -16,6 +16,7 @@
 #include "checks/verdict.h"
 #include "comm/nccl_roots.h"
 #include "util/error.h"
+#include "world/fingerprint_compare.h"
 
 namespace gpudiag::sim {
 
@@ -29,9 +30,10 @@ void parallel_for(int n, int threads, const std::function<void(int)>& fn) {
   for (auto& t : pool) t.join();
 }
 
-std::string without_nccl_id(const std::string& record) {
+std::string after_exchange(const std::string& record) {
   RankRecord r = decode(record);
   r.nccl_id.clear();
+  r.fingerprint = {};
   return encode(r);
 }
 
@@ -61,12 +63,13 @@ bool sim_got_root_ids(const Gathered& g, const RankRecord& me) {
   }
 }
 
-RankRecord sim_record(int rank, int size, int record_bytes, int nccl_roots) {
+RankRecord sim_record(int rank, int size, int record_bytes, int nccl_roots, int per_node,
+                      int drift_node) {
   RankRecord r;
   r.rank = rank;
   r.world_size = size;
-  r.local_rank = rank % 8;
-  r.host = "simnode" + std::to_string(rank / 8);
+  r.local_rank = rank % per_node;
+  r.host = "simnode" + std::to_string(rank / per_node);
   r.pid = 100000 + rank;
   r.host_cpus = 64;
   r.backend = "host/tcp";
@@ -82,7 +85,34 @@ RankRecord sim_record(int rank, int size, int record_bytes, int nccl_roots) {
   // Pad to a real record's size (GPU name, UUID, timings...).
   const int now = static_cast<int>(encode(r).size());
   if (record_bytes > now) r.gpu_name = std::string(record_bytes - now, 'x');
+  // The fingerprint on top, as the check sends it: at the exchange only.
+  r.fingerprint.fields = {
+      {"kernel", "6.8.0-45-generic"},
+      {"gpu.driver", rank / per_node == drift_node ? "535.183.01" : "550.54.15"},
+      {"nccl.version", "2.21.5"},
+      {"env.NCCL_SOCKET_IFNAME", "eth0"},
+      {"nic.eth0.mtu", "9000"}};
   return r;
+}
+
+std::string sim_drift_line(int node, const std::vector<int>& ranks) {
+  return "drift: simnode" + std::to_string(node) + " (" + (ranks.size() == 1 ? "rank " : "ranks ") +
+         compress_ranks(ranks) + ")";
+}
+
+bool sim_names_drift(const Gathered& g, const std::string& line, int rank) {
+  static std::atomic<int> said{0};
+  std::string text;
+  try {
+    text = render_fingerprint(decode_review(g.review).fingerprint);
+    if (text.rfind(line, 0) == 0 || text.find("\n" + line) != std::string::npos) return true;
+  } catch (const std::exception& e) {
+    text = e.what();
+  }
+  if (said++ < 3)
+    std::fprintf(stderr, "sim: rank %d's report does not say \"%s\": %s\n", rank, line.c_str(),
+                 text.empty() ? "(no fingerprint block)" : text.c_str());
+  return false;
 }
 
 long long peak_rss_kib() {

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "checks/record.h"
 #include "rendezvous/plane.h"
@@ -18,12 +19,25 @@ namespace gpudiag::sim {
 void parallel_for(int n, int threads, const std::function<void(int)>& fn);
 
 /// A simulated rank's record, padded to about `record_bytes` (a real one's
-/// size). With `nccl_roots` > 0 it is on the NCCL backend with that plan, and
-/// the rank that makes a root's id carries sim_root_id(rank).
-RankRecord sim_record(int rank, int size, int record_bytes, int nccl_roots = 0);
+/// size), on host simnode<rank / per_node>, and a small fingerprint beyond
+/// that (kernel, driver, NCCL, a setting, a NIC; ~180 bytes). With
+/// `nccl_roots` > 0 it is on the NCCL backend with that plan, and the rank
+/// that makes a root's id carries sim_root_id(rank). The ranks of node
+/// `drift_node` run another GPU driver (a warning: the job goes on).
+RankRecord sim_record(int rank, int size, int record_bytes, int nccl_roots = 0, int per_node = 8,
+                      int drift_node = -1);
 
-/// An encoded record without its NCCL id (the check's records after the exchange).
-std::string without_nccl_id(const std::string& record);
+/// The start of the line every rank's report must have when node `node`
+/// drifts, its ranks `ranks` (those that reported at the exchange):
+/// "drift: simnode5 (ranks 40-47)".
+std::string sim_drift_line(int node, const std::vector<int>& ranks);
+/// Whether the fingerprint block of an exchange's review has a line that
+/// starts with `line`. Says what it had instead on stderr (a few times).
+bool sim_names_drift(const Gathered& g, const std::string& line, int rank);
+
+/// An encoded record without its NCCL id and fingerprint (the check's
+/// records after the exchange).
+std::string after_exchange(const std::string& record);
 
 /// The made-up NCCL unique id (256 hex digits) rank `rank` makes.
 std::string sim_root_id(int rank);

@@ -43,6 +43,10 @@ int main(int argc, char** argv) {
                  "the NCCL backend with this many bootstrap roots (GPUDIAG_NCCL_ROOTS): every "
                  "rank must get every root's unique id from the exchange")
       ->check(CLI::Range(0, 64));
+  app.add_option("--drift-node", o.drift_node,
+                 "node K (host simnode<K>, 0-based) runs another GPU driver: every rank must "
+                 "name it in its report")
+      ->check(CLI::Range(0, 1000000));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -71,9 +75,13 @@ int main(int argc, char** argv) {
     if (o.nccl_roots > 0)
       std::fprintf(stderr, "sim: NCCL bootstrap roots: %d ids reached %d/%d ranks at the exchange\n",
                    o.nccl_roots, r.roots_ok, r.roots_of);
+    if (o.drift_node >= 0)
+      std::fprintf(stderr, "sim: \"%s\" in the report of %d/%d ranks at the exchange\n",
+                   r.drift_line.c_str(), r.drift_named, r.drift_of);
     std::printf("%s\n", r.summary().c_str());
     const bool roots = o.nccl_roots == 0 || (r.roots_of > 0 && r.roots_ok == r.roots_of);
-    return r.named == r.expected && roots ? 0 : 1;
+    const bool drift = o.drift_node < 0 || (r.drift_of > 0 && r.drift_named == r.drift_of);
+    return r.named == r.expected && roots && drift ? 0 : 1;
   } catch (const gpudiag::Error& e) {
     std::fprintf(stderr, "gpudiag-sim: %s\n", e.one_line().c_str());
     return 2;

@@ -75,12 +75,11 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
     // a rank's own connection would be.
     planes[i] = make_store_plane(std::make_unique<StoreView>(*nodes[k - k0].store), id,
                                  Deadline::after_seconds(60));
-    records[i] = encode(sim_record(r, n, o.record_bytes, o.nccl_roots));
+    records[i] = encode(sim_record(r, n, o.record_bytes, o.nccl_roots, L.per_node, o.drift_node));
   });
 
   if (k0 == 0) std::fprintf(stderr, "sim: the first block of %d nodes joined\n", k1 - k0);
   std::vector<std::vector<int>> last(r1 - r0);
-  std::atomic<int> roots_ok{0}, roots_of{0};
   CheckResult book;  // the block's last rank's, as the check keeps it
   book.me.rank = r1 - 1;
   book.table.resize(static_cast<std::size_t>(o.ranks));
@@ -88,10 +87,14 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
   book.missed_at.resize(static_cast<std::size_t>(o.ranks));
   book.missing_note.resize(static_cast<std::size_t>(o.ranks));
   std::size_t book_peak = 0;
+  std::atomic<int> roots_ok{0}, roots_of{0}, drift_named{0}, drift_of{0};
+  const auto drifting =
+      drift_ranks(o, L.nodes(), L.per_node, [&](int r) { return p.arrives(r, 0); });
+  const std::string drift = drifting.empty() ? "" : sim_drift_line(o.drift_node, drifting);
   for (int seq = 0; seq < kCheckpointCount; ++seq) {
     const char* name = kTreeCheckpoints[seq];
-    if (seq == 1 && o.nccl_roots > 0) {  // as the check: ids only in exchange records
-      for (auto& rec : records) rec = without_nccl_id(rec);
+    if (seq == 1) {  // as the check: ids and fingerprints only in exchange records
+      for (auto& rec : records) rec = after_exchange(rec);
     }
     // The check's NCCL ranks read rank 0's record at the exchange (its id).
     const std::vector<int> need =
@@ -143,6 +146,10 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
         note_checkpoint(book, g, name);
         book_peak = std::max(book_peak, peer_bytes(book));
       }
+      if (seq == 0 && !drift.empty()) {  // its report names the drifting node
+        ++drift_of;
+        if (sim_names_drift(g, drift, r0 + i)) ++drift_named;
+      }
       if (need.empty()) return;
       ++roots_of;
       if (sim_got_root_ids(g, decode(records[i]))) ++roots_ok;
@@ -167,6 +174,8 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
   write_line(out, "bytes " + std::to_string(rank_bytes) + " " + std::to_string(leader_bytes));
   write_line(out, "roots " + std::to_string(roots_ok.load()) + " " + std::to_string(roots_of.load()));
   write_line(out, "state " + std::to_string(book_peak));
+  write_line(out,
+             "drift " + std::to_string(drift_named.load()) + " " + std::to_string(drift_of.load()));
   planes.clear();
   write_line(out, std::to_string(peak_rss_kib()));
 }

@@ -1,8 +1,11 @@
 // The simulator's tree shape (see simulator.h): processes for the root, the
 // group stores and blocks of nodes, real Relays at every level, and faults at
 // every level. Written by hand: no library simulates a job's control plane.
+#include "sim/sim_tree.h"
+
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -19,7 +22,6 @@
 #include "rendezvous/tcp_store_client.h"
 #include "rendezvous/tcp_store_server.h"
 #include "sim/sim_common.h"
-#include "sim/sim_tree.h"
 #include "util/error.h"
 
 namespace gpudiag::sim {
@@ -50,6 +52,25 @@ Plan make_plan(const SimOptions& o) {
     p.fate[r] = i < o.missing ? Fate::missing : i < o.missing + o.stop ? Fate::stop : Fate::die;
   }
   return p;
+}
+
+std::vector<int> drift_ranks(const SimOptions& o, int nodes, int per_node,
+                             const std::function<bool(int)>& reports) {
+  if (o.drift_node < 0) return {};
+  if (o.drift_node >= nodes)
+    throw UsageError("--drift-node " + std::to_string(o.drift_node) + ": the job has nodes 0-" +
+                         std::to_string(nodes - 1),
+                     "give a node of the job");
+  std::vector<int> out;
+  const int first = o.drift_node * per_node;
+  for (int r = first; r < std::min(o.ranks, first + per_node); ++r)
+    if (reports(r)) out.push_back(r);
+  if (out.empty())
+    throw UsageError("--drift-node " + std::to_string(o.drift_node) +
+                         ": none of its ranks "
+                         "reaches the exchange (--missing, --missing-leaders)",
+                     "give another node");
+  return out;
 }
 
 /// A judge's children get the timeout and half a second per level below it.
@@ -152,6 +173,8 @@ SimResult run_tree(const SimOptions& o) {
   if (o.missing + o.stop + o.die >= o.ranks)
     throw UsageError("gpudiag-sim: --missing + --stop + --die must leave rank 0 and others",
                      "lower them");
+  const auto drifting =
+      drift_ranks(o, L.nodes(), L.per_node, [&](int r) { return p.arrives(r, 0); });
   raise_descriptor_limit();
   const std::string secret = random_secret();
   const auto t0 = std::chrono::steady_clock::now();
@@ -189,6 +212,7 @@ SimResult run_tree(const SimOptions& o) {
   SimResult res;
   res.ranks = o.ranks;
   res.checkpoints = kCheckpointCount;
+  if (!drifting.empty()) res.drift_line = sim_drift_line(o.drift_node, drifting);
   const auto absent = p.absent();
   std::map<int, int> named_by;  // absent rank -> workers that named it everywhere
   long long rank_bytes = 0, leader_bytes = 0, group_bytes = 0, root_bytes = 0;
@@ -201,6 +225,9 @@ SimResult run_tree(const SimOptions& o) {
     if (ro.size() == 2) res.roots_ok += static_cast<int>(ro[0]), res.roots_of += static_cast<int>(ro[1]);
     auto st = numbers_after(w->read_line(), "state");
     if (!st.empty()) res.rank_state_bytes = std::max<std::uint64_t>(res.rank_state_bytes, st[0]);
+    auto dr = numbers_after(w->read_line(), "drift");
+    if (dr.size() == 2)
+      res.drift_named += static_cast<int>(dr[0]), res.drift_of += static_cast<int>(dr[1]);
     workers_rss = std::max(workers_rss, std::stod("0" + w->read_line()) / 1024.0);
     if (!w->wait()) {
       // Its own line on stderr said why (out of descriptors, out of memory):

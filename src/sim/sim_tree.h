@@ -4,6 +4,7 @@
 // (sim_nodes.cpp).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -56,6 +57,11 @@ inline std::chrono::milliseconds ms(double seconds) {
 }
 
 Plan make_plan(const SimOptions& o);
+/// The ranks of --drift-node's node that report at the exchange (`reports`),
+/// ascending; throws UsageError when the node is not in the job or none of
+/// its ranks reports (its drift could never be named).
+std::vector<int> drift_ranks(const SimOptions& o, int nodes, int per_node,
+                             const std::function<bool(int)>& reports);
 RelayOptions relay_options(const Plan& p, const SimOptions& o, RelayLevel level, int index);
 void root_process(const Plan& p, const SimOptions& o, const std::string& secret, int out,
                   int control);

@@ -62,14 +62,6 @@ SimResult run_flat(const SimOptions& o) {
   if (o.missing + o.stop + o.die >= n)
     throw UsageError("gpudiag-sim: --missing + --stop + --die must leave rank 0 and others",
                      "lower them");
-  raise_descriptor_limit();
-  // As gpudiag launch on one node: a random job secret, proven at each handshake.
-  const std::string secret = random_secret();
-  Child store = store_process(n, secret);
-  const int port = std::stoi("0" + store.read_line());
-  if (port <= 0) throw Error(ExitCode::broken, "gpudiag-sim: the store did not start");
-  const auto t0 = std::chrono::steady_clock::now();
-
   // The faulty ranks, spread over the job (never rank 0, the judge).
   std::vector<Fate> fate(n, Fate::fine);
   const int faulty = o.missing + o.stop + o.die;
@@ -77,6 +69,15 @@ SimResult run_flat(const SimOptions& o) {
     const int r = 1 + static_cast<int>(static_cast<long long>(i) * (n - 1) / faulty);
     fate[r] = i < o.missing ? Fate::missing : i < o.missing + o.stop ? Fate::stop : Fate::die;
   }
+  const auto drifting =
+      drift_ranks(o, (n + 7) / 8, 8, [&](int r) { return fate[r] != Fate::missing; });
+  raise_descriptor_limit();
+  // As gpudiag launch on one node: a random job secret, proven at each handshake.
+  const std::string secret = random_secret();
+  Child store = store_process(n, secret);
+  const int port = std::stoi("0" + store.read_line());
+  if (port <= 0) throw Error(ExitCode::broken, "gpudiag-sim: the store did not start");
+  const auto t0 = std::chrono::steady_clock::now();
 
   // Every rank joins the store, as world_setup does.
   std::vector<std::unique_ptr<Plane>> planes(n);
@@ -93,10 +94,13 @@ SimResult run_flat(const SimOptions& o) {
   std::fprintf(stderr, "sim: %d ranks joined the store in %.1f s\n", n, join_s);
   TcpStoreClient launcher("127.0.0.1", port, kToken, Deadline::after_seconds(10), secret);
   std::vector<std::string> records(n);
-  for (int r = 0; r < n; ++r) records[r] = encode(sim_record(r, n, o.record_bytes, o.nccl_roots));
+  for (int r = 0; r < n; ++r)
+    records[r] = encode(sim_record(r, n, o.record_bytes, o.nccl_roots, 8, o.drift_node));
 
   SimResult res;
   res.ranks = n;
+  const std::string drift = drifting.empty() ? "" : sim_drift_line(o.drift_node, drifting);
+  res.drift_line = drift;
   std::vector<int> live, everyone;
   for (int r = 0; r < n; ++r) live.push_back(r);
   if (o.all_to_all) everyone = live;
@@ -122,8 +126,8 @@ SimResult run_flat(const SimOptions& o) {
                           Deadline::after_seconds(10), FailureKind::died, r);
     }
     const bool exchange = cp == 0;
-    if (cp == 1 && o.nccl_roots > 0) {  // as the check: ids only in exchange records
-      for (auto& rec : records) rec = without_nccl_id(rec);
+    if (cp == 1) {  // as the check: ids and fingerprints only in exchange records
+      for (auto& rec : records) rec = after_exchange(rec);
     }
     // The check's NCCL ranks read rank 0's record at the exchange (its id).
     std::vector<int> need = everyone;
@@ -140,8 +144,12 @@ SimResult run_flat(const SimOptions& o) {
         publish_record(*planes[r], name, records[r], need);
     });
     const auto tj = std::chrono::steady_clock::now();
-    std::atomic<int> roots_ok{0}, roots_of{0};
+    std::atomic<int> roots_ok{0}, roots_of{0}, drift_named{0}, drift_of{0};
     auto got_ids = [&](const Gathered& g, int r) {
+      if (exchange && !drift.empty()) {  // its report names the drifting node
+        ++drift_of;
+        if (sim_names_drift(g, drift, r)) ++drift_named;
+      }
       if (!exchange || o.nccl_roots <= 0) return;
       ++roots_of;
       if (sim_got_root_ids(g, decode(records[r]))) ++roots_ok;
@@ -165,6 +173,8 @@ SimResult run_flat(const SimOptions& o) {
     });
     res.roots_ok += roots_ok;
     res.roots_of += roots_of;
+    res.drift_named += drift_named;
+    res.drift_of += drift_of;
     std::fprintf(stderr, "sim: checkpoint %s done at %.1f s (rank 0 judged in %.1f s)\n", name,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                  judged_s);

@@ -28,7 +28,12 @@
 // same, then the simulated launcher announces their deaths as it does for a
 // killed rank. With --nccl-roots N the ranks carry the check's NCCL unique
 // ids for N bootstrap roots and each says whether it got them all after the
-// exchange (a line on stderr). The last line sums it up:
+// exchange (a line on stderr). Every rank's record carries a small
+// fingerprint; with --drift-node K the ranks of simnode<K> run another GPU
+// driver, and every rank that reached the exchange must have a line
+// "drift: simnode<K> (ranks a-b) ..." in its report's fingerprint block (a
+// line on stderr says how many did), in the tree found only by comparing
+// the groups' summaries at the root. The last line sums it up:
 //   sim: N ranks, K checkpoints, T s, store peak RSS M MiB (all stores A MiB),
 //   bytes through the store B, missing named: X/Y
 // (M: the largest store process; B: every level's keys and values.)
@@ -58,6 +63,9 @@ struct SimOptions {
   /// put a root's id in their exchange records, and every rank assembles all
   /// of them after the exchange as the check does; 0: the host backend.
   int nccl_roots = 0;
+  /// Node K (host simnode<K>, 0-based) runs another GPU driver: every rank
+  /// still there must name it ("drift: simnode<K> (ranks a-b) ..."); -1 none.
+  int drift_node = -1;
 };
 
 struct SimResult {
@@ -71,6 +79,10 @@ struct SimResult {
   int roots_ok = 0, roots_of = 0;
   /// The largest check state one sampled rank held (checks/peer_book.h).
   std::uint64_t rank_state_bytes = 0;
+  /// With drift_node: ranks whose exchange report named it, of the ranks
+  /// that reached the exchange; and the line they had to have.
+  int drift_named = 0, drift_of = 0;
+  std::string drift_line;
   std::string summary() const;
 };
 

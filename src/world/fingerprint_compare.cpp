@@ -19,98 +19,9 @@ namespace gpudiag {
 namespace {
 
 constexpr std::size_t kMaxCompared = 1024;  ///< distinct fields compared
-constexpr std::size_t kNamed = 8;           ///< differences / findings in the JSON
-constexpr std::size_t kGroups = 4;          ///< groups named per difference
 constexpr std::uint64_t kMinShm = 512ull << 20;
-/// The JSON's budget inside the review (capped at 64 KiB with its other texts).
-constexpr std::size_t kMaxJsonBytes = 24u << 10;
-constexpr std::size_t kShownValue = 96, kShownHost = 32;
-
-std::string cut(const std::string& s, std::size_t n) {
-  return s.size() > n ? s.substr(0, n) + "..." : s;
-}
-
-/// Fields that differ by design: never compared. NCCL_DEBUG_FILE often names
-/// the rank's own file, NCCL_HOSTID is a host's own (verdict.h looks at it),
-/// and virtual interfaces (containers' veth pairs, bridges) are named per host.
-bool compared(const std::string& key) {
-  if (key == "host" || key == "gpu.bus_id" || key == "env_skipped" ||
-      key == "env.NCCL_DEBUG_FILE" || key == "env.NCCL_HOSTID")
-    return false;
-  // A GPU's current clocks follow its load, its remapped rows are its own
-  // history, and ACS names its own bridges: findings judge those, not equality.
-  // A multi-node NVLink domain is a rack's own (jobs span racks), and its
-  // fabric health is judged by a finding.
-  if (key == "gpu.clock.sm" || key == "gpu.clock.mem" || key == "gpu.remapped_rows" ||
-      key == "gpu.nvml" || key == "pcie.acs" || key == "gpu.nvlink_domain" ||
-      key == "gpu.nvlink_bw")
-    return false;
-  if (key.starts_with("nic."))
-    for (const char* v : {"nic.veth", "nic.cali", "nic.br-", "nic.vnet", "nic.tap", "nic.lxc",
-                          "nic.docker", "nic.virbr", "nic.cni", "nic.flannel", "nic.tun"})
-      if (key.starts_with(v)) return false;
-  return true;
-}
-
-/// Fields read where the driver or sysfs allows: "unknown" on a rank says
-/// nothing about its state, so it is left out of the comparison.
-bool unknown_is_silent(const std::string& key) {
-  return key == "gpu.persistence" || key == "gpu.ecc" || key == "gpu.clock.sm_max" ||
-         key == "gpu.clock.mem_max" || key == "gpu.iommu";
-}
-
-std::string field_title(const std::string& f) {
-  if (f == "nccl.version") return "the NCCL version";
-  if (f == "nccl.path") return "the libnccl loaded";
-  if (f == "plugin.net") return "the NCCL net plugin";
-  if (f == "plugin.tuner") return "the NCCL tuner plugin";
-  if (f == "plugin.profiler") return "the NCCL profiler plugin";
-  if (f == "gpu.driver") return "the GPU driver";
-  if (f == "kernel") return "the kernel";
-  if (f == "gpu.persistence") return "GPU persistence mode";
-  if (f == "gpu.ecc") return "GPU ECC mode";
-  if (f == "gpu.clock.sm_max") return "the GPU's maximum SM clock (MHz)";
-  if (f == "gpu.clock.mem_max") return "the GPU's maximum memory clock (MHz)";
-  if (f == "iommu") return "the IOMMU";
-  if (f == "gpu.iommu") return "the GPU's IOMMU domain";
-  if (f.starts_with("env.")) return f.substr(4);
-  return f;
-}
-
-/// A text from the review, cut short: the review comes from another process.
-std::string clip_text(const std::string& s) {
-  return s.size() > 2048 ? s.substr(0, 2048) + "..." : s;
-}
 
 bool plugin_found(const std::string& v) { return !v.empty() && v[0] == '/'; }
-
-void classify(Difference& d) {
-  if (d.field == "nccl.version") {
-    d.broken = true;
-    d.remedy =
-        "install one NCCL version on every host, or point every rank at the same "
-        "libnccl.so.2 (--nccl-lib, LD_LIBRARY_PATH)";
-  } else if (d.field == "plugin.net") {
-    bool found = false, missing = false;
-    for (const auto& g : d.groups) (plugin_found(g.value) ? found : missing) = true;
-    d.broken = found && missing;
-    d.remedy =
-        "NCCL hangs or fails at init when only some ranks load a net plugin: install the "
-        "same libnccl-net.so on every host, or set NCCL_NET_PLUGIN=none on every rank";
-  } else if (d.field.starts_with("env.")) {
-    d.remedy = "export the same value on every rank (or unset it everywhere)";
-  } else if (d.field == "gpu.driver") {
-    d.remedy = "install the same driver on every host";
-  } else if (d.field == "gpu.persistence") {
-    d.remedy =
-        "enable persistence mode on every GPU (nvidia-smi -pm 1, or the nvidia-persistenced "
-        "service): without it a GPU re-initialises when its last user exits";
-  } else if (d.field == "gpu.ecc") {
-    d.remedy = "set one ECC mode on every GPU (nvidia-smi -e 1), then reset the GPUs or reboot";
-  } else if (d.field == "iommu" || d.field == "gpu.iommu") {
-    d.remedy = "boot every host with the same IOMMU setting (iommu=pt keeps GPU P2P direct)";
-  }
-}
 
 void add_rank(ValueGroup& g, int rank, const std::string& host) {
   g.ranks.push_back(rank);
@@ -217,6 +128,81 @@ void find_bad_values(const std::vector<RankPrint>& ps, const std::map<std::strin
 
 }  // namespace
 
+/// Fields that differ by design: never compared. NCCL_DEBUG_FILE often names
+/// the rank's own file, NCCL_HOSTID is a host's own (verdict.h looks at it),
+/// and virtual interfaces (containers' veth pairs, bridges) are named per host.
+bool compared_field(const std::string& key) {
+  if (key == "host" || key == "gpu.bus_id" || key == "env_skipped" ||
+      key == "env.NCCL_DEBUG_FILE" || key == "env.NCCL_HOSTID")
+    return false;
+  // A GPU's current clocks follow its load, its remapped rows are its own
+  // history, and ACS names its own bridges: findings judge those, not equality.
+  // A multi-node NVLink domain is a rack's own (jobs span racks), and its
+  // fabric health is judged by a finding.
+  if (key == "gpu.clock.sm" || key == "gpu.clock.mem" || key == "gpu.remapped_rows" ||
+      key == "gpu.nvml" || key == "pcie.acs" || key == "gpu.nvlink_domain" ||
+      key == "gpu.nvlink_bw")
+    return false;
+  if (key.starts_with("nic."))
+    for (const char* v : {"nic.veth", "nic.cali", "nic.br-", "nic.vnet", "nic.tap", "nic.lxc",
+                          "nic.docker", "nic.virbr", "nic.cni", "nic.flannel", "nic.tun"})
+      if (key.starts_with(v)) return false;
+  return true;
+}
+
+/// Fields read where the driver or sysfs allows: "unknown" on a rank says
+/// nothing about its state, so it is left out of the comparison.
+bool unknown_is_silent(const std::string& key) {
+  return key == "gpu.persistence" || key == "gpu.ecc" || key == "gpu.clock.sm_max" ||
+         key == "gpu.clock.mem_max" || key == "gpu.iommu";
+}
+
+std::string field_title(const std::string& f) {
+  if (f == "nccl.version") return "the NCCL version";
+  if (f == "nccl.path") return "the libnccl loaded";
+  if (f == "plugin.net") return "the NCCL net plugin";
+  if (f == "plugin.tuner") return "the NCCL tuner plugin";
+  if (f == "plugin.profiler") return "the NCCL profiler plugin";
+  if (f == "gpu.driver") return "the GPU driver";
+  if (f == "kernel") return "the kernel";
+  if (f == "gpu.persistence") return "GPU persistence mode";
+  if (f == "gpu.ecc") return "GPU ECC mode";
+  if (f == "gpu.clock.sm_max") return "the GPU's maximum SM clock (MHz)";
+  if (f == "gpu.clock.mem_max") return "the GPU's maximum memory clock (MHz)";
+  if (f == "iommu") return "the IOMMU";
+  if (f == "gpu.iommu") return "the GPU's IOMMU domain";
+  if (f.starts_with("env.")) return f.substr(4);
+  return f;
+}
+
+void classify_difference(Difference& d) {
+  if (d.field == "nccl.version") {
+    d.broken = true;
+    d.remedy =
+        "install one NCCL version on every host, or point every rank at the same "
+        "libnccl.so.2 (--nccl-lib, LD_LIBRARY_PATH)";
+  } else if (d.field == "plugin.net") {
+    bool found = false, missing = false;
+    for (const auto& g : d.groups) (plugin_found(g.value) ? found : missing) = true;
+    d.broken = found && missing;
+    d.remedy =
+        "NCCL hangs or fails at init when only some ranks load a net plugin: install the "
+        "same libnccl-net.so on every host, or set NCCL_NET_PLUGIN=none on every rank";
+  } else if (d.field.starts_with("env.")) {
+    d.remedy = "export the same value on every rank (or unset it everywhere)";
+  } else if (d.field == "gpu.driver") {
+    d.remedy = "install the same driver on every host";
+  } else if (d.field == "gpu.persistence") {
+    d.remedy =
+        "enable persistence mode on every GPU (nvidia-smi -pm 1, or the nvidia-persistenced "
+        "service): without it a GPU re-initialises when its last user exits";
+  } else if (d.field == "gpu.ecc") {
+    d.remedy = "set one ECC mode on every GPU (nvidia-smi -e 1), then reset the GPUs or reboot";
+  } else if (d.field == "iommu" || d.field == "gpu.iommu") {
+    d.remedy = "boot every host with the same IOMMU setting (iommu=pt keeps GPU P2P direct)";
+  }
+}
+
 FingerprintComparison compare_fingerprints(const std::vector<RankPrint>& prints) {
   FingerprintComparison out;
   std::vector<RankPrint> ps;
@@ -230,7 +216,7 @@ FingerprintComparison compare_fingerprints(const std::vector<RankPrint>& prints)
     host_print.emplace(p.host, p.print);
     ++local[p.host];
     for (const auto& [k, v] : p.print->fields)
-      if (compared(k) && (keys.size() < kMaxCompared || keys.count(k))) keys.insert(k);
+      if (compared_field(k) && (keys.size() < kMaxCompared || keys.count(k))) keys.insert(k);
   }
   out.ranks = static_cast<int>(ps.size());
   out.hosts = static_cast<int>(host_print.size());
@@ -250,155 +236,12 @@ FingerprintComparison compare_fingerprints(const std::vector<RankPrint>& prints)
     for (auto& [v, g] : by_value) d.groups.push_back(std::move(g));
     std::sort(d.groups.begin(), d.groups.end(),
               [](auto& a, auto& b) { return a.ranks.front() < b.ranks.front(); });
-    classify(d);
+    classify_difference(d);
     out.differences.push_back(std::move(d));
   }
   std::stable_sort(out.differences.begin(), out.differences.end(),
                    [](auto& a, auto& b) { return a.broken > b.broken; });
   find_bad_values(ps, local, out);
-  return out;
-}
-
-std::string compress_ranks(const std::vector<int>& r) {
-  std::string out;
-  for (std::size_t i = 0; i < r.size();) {
-    std::size_t j = i;
-    while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
-    if (!out.empty()) out += ",";
-    out += std::to_string(r[i]);
-    if (j > i) out += "-" + std::to_string(r[j]);
-    i = j + 1;
-    if (out.size() > 80 && i < r.size()) return out + ",...";
-  }
-  return out;
-}
-
-std::string compress_hosts(const std::vector<std::string>& hosts) {
-  std::vector<std::string> named;
-  for (std::size_t i = 0; i < hosts.size() && i < 3; ++i)
-    named.push_back(cut(hosts[i], kShownHost));
-  std::string out = join(named, ",");
-  if (hosts.size() > named.size())
-    out += " +" + std::to_string(hosts.size() - named.size()) + " hosts";
-  return out;
-}
-
-std::string group_text(const std::string& field, const ValueGroup& g) {
-  std::string who = (g.ranks.size() == 1 ? "rank " : "ranks ") + compress_ranks(g.ranks) + " [" +
-                    compress_hosts(g.hosts) + "]: ";
-  const std::string value = cut(g.value, kShownValue);
-  if (field.starts_with("env."))
-    return who + (g.value == "unset" ? "unset" : field.substr(4) + "=" + value);
-  return who + value;
-}
-
-std::string difference_line(const Difference& d, std::size_t max_groups) {
-  std::string s =
-      field_title(d.field) + " differs between " + (d.host_field ? "hosts" : "ranks") + ": ";
-  for (std::size_t i = 0; i < d.groups.size() && i < max_groups; ++i)
-    s += (i ? "; " : "") + group_text(d.field, d.groups[i]);
-  if (d.groups.size() > max_groups)
-    s += "; (+" + std::to_string(d.groups.size() - max_groups) + " more groups)";
-  return s;
-}
-
-std::vector<std::string> broken_lines(const FingerprintComparison& c) {
-  std::vector<std::string> out;
-  for (const auto& d : c.differences)
-    if (d.broken) out.push_back(difference_line(d, 2) + " (" + d.remedy + ")");
-  return out;
-}
-
-nlohmann::json comparison_json(const FingerprintComparison& c) {
-  nlohmann::json j;
-  j["ranks_compared"] = c.ranks;
-  j["hosts"] = c.hosts;
-  j["fields_compared"] = c.fields;
-  auto& diffs = j["differences"] = nlohmann::json::array();
-  for (std::size_t i = 0; i < c.differences.size() && i < kNamed; ++i) {
-    const auto& d = c.differences[i];
-    nlohmann::json jd{{"field", d.field},
-                      {"scope", d.host_field ? "host" : "rank"},
-                      {"severity", d.broken ? "broken" : "warning"},
-                      {"text", difference_line(d, kGroups)},
-                      {"remedy", d.remedy},
-                      {"groups", nlohmann::json::array()},
-                      {"more_groups", d.groups.size() > kGroups ? d.groups.size() - kGroups : 0}};
-    for (std::size_t g = 0; g < d.groups.size() && g < kGroups; ++g)
-      jd["groups"].push_back({{"value", cut(d.groups[g].value, kShownValue)},
-                              {"ranks", compress_ranks(d.groups[g].ranks)},
-                              {"count", d.groups[g].ranks.size()},
-                              {"hosts", compress_hosts(d.groups[g].hosts)}});
-    diffs.push_back(std::move(jd));
-  }
-  j["more_differences"] = c.differences.size() > kNamed ? c.differences.size() - kNamed : 0;
-  auto& finds = j["findings"] = nlohmann::json::array();
-  for (std::size_t i = 0; i < c.findings.size() && i < kNamed; ++i) {
-    const auto& f = c.findings[i];
-    finds.push_back({{"what", cut(f.what, 2 * kShownValue)},
-                     {"ranks", compress_ranks(f.ranks)},
-                     {"hosts", compress_hosts(f.hosts)},
-                     {"remedy", f.remedy}});
-  }
-  j["more_findings"] = c.findings.size() > kNamed ? c.findings.size() - kNamed : 0;
-  // Whatever the values, the review must fit: drop named entries (counted).
-  while (j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).size() > kMaxJsonBytes && !(diffs.empty() && finds.empty())) {
-    const bool from_diffs = !diffs.empty();
-    auto& from = from_diffs ? diffs : finds;
-    from.erase(from.size() - 1);
-    auto& count = j[from_diffs ? "more_differences" : "more_findings"];
-    count = count.get<std::size_t>() + 1;
-  }
-  return j;
-}
-
-std::string render_fingerprint(const nlohmann::json& j) {
-  if (!j.is_object() || !j.contains("differences")) return "";
-  auto str = [](const nlohmann::json& o, const char* k) {
-    auto it = o.find(k);
-    return it != o.end() && it->is_string() ? clip_text(it->get<std::string>()) : std::string();
-  };
-  auto num = [](const nlohmann::json& o, const char* k) -> long long {
-    auto it = o.find(k);
-    return it != o.end() && it->is_number_integer() ? it->get<long long>() : 0;
-  };
-  std::string out;
-  const auto& diffs = j["differences"];
-  const long long more = num(j, "more_differences");
-  const std::size_t shown = diffs.is_array() ? std::min<std::size_t>(diffs.size(), kNamed) : 0;
-  if (shown == 0) {
-    const long long groups = num(j, "within_groups");
-    out = "fingerprint: " + std::to_string(num(j, "fields_compared")) + " fields agree on all " +
-          std::to_string(num(j, "ranks_compared")) + " ranks" +
-          (groups > 1 ? " (compared within each of " + std::to_string(groups) +
-                            " groups of nodes; groups not compared with each other)"
-                      : std::string()) +
-          "\n";
-  } else {
-    const long long groups = num(j, "within_groups");
-    out = "fingerprint: " + std::to_string(shown + more) + " of " +
-          std::to_string(num(j, "fields_compared")) + " fields differ between the " +
-          std::to_string(num(j, "ranks_compared")) + " ranks" +
-          (groups > 1 ? " (compared within each of " + std::to_string(groups) +
-                            " groups of nodes; groups not compared with each other)"
-                      : std::string()) +
-          "\n";
-    for (std::size_t i = 0; i < shown; ++i) {
-      if (!diffs[i].is_object()) continue;
-      out += "  " + std::string(str(diffs[i], "severity") == "broken" ? "BROKEN: " : "warning: ") +
-             str(diffs[i], "text") + "\n";
-      if (auto r = str(diffs[i], "remedy"); !r.empty()) out += "    remedy: " + r + "\n";
-    }
-    if (more > 0) out += "  (+" + std::to_string(more) + " more differences in --json)\n";
-  }
-  const auto& finds = j.contains("findings") ? j["findings"] : nlohmann::json();
-  for (std::size_t i = 0; finds.is_array() && i < finds.size() && i < kNamed; ++i) {
-    if (!finds[i].is_object()) continue;
-    out += "fingerprint finding: " + str(finds[i], "what") + " (ranks " + str(finds[i], "ranks") +
-           " [" + str(finds[i], "hosts") + "]); " + str(finds[i], "remedy") + "\n";
-  }
-  if (auto m = num(j, "more_findings"); m > 0)
-    out += "fingerprint: (+" + std::to_string(m) + " more findings in --json)\n";
   return out;
 }
 

@@ -29,6 +29,14 @@ struct ValueGroup {
   std::string value;
   std::vector<int> ranks;          ///< ascending
   std::vector<std::string> hosts;  ///< sorted, distinct
+  /// [first, last] ranges, where a summary gave them (fingerprint_summary.h)
+  /// instead of `ranks`: ascending, disjoint.
+  std::vector<std::pair<int, int>> ranges;
+  /// Ranks and hosts that hold the value but are not listed (a summary
+  /// names a few); 0 in a flat comparison.
+  std::size_t more_ranks = 0, more_hosts = 0;
+  std::size_t rank_count() const;
+  int first_rank() const;  ///< the lowest listed (a large number when none is)
 };
 
 struct Difference {
@@ -55,14 +63,33 @@ struct FingerprintComparison {
 /// Ranks without a fingerprint (empty) are left out.
 FingerprintComparison compare_fingerprints(const std::vector<RankPrint>& prints);
 
+/// The rules every comparison shares (flat, or across a tree's groups):
+/// whether a field is compared at all (some differ by design), whether
+/// "unknown" is left out for it (read only where the driver allows), its
+/// title in a line ("the GPU driver", "NCCL_ALGO"), and a difference's
+/// severity and remedy.
+bool compared_field(const std::string& key);
+bool unknown_is_silent(const std::string& key);
+std::string field_title(const std::string& field);
+void classify_difference(Difference& d);
+
 /// "0-7,9,12-15"
 std::string compress_ranks(const std::vector<int>& ascending);
-/// "node1,node2 +3 hosts"
-std::string compress_hosts(const std::vector<std::string>& hosts);
+/// The same from [first, last] ranges.
+std::string compress_ranges(const std::vector<std::pair<int, int>>& ascending);
+/// "node1,node2 +3 hosts" (`more` hosts not listed are counted too)
+std::string compress_hosts(const std::vector<std::string>& hosts, std::size_t more = 0);
 /// "ranks 0-7 [node1]: NCCL_SOCKET_IFNAME=eth0"
 std::string group_text(const std::string& field, const ValueGroup& g);
 /// "the NCCL net plugin differs: ranks 0-1 [vm]: not found; ranks 2-3 [vm]: /x.so"
 std::string difference_line(const Difference& d, std::size_t max_groups = 4);
+
+/// "simnode5 (ranks 40-47): the GPU driver is 550.54.15, not 535.104.05 as on
+/// 16376 other ranks": one line (the report prefixes "drift: ") per value
+/// held by at most `max_hosts` hosts, all of them named, and by fewer ranks
+/// than the value most ranks hold; at most `max_lines`.
+std::vector<std::string> drift_lines(const Difference& d, std::size_t max_lines = 4,
+                                     std::size_t max_hosts = 4);
 
 /// The lines that stop the job at the exchange (broken differences).
 std::vector<std::string> broken_lines(const FingerprintComparison& c);

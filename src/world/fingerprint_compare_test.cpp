@@ -315,5 +315,26 @@ TEST(FingerprintCompare, NcclCommBlockingAndCommIdAreFindings) {
   EXPECT_EQ(c.findings.size(), 2u) << all;
 }
 
+// A value held by a few hosts against the one most ranks hold is named on a
+// drift line of its own; halves, or a value on many hosts, are not drift.
+TEST(FingerprintCompare, AFewHostsOnAnotherValueAreNamedAsDrift) {
+  Job job(64, 8, [](int r, Fingerprint& f) {
+    if (r / 8 == 5) f.fields["kernel"] = "5.15.0";
+    if (r == 9) f.fields["env.NCCL_ALGO"] = "Tree";
+    if (r >= 32) f.fields["env.NCCL_DEBUG"] = "INFO";
+  });
+  auto c = compare_fingerprints(job.view);
+  ASSERT_EQ(c.differences.size(), 3u);
+  std::vector<std::string> drift;
+  for (const auto& d : c.differences)
+    for (auto& line : drift_lines(d)) drift.push_back(line);
+  EXPECT_EQ(drift, (std::vector<std::string>{
+                       "node2 (rank 9): NCCL_ALGO is Tree, not unset as on 63 other ranks",
+                       "node6 (ranks 40-47): the kernel is 5.15.0, not 6.1.0 as on 56 other ranks"}));
+  const auto text = render_fingerprint(comparison_json(c));
+  EXPECT_NE(text.find("\ndrift: node6 (ranks 40-47): the kernel is 5.15.0"), std::string::npos)
+      << text;
+}
+
 }  // namespace
 }  // namespace gpudiag

@@ -2,8 +2,10 @@
 through every checkpoint, with one store and rank 0 judging (--flat) and with
 node leaders under a tree of judges (the default), with ranks that never
 arrive, stop and die, a leader that never reports and a group judge that dies
-injected, and every one of them named by every rank that is still there. The
-runs up to 102,400 ranks are in bench/scale.py (docs/BENCHMARKS.md)."""
+injected, and every one of them named by every rank that is still there; and
+a node on another GPU driver (--drift-node) named in every rank's report, in
+the tree only by comparing the groups' summaries at the root. The runs up to
+102,400 ranks are in bench/scale.py (docs/BENCHMARKS.md)."""
 import os
 import re
 import unittest
@@ -80,12 +82,44 @@ class ScaleSim(unittest.TestCase):
         self.assertLess(per_rank[1], per_rank[0] * 1.1)
 
 
+    def test_a_drifting_node_is_named_by_every_rank_across_groups(self):
+        # 512 nodes of 8 in 8 groups of 64; node 300 (group 4) on another
+        # driver, with the default silent leader and dead group judge.
+        p, m = sim("--ranks", "4096", "--group-nodes", "64", "--drift-node", "300",
+                   "--missing", "2", "--timeout", "1")
+        self.assertEqual(p.returncode, 0, p.stdout[-2000:] + p.stderr[-3000:])
+        self.assertIsNotNone(m, p.stdout)
+        self.assertIn('"drift: simnode300 (ranks 2400-2407)" in the report of ', p.stderr)
+        seen = re.search(r"in the report of (\d+)/(\d+) ranks at the exchange", p.stderr)
+        self.assertIsNotNone(seen, p.stderr[-2000:])
+        self.assertEqual(seen[1], seen[2])
+        self.assertGreater(int(seen[2]), 4000)
+
+    def test_a_drifting_node_is_named_flat_too(self):
+        p, m = sim("--flat", "--ranks", "1024", "--drift-node", "7", "--missing", "1")
+        self.assertEqual(p.returncode, 0, p.stdout[-2000:] + p.stderr[-3000:])
+        self.assertIn('"drift: simnode7 (ranks 56-63)" in the report of 1023/1023 ranks',
+                      p.stderr)
+
+    @unittest.skipUnless(os.environ.get("GPUDIAG_SIM_16K", "1") == "1", "GPUDIAG_SIM_16K=0")
+    def test_a_drifting_node_of_16384_ranks_in_16_groups(self):
+        p, m = sim("--ranks", "16384", "--drift-node", "1234", "--timeout", "1", timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout[-2000:] + p.stderr[-3000:])
+        self.assertIn("16 groups of 128 nodes", p.stderr)
+        self.assertRegex(p.stderr, r'"drift: simnode1234 \(ranks 9872-9879\)" in the report of '
+                                   r'(\d+)/\1 ranks at the exchange')
+
 
 class SimulatorValues(unittest.TestCase):
     def test_out_of_range_values_are_one_line_and_exit_2(self):
         for args, named in [(["--missing", "-1"], "--missing"), (["--record-bytes", "-5"], "--record-bytes"),
                             (["--timeout", "nan"], "--timeout"), (["--dead-judges", "-3"], "--dead-judges"),
-                            (["--ranks", "16", "--missing", "16"], "leave some ranks")]:
+                            (["--ranks", "16", "--missing", "16"], "leave some ranks"),
+                            (["--drift-node", "-1"], "--drift-node"),
+                            (["--ranks", "64", "--drift-node", "8"], "--drift-node 8"),
+                            (["--flat", "--ranks", "64", "--drift-node", "8"], "--drift-node 8"),
+                            # Node 129's leader never reports (the default silent leader).
+                            (["--ranks", "2048", "--drift-node", "129"], "--drift-node 129")]:
             with self.subTest(args=args):
                 p = run([SIM, *args], timeout=30)
                 self.assertEqual(p.returncode, 2, p.stdout + p.stderr)

@@ -5,6 +5,8 @@ and groups of 2 nodes, so every level is there: each node's local rank 0
 serves its node's store and judges it, nodes 1 and 3 (0-based 0 and 2) also
 judge their group, node 1 the root.
   - a healthy job: every rank OK, rank 0's table has all 12 ranks on 4 hosts;
+  - node 3 alone with NCCL_ALGO set: named by the root's comparison across
+    the groups, the job still OK;
   - node 3's leader killed at the exchange (it is also its group's judge):
     its two other ranks say they lost their node's leader, the root names
     the node's ranks missing, node 4 (whose group judge died with it)
@@ -43,14 +45,16 @@ class NodeLeadersOnNamespaceNodes(unittest.TestCase):
                 "SLURM_NTASKS": WORLD, "SLURM_LOCALID": local, "SLURM_NTASKS_PER_NODE": PER_NODE,
                 "SLURM_NODEID": node, "SLURM_NNODES": NODES}
 
-    def job(self, style, extra_env=None):
-        """Starts every node's ranks by hand; returns {rank: (rc, output)}."""
+    def job(self, style, extra_env=None, node_env=None):
+        """Starts every node's ranks by hand (node i's with node_env[i] too);
+        returns {rank: (rc, output)}."""
         procs = []
         for i in range(NODES):
             lines = [f"hostname node{i + 1}"]
             for local in range(PER_NODE):
                 r = i * PER_NODE + local
-                env = " ".join(f"{k}={v}" for k, v in self.rank_env(r, style).items())
+                env = " ".join(f"{k}={v}" for k, v in
+                               dict(self.rank_env(r, style), **(node_env or {}).get(i, {})).items())
                 out = os.path.join(self.dir, f"rank{r}")
                 lines.append(f"(env {env} {BIN} check --backend host --timeout 10 > {out}.out "
                              f"2>&1; echo $? > {out}.rc) &")
@@ -90,7 +94,21 @@ class NodeLeadersOnNamespaceNodes(unittest.TestCase):
         for row in rows:
             self.assertEqual(row[-1], "OK", row)
             self.assertNotIn("-", row[4:9], row)
-        self.assertIn("compared within each of 2 groups of nodes", text)
+        self.assertIn("compared across all 2 groups of nodes", text)
+
+    def test_a_node_on_another_setting_is_found_across_the_groups(self):
+        # node3 (0-based 2, group 1) alone sets NCCL_ALGO: its group sees it,
+        # and only the root's comparison across groups can say it differs
+        # from the job (a warning: every rank is still OK).
+        ranks = self.job("torchrun", node_env={2: {"NCCL_ALGO": "Tree"}})
+        for r, (rc, out) in ranks.items():
+            self.assertEqual(rc, 0, (r, out[-3000:]))
+        text = strip_prefix(ranks[0][1])
+        self.assertIn("compared across all 2 groups of nodes", text)
+        self.assertIn("warning: NCCL_ALGO differs between ranks: ranks 0-5,9-11 [node1,node2,"
+                      "node4]: unset; ranks 6-8 [node3]: NCCL_ALGO=Tree", text)
+        self.assertIn("drift: node3 (ranks 6-8): NCCL_ALGO is Tree, not unset as on 9 other "
+                      "ranks", text)
 
     def test_a_killed_leader_is_named_and_its_group_reports_to_the_root(self):
         # Rank 6 is local rank 0 of node3 (0-based node 2): its node's leader
