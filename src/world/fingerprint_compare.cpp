@@ -42,7 +42,7 @@ void find_bad_values(const std::vector<RankPrint>& ps, const std::map<std::strin
     auto& f = by_what[what];
     f.what = what;
     f.remedy = remedy;
-    ValueGroup g{"", std::move(f.ranks), std::move(f.hosts)};
+    ValueGroup g{"", std::move(f.ranks), std::move(f.hosts), {}, 0, 0};
     add_rank(g, p.rank, p.host);
     f.ranks = std::move(g.ranks);
     f.hosts = std::move(g.hosts);
