@@ -7,6 +7,7 @@
 // every leader passes the digest down, every rank reads it. The block's last
 // rank also keeps the check's own bookkeeping of the others (peer_book.h),
 // whose peak size the block reports as a rank's check state.
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <memory>
@@ -80,6 +81,7 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
 
   if (k0 == 0) std::fprintf(stderr, "sim: the first block of %d nodes joined\n", k1 - k0);
   std::vector<std::vector<int>> last(r1 - r0);
+  const std::vector<int> absent = p.absent();  // ascending
   CheckResult book;  // the block's last rank's, as the check keeps it
   book.me.rank = r1 - 1;
   book.table.resize(static_cast<std::size_t>(o.ranks));
@@ -141,7 +143,11 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
       if (!p.arrives(r0 + i, seq)) return;
       const Gathered g =
           planes[i]->gather_all(name, records[i], Deadline::after_seconds(o.timeout_s), {}, need, {});
-      last[i] = g.missing;
+      // Only the absent ranks it names: a rank whose digest came late names
+      // every other rank, and a block of 25,000 such lists is gigabytes.
+      last[i].clear();
+      for (int a : absent)
+        if (std::binary_search(g.missing.begin(), g.missing.end(), a)) last[i].push_back(a);
       if (r0 + i == r1 - 1) {
         note_checkpoint(book, g, name);
         book_peak = std::max(book_peak, peer_bytes(book));
@@ -160,7 +166,7 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
 
   // Which absent ranks every live rank here named at the last checkpoint.
   std::string named;
-  for (int a : p.absent()) {
+  for (int a : absent) {
     bool everywhere = true;
     for (int r = r0; r < r1 && everywhere; ++r)
       if (p.arrives(r, kCheckpointCount - 1))

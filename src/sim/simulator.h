@@ -33,7 +33,10 @@
 // driver, and every rank that reached the exchange must have a line
 // "drift: simnode<K> (ranks a-b) ..." in its report's fingerprint block (a
 // line on stderr says how many did), in the tree found only by comparing
-// the groups' summaries at the root. The last line sums it up:
+// the groups' summaries at the root. In the tree the last rank of each
+// process's block keeps the check's own bookkeeping of the others
+// (checks/peer_book.h) and a line on stderr gives its largest size ("a
+// rank's check state at most N KiB"). The last line sums it up:
 //   sim: N ranks, K checkpoints, T s, store peak RSS M MiB (all stores A MiB),
 //   bytes through the store B, missing named: X/Y
 // (M: the largest store process; B: every level's keys and values.)
