@@ -163,18 +163,7 @@ void no_dump(Report& rep, const Group& g, bool starts) {
 }  // namespace
 
 std::string rank_list(const std::vector<int>& ranks) {
-  std::vector<int> r(ranks);
-  std::sort(r.begin(), r.end());
-  r.erase(std::unique(r.begin(), r.end()), r.end());
-  std::string out;
-  for (std::size_t k = 0; k < r.size();) {
-    std::size_t j = k;
-    while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
-    out += (out.empty() ? "" : ",") + std::to_string(r[k]);
-    if (j > k) out += (j == k + 1 ? "," : "-") + std::to_string(r[j]);
-    k = j + 1;
-  }
-  return out;
+  return rank_ranges(std::vector<long long>(ranks.begin(), ranks.end()));
 }
 
 std::string describe(std::int64_t seq, const Op& op) {

@@ -1,22 +1,15 @@
+// gpudiag launch's last line, how every rank ended (summary.h), and how a set
+// of ranks is written.
 #include "launch/summary.h"
 
 #include <algorithm>
 
+#include "util/strings.h"
+
 namespace gpudiag::launch {
 
 std::string format_ranks(std::vector<int> ranks) {
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  std::string out;
-  for (std::size_t i = 0; i < ranks.size();) {
-    std::size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!out.empty()) out += ',';
-    out += std::to_string(ranks[i]);
-    if (j > i) out += (j == i + 1 ? ',' : '-') + std::to_string(ranks[j]);
-    i = j + 1;
-  }
-  return out;
+  return rank_ranges(std::vector<long long>(ranks.begin(), ranks.end()));
 }
 
 std::string job_summary(const std::vector<RankOutcome>& outcomes, const std::string& note) {

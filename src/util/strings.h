@@ -22,6 +22,9 @@ std::string_view trim(std::string_view s);
 std::string human_bytes(std::uint64_t bytes);
 /// 0.0123 -> "12.3 ms", 2.5 -> "2.50 s".
 std::string human_seconds(double s);
+/// {0,1,2,5,7,8} -> "0-2,5,7,8": runs of three or more as a range, in any
+/// order, duplicates ignored (how every report names a set of ranks).
+std::string rank_ranges(std::vector<long long> ranks);
 /// Edit distance, for "did you mean" suggestions.
 std::size_t edit_distance(std::string_view a, std::string_view b);
 

@@ -37,5 +37,12 @@ TEST(Strings, PrefixLines) {
   EXPECT_EQ(prefix_lines("", "# "), "");
 }
 
+TEST(RankRanges, RunsOfThreeOrMoreAreRangesInAnyOrder) {
+  EXPECT_EQ(rank_ranges({5, 0, 1, 2, 7, 8, 3, 3}), "0-3,5,7,8");
+  EXPECT_EQ(rank_ranges({1, 2}), "1,2");
+  EXPECT_EQ(rank_ranges({}), "");
+  EXPECT_EQ(rank_ranges({4294967296LL, 4294967297LL, 4294967298LL}), "4294967296-4294967298");
+}
+
 }  // namespace
 }  // namespace gpudiag
