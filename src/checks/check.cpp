@@ -261,11 +261,20 @@ class CheckRun {
     std::vector<std::string> seen_before;
     for (int r : gathered.missing) seen_before.push_back(result_.last_seen.at(r));
     note_checkpoint(result_, gathered, name);
+    // A line for each of the first missing ranks; the rest only count (the
+    // reason names the first and how many more: thousands of lines would
+    // cost megabytes on every rank of a job whose digest came late).
+    constexpr std::size_t kWorded = 64;
     for (std::size_t i = 0; i < gathered.missing.size(); ++i) {
       const int r = gathered.missing[i];
       if (r == me().rank || r < 0 || r >= plane_.size()) continue;
       degraded_ = true;
       peer_timeout = peer_timeout || !gathered.aborted;
+      if (problems.size() >= kWorded) {
+        problems.emplace_back();
+        missing.emplace_back();
+        continue;
+      }
       std::string note =
           static_cast<std::size_t>(r) < gathered.notes.size() ? gathered.notes.at(r) : "";
       if (note.empty())
