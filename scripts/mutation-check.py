@@ -35,6 +35,13 @@ M = [
   "    if (s.status) {  // it ended while its stack was taken",
   "    if (false) {  // it ended while its stack was taken",
   ["py:test_launch_stacks_race.RankDiesWhileStacksAreTaken.test_the_rank_that_died_is_the_root_cause"]),
+ ("8 a rank's state a slot per rank again", "src/checks/peer_book.cpp",
+  "  forget_present(res.missed_at, missing);\n",
+  "  for (int r = 0; r < n; ++r) res.last_seen[r];\n",
+  ["gtest:PeerBook.*", "py:test_scale_sim.ScaleSim.test_bytes_per_rank_and_per_node_do_not_grow_with_the_job"]),
+ ("9 a rank failing in a hung job's stop counts as its failure", "src/launch/job_status.cpp",
+  "return stop.deadline && r.stopped_by_launcher;", "return false && r.stopped_by_launcher;",
+  ["gtest:JobExitStatus.TheLaunchersOwnDeadlinesGiveThree"]),
  ("6 percentile off by one", "src/report/nccl_tests_json.cpp", "(n * p + 99) / 100 - 1", "(n * p + 99) / 100",
   ["gtest:NcclTestsJson.PercentilesAreNcclTestsNearestRankAtTwentyIterations"]),
 ]
