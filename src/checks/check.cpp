@@ -257,10 +257,7 @@ class CheckRun {
     const double waited = seconds_since(t0);
     std::vector<std::string> problems, missing;
     bool peer_timeout = false;
-    // Read before the bookkeeping moves on: where each missing rank was seen.
-    std::vector<std::string> seen_before;
-    for (int r : gathered.missing) seen_before.push_back(result_.last_seen.at(r));
-    note_checkpoint(result_, gathered, name);
+    note_checkpoint(result_, gathered, name);  // a missing rank keeps where it was last seen
     // A line for each of the first missing ranks; the rest only count (the
     // reason names the first and how many more: thousands of lines would
     // cost megabytes on every rank of a job whose digest came late).
@@ -278,9 +275,9 @@ class CheckRun {
       std::string note =
           static_cast<std::size_t>(r) < gathered.notes.size() ? gathered.notes.at(r) : "";
       if (note.empty())
-        note = seen_before[i].empty()
+        note = result_.last_seen.at(r).empty()
                    ? "never heard from: not started, or cannot reach " + plane_.describe()
-                   : "last seen at the " + seen_before[i] + " checkpoint";
+                   : "last seen at the " + result_.last_seen.at(r) + " checkpoint";
       const std::string label = label_of(r);
       problems.push_back(label + " did not reach the " + name + " checkpoint" +
                          (gathered.aborted ? "" : " within " + human_seconds(waited)) + " (" +
