@@ -280,7 +280,7 @@ int run(BenchCli o) {
   // sweep's business, so it stays small.
   o.check.large_bytes = 1ull << 20;
   o.check.nccl_roots = nccl_roots_setting(Env::from_process());  // bad: exit 2 before joining
-  auto job = join_job(Env::from_process(), o.check.timeout_s);
+  auto job = join_job(read_job_settings(Env::from_process(), o.check.timeout_s));
   // Rank 0 writes the --json file: a path it cannot write ends the job now.
   if (job.setup.world.rank == 0) {
     check_file_target("--json", o.json_path, WriteMode::through);

@@ -99,7 +99,7 @@ void summarize_nccl_capture(int out, const nccl_log::CapturePlan& plan, const Ch
 
 
 int run(const CheckCli& o) {
-  auto job = join_job(Env::from_process(), o.check.timeout_s);
+  auto job = join_job(read_job_settings(Env::from_process(), o.check.timeout_s));
   set_log_tag("rank " + std::to_string(job.setup.world.rank));
   // Rank 0 writes the --json file: a path it cannot write ends the job now.
   if (job.setup.world.rank == 0) {

@@ -22,6 +22,7 @@
 #include "launch/options.h"
 #include "launch/store_host.h"
 #include "rendezvous/job_token.h"
+#include "settings/job_settings.h"
 #include "util/env.h"
 #include "util/error.h"
 #include "world/host.h"
@@ -214,7 +215,7 @@ Runner setup_launch(CLI::App& app) {
     // The ranks' logs then carry the relay's prefix alone (util/log.h).
     env.set("GPUDIAG_LAUNCH_PREFIX", options->prefix ? "1" : "0");
     auto secret = secret_file->empty()
-                      ? job_secret(env)
+                      ? read_job_secret(env)
                       : std::optional(read_secret_file(*secret_file, "--secret-file"));
     const bool meets = launch::meeting(*options) == launch::Meeting::rendezvous;
     JobRecorder recorder(nullptr);  // --json: the summary across attempts

@@ -14,7 +14,6 @@
 #include "cli/world_setup.h"
 #include "comm/nccl_env.h"
 #include "launch/verdict_file.h"
-#include "rendezvous/job_token.h"
 #include "report/hostlist.h"
 #include "report/prometheus.h"
 #include "report/status_line.h"
@@ -73,7 +72,8 @@ int write_files(const SweepCli& o, const sweep::SweepOutcome& out) {
 
 int run(SweepCli& o) {
   const Env env = Env::from_process();
-  auto job = join_job(env, o.sweep.timeout_s, /*tree=*/false);
+  const auto settings = read_job_settings(env, o.sweep.timeout_s);
+  auto job = join_job(settings, /*tree=*/false);
   const auto& w = job.setup.world;
   set_log_tag("rank " + std::to_string(w.rank));
   for (const auto& warning : w.warnings) spdlog::warn("{}", warning);
@@ -91,7 +91,8 @@ int run(SweepCli& o) {
   o.sweep.expected_hosts = expected_hosts(o, env, job.setup.host, notes);
   if (w.rank == 0)
     for (const auto& n : notes) spdlog::warn("{}", n);
-  auto out = sweep::run_sweep(o.sweep, job.setup, ring_address(env), job_token(env).value);
+  auto out = sweep::run_sweep(o.sweep, job.setup, settings.ring_address,
+                             settings.store.token.value);
   if (!out.error.empty()) {
     spdlog::error("{}", out.error);
     if (job.mpi) job.mpi->abandon();

@@ -15,23 +15,10 @@ namespace gpudiag::cli {
 
 namespace {
 
-/// The tree turns itself on from this many ranks (GPUDIAG_TREE=auto).
-constexpr int kAutoTreeRanks = 2048;
 /// How long a leader tries a group judge's published store before taking it
 /// for gone: the judge listened before it published, so only a dead (or
 /// unreachable) judge refuses or drops every attempt this long.
 constexpr double kGroupConnectS = 5.0;
-
-int port_setting(const Env& env, const char* name, int fallback) {
-  auto v = env.get(name);
-  if (!v) return fallback;
-  auto p = storelimits::parse_bounded(*v, 1, 65534);
-  if (!p)
-    throw UsageError(std::string(name) + "='" + storelimits::store_text(*v, 32) +
-                         "' is not a port (1-65534)",
-                     "unset it, or give a free port for the node leaders' stores");
-  return static_cast<int>(*p);
-}
 
 /// A judge's children get the check's timeout and a second per level below it.
 RelayOptions options(const TreePlan& p, RelayLevel level, int index, double timeout_s) {
@@ -49,41 +36,19 @@ void run_relay(Relay& r, const std::atomic<bool>& stop) {
 
 }  // namespace
 
-namespace {
-std::string tree_mode(const Env& env) {
-  const std::string mode = env.get_or("GPUDIAG_TREE", "auto");
-  if (mode != "auto" && mode != "on" && mode != "off")
-    throw UsageError("GPUDIAG_TREE='" + storelimits::store_text(mode, 32) + "' is not auto, on or off",
-                     "unset it (auto: node leaders from " + std::to_string(kAutoTreeRanks) +
-                         " ranks), or set on or off");
-  return mode;
-}
-}  // namespace
-
-bool mpi_tree_wanted(const World& w, const Env& env) {
-  const std::string mode = tree_mode(env);
-  return mode == "on" || (mode == "auto" && w.size >= kAutoTreeRanks);
+bool mpi_tree_wanted(const World& w, const TreeSettings& t) {
+  return t.mode == TreeSettings::Mode::on ||
+         (t.mode == TreeSettings::Mode::automatic && w.size >= kAutoTreeRanks);
 }
 
-int mpi_node_size(const Env& env) {
-  auto v = env.get("GPUDIAG_MPI_NODE_SIZE");
-  if (!v) return 0;
-  auto n = storelimits::parse_bounded(*v, 1, 1 << 20);
-  if (!n)
-    throw UsageError("GPUDIAG_MPI_NODE_SIZE='" + storelimits::store_text(*v, 32) +
-                         "' is not a number of ranks",
-                     "unset it: MPI finds the ranks of each node itself");
-  return static_cast<int>(*n);
-}
-
-std::optional<TreePlan> plan_tree(const World& w, const Env& env, int master_port) {
-  const std::string mode = tree_mode(env);
-  if (mode == "off" || (mode == "auto" && w.size < kAutoTreeRanks)) return std::nullopt;
+std::optional<TreePlan> plan_tree(const World& w, const TreeSettings& t, int master_port) {
+  const bool on = t.mode == TreeSettings::Mode::on;
+  if (!on && !mpi_tree_wanted(w, t)) return std::nullopt;
   const int per = w.local_size;
   // Every node the same size, in blocks: each rank decides alone, so the
   // layout must be one every rank computes the same way.
   if (per <= 0 || w.local_rank >= per || w.rank % per != w.local_rank || w.size % per != 0) {
-    if (mode == "on" && w.rank == 0)
+    if (on && w.rank == 0)
       spdlog::warn("GPUDIAG_TREE=on, but the ranks are not laid out in equal blocks of "
                    "LOCAL_WORLD_SIZE (rank {} is local rank {} of {}, {} ranks): one store and "
                    "one judge serve the job",
@@ -93,19 +58,11 @@ std::optional<TreePlan> plan_tree(const World& w, const Env& env, int master_por
   TreePlan p;
   p.layout.world = w.size;
   p.layout.per_node = per;
-  if (auto g = env.get("GPUDIAG_TREE_GROUP_NODES")) {
-    auto v = storelimits::parse_bounded(*g, 2, 4096);
-    if (!v)
-      throw UsageError("GPUDIAG_TREE_GROUP_NODES='" + storelimits::store_text(*g, 32) +
-                           "' is not a number of nodes (2-4096)",
-                       "unset it (128 nodes under each second-level judge)");
-    p.layout.group_nodes = static_cast<int>(*v);
-  }
+  if (t.group_nodes > 0) p.layout.group_nodes = t.group_nodes;
   p.node = p.layout.node_of(w.rank);
-  p.node_port = port_setting(env, "GPUDIAG_TREE_PORT", std::min(master_port + 1, 65534));
+  p.node_port = t.node_port > 0 ? t.node_port : std::min(master_port + 1, 65534);
   p.group_port = p.node_port + 1;
-  p.why = mode == "on" ? "GPUDIAG_TREE=on"
-                       : std::to_string(w.size) + " ranks (GPUDIAG_TREE=auto)";
+  p.why = on ? "GPUDIAG_TREE=on" : std::to_string(w.size) + " ranks (GPUDIAG_TREE=auto)";
   return p;
 }
 

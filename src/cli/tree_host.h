@@ -28,7 +28,6 @@
 #include "rendezvous/store.h"
 #include "rendezvous/tcp_store_server.h"
 #include "rendezvous/tree.h"
-#include "util/env.h"
 #include "world/discovery.h"
 
 namespace gpudiag::cli {
@@ -41,15 +40,12 @@ struct TreePlan {
   std::string why;  ///< "GPUDIAG_TREE=on", "2048 ranks (GPUDIAG_TREE=auto)"
 };
 
-/// nullopt: the job runs flat. Throws UsageError for a malformed setting.
-std::optional<TreePlan> plan_tree(const World& w, const Env& env, int master_port);
+/// nullopt: the job runs flat.
+std::optional<TreePlan> plan_tree(const World& w, const TreeSettings& settings, int master_port);
 
 /// Under an MPI launcher: node leaders from MPI_Comm_split_type (GPUDIAG_TREE
 /// as above; no layout needed, MPI knows the nodes).
-bool mpi_tree_wanted(const World& w, const Env& env);
-/// GPUDIAG_MPI_NODE_SIZE: ranks per "node" in blocks instead of MPI's
-/// shared-memory split (0: MPI's), for tests and hosts that are not one node.
-int mpi_node_size(const Env& env);
+bool mpi_tree_wanted(const World& w, const TreeSettings& settings);
 
 struct TreeConnect {
   std::string token, secret;

@@ -4,41 +4,28 @@
 #include <unistd.h>
 
 #include "checks/watchdog.h"
-#include "rendezvous/job_token.h"
 #include "rendezvous/socket.h"
 #include "rendezvous/store_plane.h"
 #include "rendezvous/tcp_store_client.h"
 #include "report/job_report.h"
 #include "util/error.h"
-#include "world/host.h"
 
 namespace gpudiag::cli {
-
-/// The address peers use to reach this rank's host/tcp port: GPUDIAG_HOST_ADDR,
-/// else the local address the kernel routes through towards MASTER_ADDR (so
-/// the ring uses the same network as the rendezvous), else the host name.
-std::string ring_address(const Env& env) {
-  if (auto a = env.get("GPUDIAG_HOST_ADDR")) return *a;
-  if (auto m = env.get("MASTER_ADDR")) {
-    auto ip = net::local_ip_towards(*m, 9);
-    if (!ip.empty()) return ip;
-  }
-  return short_hostname();
-}
 
 /// Joins the job through node leaders (tree_host.h): local rank 0 joins the
 /// job's store (rank 0 serves it, as in a flat job) and runs its node's
 /// store and judges; every rank joins its node's store.
-void join_tree(Job& job, const TreePlan& tree, const Env& env, double timeout_s) {
+void join_tree(Job& job, const TreePlan& tree, const JobSettings& s) {
   const auto& w = job.setup.world;
+  const double timeout_s = s.timeout_s;
   auto deadline = Deadline::after_seconds(timeout_s);
-  auto token = job_token(env);
-  auto secret = job_secret(env);
+  const auto& token = s.store.token;
+  const auto& secret = s.store.secret.get();
   const std::string key = secret ? secret->key : std::string();
   // gpudiag launch leads its node itself; otherwise local rank 0 does.
-  const bool launch_leads = env.get_or("GPUDIAG_TREE_LEADER", "") == "launch";
+  const bool launch_leads = s.tree.get().launch_leads;
   if (w.local_rank == 0 && !launch_leads) {
-    job.store = join_store(w, env, deadline, /*as_leader=*/true, &tree.layout);
+    job.store = join_store(w, s.store, deadline, /*as_leader=*/true, &tree.layout);
     spdlog::info("{}", job.store.how);
     TreeConnect c;
     c.token = token.value;
@@ -46,7 +33,7 @@ void join_tree(Job& job, const TreePlan& tree, const Env& env, double timeout_s)
     c.root = [again = job.store.connect_again, timeout_s](std::uint32_t claim) {
       return again(Deadline::after_seconds(timeout_s), claim);
     };
-    c.address = ring_address(env);
+    c.address = s.ring_address;
     c.host = job.setup.host;
     c.timeout_s = timeout_s;
     job.tree = std::make_unique<TreeHost>(tree, std::move(c));
@@ -80,14 +67,15 @@ void join_tree(Job& job, const TreePlan& tree, const Env& env, double timeout_s)
   spdlog::info("rank {}: meeting the job through {} ({}; {})", w.rank, id.served_by, tree.why,
                client->address());
   job.plane = make_store_plane(std::move(client), id, deadline);
-  job.transport = make_tcp_transport(ring_address(env), token.value);
+  job.transport = make_tcp_transport(s.ring_address, token.value);
 }
 
-Job join_job(const Env& env, double timeout_s, bool allow_tree) {
+Job join_job(const JobSettings& s, bool allow_tree) {
   Job job;
-  job.setup.world = discover_world(env);
-  job.setup.env = env;
-  job.setup.host = short_hostname();
+  const double timeout_s = s.timeout_s;
+  job.setup.world = s.world;
+  job.setup.env = s.env;
+  job.setup.host = s.host;
   auto& w = job.setup.world;
   if (w.mpi_launched()) {
     // MPI_Init waits for every rank of the job and cannot time out: a rank
@@ -104,20 +92,20 @@ Job join_job(const Env& env, double timeout_s, bool allow_tree) {
       throw UsageError("MPI says rank " + std::to_string(job.mpi->rank()) + "/" +
                        std::to_string(job.mpi->size()) + " but " + w.source + " says " +
                        std::to_string(w.rank) + "/" + std::to_string(w.size));
-    job.plane = allow_tree && mpi_tree_wanted(w, env)
-                    ? make_mpi_tree_plane(*job.mpi, mpi_node_size(env))
+    job.plane = allow_tree && mpi_tree_wanted(w, s.tree.get())
+                    ? make_mpi_tree_plane(*job.mpi, s.tree.get().mpi_node_size)
                     : make_mpi_plane(*job.mpi);
     job.transport = make_mpi_transport(*job.mpi);
     job.setup.mpi_version = mpi_library_version();
   } else if (w.size == 1) {
     job.plane = make_single_plane();
     job.transport = make_self_transport();
-  } else if (auto tree = allow_tree ? plan_tree(w, env, store_address(w, env).port)
+  } else if (auto tree = allow_tree ? plan_tree(w, s.tree.get(), s.store.address.get().port)
                                     : std::nullopt) {
-    join_tree(job, *tree, env, timeout_s);
+    join_tree(job, *tree, s);
   } else {
     auto deadline = Deadline::after_seconds(timeout_s);
-    job.store = join_store(w, env, deadline);
+    job.store = join_store(w, s.store, deadline);
     spdlog::info("{}", job.store.how);
     if (!job.store.authenticated)
       job.setup.store_unauthenticated = job.store.unauthenticated_why.empty()
@@ -126,7 +114,7 @@ Job join_job(const Env& env, double timeout_s, bool allow_tree) {
     StorePlaneIdentity id{w.rank,   w.size,   w.local_rank, job.setup.host,
                           getpid(), job.store.served_by};
     job.plane = make_store_plane(std::move(job.store.store), id, deadline);
-    job.transport = make_tcp_transport(ring_address(env), job_token(env).value);
+    job.transport = make_tcp_transport(s.ring_address, s.store.token.value);
   }
   job.setup.plane = job.plane.get();
   job.setup.host_transport = job.transport.get();

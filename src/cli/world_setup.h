@@ -9,6 +9,7 @@
 #include "cli/tree_host.h"
 #include "comm/mpi.h"
 #include "rendezvous/store_join.h"
+#include "settings/job_settings.h"
 
 namespace gpudiag::cli {
 
@@ -32,13 +33,10 @@ struct Job {
   int finish(const CheckResult& result);
 };
 
-/// The address peers use to reach this rank's host/tcp port: GPUDIAG_HOST_ADDR,
-/// else the local address routed towards MASTER_ADDR, else the host name.
-std::string ring_address(const Env& env);
-
-/// Throws UsageError for an inconsistent environment. `tree`: the job may
-/// meet through node leaders (tree_host.h); the sweep, whose judge reads
-/// every rank's records, does not.
-Job join_job(const Env& env, double timeout_s, bool tree = true);
+/// Joins with the settings read once (settings/job_settings.h). Throws
+/// UsageError for a setting the job's way of meeting needs and cannot use.
+/// `tree`: the job may meet through node leaders (tree_host.h); the sweep,
+/// whose judge reads every rank's records, does not.
+Job join_job(const JobSettings& settings, bool tree = true);
 
 }  // namespace gpudiag::cli

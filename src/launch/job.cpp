@@ -7,7 +7,7 @@
 #include <random>
 
 #include "launch/entry.h"
-#include "rendezvous/job_token.h"
+#include "settings/job_settings.h"
 #include "rendezvous/socket.h"
 #include "util/error.h"
 
@@ -73,15 +73,18 @@ JobInfo resolve_job(const LaunchOptions& o, const Env& env) {
   // One node: nobody else needs to agree, so a fresh random token unless one
   // is exported. Several nodes: the project's rule, which every node applies
   // to the same inputs (GPUDIAG_TOKEN, --rdzv-id, the SLURM job, the torchrun run).
-  if (!env.get_or("GPUDIAG_TOKEN", "").empty())
-    job.token = job_token(env).value;
+  const JobToken exported = read_job_token(env);
+  if (exported.source == "GPUDIAG_TOKEN")
+    job.token = exported.value;
   else if (!o.rdzv_id.empty())
     job.token = "rdzv-" + o.rdzv_id;
   else if (o.nnodes == 1 && !job.rendezvous)
     job.token = random_hex(2);
   else
-    job.token = job_token(env).value;
+    job.token = exported.value;
   job.launch_id = random_hex(1);
+  // Read here with the rest; refused only if the launcher leads a node (store_host.h).
+  job.tree = Checked<TreeSettings>::from([&] { return read_tree_settings(env); });
   return job;
 }
 

@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "launch/options.h"
+#include "rendezvous/tree.h"
+#include "util/checked.h"
 #include "util/env.h"
 
 namespace gpudiag::launch {
@@ -64,6 +66,8 @@ struct JobInfo {
   std::string async_error_variable, omp_num_threads, error_dir;
   /// torchrun's --role: ROLE_NAME of a torch program's children.
   std::string role = "default";
+  /// GPUDIAG_TREE and its settings, read with the rest of the job's.
+  Checked<TreeSettings> tree = TreeSettings{};
 
   int world_size() const { return nnodes * nproc_per_node; }
   /// Global rank of the child with local rank `local_rank` on this node.
@@ -73,7 +77,7 @@ struct JobInfo {
 /// Fills in defaults for validated options. `env` is the launcher's
 /// environment. The token is GPUDIAG_TOKEN when set and non-empty; else, on
 /// one node, 128 random bits; else "rdzv-<id>" with --rdzv-id; else
-/// job_token(env) (SLURM job and step, torchrun run id, or a fixed name),
+/// read_job_token(env) (SLURM job and step, torchrun run id, or a fixed name),
 /// which every node computes alike. Under a rendezvous the master address and
 /// port are the endpoint's (--rdzv-endpoint, default port 29400; else
 /// --master-addr and --master-port, default 29500).

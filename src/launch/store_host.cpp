@@ -70,8 +70,7 @@ void StoreHost::lead_node(JobInfo& job) {
   w.size = job.world_size();
   w.local_size = job.nproc_per_node;
   w.rank = job.node_rank * job.nproc_per_node;
-  const auto env = Env::from_process();
-  auto plan = cli::plan_tree(w, env, job.master_port);
+  auto plan = cli::plan_tree(w, job.tree.get(), job.master_port);
   if (!plan) return;
   cli::TreeConnect c;
   c.token = job.token;
@@ -116,7 +115,7 @@ void StoreHost::start_server(JobInfo& job, int port) {
     World w;
     w.size = job.world_size();
     w.local_size = job.nproc_per_node;
-    if (auto plan = cli::plan_tree(w, Env::from_process(), port > 0 ? port : 29500)) {
+    if (auto plan = cli::plan_tree(w, job.tree.get(), port > 0 ? port : 29500)) {
       o.tree_role = TreeStoreRole{TreeStoreRole::Kind::root, 0, plan->layout};
       o.own_process_trusted = true;
     }

@@ -14,29 +14,12 @@
 namespace gpudiag {
 
 namespace {
-std::string non_empty(const Env& env, const char* name) {
-  auto v = env.get(name);
-  return v ? *v : std::string();
-}
-
 std::string octal_mode(mode_t m) {
   char b[8];
   std::snprintf(b, sizeof b, "%04o", static_cast<unsigned>(m & 07777));
   return b;
 }
 }  // namespace
-
-JobToken job_token(const Env& env) {
-  if (auto t = non_empty(env, "GPUDIAG_TOKEN"); !t.empty()) return {t, "GPUDIAG_TOKEN"};
-  if (auto job = non_empty(env, "SLURM_JOB_ID"); !job.empty()) {
-    auto step = non_empty(env, "SLURM_STEP_ID");
-    return {"slurm-" + job + (step.empty() ? "" : "." + step),
-            "SLURM_JOB_ID=" + job + (step.empty() ? "" : " SLURM_STEP_ID=" + step)};
-  }
-  if (auto run = non_empty(env, "TORCHELASTIC_RUN_ID"); !run.empty())
-    return {"torchelastic-" + run, "TORCHELASTIC_RUN_ID=" + run};
-  return {"gpudiag-by-hand", "the default for ranks started by hand"};
-}
 
 JobSecret read_secret_file(const std::string& path, const std::string& how) {
   const std::string remedy =
@@ -73,20 +56,6 @@ JobSecret read_secret_file(const std::string& path, const std::string& how) {
                      remedy);
   if (key.empty()) throw UsageError(how + " " + path + " is empty", remedy);
   return {std::move(key), how + " " + path};
-}
-
-std::optional<JobSecret> job_secret(const Env& env) {
-  if (auto s = non_empty(env, "GPUDIAG_SECRET"); !s.empty()) {
-    if (s.size() > kMaxSecretBytes)
-      throw UsageError("GPUDIAG_SECRET is " + std::to_string(s.size()) +
-                           " bytes long; the store takes at most " +
-                           std::to_string(kMaxSecretBytes),
-                       "use a short random string, e.g. `openssl rand -hex 32`");
-    return JobSecret{s, "GPUDIAG_SECRET"};
-  }
-  if (auto f = non_empty(env, "GPUDIAG_SECRET_FILE"); !f.empty())
-    return read_secret_file(f, "GPUDIAG_SECRET_FILE");
-  return std::nullopt;
 }
 
 std::string random_secret() {

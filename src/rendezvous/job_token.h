@@ -1,4 +1,6 @@
-// The job token and the job secret.
+// The job token and the job secret: what they are (both are read from the
+// environment once, by settings/job_settings.h read_job_token and
+// read_job_secret, in the order below).
 //
 // The token keeps the ranks of one job from joining another job's store when
 // two jobs share a host and a MASTER_PORT (a stale launcher, two by-hand runs,
@@ -32,7 +34,6 @@
 #include <optional>
 #include <string>
 
-#include "util/env.h"
 
 namespace gpudiag {
 
@@ -42,8 +43,6 @@ struct JobToken {
   std::string source;
 };
 
-JobToken job_token(const Env& env);
-
 struct JobSecret {
   std::string key;     ///< the HMAC key: the variable's or file's bytes
   std::string source;  ///< "GPUDIAG_SECRET", "--secret-file /path", ...
@@ -51,11 +50,6 @@ struct JobSecret {
 
 /// The longest secret taken (a file or variable larger than this is refused).
 inline constexpr std::size_t kMaxSecretBytes = 4096;
-
-/// The job's secret from GPUDIAG_SECRET or GPUDIAG_SECRET_FILE; nullopt when
-/// neither is set. Throws UsageError for an unreadable, empty, oversized or
-/// group/other-accessible file.
-std::optional<JobSecret> job_secret(const Env& env);
 
 /// Reads a secret file (`how` names it in messages: "--secret-file",
 /// "GPUDIAG_SECRET_FILE"). Throws UsageError, in one line, when the file is

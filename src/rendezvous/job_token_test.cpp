@@ -4,6 +4,7 @@
 // that cannot prove the secret back.
 #include "rendezvous/job_token.h"
 #include "rendezvous/store_join.h"
+#include "settings/job_settings.h"
 
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -30,16 +31,16 @@ namespace sw = storewire;
 
 TEST(JobToken, ExplicitTokenWins) {
   Env env(Vars{{"GPUDIAG_TOKEN", "abc"}, {"SLURM_JOB_ID", "12"}, {"TORCHELASTIC_RUN_ID", "r"}});
-  EXPECT_EQ(job_token(env).value, "abc");
-  EXPECT_EQ(job_token(env).source, "GPUDIAG_TOKEN");
+  EXPECT_EQ(read_job_token(env).value, "abc");
+  EXPECT_EQ(read_job_token(env).source, "GPUDIAG_TOKEN");
 }
 
 TEST(JobToken, SlurmJobAndStep) {
-  EXPECT_EQ(job_token(Env(Vars{{"SLURM_JOB_ID", "12"}, {"SLURM_STEP_ID", "3"}})).value,
+  EXPECT_EQ(read_job_token(Env(Vars{{"SLURM_JOB_ID", "12"}, {"SLURM_STEP_ID", "3"}})).value,
             "slurm-12.3");
-  EXPECT_EQ(job_token(Env(Vars{{"SLURM_JOB_ID", "12"}})).value, "slurm-12");
+  EXPECT_EQ(read_job_token(Env(Vars{{"SLURM_JOB_ID", "12"}})).value, "slurm-12");
   // An empty GPUDIAG_TOKEN counts as unset.
-  EXPECT_EQ(job_token(Env(Vars{{"GPUDIAG_TOKEN", ""}, {"SLURM_JOB_ID", "9"}})).value, "slurm-9");
+  EXPECT_EQ(read_job_token(Env(Vars{{"GPUDIAG_TOKEN", ""}, {"SLURM_JOB_ID", "9"}})).value, "slurm-9");
 }
 
 TEST(StoreAddress, UnderSlurmEveryTaskDerivesOnePortBelowTheEphemeralRange) {
@@ -49,19 +50,19 @@ TEST(StoreAddress, UnderSlurmEveryTaskDerivesOnePortBelowTheEphemeralRange) {
   for (long long job : {0LL, 1LL, 36244LL, 9876543210LL, -5LL}) {
     Vars v{{"SLURM_JOB_ID", std::to_string(job)}, {"SLURM_STEP_ID", "2"},
            {"SLURM_STEP_NODELIST", "node[03-05]"}};
-    auto a = store_address(w, Env(v));
+    auto a = read_store_address(w, Env(v));
     EXPECT_EQ(a.host, "node03");
     EXPECT_GE(a.port, 20000) << job;
     EXPECT_LT(a.port, 32768) << job;  // Linux hands out 32768 and up to servers on port 0
     w.rank = 3;
-    EXPECT_EQ(store_address(w, Env(v)).port, a.port);
+    EXPECT_EQ(read_store_address(w, Env(v)).port, a.port);
     w.rank = 0;
   }
 }
 
 TEST(JobToken, TorchElasticRunIdThenDefault) {
-  EXPECT_EQ(job_token(Env(Vars{{"TORCHELASTIC_RUN_ID", "none"}})).value, "torchelastic-none");
-  EXPECT_EQ(job_token(Env()).value, "gpudiag-by-hand");
+  EXPECT_EQ(read_job_token(Env(Vars{{"TORCHELASTIC_RUN_ID", "none"}})).value, "torchelastic-none");
+  EXPECT_EQ(read_job_token(Env()).value, "gpudiag-by-hand");
 }
 
 // --- where the secret comes from -------------------------------------------------
@@ -84,14 +85,14 @@ struct TempFile {
 
 TEST(JobSecret, VariableThenFileThenNone) {
   TempFile f("from-file\n", 0600);
-  auto s = job_secret(Env(Vars{{"GPUDIAG_SECRET", "v"}, {"GPUDIAG_SECRET_FILE", f.path}}));
+  auto s = read_job_secret(Env(Vars{{"GPUDIAG_SECRET", "v"}, {"GPUDIAG_SECRET_FILE", f.path}}));
   ASSERT_TRUE(s);
   EXPECT_EQ(s->key, "v");
-  s = job_secret(Env(Vars{{"GPUDIAG_SECRET", ""}, {"GPUDIAG_SECRET_FILE", f.path}}));
+  s = read_job_secret(Env(Vars{{"GPUDIAG_SECRET", ""}, {"GPUDIAG_SECRET_FILE", f.path}}));
   ASSERT_TRUE(s);
   EXPECT_EQ(s->key, "from-file");  // the trailing newline is not part of it
   EXPECT_EQ(s->source, "GPUDIAG_SECRET_FILE " + f.path);
-  EXPECT_FALSE(job_secret(Env()));
+  EXPECT_FALSE(read_job_secret(Env()));
 }
 
 TEST(JobSecret, AFileOthersMayReadIsRefusedInOneLine) {
@@ -105,7 +106,7 @@ TEST(JobSecret, AFileOthersMayReadIsRefusedInOneLine) {
     EXPECT_EQ(e.one_line().find('\n'), std::string::npos);
   }
   TempFile g("s3cret", 0640);
-  EXPECT_THROW(job_secret(Env(Vars{{"GPUDIAG_SECRET_FILE", g.path}})), UsageError);
+  EXPECT_THROW(read_job_secret(Env(Vars{{"GPUDIAG_SECRET_FILE", g.path}})), UsageError);
   TempFile empty("", 0600);
   EXPECT_THROW(read_secret_file(empty.path, "--secret-file"), UsageError);
   EXPECT_THROW(read_secret_file(f.dir, "--secret-file"), UsageError);  // not a regular file

@@ -19,27 +19,43 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "rendezvous/store.h"
 #include "rendezvous/tree.h"
 #include "rendezvous/tcp_store_server.h"
-#include "util/env.h"
+#include "rendezvous/job_token.h"
+#include "util/checked.h"
 #include "world/discovery.h"
 
 namespace gpudiag {
 
+/// Where the job's store listens (MASTER_ADDR/MASTER_PORT, or derived from
+/// SLURM's step).
 struct StoreAddress {
   std::string host;
   int port = 0;
   std::string from;  ///< "MASTER_ADDR/MASTER_PORT" or how it was derived
 };
 
-/// Throws UsageError naming the variable to set.
-StoreAddress store_address(const World& world, const Env& env);
-
-/// "node[03-05,7],gpu1" -> "node03"; empty on a malformed list.
-std::string slurm_first_host(const std::string& nodelist);
+/// How a rank of a job that meets through a store joins it, as read once
+/// (settings/job_settings.h).
+struct StoreSettings {
+  Checked<StoreAddress> address;
+  JobToken token;
+  /// GPUDIAG_SECRET or GPUDIAG_SECRET_FILE; nullopt inside when neither is set.
+  Checked<std::optional<JobSecret>> secret;
+  enum class Server {
+    rank0,        ///< rank 0 serves gpudiag's store
+    launcher,     ///< gpudiag launch serves it (GPUDIAG_STORE=launcher)
+    torch_agent,  ///< torchrun's agent store, or gpudiag launch's in torch's protocol
+  } server = Server::rank0;
+  /// Under torch's agent store: the keys' prefix, gpudiag/<run id>/<restart>/.
+  std::string torch_prefix;
+  /// The agent store is gpudiag launch's (GPUDIAG_LAUNCH_ID set), not torchrun's.
+  bool torch_by_launch = false;
+};
 
 struct JoinedStore {
   std::unique_ptr<TcpStoreServer> server;  ///< set when this process serves it
@@ -66,7 +82,7 @@ struct JoinedStore {
 /// others in its node's store), and rank 0's server serves the tree's root
 /// (key_owners.h set_tree: places claimed, not launchers; its own process
 /// trusted) and does not take a closed connection for a rank's death.
-JoinedStore join_store(const World& world, const Env& env, Deadline deadline,
+JoinedStore join_store(const World& world, const StoreSettings& settings, Deadline deadline,
                        bool as_leader = false, const TreeLayout* tree = nullptr);
 
 }  // namespace gpudiag

@@ -32,6 +32,23 @@
 
 namespace gpudiag {
 
+/// The tree turns itself on from this many ranks (GPUDIAG_TREE=auto).
+inline constexpr int kAutoTreeRanks = 2048;
+
+/// Whether and how a job meets through node leaders, as read once
+/// (settings/job_settings.h; cli/tree_host.h plans from it).
+struct TreeSettings {
+  enum class Mode { automatic, on, off } mode = Mode::automatic;
+  /// GPUDIAG_TREE_GROUP_NODES: nodes under one judge a level up (0: the default).
+  int group_nodes = 0;
+  /// GPUDIAG_TREE_PORT: the node's store (0: MASTER_PORT + 1).
+  int node_port = 0;
+  /// GPUDIAG_TREE_LEADER=launch: gpudiag launch leads this node, not local rank 0.
+  bool launch_leads = false;
+  /// GPUDIAG_MPI_NODE_SIZE: ranks per node in blocks under MPI (0: MPI's split).
+  int mpi_node_size = 0;
+};
+
 struct TreeLayout {
   int world = 0;
   int per_node = 8;

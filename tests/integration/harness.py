@@ -32,9 +32,47 @@ def mpirun_env(extra=None):
     return env
 
 
+def descendants(pid):
+    """`ps` lines (pid, state, wait channel, command) of pid and everything under it."""
+    rows = subprocess.run(["ps", "-eo", "pid=,ppid=,stat=,wchan:24=,args="], capture_output=True,
+                          text=True).stdout.splitlines()
+    kids, lines = {}, {}
+    for r in rows:
+        f = r.split(None, 4)
+        if len(f) >= 4:
+            kids.setdefault(int(f[1]), []).append(int(f[0]))
+            lines[int(f[0])] = r.strip()
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        if p in lines:
+            out.append(lines[p])
+        todo += kids.get(p, [])
+    return out
+
+
 def run(args, timeout=120, env=None, **kw):
-    """Runs a command; a hang fails the test instead of blocking the suite."""
-    return subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env, **kw)
+    """Runs a command; a hang fails the test instead of blocking the suite, and
+    says what was still running (with each process's wait channel) and the
+    output so far, so a hang in CI can be read after the fact."""
+    data = kw.pop("input", None)
+    stdin = kw.pop("stdin", subprocess.PIPE if data is not None else subprocess.DEVNULL)
+    p = subprocess.Popen(args, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=env, **kw)
+    try:
+        out, err = p.communicate(input=data, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        tree = descendants(p.pid)
+        for line in tree:
+            try:
+                os.kill(int(line.split()[0]), 9)
+            except (OSError, ValueError):
+                pass
+        out, err = p.communicate()
+        raise AssertionError(f"{args} did not end within {timeout} s; still running:\n" +
+                             "\n".join(tree) + f"\n--- stdout (tail) ---\n{out[-3000:]}" +
+                             f"\n--- stderr (tail) ---\n{err[-3000:]}") from None
+    return subprocess.CompletedProcess(args, p.returncode, out, err)
 
 
 def mpirun(np, *args, timeout=180, env=None, mpi_args=()):
