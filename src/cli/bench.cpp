@@ -13,6 +13,7 @@
 #include "bench/engine.h"
 #include "checks/check.h"
 #include "checks/peer_book.h"
+#include "cli/bench_cli.h"
 #include "cli/commands.h"
 #include "cli/json_output.h"
 #include "cli/world_setup.h"
@@ -37,30 +38,6 @@ namespace gpudiag::cli {
 
 namespace {
 
-struct BenchCli {
-  CheckOptions check;
-  std::uint64_t min_bytes = 1ull << 20, max_bytes = 256ull << 20;
-  std::string json_path;
-  std::string prometheus;  ///< --prometheus PATH (report/prom_reports.h)
-  bool links = false;
-  std::uint64_t link_bytes = 32ull << 20;
-  double step_factor = 0;         ///< -f: sizes multiply by this (0: not given)
-  std::uint64_t step_bytes = 0;   ///< -i: sizes grow by this when -f is not given
-  std::string op = "all_reduce";  ///< the positional OP
-  std::string dtype = "float", redop = "sum";
-  int root = 0, datacheck = 1, blocking = 0, average = 1;
-  std::string output_file;             ///< -J
-  std::optional<double> expect_busbw;  ///< GB/s; else the table (report/expected_bw.h)
-  // Which flags the command line gave, filled in after parsing.
-  bool max_given = false, link_size_given = false;
-  std::vector<std::string> sweep_only_given;  ///< sweep flags, which --links rejects
-  std::vector<std::string> links_only_given;  ///< link-test flags, which the sweep rejects
-  // nccl-tests' other flags (src/common.cu there), as given.
-  int nthreads = 1, ngpus = 1, agg = 1, parallel_init = 0, stream_null = 0, graph = 0;
-  int cputime = 0, timestamps = 0, local_register = 0, cta_policy = -1, device_impl = 0;
-  int device_ctas = 16, memory = 0, unalign = 0, per_iter = 0, per_iter_skip = 0;
-  std::int64_t cycles = 1;
-};
 
 /// "2.28.9" -> 22809, as ncclGetVersion gives it since 2.9; 0 when not a version.
 int nccl_version_code(const std::string& v) {
@@ -409,121 +386,7 @@ Runner setup_bench(CLI::App& app) {
       "bench",
       "nccl-tests' measurement of a collective (all_reduce_perf and the others: the same flags "
       "and output), over the job, under any launcher");
-  sub->add_option("OP", o->op,
-                  "all_reduce (default), all_gather, reduce_scatter, broadcast, reduce, alltoall, "
-                  "sendrecv; nccl-tests' binary names (all_reduce_perf ...) work too");
-  sub->add_option("--backend", o->check.backend,
-                  "auto: NCCL on GPUs when every rank has one, else host; nccl: device memory "
-                  "through NCCL; host: host memory through MPI or TCP")
-      ->check(CLI::IsMember({"auto", "nccl", "host"}))
-      ->capture_default_str();
-  sub->add_option("-b,--minbytes,--min", o->min_bytes, "smallest size in bytes (K/M/G suffixes)")
-      ->transform(CLI::AsSizeValue(false))
-      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{64} << 30))
-      ->default_str("1M");
-  sub->add_option(
-         "-e,--maxbytes,--max", o->max_bytes,
-         "largest size (sizes double from -b unless -f or -i); with --links, the link size")
-      ->transform(CLI::AsSizeValue(false))
-      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{64} << 30))
-      ->default_str("256M");
-  sub->add_option("-f,--stepfactor", o->step_factor, "sizes multiply by this factor (above 1)")
-      ->check(FiniteIn(1.0, 1024.0, "a factor"));
-  sub->add_option("-i,--stepbytes", o->step_bytes, "sizes grow by this many bytes (without -f)")
-      ->transform(CLI::AsSizeValue(false))
-      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{64} << 30));
-  sub->add_option("-n,--iters", o->check.iters, "timed iterations per size")
-      ->check(CLI::Range(1, 100000))
-      ->capture_default_str();
-  sub->add_option("-w,--warmup_iters,--warmup", o->check.warmup, "untimed iterations per size")
-      ->check(CLI::Range(0, 1000))
-      ->capture_default_str();
-  sub->add_option("-c,--check", o->datacheck,
-                  "checked calls per size, out of place and in place (0: no check, #wrong N/A)")
-      ->check(CLI::Range(0, 100))
-      ->capture_default_str();
-  sub->add_option("-o,--op", o->redop, "reduction: sum, prod, min, max, avg or all")
-      ->capture_default_str();
-  sub->add_option("-d,--datatype", o->dtype,
-                  "int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16 or all")
-      ->capture_default_str();
-  sub->add_option("-r,--root", o->root, "root of broadcast and reduce; -1: every rank in turn")
-      ->check(CLI::Range(-1, 1 << 24))
-      ->capture_default_str();
-  sub->add_option("-z,--blocking", o->blocking,
-                  "1, 2 or 3: wait for each call before the next (nccl-tests' barrier variants "
-                  "are one wait here)")
-      ->check(CLI::Range(0, 3))
-      ->capture_default_str();
-  // nccl-tests' other flags: accepted with their meaning; what gpudiag runs
-  // differently is said on one "# gpudiag:" line of the report (flag_notes).
-  auto count = [&](const char* names, int& v, const char* what, int lo, int hi) {
-    sub->add_option(names, v, what)->check(CLI::Range(lo, hi))->capture_default_str();
-  };
-  count("-t,--nthreads", o->nthreads, "threads per process (nccl-tests'; one here, see the note)",
-        1, 1024);
-  count("-g,--ngpus", o->ngpus, "GPUs per thread (nccl-tests'; one here, see the note)", 1, 1024);
-  count("-m,--agg_iters", o->agg, "calls aggregated per iteration (nccl-tests')", 1, 100000);
-  sub->add_option("-N,--run_cycles", o->cycles, "times the sweep runs, each printed; 0: until "
-                  "interrupted")
-      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 30))
-      ->capture_default_str();
-  count("-p,--parallel_init", o->parallel_init, "nccl-tests' parallel init (0/1)", 0, 1);
-  count("-y,--stream_null", o->stream_null, "nccl-tests' null stream (0/1)", 0, 1);
-  count("-G,--cudagraph", o->graph, "CUDA graph launches (nccl-tests')", 0, 1 << 20);
-  count("-C,--report_cputime", o->cputime, "report CPU time (nccl-tests', 0/1)", 0, 1);
-  count("-S,--report_timestamps", o->timestamps, "timestamp column (nccl-tests', 0/1)", 0, 1);
-  count("-R,--local_register", o->local_register, "buffer registration (nccl-tests', 0/1/2)", 0,
-        2);
-  count("-x,--cta_policy", o->cta_policy, "NCCL CTA policy (nccl-tests', 0/1/2)", -1, 2);
-  count("-D,--device_implementation", o->device_impl, "device API implementation (nccl-tests')",
-        0, 1 << 20);
-  count("-V,--device_cta_count", o->device_ctas, "device API CTAs (nccl-tests')", 1, 128);
-  count("-M,--memory", o->memory, "memory usage report (nccl-tests', 0/1)", 0, 1);
-  count("-u,--unalign", o->unalign, "misalign buffers by this many elements (nccl-tests')", 0,
-        1 << 20);
-  count("-I,--per_iter_timing", o->per_iter, "per-iteration timing (nccl-tests', 0/1)", 0, 1);
-  count("-K,--per_iter_skip", o->per_iter_skip, "leading samples left out of -I's summary", 0,
-        1 << 20);
-  sub->add_option("-a,--average", o->average,
-                  "time reported: 0 rank 0's, 1 mean over ranks, 2 min, 3 max")
-      ->check(CLI::Range(0, 3))
-      ->capture_default_str();
-  sub->add_option("-T,--timeout", o->check.timeout_s, "seconds any wait for peers may take")
-      ->check(Seconds(0.1, 86400.0))
-      ->capture_default_str();
-  sub->add_option("-J,--output_file", o->output_file,
-                  "rank 0 writes nccl-tests' JSON to FILE (FILE.0, FILE.1... when it exists), "
-                  "gpudiag's own document under \"gpudiag\" (--json writes that alone)")
-      ->type_name("FILE");
-  sub->add_option("--device", o->check.device, "CUDA device ordinal (default: local rank)")
-      ->check(DeviceOrdinal());
-  add_nccl_lib_option(sub, o->check.nccl_lib);
-  sub->add_flag(
-      "--links", o->links,
-      "instead of the sweep: every pair of ranks exchanges -e/--link-size bytes both ways at once; "
-      "a matrix of link bandwidths and the slow links, with the rank or host they share "
-      "(exit 1 if any)");
-  sub->add_option("--link-size", o->link_bytes,
-                  "with --links: bytes each pair exchanges per iteration (the same as -e)")
-      ->transform(CLI::AsSizeValue(false))
-      ->check(CLI::Range(std::uint64_t{4}, std::uint64_t{4} << 30))
-      ->default_str("32MiB");
-  sub->add_option("--link-schedule", o->check.link_schedule,
-                  "rounds: the disjoint pairs of a round at once; serial: one pair at a time; "
-                  "auto: serial when a host has more ranks than CPUs")
-      ->check(CLI::IsMember({"auto", "rounds", "serial"}))
-      ->capture_default_str();
-  add_json_option(sub, o->json_path, "rank 0 writes the results (the job report if it failed)");
-  sub->add_option("--prometheus", o->prometheus,
-                  "rank 0 writes the results as metrics in node_exporter's textfile format "
-                  "(atomically)");
-  sub->add_option("--expect-busbw", o->expect_busbw,
-                  "GB/s the largest size's bus bandwidth (with --links: each link) should "
-                  "reach, instead of the table of GPU families (data/expected-bw); below 80% "
-                  "WARN, below 50% FAIL (exit 1)")
-      ->type_name("GB/s")
-      ->check(FiniteIn(0.001, 1e6, "GB/s"));
+  add_bench_options(sub, *o);
   // Flags the sweep takes and --links does not (-n, -w, -T, -J, -e apply to both).
   std::vector<std::pair<CLI::Option*, std::string>> sweep_only;
   for (const char* name : {"OP", "-b", "-f", "-i", "-c", "-o", "-d", "-r", "-z", "-a"}) {
