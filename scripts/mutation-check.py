@@ -31,7 +31,7 @@ M = [
   'job.error_dir + "/" + std::to_string(local_rank) + "/error.json"',
   'job.error_dir + "/" + std::to_string(job.rank_of(local_rank)) + "/error.json"',
   ["gtest:RankEnvironment.TorchErrorFileIsNamedByLocalRankOnEveryNode", "py:test_launch_torch.ErrorAcrossNodes.test_a_rank_of_the_second_node_is_named_with_its_exception"]),
- ("7 a rank gone while its stack was taken said to refuse ptrace", "src/launch/supervisor.cpp",
+ ("7 a rank gone while its stack was taken said to refuse ptrace", "src/launch/supervisor_hang.cpp",
   "    if (s.status) {  // it ended while its stack was taken",
   "    if (false) {  // it ended while its stack was taken",
   ["py:test_launch_stacks_race.RankDiesWhileStacksAreTaken.test_the_rank_that_died_is_the_root_cause"]),
