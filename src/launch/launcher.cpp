@@ -12,8 +12,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -26,13 +26,14 @@
 #include "launch/entry.h"
 #include "launch/error_file.h"
 #include "launch/flight_recorder_note.h"
-#include "world/host.h"
 #include "launch/job.h"
 #include "launch/memory_evidence.h"
+#include "launch/python_hook.h"
 #include "launch/ras_note.h"
 #include "launch/signal_pipe.h"
 #include "launch/supervisor.h"
 #include "util/error.h"
+#include "world/host.h"
 
 namespace gpudiag::launch {
 
@@ -86,8 +87,8 @@ std::string private_folder() {
   std::vector<char> name(tmpl.begin(), tmpl.end());
   name.push_back('\0');
   if (!::mkdtemp(name.data()))
-    throw Error(ExitCode::internal, "launch: cannot make a folder in " + base + ": " +
-                                        std::strerror(errno),
+    throw Error(ExitCode::internal,
+                "launch: cannot make a folder in " + base + ": " + std::strerror(errno),
                 "set TMPDIR to a writable folder");
   return name.data();
 }
@@ -130,8 +131,8 @@ std::string error_root(const LogPlan& logs, const JobInfo& job, std::string& mad
 void say_root_cause(const JobInfo& job, int local, const std::string& error_dir, bool python,
                     const std::optional<ExitStatus>& how, pid_t pid, long oom_kills_at_start) {
   if (local < 0) return;
-  const std::string who = "rank " + std::to_string(job.rank_of(local)) + " [" + short_hostname() + "-" +
-                          std::to_string(local) + "]";
+  const std::string who = "rank " + std::to_string(job.rank_of(local)) + " [" + short_hostname() +
+                          "-" + std::to_string(local) + "]";
   // A SIGKILL is most often the OOM killer: say what the memory counters saw.
   if (how && how->signaled && how->value == SIGKILL) {
     say("root cause: " + who + " was killed by SIGKILL; " +
@@ -144,7 +145,8 @@ void say_root_cause(const JobInfo& job, int local, const std::string& error_dir,
   if (!e && !python) return;  // a program that is not Python writes none
   if (!e) {
     if (how && !how->signaled)
-      say("root cause: " + who + " " + how->describe() + " without raising an exception (sys.exit, "
+      say("root cause: " + who + " " + how->describe() +
+          " without raising an exception (sys.exit, "
           "os._exit, or a crash below Python): torch's @record writes an error file only for "
           "an exception");
     else
@@ -163,87 +165,16 @@ void say_root_cause(const JobInfo& job, int local, const std::string& error_dir,
       if (node_local >= 0 && node_local < job.nproc_per_node)
         culprit += " [" + short_hostname() + "-" + std::to_string(node_local) + "]";
     }
-    say("root cause: " + culprit + (d.rank >= 0 ? " holds parameters that differ from the other "
-                                                  "replicas' (silent data corruption?): "
-                                                : " diverged, and no majority names one: ") +
+    say("root cause: " + culprit +
+        (d.rank >= 0 ? " holds parameters that differ from the other "
+                       "replicas' (silent data corruption?): "
+                     : " diverged, and no majority names one: ") +
         e->message + "\n  (raised on every rank; read from " + who + "'s error file)" +
         (e->where.empty() ? "" : "\n  at " + e->where) + "\n  traceback: " + path);
     return;
   }
   say("root cause: " + who + " raised " + e->message +
       (e->where.empty() ? "" : "\n  at " + e->where) + "\n  traceback: " + path);
-}
-
-/// The startup file that lets the launcher ask a Python rank for its stack:
-/// faulthandler dumps every thread to GPUDIAG_STACK_FILE on SIGUSR2; the
-/// user's own sitecustomize (the next one on sys.path) still runs.
-constexpr const char* kPythonHook = R"PY(# gpudiag launch's startup file (docs/launch.md, --no-stack-hook turns it off):
-# on SIGUSR2 this rank writes every thread's Python stack to GPUDIAG_STACK_FILE.
-import os as _os, sys as _sys
-try:
-    import faulthandler as _fh, signal as _sig
-    _path = _os.environ.get("GPUDIAG_STACK_FILE")
-    if _path:
-        _fh.register(_sig.SIGUSR2, file=open(_path, "a"), all_threads=True, chain=False)
-except Exception:
-    pass
-def _gpudiag_progress(path):
-    # --hang-timeout's progress (progress_watch.h): the default process group's
-    # sequence number and the main thread's stack by (file, function), written
-    # when they change, sampled twice a second. Never imports torch itself.
-    import threading as _th, time as _time
-    main, last = _th.main_thread(), None
-    while True:
-        _time.sleep(0.5)
-        seq = -1
-        try:
-            dist = _sys.modules.get("torch.distributed")
-            if dist is not None and dist.is_initialized():
-                seq = dist.distributed_c10d._get_default_group()._get_sequence_number_for_group()
-        except Exception:
-            pass
-        frame, where, n = _sys._current_frames().get(main.ident), [], 0
-        while frame is not None and n < 256:
-            where.append((frame.f_code.co_filename, frame.f_code.co_name))
-            frame, n = frame.f_back, n + 1
-        now = "%d %d\n" % (seq, hash(tuple(where)))
-        if now != last:
-            last = now
-            try:
-                with open(path, "w") as out:
-                    out.write(now)
-            except OSError:
-                return
-try:
-    if _os.environ.get("GPUDIAG_PROGRESS_FILE"):
-        import threading as _threading
-        _threading.Thread(target=_gpudiag_progress, args=(_os.environ["GPUDIAG_PROGRESS_FILE"],),
-                          name="gpudiag-progress", daemon=True).start()
-except Exception:
-    pass
-_here = _os.path.dirname(_os.path.abspath(__file__))
-_saved = list(_sys.path)
-_me = _sys.modules.get("sitecustomize")
-try:
-    _sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or ".") != _here]
-    _sys.modules.pop("sitecustomize", None)
-    import sitecustomize  # noqa: F401  the user's own, if any
-except ImportError:
-    # None of its own (pyenv, conda, python.org builds): this file stays the
-    # module, or the import that is running it fails with KeyError.
-    if _me is not None:
-        _sys.modules["sitecustomize"] = _me
-finally:
-    _sys.path[:] = _saved
-)PY";
-
-void write_python_hook(const std::string& dir) {
-  std::filesystem::create_directories(dir);
-  const std::string path = dir + "/sitecustomize.py";
-  net::Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644));
-  if (!fd || ::write(fd.get(), kPythonHook, std::strlen(kPythonHook)) < 0)
-    throw UsageError("launch: cannot write " + path + ": " + std::strerror(errno),
-                     "give --log-dir a folder this user may write, or pass --no-stack-hook");
 }
 
 struct Attempt {
@@ -282,8 +213,8 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
   if (options.torch_children) {
     job.torch_children = true;
     job.agent_store = uses_agent_store(options);
-    const std::string async = async_error_variable(
-        options.no_python ? "" : torch_version_for(options.command.front()));
+    const std::string async =
+        async_error_variable(options.no_python ? "" : torch_version_for(options.command.front()));
     job.async_error_variable = async;
     if (!env.has("OMP_NUM_THREADS") && job.nproc_per_node > 1) {
       job.omp_num_threads = "1";
@@ -369,8 +300,8 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
     }
     spec.envp = to_envp(child_env);
     ranks.push_back({job.rank_of(local), local, ChildProcess::spawn(spec), std::move(out_log),
-                     std::move(err_log), out_console, err_console, false, stack_file,
-                     progress_file, verdict_file});
+                     std::move(err_log), out_console, err_console, false, stack_file, progress_file,
+                     verdict_file});
     // A bench's report is rank 0's stdout, in nccl-tests' layout: it goes out
     // as nccl-tests' own would under mpirun, with no prefix on its rows.
     const std::string& program = options.command.empty() ? std::string() : options.command.front();
@@ -384,11 +315,15 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
   if (restart == 0 && ::isatty(STDERR_FILENO) == 1)
     say("pid " + std::to_string(::getpid()) + " (kill -USR1 " + std::to_string(::getpid()) +
         " prints where every rank is; the job goes on)");
-  StopPolicy policy{options.grace_s, options.kill_after_s, timeout_s,
-                    effective_exit_timeout(options), options.hang_timeout_s,
-                    job.error_dir.empty() ? (logs.base.empty() ? std::string() : attempt_dir)
-                                          : job.error_dir,
-                    short_hostname(), ras_plan};
+  StopPolicy policy{
+      options.grace_s,
+      options.kill_after_s,
+      timeout_s,
+      effective_exit_timeout(options),
+      options.hang_timeout_s,
+      job.error_dir.empty() ? (logs.base.empty() ? std::string() : attempt_dir) : job.error_dir,
+      short_hostname(),
+      ras_plan};
   Supervisor supervisor(std::move(ranks), options.prefix, policy, watcher, signals);
   Attempt out;
   out.status = supervisor.run();

@@ -1,0 +1,93 @@
+// See python_hook.h: the file's text and its writing.
+#include "launch/python_hook.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "rendezvous/socket.h"
+#include "util/error.h"
+
+namespace gpudiag::launch {
+
+namespace {
+
+/// The startup file that lets the launcher ask a Python rank for its stack:
+/// faulthandler dumps every thread to GPUDIAG_STACK_FILE on SIGUSR2; the
+/// user's own sitecustomize (the next one on sys.path) still runs.
+constexpr const char* kPythonHook =
+    R"PY(# gpudiag launch's startup file (docs/launch.md, --no-stack-hook turns it off):
+# on SIGUSR2 this rank writes every thread's Python stack to GPUDIAG_STACK_FILE.
+import os as _os, sys as _sys
+try:
+    import faulthandler as _fh, signal as _sig
+    _path = _os.environ.get("GPUDIAG_STACK_FILE")
+    if _path:
+        _fh.register(_sig.SIGUSR2, file=open(_path, "a"), all_threads=True, chain=False)
+except Exception:
+    pass
+def _gpudiag_progress(path):
+    # --hang-timeout's progress (progress_watch.h): the default process group's
+    # sequence number and the main thread's stack by (file, function), written
+    # when they change, sampled twice a second. Never imports torch itself.
+    import threading as _th, time as _time
+    main, last = _th.main_thread(), None
+    while True:
+        _time.sleep(0.5)
+        seq = -1
+        try:
+            dist = _sys.modules.get("torch.distributed")
+            if dist is not None and dist.is_initialized():
+                seq = dist.distributed_c10d._get_default_group()._get_sequence_number_for_group()
+        except Exception:
+            pass
+        frame, where, n = _sys._current_frames().get(main.ident), [], 0
+        while frame is not None and n < 256:
+            where.append((frame.f_code.co_filename, frame.f_code.co_name))
+            frame, n = frame.f_back, n + 1
+        now = "%d %d\n" % (seq, hash(tuple(where)))
+        if now != last:
+            last = now
+            try:
+                with open(path, "w") as out:
+                    out.write(now)
+            except OSError:
+                return
+try:
+    if _os.environ.get("GPUDIAG_PROGRESS_FILE"):
+        import threading as _threading
+        _threading.Thread(target=_gpudiag_progress, args=(_os.environ["GPUDIAG_PROGRESS_FILE"],),
+                          name="gpudiag-progress", daemon=True).start()
+except Exception:
+    pass
+_here = _os.path.dirname(_os.path.abspath(__file__))
+_saved = list(_sys.path)
+_me = _sys.modules.get("sitecustomize")
+try:
+    _sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or ".") != _here]
+    _sys.modules.pop("sitecustomize", None)
+    import sitecustomize  # noqa: F401  the user's own, if any
+except ImportError:
+    # None of its own (pyenv, conda, python.org builds): this file stays the
+    # module, or the import that is running it fails with KeyError.
+    if _me is not None:
+        _sys.modules["sitecustomize"] = _me
+finally:
+    _sys.path[:] = _saved
+)PY";
+
+}  // namespace
+
+void write_python_hook(const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/sitecustomize.py";
+  net::Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644));
+  if (!fd || ::write(fd.get(), kPythonHook, std::strlen(kPythonHook)) < 0)
+    throw UsageError("launch: cannot write " + path + ": " + std::strerror(errno),
+                     "give --log-dir a folder this user may write, or pass --no-stack-hook");
+}
+
+}  // namespace gpudiag::launch
