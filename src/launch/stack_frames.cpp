@@ -1,0 +1,227 @@
+// Reading a rank's stack (stacks.h): Python's faulthandler dump, eu-stack's
+// and gdb's frames, each line cut at a bound before it is parsed; and a
+// rank's summary, the innermost frame that says where it is (its own code,
+// not libc's waits or a library's), and whether it waits in a collective.
+#include <algorithm>
+#include <cctype>
+#include <optional>
+#include <string_view>
+
+#include "launch/stacks.h"
+#include "util/text.h"
+
+namespace gpudiag::launch {
+
+namespace {
+
+std::string base(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+bool in_library(const std::string& frame) {
+  return frame.find("/site-packages/") != std::string::npos ||
+         frame.find("/dist-packages/") != std::string::npos ||
+         frame.find("/lib/python3") != std::string::npos || frame.rfind("<frozen ", 0) == 0;
+}
+
+/// "/x/train.py:42 in main" -> "train.py:42 in main".
+std::string short_frame(const std::string& f) {
+  const auto colon = f.find(':');
+  if (colon == std::string::npos) return f;
+  return base(f.substr(0, colon)) + f.substr(colon);
+}
+
+/// A rank's dump line as it is read: at most kMaxLine characters (a longer
+/// one is cut there, as the cross-node summaries cut theirs), so a line of
+/// any length costs the same bounded, non-recursive parse.
+constexpr std::size_t kMaxLine = 4096;
+
+/// The lines of `text`, each cut at kMaxLine.
+template <class F>
+void each_line(const std::string& text, F f) {
+  std::size_t at = 0;
+  while (at < text.size()) {
+    std::size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    f(std::string_view(text).substr(at, std::min(end - at, kMaxLine)));
+    at = end + 1;
+  }
+}
+
+bool digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+/// Python's faulthandler: `  File "PATH", line N in FUNC`.
+std::optional<std::string> python_frame(std::string_view line) {
+  const std::size_t lead = line.find_first_not_of(" \t");
+  if (lead == 0 || lead == std::string_view::npos) return std::nullopt;
+  line.remove_prefix(lead);
+  constexpr std::string_view file = "File \"", at = "\", line ";
+  if (!line.starts_with(file)) return std::nullopt;
+  line.remove_prefix(file.size());
+  const std::size_t q = line.find('"');
+  if (q == std::string_view::npos || line.substr(q).rfind(at, 0) != 0) return std::nullopt;
+  const std::string_view path = line.substr(0, q);
+  std::string_view rest = line.substr(q + at.size());
+  const std::size_t in = rest.find(" in ");
+  if (in == std::string_view::npos || !digits(rest.substr(0, in))) return std::nullopt;
+  return std::string(path) + ":" + std::string(rest.substr(0, in)) + " in " +
+         std::string(rest.substr(in + 4));
+}
+
+/// eu-stack's "TID 42:" or gdb's "Thread N (... LWP 42 ...)": the thread id.
+std::optional<long> thread_line(std::string_view line) {
+  if (line.starts_with("TID ")) {
+    const std::size_t colon = line.find(':');
+    if (colon != std::string_view::npos && colon > 4 && digits(line.substr(4, colon - 4)) &&
+        colon - 4 <= 9)
+      return std::stol(std::string(line.substr(4, colon - 4)));
+    return std::nullopt;
+  }
+  if (!line.starts_with("Thread ")) return std::nullopt;
+  const std::size_t sp = line.find(' ', 7);
+  if (sp == std::string_view::npos || !digits(line.substr(7, sp - 7))) return std::nullopt;
+  const std::size_t lwp = line.find("LWP ", sp);
+  if (lwp == std::string_view::npos) return std::nullopt;
+  std::size_t e = lwp + 4;
+  while (e < line.size() && e - lwp - 4 < 9 && line[e] >= '0' && line[e] <= '9') ++e;
+  if (e == lwp + 4) return std::nullopt;
+  return std::stol(std::string(line.substr(lwp + 4, e - lwp - 4)));
+}
+
+/// A native frame "#0  0x00007f... in func (args) at file:line": the function.
+std::optional<std::string> native_frame(std::string_view line) {
+  if (!line.starts_with("#")) return std::nullopt;
+  std::size_t i = 1;
+  while (i < line.size() && line[i] >= '0' && line[i] <= '9') ++i;
+  if (i == 1 || i >= line.size() || (line[i] != ' ' && line[i] != '\t')) return std::nullopt;
+  auto skip_space = [&] {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+  };
+  skip_space();
+  if (line.substr(i).starts_with("0x")) {
+    std::size_t j = i + 2;
+    while (j < line.size() && std::isxdigit(static_cast<unsigned char>(line[j]))) ++j;
+    if (j < line.size() && (line[j] == ' ' || line[j] == '\t')) {
+      i = j;
+      skip_space();
+    }
+  }
+  if (line.substr(i).starts_with("in ") || line.substr(i).starts_with("in\t")) {
+    i += 2;
+    skip_space();
+  }
+  std::size_t e = i;
+  while (e < line.size() && line[e] != ' ' && line[e] != '\t' && line[e] != '(') ++e;
+  if (e == i) return std::nullopt;
+  return std::string(line.substr(i, e - i));
+}
+
+/// libc's waits and the thread machinery: not where a rank is.
+bool wait_primitive(std::string_view f) {
+  static constexpr std::string_view kPrefixes[] = {
+      "__",    "_dl_",   "syscall",      "epoll_wait",   "poll",
+      "ppoll", "select", "pselect",      "nanosleep",    "clock_nanosleep",
+      "sleep", "usleep", "pthread_cond", "pthread_join", "futex",
+      "read",  "recv",   "accept",       "start_thread", "clone"};
+  return std::any_of(std::begin(kPrefixes), std::end(kPrefixes),
+                     [&](std::string_view p) { return f.starts_with(p); });
+}
+
+/// Collectives and the frameworks' waits (gpudiag's own ranks included).
+bool in_collective(std::string_view f) {
+  static constexpr std::string_view kNames[] = {"gloo",  "nccl",  "Nccl", "MPI_",
+                                                "PMPI_", "ompi_", "c10d", "ProcessGroup"};
+  if (std::any_of(std::begin(kNames), std::end(kNames),
+                  [&](std::string_view n) { return f.find(n) != std::string_view::npos; }))
+    return true;
+  const std::size_t own = f.find("gpudiag::");
+  if (own == std::string_view::npos) return false;
+  const std::string_view rest = f.substr(own + 9);
+  for (std::string_view w :
+       {"Wait", "wait", "Gather", "gather", "Ring", "ring", "Link", "link", "Store", "store"})
+    if (rest.find(w) != std::string_view::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+std::vector<std::string> python_frames(const std::string& dump) {
+  std::vector<std::vector<std::string>> threads;
+  std::size_t current = static_cast<std::size_t>(-1);
+  each_line(dump, [&](std::string_view line) {
+    if (line.starts_with("Thread 0x") || line.starts_with("Current thread 0x")) {
+      threads.emplace_back();
+      if (line.starts_with("Current")) current = threads.size() - 1;
+      return;
+    }
+    if (threads.empty() || threads.back().size() >= 256) return;
+    if (auto f = python_frame(line)) threads.back().push_back(std::move(*f));
+  });
+  for (const auto& t : threads)  // the main thread runs the script's <module>
+    if (!t.empty() && t.back().ends_with(" in <module>")) return t;
+  if (current < threads.size()) return threads[current];
+  return threads.empty() ? std::vector<std::string>{} : threads.front();
+}
+
+std::vector<std::string> native_frames(const std::string& text, pid_t tid) {
+  // eu-stack: "TID 42:" then "#0  0x00007f... func"; gdb: "Thread N (... LWP 42 ...)"
+  // then "#0  0x... in func (args) at file:line".
+  std::vector<std::string> out;
+  bool mine = false;
+  each_line(text, [&](std::string_view line) {
+    if (auto t = thread_line(line)) {
+      mine = *t == tid;
+      return;
+    }
+    if (mine && out.size() < 256)
+      if (auto f = native_frame(line)) out.push_back(std::move(*f));
+  });
+  return out;
+}
+
+void summarise(RankStack& s) {
+  if (s.frames.empty()) {
+    s.where = s.error.empty() ? "no stack" : "no stack (" + s.error + ")";
+    return;
+  }
+  if (s.source == "python") {
+    const std::string& top = s.frames.front();
+    std::string own;
+    for (const auto& f : s.frames)
+      if (!in_library(f)) {
+        own = short_frame(f);
+        break;
+      }
+    // Inside torch (a collective, or autograd running DDP's all-reduce) while
+    // its own code is further out: it waits on the framework, not on itself.
+    s.waiting = top.find("/torch/") != std::string::npos && in_library(top);
+    if (s.waiting) {
+      const auto in = top.rfind(" in ");
+      const std::string call = in == std::string::npos ? top : top.substr(in + 4);
+      s.where = "wait in " + call + " (" + short_frame(top.substr(0, in)) + ")" +
+                (own.empty() ? "" : " from " + own);
+    } else {
+      s.where = "in " + (own.empty() ? short_frame(top) : own);
+    }
+    return;
+  }
+  // Native: the first frame that is not a libc wait primitive says where.
+  std::string where;
+  for (const auto& f : s.frames)
+    if (!wait_primitive(f)) {
+      where = f;
+      break;
+    }
+  if (where.empty()) where = s.frames.front();
+  for (const auto& f : s.frames)
+    if (in_collective(f)) {
+      s.waiting = true;
+      break;
+    }
+  s.where = (s.waiting ? "wait in " : "in ") + where;
+}
+
+}  // namespace gpudiag::launch
