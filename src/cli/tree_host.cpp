@@ -65,6 +65,17 @@ bool mpi_tree_wanted(const World& w, const Env& env) {
   return mode == "on" || (mode == "auto" && w.size >= kAutoTreeRanks);
 }
 
+int tree_group_nodes(const Env& env) {
+  auto g = env.get("GPUDIAG_TREE_GROUP_NODES");
+  if (!g) return TreeLayout{}.group_nodes;
+  auto v = storelimits::parse_bounded(*g, 2, 4096);
+  if (!v)
+    throw UsageError("GPUDIAG_TREE_GROUP_NODES='" + storelimits::store_text(*g, 32) +
+                         "' is not a number of nodes (2-4096)",
+                     "unset it (128 nodes under each second-level judge)");
+  return static_cast<int>(*v);
+}
+
 int mpi_node_size(const Env& env) {
   auto v = env.get("GPUDIAG_MPI_NODE_SIZE");
   if (!v) return 0;
@@ -93,14 +104,7 @@ std::optional<TreePlan> plan_tree(const World& w, const Env& env, int master_por
   TreePlan p;
   p.layout.world = w.size;
   p.layout.per_node = per;
-  if (auto g = env.get("GPUDIAG_TREE_GROUP_NODES")) {
-    auto v = storelimits::parse_bounded(*g, 2, 4096);
-    if (!v)
-      throw UsageError("GPUDIAG_TREE_GROUP_NODES='" + storelimits::store_text(*g, 32) +
-                           "' is not a number of nodes (2-4096)",
-                       "unset it (128 nodes under each second-level judge)");
-    p.layout.group_nodes = static_cast<int>(*v);
-  }
+  p.layout.group_nodes = tree_group_nodes(env);
   p.node = p.layout.node_of(w.rank);
   p.node_port = port_setting(env, "GPUDIAG_TREE_PORT", std::min(master_port + 1, 65534));
   p.group_port = p.node_port + 1;

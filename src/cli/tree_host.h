@@ -50,6 +50,9 @@ bool mpi_tree_wanted(const World& w, const Env& env);
 /// GPUDIAG_MPI_NODE_SIZE: ranks per "node" in blocks instead of MPI's
 /// shared-memory split (0: MPI's), for tests and hosts that are not one node.
 int mpi_node_size(const Env& env);
+/// GPUDIAG_TREE_GROUP_NODES: nodes under one second-level judge (2-4096,
+/// default 128), for the store's tree and MPI's alike.
+int tree_group_nodes(const Env& env);
 
 struct TreeConnect {
   std::string token, secret;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include "checks/tree_review.h"
 #include "checks/watchdog.h"
 #include "rendezvous/job_token.h"
 #include "rendezvous/socket.h"
@@ -105,7 +106,8 @@ Job join_job(const Env& env, double timeout_s, bool allow_tree) {
                        std::to_string(job.mpi->size()) + " but " + w.source + " says " +
                        std::to_string(w.rank) + "/" + std::to_string(w.size));
     job.plane = allow_tree && mpi_tree_wanted(w, env)
-                    ? make_mpi_tree_plane(*job.mpi, mpi_node_size(env))
+                    ? make_mpi_tree_plane(*job.mpi, mpi_node_size(env), tree_group_nodes(env),
+                                          std::make_unique<CheckTreeReviewer>())
                     : make_mpi_plane(*job.mpi);
     job.transport = make_mpi_transport(*job.mpi);
     job.setup.mpi_version = mpi_library_version();
