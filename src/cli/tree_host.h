@@ -45,7 +45,8 @@ struct TreePlan {
 std::optional<TreePlan> plan_tree(const World& w, const Env& env, int master_port);
 
 /// Under an MPI launcher: node leaders from MPI_Comm_split_type (GPUDIAG_TREE
-/// as above; no layout needed, MPI knows the nodes).
+/// as above; no layout needed, MPI knows the nodes), grouped past
+/// tree_group_nodes() nodes as the store's tree is.
 bool mpi_tree_wanted(const World& w, const Env& env);
 /// GPUDIAG_MPI_NODE_SIZE: ranks per "node" in blocks instead of MPI's
 /// shared-memory split (0: MPI's), for tests and hosts that are not one node.

@@ -145,8 +145,9 @@ TEST(MpiTreePlaneGroups, GroupJudgesReviewTheirNodesAndRankZeroMergesThem) {
   EXPECT_EQ(g.records[0], record(0));
   for (int r = 1; r < n; ++r)
     EXPECT_EQ(g.records.at(r).has_value(), me == 0 || r == me) << "rank " << me << " record " << r;
-  if (me == 0)
+  if (me == 0) {
     for (int r = 0; r < n; ++r) EXPECT_EQ(g.records.at(r), record(r)) << r;
+  }
   // A failure the last rank announces reaches every rank, one hop a level
   // (its judge, rank 0, the other judges, their leaders), as each polls.
   const std::string why = "rank " + std::to_string(n - 1) + " failed in the test";

@@ -46,6 +46,7 @@ Gathered MpiTreePlane::as_root(Gathered& g, NodeBundle& own, const std::vector<i
   bool node_open = true;
   const auto bytes_before = mail_.bytes();
   int heard_messages = 0;
+  std::size_t report_bytes = 0;
   for (;;) {
     int got = drain(tag(seq, kRecord),
                     [&](int from, const std::string& m) { take_member(own, from, m); });
@@ -63,23 +64,25 @@ Gathered MpiTreePlane::as_root(Gathered& g, NodeBundle& own, const std::vector<i
       if (!grouped_ || from <= 0 || from >= size_ || from != leader_of(from)) return;
       const int k = shape_.node_of[from], gr = shape_.group_of_node(k);
       if (gr == 0 || shape_.judge(gr) != from || heard.groups.count(gr)) return;
+      report_bytes += m.size();
       if (auto r = decode_group_report(m, shape_, gr)) {
         heard.groups[gr] = std::move(*r);
         gone_.erase(-1 - gr);
       }
     });
+    heard_messages += got;
     if (node_open && (!node_pending(own) || deadline.expired())) node_open = false;
     if (!node_open && (!nodes_pending() || nodes_by.expired()) &&
         (!groups_pending() || groups_by.expired()))
       break;
-    heard_messages += got;
     forward_failures();
     if (!got) pause();
   }
   spdlog::debug("rank 0 at the {} checkpoint: {} messages, {} bytes from {} members, {} leaders "
-                "and {} group judges",
+                "and {} group judges ({} bytes of reports)",
                 heard.checkpoint, heard_messages, mail_.bytes() - bytes_before,
-                own.part.records.size() - 1, heard.nodes.size(), heard.groups.size());
+                own.part.records.size() - 1, heard.nodes.size(), heard.groups.size(),
+                report_bytes);
   close_node(own);
   heard.nodes[0] = own;
   for (int k = first0 + 1; k <= last0; ++k)

@@ -16,7 +16,9 @@
 // the missing ones.
 //
 // Implementations: SinglePlane (world size 1), MpiPlane (MPI point-to-point,
-// under mpirun/srun --mpi=pmix), StorePlane (a TCP rendezvous store).
+// under mpirun/srun --mpi=pmix), MpiTreePlane (the same through node leaders
+// and, past GPUDIAG_TREE_GROUP_NODES nodes, group judges), StorePlane (a TCP
+// rendezvous store, itself through node leaders under GPUDIAG_TREE).
 #pragma once
 
 #include <cstdint>

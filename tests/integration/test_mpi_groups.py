@@ -8,10 +8,12 @@ import os
 import re
 import signal
 import subprocess
+import tempfile
+import time
 import unittest
 import uuid
 
-from harness import BIN, mpirun_env, raise_at, require, strip_prefix
+from harness import BIN, mpirun_env, process_state, raise_at, require, strip_prefix
 
 GROUPS = {"GPUDIAG_TREE": "on", "GPUDIAG_MPI_NODE_SIZE": "2", "GPUDIAG_TREE_GROUP_NODES": "2",
           "GPUDIAG_LOG_LEVEL": "info"}
@@ -35,25 +37,37 @@ def pids_marked(mark):
 class MpiGroups(unittest.TestCase):
     def job(self, extra=None, timeout=240):
         """mpirun -np 8 gpudiag check through groups; (rc, stdout, stderr). A
-        rank a test stopped is killed (by pid) once the others are done."""
+        rank a test stopped is killed (by pid) once it is the only one left,
+        so mpirun can end; any rank left at the end is killed too."""
         require("mpirun")
         mark = uuid.uuid4().hex
         env = mpirun_env(dict(GROUPS, GPUDIAG_TEST_MARK=mark, **(extra or {})))
-        p = subprocess.Popen(["mpirun", "-np", "8", "--oversubscribe", "--tag-output", BIN,
-                              "check", "--backend", "host", "--timeout", "10"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        try:
-            out, err = p.communicate(timeout=timeout)
-        finally:
-            for pid in pids_marked(mark):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            if p.poll() is None:
-                p.kill()
-                p.communicate()
-        return p.returncode, out, err
+        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+            p = subprocess.Popen(["mpirun", "-np", "8", "--oversubscribe", "--tag-output", BIN,
+                                  "check", "--backend", "host", "--timeout", "10"],
+                                 stdout=out, stderr=err, text=True, env=env)
+            deadline = time.monotonic() + timeout
+            try:
+                while p.poll() is None and time.monotonic() < deadline:
+                    ranks = [pid for pid in pids_marked(mark) if pid != p.pid]
+                    if ranks and all(process_state(pid) == "T" for pid in ranks):
+                        for pid in ranks:
+                            os.kill(pid, signal.SIGKILL)
+                    time.sleep(0.5)
+            finally:
+                for pid in pids_marked(mark):
+                    if pid != p.pid:
+                        try:
+                            os.kill(pid, signal.SIGKILL)
+                        except ProcessLookupError:
+                            pass
+                if p.poll() is None:
+                    p.kill()
+                p.wait()
+            self.assertLess(time.monotonic(), deadline, "mpirun did not end in time")
+            out.seek(0)
+            err.seek(0)
+            return p.returncode, out.read(), err.read()
 
     @staticmethod
     def by_rank(out):
@@ -115,8 +129,14 @@ class MpiGroups(unittest.TestCase):
             self.assertNotRegex(text, r"rank [67]\b[^;(]* did not reach", (r, text[-2000:]))
         self.assertIn("the judge of group 1 (nodes 2-3, ranks 4-7) (rank 4) did not take this "
                       "node's part by the deadline; reporting to rank 0 directly", err)
-        # Rank 4's own node: rank 5 heard nothing and says so.
-        self.assertIn("is broken", ranks.get(5, ""), out[-3000:])
+        # Rank 0's report: node 2 missing, node 3 (heard directly) not.
+        text = strip_prefix(ranks[0])
+        self.assertIn("ranks 4,5 missing", text, text[-3000:])
+        rows = {line.split()[0]: line for line in text.splitlines() if line[:1].isdigit()}
+        for r in ("4", "5"):
+            self.assertIn("MISSING", rows.get(r, ""), text[-3000:])
+        for r in ("6", "7"):
+            self.assertNotIn("MISSING", rows.get(r, "MISSING"), text[-3000:])
 
 
 if __name__ == "__main__":
