@@ -41,6 +41,10 @@ bool mpi_tree_wanted(const World& w, const TreeSettings& t) {
          (t.mode == TreeSettings::Mode::automatic && w.size >= kAutoTreeRanks);
 }
 
+int tree_group_nodes(const TreeSettings& t) {
+  return t.group_nodes > 0 ? t.group_nodes : TreeLayout{}.group_nodes;
+}
+
 std::optional<TreePlan> plan_tree(const World& w, const TreeSettings& t, int master_port) {
   const bool on = t.mode == TreeSettings::Mode::on;
   if (!on && !mpi_tree_wanted(w, t)) return std::nullopt;
@@ -58,7 +62,7 @@ std::optional<TreePlan> plan_tree(const World& w, const TreeSettings& t, int mas
   TreePlan p;
   p.layout.world = w.size;
   p.layout.per_node = per;
-  if (t.group_nodes > 0) p.layout.group_nodes = t.group_nodes;
+  p.layout.group_nodes = tree_group_nodes(t);
   p.node = p.layout.node_of(w.rank);
   p.node_port = t.node_port > 0 ? t.node_port : std::min(master_port + 1, 65534);
   p.group_port = p.node_port + 1;

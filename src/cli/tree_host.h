@@ -44,8 +44,11 @@ struct TreePlan {
 std::optional<TreePlan> plan_tree(const World& w, const TreeSettings& settings, int master_port);
 
 /// Under an MPI launcher: node leaders from MPI_Comm_split_type (GPUDIAG_TREE
-/// as above; no layout needed, MPI knows the nodes).
+/// as above; no layout needed, MPI knows the nodes), grouped past
+/// TreeSettings::group_nodes nodes as the store's tree is.
 bool mpi_tree_wanted(const World& w, const TreeSettings& settings);
+/// GPUDIAG_TREE_GROUP_NODES, or the default (128): nodes under one judge.
+int tree_group_nodes(const TreeSettings& settings);
 
 struct TreeConnect {
   std::string token, secret;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include "checks/tree_review.h"
 #include "checks/watchdog.h"
 #include "rendezvous/socket.h"
 #include "rendezvous/store_plane.h"
@@ -93,7 +94,9 @@ Job join_job(const JobSettings& s, bool allow_tree) {
                        std::to_string(job.mpi->size()) + " but " + w.source + " says " +
                        std::to_string(w.rank) + "/" + std::to_string(w.size));
     job.plane = allow_tree && mpi_tree_wanted(w, s.tree.get())
-                    ? make_mpi_tree_plane(*job.mpi, s.tree.get().mpi_node_size)
+                    ? make_mpi_tree_plane(*job.mpi, s.tree.get().mpi_node_size,
+                                          tree_group_nodes(s.tree.get()),
+                                          std::make_unique<CheckTreeReviewer>())
                     : make_mpi_plane(*job.mpi);
     job.transport = make_mpi_transport(*job.mpi);
     job.setup.mpi_version = mpi_library_version();

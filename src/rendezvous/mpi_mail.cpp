@@ -34,7 +34,7 @@ void MpiMail::send(const std::string& bytes, int dest, int tag) {
   inflight_.push_back(std::move(s));
 }
 
-std::optional<std::string> MpiMail::try_recv(int source, int tag, bool count) {
+std::optional<std::string> MpiMail::try_recv(int source, int tag, bool count, int* from) {
   int flag = 0;
   MPI_Status st;
   MPI_Iprobe(source, tag, MPI_COMM_WORLD, &flag, &st);
@@ -44,6 +44,7 @@ std::optional<std::string> MpiMail::try_recv(int source, int tag, bool count) {
   std::string buf(static_cast<std::size_t>(len), '\0');
   MPI_Recv(buf.data(), len, MPI_CHAR, st.MPI_SOURCE, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   if (count) bytes_ += buf.size();
+  if (from) *from = st.MPI_SOURCE;
   return buf;
 }
 

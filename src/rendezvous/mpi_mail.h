@@ -24,8 +24,9 @@ class MpiMail {
 
   void send(const std::string& bytes, int dest, int tag);
   /// One message from `source` (or MPI_ANY_SOURCE) with `tag`, if one is
-  /// waiting; counted unless `count` is false.
-  std::optional<std::string> try_recv(int source, int tag, bool count = true);
+  /// waiting; counted unless `count` is false. `from`, when given, gets the
+  /// sender's rank.
+  std::optional<std::string> try_recv(int source, int tag, bool count = true, int* from = nullptr);
   std::uint64_t bytes() const { return bytes_; }
 
  private:

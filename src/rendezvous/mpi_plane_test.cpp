@@ -10,6 +10,7 @@
 
 #include "comm/mpi.h"
 #include "rendezvous/plane.h"
+#include "rendezvous/tree.h"
 
 namespace gpudiag {
 namespace {
@@ -105,6 +106,74 @@ TEST(MpiTreePlaneDigest, NodeLeadersPassTheDigestAndAStoppedRankIsNamed) {
     EXPECT_LT(first, 2 * 300u + 400u);
   }
   session().barrier_within(Deadline::after_seconds(20));
+}
+
+/// A stand-in for the check's tree review: counts the records that start
+/// "bad" in a table, and adds the counts of the groups' reviews.
+class CountBad : public TreeReviewer {
+ public:
+  std::string review(const std::string&, const std::map<int, std::string>& records,
+                     const std::vector<int>&, const std::map<int, std::string>&) override {
+    int bad = 0;
+    for (const auto& [r, text] : records) bad += text.rfind("bad", 0) == 0;
+    return "bad=" + std::to_string(bad);
+  }
+  std::string merge(const std::string&, const std::vector<ChildReview>& reviews) override {
+    int bad = 0;
+    for (const auto& c : reviews) bad += std::atoi(c.text.c_str() + 4);
+    return "bad=" + std::to_string(bad);
+  }
+};
+
+TEST(MpiTreePlaneGroups, GroupJudgesReviewTheirNodesAndRankZeroMergesThem) {
+  if (!std::getenv("OMPI_COMM_WORLD_SIZE") && !std::getenv("PMI_SIZE"))
+    GTEST_SKIP() << "needs mpirun: tests/integration/test_mpi_plane.py";
+  // "Nodes" of 1 rank, groups of 2 nodes: judges 0, 2, 4, ...
+  auto plane = make_mpi_tree_plane(session(), 1, 2, std::make_unique<CountBad>());
+  const int n = plane->size(), me = plane->rank();
+  ASSERT_GE(n, 4);
+  EXPECT_EQ(plane->describe(), "MPI through node leaders and group judges");
+  // Checkpoint 1: rank 2 (group 1's judge) "failed"; everyone asks for
+  // rank 0's record; rank 0 asks for every record (the report's table).
+  std::vector<int> need{0};
+  if (me == 0)
+    for (int r = 1; r < n; ++r) need.push_back(r);
+  auto g = plane->gather_all("exchange", record(me), Deadline::after_seconds(30), {}, need, {});
+  EXPECT_TRUE(g.judged);
+  EXPECT_TRUE(g.complete()) << "rank " << me;
+  EXPECT_EQ(g.review, "bad=1");
+  EXPECT_EQ(g.records[0], record(0));
+  for (int r = 1; r < n; ++r)
+    EXPECT_EQ(g.records.at(r).has_value(), me == 0 || r == me) << "rank " << me << " record " << r;
+  if (me == 0) {
+    for (int r = 0; r < n; ++r) EXPECT_EQ(g.records.at(r), record(r)) << r;
+  }
+  // A failure the last rank announces reaches every rank, one hop a level
+  // (its judge, rank 0, the other judges, their leaders), as each polls.
+  const std::string why = "rank " + std::to_string(n - 1) + " failed in the test";
+  if (me == n - 1) {
+    plane->announce_failure(why);
+  } else {
+    auto until = Deadline::after_seconds(10);
+    std::optional<std::string> heard;
+    while (!(heard = plane->peer_failure()) && !until.expired())
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_EQ(heard, why) << "rank " << me;  // passed on as it was read
+  }
+  // Checkpoint 2: the last rank (a leader under its group's judge) is
+  // stopped; everyone else names it.
+  if (me != n - 1) {
+    auto g2 = plane->gather_all("all-reduce", record(me), Deadline::after_seconds(1), {}, {}, {});
+    EXPECT_TRUE(g2.judged) << "rank " << me;
+    EXPECT_EQ(g2.missing, std::vector<int>{n - 1}) << "rank " << me;
+    EXPECT_NE(g2.notes.at(n - 1).find("did not report"), std::string::npos) << g2.notes.at(n - 1);
+  } else {
+    // Back after the others decided (its judge waits a grace past the
+    // deadline): its judge is gone, and so is rank 0's answer.
+    std::this_thread::sleep_for(std::chrono::seconds(8));
+    plane->gather_all("all-reduce", record(me), Deadline::after_seconds(1));
+  }
+  session().barrier_within(Deadline::after_seconds(45));
 }
 
 }  // namespace

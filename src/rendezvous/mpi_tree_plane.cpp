@@ -1,306 +1,333 @@
-// MpiTreePlane: MpiPlane's checkpoints (mpi_plane.cpp) through node leaders,
-// for large jobs under MPI launchers (GPUDIAG_TREE, docs/rendezvous.md).
+// MpiTreePlane (mpi_tree_plane.h): MpiPlane's checkpoints (mpi_plane.cpp) through node leaders
+// and, past GPUDIAG_TREE_GROUP_NODES nodes, groups of them, for large jobs
+// under MPI launchers (GPUDIAG_TREE, docs/rendezvous.md).
 //
 // At start (after MPI_Init, every rank alive) the ranks of a node find each
-// other with MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) (or, for tests and
-// hosts that are not one node each, blocks of GPUDIAG_MPI_NODE_SIZE ranks);
-// the lowest world rank of each is its leader, and rank 0 (a leader) learns
-// every rank's leader with one MPI_Gather. These are the only collectives.
-// At a checkpoint a rank sends its record (prefixed by the ranks whose records
-// it needs, as in MpiPlane) to its leader; a leader waits for its node's
-// ranks until the deadline and sends rank 0 one bundle (a tree part,
-// tree.h: the records, the missing ranks, and the needs); rank 0 waits for
-// the leaders a grace past the deadline, names the ranks of a leader that
-// never reported ("node of rank 8 (ranks 8-15): its leader did not report"),
-// reviews the whole table and sends each leader one digest with the records
-// its ranks asked for; the leader hands each of its ranks its own. Rank 0
-// receives n/8 messages a checkpoint instead of n. All messages are sent
-// without blocking, received with MPI_Iprobe against the deadline.
-#include <mpi.h>
+// other with MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) (or blocks of
+// GPUDIAG_MPI_NODE_SIZE ranks) and every rank learns every rank's leader with
+// one MPI_Allgather: these are the only collectives. The shape (nodes,
+// groups, judges) follows from that list (mpi_tree_shape.h). At a checkpoint
+// (all point-to-point, sent without blocking, received with MPI_Iprobe
+// against a deadline; the messages in mpi_tree_judge.h):
+//   - a rank sends its record, with the ranks whose records it needs, to its
+//     leader, which waits for its node's ranks until the deadline;
+//   - ungrouped, a leader sends rank 0 its node's bundle; rank 0 reviews the
+//     whole table with the check's review, as a flat job's judge does;
+//   - grouped, a leader sends its group's judge (the first node's leader),
+//     which acknowledges at once, waits for its nodes a grace past the
+//     deadline, reviews its group's table with the check's tree review and
+//     sends rank 0 one report; rank 0 judges group 0 itself and merges the
+//     groups' reviews (judge_root). A leader whose judge has not acknowledged
+//     by the deadline (or sent no digest) sends rank 0 its bundle directly,
+//     at this checkpoint and the later ones: a silent judge costs its node.
+// The digest goes down the same levels, each with the records its ranks
+// asked for; rank 0's own asks (the report's table at the barrier) are
+// answered by each group's judge once it has the digest. Each level waits
+// for the one above a grace longer than that one waits for its own. A
+// failure announced travels one hop a level: each rank passes what it hears
+// to its parent and children but the one it came from, whenever it polls.
+#include "rendezvous/mpi_tree_plane.h"
+
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <map>
-#include <set>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "comm/mpi.h"
-#include "rendezvous/mpi_mail.h"
-#include "rendezvous/plane.h"
+#include "rendezvous/checkpoint_digest.h"
 #include "rendezvous/store_limits.h"
-#include "rendezvous/tree.h"
 
 namespace gpudiag {
+namespace mpi_tree {
 
 namespace {
-
-constexpr int kTagFailure = 6999;
-constexpr int kTagBase = 17000;  // apart from MpiPlane's
-constexpr auto kGrace = std::chrono::seconds(5);
-
 void pause() { std::this_thread::sleep_for(std::chrono::microseconds(200)); }
-
-class MpiTreePlane : public Plane {
- public:
-  MpiTreePlane(MpiSession& s, int node_size) : rank_(s.rank()), size_(s.size()) {
-    MPI_Comm node;
-    if (node_size > 0)
-      MPI_Comm_split(MPI_COMM_WORLD, rank_ / node_size, rank_, &node);
-    else
-      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
-    int local = 0;
-    MPI_Comm_size(node, &local);
-    members_.resize(static_cast<std::size_t>(local));
-    MPI_Allgather(&rank_, 1, MPI_INT, members_.data(), 1, MPI_INT, node);
-    MPI_Comm_free(&node);
-    std::sort(members_.begin(), members_.end());
-    leader_ = members_.front();
-    std::vector<int> leaders(rank_ == 0 ? size_ : 0);
-    MPI_Gather(&leader_, 1, MPI_INT, leaders.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
-    for (int r = 0; r < static_cast<int>(leaders.size()); ++r) nodes_[leaders[r]].push_back(r);
-  }
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  std::string describe() const override { return "MPI through node leaders"; }
-  std::uint64_t bytes_moved() const override { return mail_.bytes(); }
-
-  void announce_failure(const std::string& why) override {
-    for (int r = 0; r < size_; ++r)
-      if (r != rank_) send(why, r, kTagFailure);
-  }
-  std::optional<std::string> peer_failure() override {
-    if (!failure_)
-      if (auto m = mail_.try_recv(MPI_ANY_SOURCE, kTagFailure, false)) failure_ = std::move(m);
-    return failure_;
-  }
-
-  Gathered gather_all(const std::string& name, const std::string& mine, Deadline deadline,
-                      const std::vector<int>&, const std::vector<int>& need,
-                      const Review& review) override {
-    const int tag = kTagBase + 2 * (seq_++ % 1000);  // tag: up; tag + 1: down
-    Gathered g;
-    g.records.resize(size_);
-    g.notes.resize(size_);
-    g.records[rank_] = mine;
-    if (leader_ != rank_) return as_member(g, need, mine, tag, deadline);
-    // A leader: its node's records and needs first.
-    TreePart part;
-    part.checkpoint = name;
-    std::map<int, std::vector<int>> needs{{rank_, need}};
-    collect_node(part, needs, mine, tag, deadline);
-    if (rank_ == 0) return as_root(g, part, needs, tag, deadline, review);
-    return as_leader(g, part, needs, tag, deadline);
-  }
-
- private:
-  void collect_node(TreePart& part, std::map<int, std::vector<int>>& needs, const std::string& mine,
-                    int tag, Deadline deadline) {
-    part.records[rank_] = mine;
-    auto pending = [&] {
-      for (int r : members_)
-        if (!part.records.count(r)) return true;
-      return false;
-    };
-    while (pending() && !deadline.expired()) {
-      bool got = false;
-      for (int r : members_) {
-        if (part.records.count(r)) continue;
-        if (auto m = mail_.try_recv(r, tag)) {
-          auto [need, record] = split_need(*m, size_);
-          part.records[r] = std::move(record);
-          needs[r] = std::move(need);
-          got = true;
-        }
-      }
-      if (!got) pause();
-    }
-    for (int r : members_)
-      if (!part.records.count(r)) {
-        part.missing.push_back(r);
-        part.notes[r] = "did not reach its node's leader (rank " + std::to_string(rank_) + ")";
-      }
-  }
-
-  /// A leader's bundle: the needs on a line ({"5":[0,7]}), then the part.
-  std::string bundle(const TreePart& part, const std::map<int, std::vector<int>>& needs) const {
-    nlohmann::json j = nlohmann::json::object();
-    for (const auto& [r, n] : needs)
-      if (!n.empty()) j[std::to_string(r)] = n;
-    return j.dump() + "\n" + encode_part(part);
-  }
-
-  Gathered as_leader(Gathered& g, const TreePart& part, const std::map<int, std::vector<int>>& needs,
-                     int tag, Deadline deadline) {
-    send(bundle(part, needs), 0, tag);
-    // Rank 0 decides a grace after the deadline.
-    auto until = Deadline::at(deadline.when() + 2 * kGrace);
-    std::optional<std::string> digest;
-    while (!(digest = mail_.try_recv(0, tag + 1)) && !until.expired()) pause();
-    for (int r : members_)
-      if (r != rank_) {
-        if (digest) send(for_member(*digest, needs.count(r) ? needs.at(r) : std::vector<int>{}), r,
-                         tag + 1);
-      }
-    if (digest) {
-      read_digest(g, for_member(*digest, needs.at(rank_)));
-    } else {
-      // Rank 0 never answered: this node is all we know.
-      for (const auto& [r, text] : part.records) g.records[r] = text;
-      g.find_missing();
-    }
-    return g;
-  }
-
-  Gathered as_member(Gathered& g, const std::vector<int>& need, const std::string& mine, int tag,
-                     Deadline deadline) {
-    send(need_line(need) + "\n" + mine, leader_, tag);
-    auto until = Deadline::at(deadline.when() + 3 * kGrace);
-    while (!until.expired()) {
-      if (auto m = mail_.try_recv(leader_, tag + 1)) {
-        read_digest(g, *m);
-        return g;
-      }
-      pause();
-    }
-    g.find_missing();
-    return g;
-  }
-
-  Gathered as_root(Gathered& g, TreePart& own, std::map<int, std::vector<int>>& needs, int tag,
-                   Deadline deadline, const Review& review) {
-    std::map<int, TreePart> parts{{0, own}};
-    auto until = Deadline::at(deadline.when() + kGrace);
-    auto pending = [&] {
-      for (const auto& [l, ranks] : nodes_)
-        if (!parts.count(l) && !gone_.count(l)) return true;
-      return false;
-    };
-    while (pending() && !until.expired()) {
-      bool got = false;
-      for (const auto& [l, ranks] : nodes_) {
-        if (parts.count(l)) continue;
-        if (auto m = mail_.try_recv(l, tag)) {
-          got = true;
-          auto nl = m->find('\n');
-          auto p = nl == std::string::npos
-                       ? std::nullopt
-                       : decode_part(m->substr(nl + 1), 0, size_ - 1);
-          if (!p) continue;
-          parts[l] = std::move(*p);
-          gone_.erase(l);
-          try {
-            const auto head = nlohmann::json::parse(m->substr(0, nl));
-            for (const auto& [k, v] : head.items()) {
-              auto r = storelimits::parse_bounded(k, 0, size_ - 1);
-              if (r && v.is_array()) needs[static_cast<int>(*r)] = v.get<std::vector<int>>();
-            }
-          } catch (const std::exception&) {
-          }
-        }
-      }
-      if (!got) pause();
-    }
-    // The whole table: each leader speaks for its own node's ranks only.
-    for (const auto& [l, ranks] : nodes_) {
-      auto it = parts.find(l);
-      for (int r : ranks) {
-        if (it != parts.end() && it->second.records.count(r)) {
-          g.records[r] = it->second.records.at(r);
-        } else if (it != parts.end() && it->second.notes.count(r)) {
-          g.notes[r] = it->second.notes.at(r);
-        } else if (it == parts.end()) {
-          g.notes[r] = "its node's leader (rank " + std::to_string(l) + ", ranks " +
-                       std::to_string(ranks.front()) + "-" + std::to_string(ranks.back()) +
-                       ") did not report";
-        }
-      }
-      if (it == parts.end()) gone_.insert(l);
-    }
-    g.records[0] = own.records[0];
-    g.find_missing();
-    g.judged = true;
-    if (review) g.review = review(g);
-    nlohmann::json base;
-    base["missing"] = g.missing;
-    base["review"] = g.review;
-    nlohmann::json notes = nlohmann::json::object();
-    for (std::size_t i = 0; i < g.missing.size() && i < 64; ++i)
-      notes[std::to_string(g.missing[i])] = g.notes.at(g.missing[i]);
-    base["notes"] = std::move(notes);
-    for (const auto& [l, ranks] : nodes_) {
-      nlohmann::json d = base;
-      nlohmann::json records = nlohmann::json::object();
-      for (int r : ranks)
-        if (auto it = needs.find(r); it != needs.end())
-          for (int n : it->second)
-            if (n >= 0 && n < size_ && g.records.at(n)) records[std::to_string(n)] = *g.records.at(n);
-      d["records"] = std::move(records);
-      const std::string text = d.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-      if (l != 0) {
-        send(text, l, tag + 1);
-      } else {
-        for (int r : ranks)
-          if (r != 0) send(for_member(text, needs.count(r) ? needs.at(r) : std::vector<int>{}), r,
-                           tag + 1);
-      }
-    }
-    return g;
-  }
-
-  /// The digest a leader hands one of its ranks: the records it asked for.
-  std::string for_member(const std::string& digest, const std::vector<int>& need) const {
-    try {
-      auto j = nlohmann::json::parse(digest);
-      nlohmann::json mine = nlohmann::json::object();
-      for (int n : need)
-        if (auto it = j["records"].find(std::to_string(n)); it != j["records"].end())
-          mine[std::to_string(n)] = *it;
-      j["records"] = std::move(mine);
-      return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    } catch (const std::exception&) {
-      return digest;
-    }
-  }
-
-  void read_digest(Gathered& g, const std::string& text) {
-    try {
-      auto j = nlohmann::json::parse(text);
-      const std::string review = j.at("review").get<std::string>();
-      for (const auto& m : j.at("missing"))
-        if (m.is_number_integer() && m.get<int>() >= 0 && m.get<int>() < size_ &&
-            m.get<int>() != rank_)
-          g.missing.push_back(m.get<int>());
-      std::sort(g.missing.begin(), g.missing.end());
-      if (auto it = j.find("notes"); it != j.end() && it->is_object())
-        for (const auto& [k, v] : it->items())
-          if (auto r = storelimits::parse_bounded(k, 0, size_ - 1); r && v.is_string())
-            g.notes[*r] = storelimits::store_text(v.get<std::string>(), 512);
-      for (const auto& [k, v] : j.at("records").items())
-        if (auto r = storelimits::parse_bounded(k, 0, size_ - 1); r && *r != rank_ && v.is_string())
-          g.records[*r] = v.get<std::string>();
-      g.review = review;
-      g.judged = true;
-    } catch (const std::exception&) {
-      g.missing.clear();
-      g.find_missing();
-    }
-  }
-
-  void send(const std::string& bytes, int dest, int tag) { mail_.send(bytes, dest, tag); }
-
-  int rank_, size_, leader_ = 0;
-  std::vector<int> members_;             ///< this node's world ranks (a leader's)
-  std::map<int, std::vector<int>> nodes_;  ///< rank 0: leader -> its node's ranks
-  std::set<int> gone_;                   ///< rank 0: leaders that missed a checkpoint
-  int seq_ = 0;
-  std::optional<std::string> failure_;
-  MpiMail mail_;
-};
-
 }  // namespace
 
-std::unique_ptr<Plane> make_mpi_tree_plane(MpiSession& session, int node_size) {
-  return std::make_unique<MpiTreePlane>(session, node_size);
+MpiTreePlane::MpiTreePlane(MpiSession& s, int node_size, int group_nodes,
+                           std::unique_ptr<TreeReviewer> rv)
+    : rank_(s.rank()), size_(s.size()), reviewer_(std::move(rv)) {
+  MPI_Comm node;
+  if (node_size > 0)
+    MPI_Comm_split(MPI_COMM_WORLD, rank_ / node_size, rank_, &node);
+  else
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+  int local = 0;
+  MPI_Comm_size(node, &local);
+  std::vector<int> members(static_cast<std::size_t>(local));
+  MPI_Allgather(&rank_, 1, MPI_INT, members.data(), 1, MPI_INT, node);
+  MPI_Comm_free(&node);
+  leader_ = *std::min_element(members.begin(), members.end());
+  std::vector<int> leaders(static_cast<std::size_t>(size_));
+  MPI_Allgather(&leader_, 1, MPI_INT, leaders.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  auto shape = MpiTreeShape::from_leaders(leaders, group_nodes);
+  grouped_ = shape.grouped();
+  leader_ = shape.leader(shape.node_of[rank_]);
+  if (leader_ != rank_) return;  // a rank keeps only its leader
+  shape_ = std::move(shape);
+  node_ = shape_.node_of[rank_];
+  group_ = shape_.group_of_node(node_);
+  if (rank_ == 0)
+    spdlog::info("MPI checkpoints through {} node leaders{}", shape_.node_count(),
+                 grouped_ ? " in " + std::to_string(shape_.groups()) + " groups of up to " +
+                                std::to_string(shape_.group_nodes) +
+                                " nodes (GPUDIAG_TREE_GROUP_NODES), each judged by its first "
+                                "node's leader"
+                          : std::string());
+}
+
+void MpiTreePlane::announce_failure(const std::string& why) {
+  const std::string text = storelimits::store_text(why, 1024);
+  for (int to : neighbours()) mail_.send(text, to, kTagFailure);
+}
+
+std::optional<std::string> MpiTreePlane::peer_failure() {
+  forward_failures();
+  return failure_;
+}
+
+Gathered MpiTreePlane::gather_all(const std::string& name, const std::string& mine,
+                                  Deadline deadline, const std::vector<int>& wait_for,
+                                  const std::vector<int>& need, const Review& review) {
+  const int seq = seq_++ % 1000;
+  Gathered g;
+  g.records.resize(size_);
+  g.notes.resize(size_);
+  g.records[rank_] = mine;
+  if (leader_ != rank_) return as_member(g, need, mine, seq, deadline);
+  NodeBundle own;
+  own.part.checkpoint = name;
+  own.part.records[rank_] = mine;
+  own.needs[rank_] = need;
+  // Members known gone are not waited for (their record still counts).
+  skip_.clear();
+  if (!wait_for.empty())
+    for (int r : shape_.nodes[node_])
+      if (!std::binary_search(wait_for.begin(), wait_for.end(), r)) skip_.insert(r);
+  if (rank_ == 0) return as_root(g, own, need, seq, deadline, review);
+  if (judges_group()) return as_judge(g, own, seq, deadline);
+  return as_leader(g, own, seq, deadline);
+}
+
+// ---- every leader: its node ----
+
+void MpiTreePlane::take_member(NodeBundle& own, int from, const std::string& m) {
+  if (from < 0 || from >= size_ || from == rank_ || leader_of(from) != rank_) return;
+  if (own.part.records.count(from)) return;
+  auto [need, record] = split_need(m, size_);
+  own.part.records[from] = std::move(record);
+  own.needs[from] = std::move(need);
+}
+
+bool MpiTreePlane::node_pending(const NodeBundle& own) const {
+  for (int r : shape_.nodes[node_])
+    if (!own.part.records.count(r) && !skip_.count(r)) return true;
+  return false;
+}
+
+void MpiTreePlane::close_node(NodeBundle& own) {
+  for (int r : shape_.nodes[node_])
+    if (!own.part.records.count(r)) {
+      own.part.missing.push_back(r);
+      own.part.notes[r] = "did not reach its node's leader (rank " + std::to_string(rank_) + ")";
+    }
+}
+
+void MpiTreePlane::collect_node(NodeBundle& own, int seq, Deadline deadline) {
+  while (node_pending(own) && !deadline.expired()) {
+    const bool got = drain(tag(seq, kRecord),
+                           [&](int from, const std::string& m) { take_member(own, from, m); }) > 0;
+    forward_failures();
+    if (!got) pause();
+  }
+  close_node(own);
+}
+
+std::optional<std::string> MpiTreePlane::wait_for_one(int from, int t, Deadline until) {
+  for (;;) {
+    if (auto m = mail_.try_recv(from, t)) return m;
+    if (until.expired()) return std::nullopt;
+    forward_failures();
+    pause();
+  }
+}
+
+void MpiTreePlane::read_down(Gathered& g, const std::string& text,
+                             std::optional<DownMessage> down) {
+  if (!down) down = decode_down(text, size_);
+  if (!down || !decode_digest(down->digest, rank_, size_, g)) {
+    g.missing.clear();
+    g.find_missing();
+    return;
+  }
+  for (const auto& [r, rec] : down->records)
+    if (r != rank_ && r >= 0 && r < size_) g.records[r] = rec;
+}
+
+void MpiTreePlane::pass_to_node(Gathered& g, const DownMessage& down, const NodeBundle& own,
+                                int seq) {
+  std::map<int, std::string> have = down.records;
+  for (const auto& [r, rec] : own.part.records) have.emplace(r, rec);
+  for (int r : shape_.nodes[node_])  // a late rank learns from it that it was late
+    if (r != rank_)
+      mail_.send(encode_down({down.digest, {}, records_for(have, own.needs, {r})}), r,
+                 tag(seq, kToMember));
+  read_down(g, {}, DownMessage{down.digest, {}, records_for(have, own.needs, {rank_})});
+}
+
+Gathered MpiTreePlane::unjudged(Gathered& g, const std::map<int, std::string>& known) {
+  for (const auto& [r, text] : known) g.records[r] = text;
+  g.find_missing();
+  return g;
+}
+
+Gathered MpiTreePlane::as_member(Gathered& g, const std::vector<int>& need,
+                                 const std::string& mine, int seq, Deadline deadline) {
+  mail_.send(need_line(need) + "\n" + mine, leader_, tag(seq, kRecord));
+  // The levels above wait a grace each past the deadline; once the leader
+  // has sent nothing, one grace (it is stopped or gone: the node is lost).
+  if (auto m = wait_for_one(leader_, tag(seq, kToMember),
+                            past(deadline, leader_quiet_ ? 1 : grouped_ ? 5 : 3))) {
+    leader_quiet_ = false;
+    read_down(g, *m, std::nullopt);
+  } else {
+    leader_quiet_ = true;
+    g.find_missing();
+  }
+  return g;
+}
+
+Gathered MpiTreePlane::as_leader(Gathered& g, NodeBundle& own, int seq, Deadline deadline) {
+  collect_node(own, seq, deadline);
+  const std::string bundle = encode_bundle(own.part, own.needs);
+  int parent = grouped_ && group_ != 0 && !judge_lost_ ? shape_.judge(group_) : 0;
+  mail_.send(bundle, parent, tag(seq, kBundle));
+  // The judge takes a part as soon as it is in its own checkpoint: one that
+  // has not by the deadline is itself missing, and rank 0 hears this node.
+  const auto ack_by = Deadline::at(std::max(deadline.when(), Deadline::Clock::now() + kGrace / 5));
+  if (parent != 0 && !wait_for_one(parent, tag(seq, kAck), ack_by)) {
+    lose_judge("did not take this node's part by the deadline");
+    parent = 0;
+    mail_.send(bundle, parent, tag(seq, kBundle));
+  }
+  auto m = wait_for_one(parent, tag(seq, kToLeader),
+                        past(deadline, parent != 0 ? 4 : grouped_ ? 3 : 2));
+  auto down = m ? decode_down(*m, size_) : std::nullopt;
+  if (!down) {
+    if (parent != 0) lose_judge("sent no digest by the deadline");
+    return unjudged(g, own.part.records);
+  }
+  pass_to_node(g, *down, own, seq);
+  return g;
+}
+
+void MpiTreePlane::lose_judge(const std::string& why) {
+  if (judge_lost_) return;
+  judge_lost_ = true;
+  spdlog::warn("{}: the judge of {} (rank {}) {}; reporting to rank 0 directly from now on",
+               shape_.node_label(node_), shape_.group_label(group_), shape_.judge(group_), why);
+}
+
+// ---- a group's judge ----
+
+Gathered MpiTreePlane::as_judge(Gathered& g, NodeBundle& own, int seq, Deadline deadline) {
+  std::map<int, NodeBundle> nodes;
+  auto [first, last] = shape_.nodes_of_group(group_);
+  auto pending = [&] {
+    for (int k = first; k <= last; ++k)
+      if (k != node_ && !nodes.count(k) && !gone_.count(k)) return true;
+    return false;
+  };
+  // Its own node until the deadline, the other nodes' leaders a grace more
+  // (they send when their own deadline passes); each part taken at once.
+  const Deadline until = past(deadline, 1);
+  bool node_open = true;
+  for (;;) {
+    int got = drain(tag(seq, kRecord),
+                    [&](int from, const std::string& m) { take_member(own, from, m); });
+    got += drain(tag(seq, kBundle), [&](int from, const std::string& m) {
+      if (from < 0 || from >= size_ || from != leader_of(from)) return;
+      const int k = shape_.node_of[from];
+      if (k == node_ || shape_.group_of_node(k) != group_ || nodes.count(k)) return;
+      if (auto b = decode_bundle(m, shape_, k)) {
+        nodes[k] = std::move(*b);
+        gone_.erase(k);
+        mail_.send("1", from, tag(seq, kAck));
+      }
+    });
+    if (node_open && (!node_pending(own) || deadline.expired())) node_open = false;
+    if (!node_open && (!pending() || until.expired())) break;
+    forward_failures();
+    if (!got) pause();
+  }
+  close_node(own);
+  LevelTable table;
+  table.checkpoint = own.part.checkpoint;
+  for (int k = first; k <= last; ++k) {
+    const NodeBundle* b = k == node_ ? &own : nodes.count(k) ? &nodes.at(k) : nullptr;
+    if (!b) gone_.insert(k);
+    table.add_node(shape_, k, b);
+  }
+  table.finish();
+  const std::string review =
+      reviewer_ ? reviewer_->review(table.checkpoint, table.records, table.missing, table.notes)
+                : std::string();
+  mail_.send(encode_group_report(table, review, shape_, group_), 0, tag(seq, kReport));
+  auto m = wait_for_one(0, tag(seq, kToJudge), past(deadline, 3));
+  auto down = m ? decode_down(*m, size_) : std::nullopt;
+  if (!down) return unjudged(g, table.records);
+  if (!down->send.empty()) {  // rank 0's asks: the report's table
+    TreePart asked;
+    for (int r : down->send)
+      if (auto it = table.records.find(r); it != table.records.end()) asked.records.emplace(*it);
+    mail_.send(encode_part(asked), 0, tag(seq, kAsked));
+  }
+  std::map<int, std::string> have = down->records;
+  for (const auto& [r, rec] : table.records) have.emplace(r, rec);
+  for (const auto& [k, b] : nodes)
+    mail_.send(encode_down({down->digest, {}, records_for(have, table.needs, shape_.nodes[k])}),
+               shape_.leader(k), tag(seq, kToLeader));
+  pass_to_node(g, DownMessage{down->digest, {}, have}, own, seq);
+  return g;
+}
+
+// ---- failures, one hop a level ----
+
+std::vector<int> MpiTreePlane::neighbours() const {
+  if (leader_ != rank_) return {leader_};
+  std::vector<int> out(shape_.nodes[node_].begin() + 1, shape_.nodes[node_].end());
+  if (rank_ == 0) {
+    for (int k = 1; k < shape_.node_count(); ++k)
+      if (shape_.group_of_node(k) == 0 || direct_.count(k) ||
+          shape_.judge(shape_.group_of_node(k)) == shape_.leader(k))
+        out.push_back(shape_.leader(k));
+    return out;
+  }
+  out.push_back(grouped_ && group_ != 0 && !judges_group() && !judge_lost_ ? shape_.judge(group_)
+                                                                            : 0);
+  if (judges_group()) {
+    auto [a, b] = shape_.nodes_of_group(group_);
+    for (int k = a + 1; k <= b; ++k) out.push_back(shape_.leader(k));
+  }
+  return out;
+}
+
+void MpiTreePlane::forward_failures() {
+  drain(kTagFailure, [&](int from, const std::string& m) {
+    const std::string text = storelimits::store_text(m, 1024);
+    if (!failure_) failure_ = text;
+    if (forwarded_++ >= kMaxForwarded) return;
+    for (int to : neighbours())
+      if (to != from) mail_.send(text, to, kTagFailure);
+  });
+}
+
+}  // namespace mpi_tree
+
+std::unique_ptr<Plane> make_mpi_tree_plane(MpiSession& session, int node_size, int group_nodes,
+                                           std::unique_ptr<TreeReviewer> reviewer) {
+  return std::make_unique<mpi_tree::MpiTreePlane>(session, node_size, group_nodes,
+                                                  std::move(reviewer));
 }
 
 }  // namespace gpudiag

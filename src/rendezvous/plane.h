@@ -16,7 +16,9 @@
 // the missing ones.
 //
 // Implementations: SinglePlane (world size 1), MpiPlane (MPI point-to-point,
-// under mpirun/srun --mpi=pmix), StorePlane (a TCP rendezvous store).
+// under mpirun/srun --mpi=pmix), MpiTreePlane (the same through node leaders
+// and, past GPUDIAG_TREE_GROUP_NODES nodes, group judges), StorePlane (a TCP
+// rendezvous store, itself through node leaders under GPUDIAG_TREE).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +34,7 @@
 namespace gpudiag {
 
 class MpiSession;
+class TreeReviewer;
 
 /// One slot per rank, stored only where a slot was written: a rank of a
 /// 100,000-rank job holds the few records it read, not 100,000 empty slots
@@ -188,7 +191,11 @@ std::unique_ptr<Plane> make_single_plane();
 /// MPI_COMM_WORLD of an initialised session.
 std::unique_ptr<Plane> make_mpi_plane(MpiSession& session);
 /// The same through node leaders (mpi_tree_plane.cpp): nodes from
-/// MPI_Comm_split_type(SHARED), or blocks of `node_size` ranks when > 0.
-std::unique_ptr<Plane> make_mpi_tree_plane(MpiSession& session, int node_size = 0);
+/// MPI_Comm_split_type(SHARED), or blocks of `node_size` ranks when > 0; past
+/// `group_nodes` nodes, groups of them under judges that review their
+/// group's table with `reviewer` (checks/tree_review.h) for rank 0 to merge.
+std::unique_ptr<Plane> make_mpi_tree_plane(MpiSession& session, int node_size = 0,
+                                           int group_nodes = 128,
+                                           std::unique_ptr<TreeReviewer> reviewer = nullptr);
 
 }  // namespace gpudiag

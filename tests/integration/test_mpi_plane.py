@@ -1,7 +1,7 @@
 """MpiPlane's digest under real mpirun (src/rendezvous/mpi_plane_test.cpp) at 4
-and 8 ranks, flat and through node leaders (MpiTreePlane, "nodes" of 2 ranks):
-every rank passes, and rank 1's bytes per checkpoint are the same at both
-sizes."""
+and 8 ranks, flat, through node leaders (MpiTreePlane, "nodes" of 2 ranks) and
+through group judges ("nodes" of 1 in groups of 2): every rank passes, and
+rank 1's bytes per checkpoint are the same at both sizes."""
 import os
 import re
 import unittest
@@ -35,6 +35,20 @@ class MpiTreePlaneDigest(unittest.TestCase):
             seen.append(re.search(r"mpi-tree-plane-bytes rank 1: (\d+) (\d+)", p.stdout).groups())
         # A rank's bytes do not depend on the job's size.
         self.assertEqual(seen[0], seen[1])
+
+
+class MpiTreePlaneGroups(unittest.TestCase):
+    def test_group_judges_at_4_and_8_ranks(self):
+        # "Nodes" of 1 rank in groups of 2 (src/rendezvous/mpi_plane_test.cpp):
+        # each group's judge reviews its nodes, rank 0 merges the reviews and
+        # gets every record when it asks; a failure one rank announces
+        # reaches every rank through the levels; a stopped leader is named.
+        for n in (4, 8):
+            p = run(["mpirun", "-np", str(n), "--oversubscribe", TESTS,
+                     "--gtest_filter=MpiTreePlaneGroups.*", "--gtest_color=no"], timeout=180,
+                    env=mpirun_env())
+            self.assertEqual(p.returncode, 0, p.stdout[-3000:] + p.stderr[-2000:])
+            self.assertEqual(p.stdout.count("[  PASSED  ] 1 test"), n, p.stdout[-3000:])
 
 
 class CheckThroughMpiNodeLeaders(unittest.TestCase):
