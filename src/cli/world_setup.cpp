@@ -83,7 +83,7 @@ void join_tree(Job& job, const TreePlan& tree, const Env& env, double timeout_s)
   job.transport = make_tcp_transport(ring_address(env), token.value);
 }
 
-Job join_job(const Env& env, double timeout_s, bool allow_tree) {
+Job join_job(const Env& env, double timeout_s, bool allow_tree, bool mpi_tree) {
   Job job;
   job.setup.world = discover_world(env);
   job.setup.env = env;
@@ -104,7 +104,7 @@ Job join_job(const Env& env, double timeout_s, bool allow_tree) {
       throw UsageError("MPI says rank " + std::to_string(job.mpi->rank()) + "/" +
                        std::to_string(job.mpi->size()) + " but " + w.source + " says " +
                        std::to_string(w.rank) + "/" + std::to_string(w.size));
-    job.plane = allow_tree && mpi_tree_wanted(w, env)
+    job.plane = allow_tree && mpi_tree && mpi_tree_wanted(w, env)
                     ? make_mpi_tree_plane(*job.mpi, mpi_node_size(env))
                     : make_mpi_plane(*job.mpi);
     job.transport = make_mpi_transport(*job.mpi);

@@ -37,8 +37,9 @@ struct Job {
 std::string ring_address(const Env& env);
 
 /// Throws UsageError for an inconsistent environment. `tree`: the job may
-/// meet through node leaders (tree_host.h); the sweep, whose judge reads
-/// every rank's records, does not.
-Job join_job(const Env& env, double timeout_s, bool tree = true);
+/// meet through node leaders (tree_host.h); `mpi_tree`: under an MPI
+/// launcher too (the sweep meets MPI's way flat: its judge reads every
+/// round's reports there).
+Job join_job(const Env& env, double timeout_s, bool tree = true, bool mpi_tree = true);
 
 }  // namespace gpudiag::cli

@@ -1,7 +1,8 @@
 // A tree judge's copies between levels (see relay.h): the records a node's
 // ranks ask for from other nodes (from its group's store, another group's,
-// or the root's when that group's judge was lost), and the failure and death
-// announcements it copies up and down.
+// or the root's when that group's judge was lost), the root's share for rank
+// 0 (node 0's leader), and the failure and death announcements it copies up
+// and down.
 #include <spdlog/spdlog.h>
 
 #include <map>
@@ -107,6 +108,22 @@ void Relay::copy_needs(int seq, const std::string& digest) {
             o_.below->set(cp(seq) + std::to_string(r), text, Deadline::after(kAnswer));
       }
     }
+  }
+}
+
+void Relay::copy_judge_share(int seq) {
+  // The root's store: the parent's when there are no groups (or this node
+  // reports to the root), else reached beside the group's.
+  Store& root = o_.root ? *o_.root : parent();
+  try {
+    auto share = root.try_get(tree_cp(seq) + "judge", Deadline::after(kAnswer));
+    if (!share) return;
+    up_bytes_ += share->size();
+    o_.below->set(cp(seq) + "judge", *share, Deadline::after(kAnswer));
+  } catch (const Error& e) {
+    // Rank 0 then finds no share, and says what it lacks.
+    spdlog::warn("{}: the root's share for rank 0 not copied: {}", o_.layout.node_label(o_.index),
+                 e.one_line());
   }
 }
 

@@ -69,6 +69,13 @@ struct SimOptions {
   /// Node K (host simnode<K>, 0-based) runs another GPU driver: every rank
   /// still there must name it ("drift: simnode<K> (ranks a-b) ..."); -1 none.
   int drift_node = -1;
+  /// gpudiag sweep's control plane instead of the check's (sim_sweep.cpp):
+  /// the real planner through the tree, the measurements made up, node
+  /// `slow_node` slow (-1: one two thirds into the pool), planning with
+  /// --time-budget seconds.
+  bool sweep = false;
+  int slow_node = -1;
+  double time_budget_s = 1;
 };
 
 struct SimResult {
@@ -92,5 +99,9 @@ struct SimResult {
 SimResult run_simulation(const SimOptions& o);
 SimResult run_flat(const SimOptions& o);
 SimResult run_tree(const SimOptions& o);
+/// --sweep: named is 1 of 1 when exactly the slow node was excluded, as SLOW.
+SimResult run_sweep(const SimOptions& o);
+/// --sweep from main: runs it, prints its last line, returns the exit status.
+int sweep_main(const SimOptions& o);
 
 }  // namespace gpudiag::sim
