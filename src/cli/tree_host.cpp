@@ -6,6 +6,8 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <map>
+
 #include "checks/tree_review.h"
 #include "sweep/tree_results.h"
 #include "rendezvous/lazy_store.h"
@@ -207,10 +209,16 @@ void TreeHost::run_node() {
     sweep::SweepTreeReviewer reviewer(L.world, std::make_unique<CheckTreeReviewer>());
     auto o = options(plan_, RelayLevel::node, plan_.node, c_.timeout_s);
     // Rank 0's report reads every group's records once, at the end.
-    o.connect_group = [this, me](int g) -> std::unique_ptr<Store> {
-      const auto at = c_.root(me)->get("tree/group/" + std::to_string(g),
-                                       Deadline::after_seconds(c_.timeout_s));
-      return connect_at(at, me, std::min(c_.timeout_s, kGroupConnectS));
+    // Other groups' records: rank 0's report at the end, a sweep's partners
+    // every round. Each group's address is asked of the root once, on this
+    // leader's one connection there.
+    std::map<int, std::string> group_at;
+    o.connect_group = [this, me, &root, &group_at](int g) -> std::unique_ptr<Store> {
+      auto it = group_at.find(g);
+      if (it == group_at.end())
+        it = group_at.emplace(g, root->get("tree/group/" + std::to_string(g),
+                                           Deadline::after_seconds(c_.timeout_s))).first;
+      return connect_at(it->second, me, std::min(c_.timeout_s, kGroupConnectS));
     };
     o.below = &below;
     o.above = group ? group.get() : root.get();
