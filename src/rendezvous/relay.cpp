@@ -373,6 +373,7 @@ bool Relay::pass_down(int seq, const std::function<bool()>& stop) {
   }
   up_bytes_ += key.size() + digest->size();
   if (o_.level == RelayLevel::group) {
+    if (o_.index == 0) copy_judge_share(seq);  // node 0 is in group 0
     o_.below->set(key, *digest, Deadline::after(kAnswer));
   } else {
     copy_needs(seq, *digest);

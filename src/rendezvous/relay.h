@@ -17,8 +17,8 @@
 // copies in the records its ranks asked for (need/<n>/<r>) from the parts its
 // parent holds, and the digest last, as cp/<n>/digest for its ranks. What the
 // root's reviewer leaves for rank 0 alone (TreeReviewer::for_judge: the
-// sweep's round results) goes from the root's store (tree/cp/<n>/judge) to
-// node 0's (cp/<n>/judge), read by node 0's leader, never by the others.
+// sweep's round results) goes down the same way to node 0's store alone
+// (tree/cp/<n>/judge at the root and group 0, cp/<n>/judge at node 0).
 //
 // Failures and deaths travel at once: while it waits, a relay copies new
 // announcements (store_plane.h: failures, failure/<i>, dead/<r>) from its own
@@ -118,8 +118,9 @@ class Relay {
   Store& parent();
   void lose_parent(const std::string& why);
   void copy_needs(int seq, const std::string& digest);
-  /// (Node 0's leader) the root's share for rank 0 (TreeReviewer::for_judge),
-  /// from the root's store into cp/<n>/judge.
+  /// (Group 0's judge, node 0's leader) the root's share for rank 0
+  /// (TreeReviewer::for_judge), from the parent's store into this one's
+  /// (tree/cp/<n>/judge; a node's: cp/<n>/judge).
   void copy_judge_share(int seq);
   bool all_said_bye();
 

@@ -127,14 +127,15 @@ void Relay::copy_needs(int seq, const std::string& digest) {
 }
 
 void Relay::copy_judge_share(int seq) {
-  // The root's store: the parent's when there are no groups (or this node
-  // reports to the root), else reached beside the group's.
-  Store& root = o_.root ? *o_.root : parent();
+  // Down the digest's way, set before it at each level: group 0's judge
+  // copies it from the root's store, node 0's leader from its parent's.
+  const std::string key = tree_cp(seq) + "judge";
   try {
-    auto share = root.try_get(tree_cp(seq) + "judge", Deadline::after(kAnswer));
+    auto share = parent().try_get(key, Deadline::after(kAnswer));
     if (!share) return;
     up_bytes_ += share->size();
-    o_.below->set(cp(seq) + "judge", *share, Deadline::after(kAnswer));
+    o_.below->set(o_.level == RelayLevel::group ? key : cp(seq) + "judge", *share,
+                  Deadline::after(kAnswer));
   } catch (const Error& e) {
     // Rank 0 then finds no share, and says what it lacks.
     spdlog::warn("{}: the root's share for rank 0 not copied: {}", o_.layout.node_label(o_.index),
