@@ -19,6 +19,11 @@
 // communicator checkpoint (--dead-judges: their store and judge go away, and
 // with them their own node's leader), whose leaders then report to the root.
 //
+// With --sweep (sim_sweep.cpp) the tree carries gpudiag sweep's rounds
+// instead of the check's checkpoints: the real planner at rank 0, made-up
+// measurements with one slow node (--slow-node), a line a round with the
+// control plane's time; it passes when that node alone is excluded.
+//
 // A small pool of threads drives the ranks, not a thread per rank: at each
 // checkpoint every live rank first publishes its record (publish_record), then
 // rank 0 judges (waits for the records, reads them all, publishes the digest),
