@@ -73,7 +73,9 @@ int write_files(const SweepCli& o, const sweep::SweepOutcome& out) {
 int run(SweepCli& o) {
   const Env env = Env::from_process();
   const auto settings = read_job_settings(env, o.sweep.timeout_s);
-  auto job = join_job(settings, /*tree=*/false);
+  // Through node leaders when the tree is on (GPUDIAG_TREE; sweep/tree_results.h);
+  // under MPI, flat.
+  auto job = join_job(settings, /*tree=*/true, /*mpi_tree=*/false);
   const auto& w = job.setup.world;
   set_log_tag("rank " + std::to_string(w.rank));
   for (const auto& warning : w.warnings) spdlog::warn("{}", warning);

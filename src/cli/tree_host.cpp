@@ -1,10 +1,15 @@
-// The tree's choice and a leader's stores and judges (see tree_host.h).
+// The tree's choice and a leader's stores and judges (see tree_host.h). The
+// judges review with the check's reviewer, and a sweep's round results with
+// the sweep's (sweep/tree_results.h), chosen by the checkpoint's name.
 #include "cli/tree_host.h"
 
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <map>
+
 #include "checks/tree_review.h"
+#include "sweep/tree_results.h"
 #include "rendezvous/lazy_store.h"
 #include "rendezvous/relay.h"
 #include "rendezvous/store_limits.h"
@@ -162,13 +167,19 @@ void TreeHost::run_node() {
     } else {
       root = c_.root(me);
     }
-    CheckTreeReviewer reviewer;
+    sweep::SweepTreeReviewer reviewer(L.world, std::make_unique<CheckTreeReviewer>());
     auto o = options(plan_, RelayLevel::node, plan_.node, c_.timeout_s);
     // Rank 0's report reads every group's records once, at the end.
-    o.connect_group = [this, me](int g) -> std::unique_ptr<Store> {
-      const auto at = c_.root(me)->get("tree/group/" + std::to_string(g),
-                                       Deadline::after_seconds(c_.timeout_s));
-      return connect_at(at, me, std::min(c_.timeout_s, kGroupConnectS));
+    // Other groups' records: rank 0's report at the end, a sweep's partners
+    // every round. Each group's address is asked of the root once, on this
+    // leader's one connection there.
+    std::map<int, std::string> group_at;
+    o.connect_group = [this, me, &root, &group_at](int g) -> std::unique_ptr<Store> {
+      auto it = group_at.find(g);
+      if (it == group_at.end())
+        it = group_at.emplace(g, root->get("tree/group/" + std::to_string(g),
+                                           Deadline::after_seconds(c_.timeout_s))).first;
+      return connect_at(it->second, me, std::min(c_.timeout_s, kGroupConnectS));
     };
     o.below = &below;
     o.above = group ? group.get() : root.get();
@@ -190,7 +201,7 @@ void TreeHost::run_group() {
               Deadline::after_seconds(c_.timeout_s));
     TcpStoreClient below("127.0.0.1", plan_.group_port, c_.token,
                          Deadline::after_seconds(c_.timeout_s), c_.secret);
-    CheckTreeReviewer reviewer;
+    sweep::SweepTreeReviewer reviewer(plan_.layout.world, std::make_unique<CheckTreeReviewer>());
     auto o = options(plan_, RelayLevel::group, g, c_.timeout_s);
     o.below = &below;
     o.above = root.get();
@@ -206,7 +217,7 @@ void TreeHost::run_group() {
 void TreeHost::run_root() {
   try {
     auto root = c_.root(storewire::kRootClaim);
-    CheckTreeReviewer reviewer;
+    sweep::SweepTreeReviewer reviewer(plan_.layout.world, std::make_unique<CheckTreeReviewer>());
     auto o = options(plan_, RelayLevel::root, 0, c_.timeout_s);
     o.below = root.get();
     o.reviewer = &reviewer;

@@ -71,7 +71,7 @@ void join_tree(Job& job, const TreePlan& tree, const JobSettings& s) {
   job.transport = make_tcp_transport(s.ring_address, token.value);
 }
 
-Job join_job(const JobSettings& s, bool allow_tree) {
+Job join_job(const JobSettings& s, bool allow_tree, bool mpi_tree) {
   Job job;
   const double timeout_s = s.timeout_s;
   job.setup.world = s.world;
@@ -93,7 +93,7 @@ Job join_job(const JobSettings& s, bool allow_tree) {
       throw UsageError("MPI says rank " + std::to_string(job.mpi->rank()) + "/" +
                        std::to_string(job.mpi->size()) + " but " + w.source + " says " +
                        std::to_string(w.rank) + "/" + std::to_string(w.size));
-    job.plane = allow_tree && mpi_tree_wanted(w, s.tree.get())
+    job.plane = allow_tree && mpi_tree && mpi_tree_wanted(w, s.tree.get())
                     ? make_mpi_tree_plane(*job.mpi, s.tree.get().mpi_node_size,
                                           tree_group_nodes(s.tree.get()),
                                           std::make_unique<CheckTreeReviewer>())

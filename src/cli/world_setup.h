@@ -35,8 +35,9 @@ struct Job {
 
 /// Joins with the settings read once (settings/job_settings.h). Throws
 /// UsageError for a setting the job's way of meeting needs and cannot use.
-/// `tree`: the job may meet through node leaders (tree_host.h); the sweep,
-/// whose judge reads every rank's records, does not.
-Job join_job(const JobSettings& settings, bool tree = true);
+/// `tree`: the job may meet through node leaders (tree_host.h); `mpi_tree`:
+/// under an MPI launcher too (the sweep meets MPI's way flat: its judge reads
+/// every round's reports there).
+Job join_job(const JobSettings& settings, bool tree = true, bool mpi_tree = true);
 
 }  // namespace gpudiag::cli

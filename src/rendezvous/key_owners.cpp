@@ -202,7 +202,7 @@ std::optional<std::string> KeyOwners::refuse(std::uint64_t conn, std::uint32_t r
   }
   if (auto tail = checkpoint_tail(key)) {
     const bool leader = leaders_judge_ && launchers_ && rank == storewire::kNoRank && !tree_;
-    if (*tail == "digest")
+    if (*tail == "digest" || *tail == "judge")
       return is_owner(conn, 0) || leader ? std::nullopt
                                : std::optional<std::string>("the checkpoint digest '" + key +
                                                             "' is rank 0's and " + who);

@@ -10,7 +10,8 @@
 //                         so it learns that it is one (duplicate RANK)
 //   hello/<r> phase/<r> bye/<r> cp/<n>/<r>
 //                         the owner of r only
-//   cp/<n>/digest         the owner of rank 0 (the judge); on a node leader's
+//   cp/<n>/digest cp/<n>/judge
+//                         the owner of rank 0 (the judge); on a node leader's
 //                         store, the leader (a launcher connection)
 //   cp/<n>/<r>            (as hello/) and, on a node leader's store, the
 //                         leader for a rank nobody here claimed

@@ -135,6 +135,10 @@ struct Gathered {
   std::string review;
   /// True when the judge's digest was read (or this rank is the judge).
   bool judged = false;
+  /// Under node leaders, on rank 0 only: what the tree's root left for rank 0
+  /// alone beside the digest (TreeReviewer::for_judge: the sweep's round
+  /// results); empty elsewhere and in a flat job.
+  std::string judge_share;
   bool complete() const { return missing.empty() && missing_unlisted == 0; }
   /// Sets `missing` from `records` (for a plane that holds the whole table).
   void find_missing();
@@ -185,6 +189,10 @@ class Plane {
   /// connection may be a peer that quit because the store stopped: this names
   /// the store instead. Only the store plane can stop on its own.
   virtual std::optional<std::string> lost_plane() { return std::nullopt; }
+  /// Judged by a tree of node leaders (store_plane.h): the Review passed to
+  /// gather_all is not run (the tree's judges review), every rank reads rank
+  /// 0's record from the digest, and rank 0 gets `judge_share`.
+  virtual bool judged_by_tree() const { return false; }
 };
 
 std::unique_ptr<Plane> make_single_plane();

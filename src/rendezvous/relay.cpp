@@ -281,6 +281,8 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
       part.review = reviews.size() == 1 && o_.level != RelayLevel::root
                         ? reviews[0].text
                         : o_.reviewer->merge(part.checkpoint, reviews);
+    if (o_.reviewer && o_.level == RelayLevel::root)
+      judge_share_ = o_.reviewer->for_judge(part.checkpoint, reviews);
     // Only rank 0's record goes on (every rank reads it: its NCCL id); a
     // group's part that carries more is not believed for the rest.
     std::optional<std::string> rank0;
@@ -307,6 +309,10 @@ bool Relay::collect(int seq, Deadline idle, const std::function<bool()>& stop) {
     for (const auto& [r, note] : part.notes) noted_.insert(r);
     const std::string d = encode_digest(part.missing, part.notes, part.aborted,
                                         part.review.value_or(""), part.records);
+    // Rank 0's share first: node 0's leader reads it once the digest is there.
+    if (!judge_share_.empty())
+      o_.below->set(tree_cp(seq) + "judge", judge_share_, Deadline::after(kAnswer));
+    judge_share_.clear();
     o_.below->set(tree_cp(seq) + "digest", d, Deadline::after(kAnswer));
     return true;
   }
@@ -367,9 +373,11 @@ bool Relay::pass_down(int seq, const std::function<bool()>& stop) {
   }
   up_bytes_ += key.size() + digest->size();
   if (o_.level == RelayLevel::group) {
+    if (o_.index == 0) copy_judge_share(seq);  // node 0 is in group 0
     o_.below->set(key, *digest, Deadline::after(kAnswer));
   } else {
     copy_needs(seq, *digest);
+    if (o_.index == 0) copy_judge_share(seq);
     o_.below->set(cp(seq) + "digest", *digest, Deadline::after(kAnswer));
   }
   return true;

@@ -15,7 +15,10 @@
 // rank's note only the first time it is missing. On the way down each
 // relay copies its parent's digest into its own store; a node's leader also
 // copies in the records its ranks asked for (need/<n>/<r>) from the parts its
-// parent holds, and the digest last, as cp/<n>/digest for its ranks.
+// parent holds, and the digest last, as cp/<n>/digest for its ranks. What the
+// root's reviewer leaves for rank 0 alone (TreeReviewer::for_judge: the
+// sweep's round results) goes down the same way to node 0's store alone
+// (tree/cp/<n>/judge at the root and group 0, cp/<n>/judge at node 0).
 //
 // Failures and deaths travel at once: while it waits, a relay copies new
 // announcements (store_plane.h: failures, failure/<i>, dead/<r>) from its own
@@ -115,6 +118,10 @@ class Relay {
   Store& parent();
   void lose_parent(const std::string& why);
   void copy_needs(int seq, const std::string& digest);
+  /// (Group 0's judge, node 0's leader) the root's share for rank 0
+  /// (TreeReviewer::for_judge), from the parent's store into this one's
+  /// (tree/cp/<n>/judge; a node's: cp/<n>/judge).
+  void copy_judge_share(int seq);
   bool all_said_bye();
 
   RelayOptions o_;
@@ -131,6 +138,7 @@ class Relay {
   bool aborted_below_ = false;
   std::optional<std::string> first_death_, first_failure_;  ///< announced below, as read
   std::pair<std::string, std::string> last_part_;  ///< key and part last sent up
+  std::string judge_share_;  ///< (root) for rank 0 alone, set beside the digest
 };
 
 }  // namespace gpudiag

@@ -1,7 +1,8 @@
 // A tree judge's copies between levels (see relay.h): the records a node's
 // ranks ask for from other nodes (from its group's store, another group's,
-// or the root's when that group's judge was lost), and the failure and death
-// announcements it copies up and down.
+// or the root's when that group's judge was lost), the root's share for rank
+// 0 (node 0's leader), and the failure and death announcements it copies up
+// and down.
 #include <spdlog/spdlog.h>
 
 #include <map>
@@ -72,32 +73,21 @@ void Relay::copy_needs(int seq, const std::string& digest) {
     by_store[here || !o_.connect_group ? -1 : g].push_back(k);
   }
   Store* root = o_.root ? o_.root : &parent();
-  for (const auto& [g, ks] : by_store) {
-    std::unique_ptr<Store> other;
-    Store* from = &parent();
-    if (g >= 0) {
-      // A group whose judge was lost: its nodes reported to the root.
-      if (root->try_get("tree/lost/" + std::to_string(g), Deadline::after(kAnswer))) {
-        from = root;
-      } else {
-        try {
-          other = o_.connect_group(g);
-          from = other.get();
-        } catch (const Error& e) {
-          spdlog::warn("{}: cannot read {}'s records: {}", L.node_label(o_.index),
-                       L.group_label(g), e.one_line());
-          continue;
-        }
-      }
-    }
+  // Copies the wanted records of nodes `ks` from `from`; returns the nodes
+  // whose part was not there.
+  auto copy_from = [&](Store& from, const std::vector<int>& ks) {
+    std::vector<int> absent;
     constexpr std::size_t kSlice = 128;  // parts per request
     for (std::size_t at = 0; at < ks.size(); at += kSlice) {
       std::vector<std::string> part_keys;
       for (std::size_t i = at; i < ks.size() && i < at + kSlice; ++i)
         part_keys.push_back(tree_cp(seq) + "node/" + std::to_string(ks[i]));
-      auto parts = from->multi_get(part_keys, Deadline::after(kAnswer));
+      auto parts = from.multi_get(part_keys, Deadline::after(kAnswer));
       for (std::size_t i = 0; i < part_keys.size(); ++i) {
-        if (!parts[i]) continue;
+        if (!parts[i]) {
+          absent.push_back(ks[at + i]);
+          continue;
+        }
         up_bytes_ += part_keys[i].size() + parts[i]->size();
         auto [first, last] = L.ranks_of_node(ks[at + i]);
         auto p = decode_part(*parts[i], first, last);
@@ -107,6 +97,49 @@ void Relay::copy_needs(int seq, const std::string& digest) {
             o_.below->set(cp(seq) + std::to_string(r), text, Deadline::after(kAnswer));
       }
     }
+    return absent;
+  };
+  for (const auto& [g, ks] : by_store) {
+    if (g < 0) {
+      copy_from(parent(), ks);
+      continue;
+    }
+    // Another group's store; the root only when that group's judge was lost
+    // (its nodes reported there), so a leader reaches the root only then.
+    std::vector<int> left = ks;
+    std::string why;
+    try {
+      auto other = o_.connect_group(g);
+      left = copy_from(*other, ks);
+    } catch (const Error& e) {
+      why = e.one_line();
+    }
+    if (left.empty()) continue;
+    try {
+      if (root->try_get("tree/lost/" + std::to_string(g), Deadline::after(kAnswer)))
+        left = copy_from(*root, left);
+    } catch (const Error& e) {
+      why = e.one_line();
+    }
+    if (!why.empty())
+      spdlog::warn("{}: cannot read {}'s records: {}", L.node_label(o_.index), L.group_label(g), why);
+  }
+}
+
+void Relay::copy_judge_share(int seq) {
+  // Down the digest's way, set before it at each level: group 0's judge
+  // copies it from the root's store, node 0's leader from its parent's.
+  const std::string key = tree_cp(seq) + "judge";
+  try {
+    auto share = parent().try_get(key, Deadline::after(kAnswer));
+    if (!share) return;
+    up_bytes_ += share->size();
+    o_.below->set(o_.level == RelayLevel::group ? key : cp(seq) + "judge", *share,
+                  Deadline::after(kAnswer));
+  } catch (const Error& e) {
+    // Rank 0 then finds no share, and says what it lacks.
+    spdlog::warn("{}: the root's share for rank 0 not copied: {}", o_.layout.node_label(o_.index),
+                 e.one_line());
   }
 }
 

@@ -18,6 +18,8 @@
 //                 process end
 //   dead/<r>      set by a launcher before it announces rank r's death, so a
 //                 checkpoint stops waiting for r at once
+//   cp/<n>/judge  (node 0's store, tree only) what the root left for rank 0
+//                 alone beside the digest (Gathered::judge_share)
 //   cp/<n>/name   the checkpoint's name, for the leader (tree only)
 //   cp/<n>/wait   how long the checkpoint waits for stragglers, in ms (tree only)
 //   need/<n>/<r>  records rank r reads from other nodes, "5,17", or "*" for

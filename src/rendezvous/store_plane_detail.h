@@ -87,6 +87,7 @@ class StorePlane : public Plane {
 
   std::uint64_t bytes_moved() const override { return bytes_; }
   void set_patient(bool patient) override { patient_ = patient; }
+  bool judged_by_tree() const override { return me_.tree; }
   std::optional<std::string> lost_plane() override;
 
   void publish(const std::string& name, const std::string& mine, const std::vector<int>& need,

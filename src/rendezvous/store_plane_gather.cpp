@@ -100,6 +100,10 @@ void StorePlane::publish_now(const std::string& prefix, const std::string& name,
 void StorePlane::tree_gather(Gathered& g, const std::string& prefix, Deadline deadline,
                              const std::vector<int>& need) {
   if (read_digest(g, prefix, Deadline::at(deadline.when() + me_.judge_grace - kJudgeGrace))) {
+    // Rank 0's share from the root: its leader set it before the digest.
+    if (me_.rank == 0)
+      if (auto share = answered([&](Deadline d) { return store_->try_get(prefix + "judge", d); }))
+        g.judge_share = std::move(*share);
     std::vector<int> want;
     for (int r : need)
       if (r != me_.rank && r >= 0 && r < me_.size && !g.records[r]) want.push_back(r);

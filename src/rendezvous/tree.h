@@ -115,6 +115,13 @@ class TreeReviewer {
   /// is the digest's: it also drops what only the root needed).
   virtual std::string merge(const std::string& checkpoint,
                             const std::vector<ChildReview>& reviews) = 0;
+  /// (The root) what goes to rank 0 alone, beside the digest every rank
+  /// reads, from the same reviews: "" for nothing (the check). The sweep's
+  /// judge plans its next round from it (sweep/tree_results.h).
+  virtual std::string for_judge(const std::string& /*checkpoint*/,
+                                const std::vector<ChildReview>& /*reviews*/) {
+    return {};
+  }
 };
 
 }  // namespace gpudiag

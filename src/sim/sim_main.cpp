@@ -47,6 +47,11 @@ int main(int argc, char** argv) {
                  "node K (host simnode<K>, 0-based) runs another GPU driver: every rank must "
                  "name it in its report")
       ->check(CLI::Range(0, 1000000));
+  app.add_flag("--sweep", o.sweep, "gpudiag sweep's rounds through the tree (sim_sweep.cpp)");
+  app.add_option("--slow-node", o.slow_node, "--sweep: the slow node (default: 2/3 into the pool)")
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("--time-budget", o.time_budget_s, "--sweep: the sweep's --time-budget")
+      ->check(CLI::Range(0.001, 86400.0));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -65,6 +70,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   spdlog::set_level(spdlog::level::warn);
+  if (o.sweep) return gpudiag::sim::sweep_main(o);
   try {
     if (o.nccl_roots > o.ranks) {
       std::fprintf(stderr, "gpudiag-sim: --nccl-roots %d: at most one root a rank (%d)\n",

@@ -19,6 +19,11 @@
 // communicator checkpoint (--dead-judges: their store and judge go away, and
 // with them their own node's leader), whose leaders then report to the root.
 //
+// With --sweep (sim_sweep.cpp) the tree carries gpudiag sweep's rounds
+// instead of the check's checkpoints: the real planner at rank 0, made-up
+// measurements with one slow node (--slow-node), a line a round with the
+// control plane's time; it passes when that node alone is excluded.
+//
 // A small pool of threads drives the ranks, not a thread per rank: at each
 // checkpoint every live rank first publishes its record (publish_record), then
 // rank 0 judges (waits for the records, reads them all, publishes the digest),
@@ -69,6 +74,13 @@ struct SimOptions {
   /// Node K (host simnode<K>, 0-based) runs another GPU driver: every rank
   /// still there must name it ("drift: simnode<K> (ranks a-b) ..."); -1 none.
   int drift_node = -1;
+  /// gpudiag sweep's control plane instead of the check's (sim_sweep.cpp):
+  /// the real planner through the tree, the measurements made up, node
+  /// `slow_node` slow (-1: one two thirds into the pool), planning with
+  /// --time-budget seconds.
+  bool sweep = false;
+  int slow_node = -1;
+  double time_budget_s = 1;
 };
 
 struct SimResult {
@@ -92,5 +104,9 @@ struct SimResult {
 SimResult run_simulation(const SimOptions& o);
 SimResult run_flat(const SimOptions& o);
 SimResult run_tree(const SimOptions& o);
+/// --sweep: named is 1 of 1 when exactly the slow node was excluded, as SLOW.
+SimResult run_sweep(const SimOptions& o);
+/// --sweep from main: runs it, prints its last line, returns the exit status.
+int sweep_main(const SimOptions& o);
 
 }  // namespace gpudiag::sim

@@ -3,6 +3,12 @@
 // of range, counts as no report (its pair then failed, or its partner rests),
 // never as a crash. The judge's review carries the next round, the nodes that
 // no longer take part and, at the end, how many nodes are excluded.
+//
+// Under node leaders (Plane::judged_by_tree) the tree's judges review, not
+// rank 0: rank 0 asks for every record at the exchange only (as a check's
+// report does once), gets each round's results folded by the groups
+// (tree_results.h, Gathered::judge_share), and sends its plan as its record
+// at a third checkpoint a round (sweep-plan-K), which every digest carries.
 #include "sweep/run.h"
 
 #include <spdlog/spdlog.h>
@@ -10,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <optional>
 #include <set>
 
@@ -21,6 +28,7 @@
 #include "gpu/cuda.h"
 #include "report/status_line.h"
 #include "sweep/pair_meter.h"
+#include "sweep/tree_results.h"
 #include "util/error.h"
 #include "util/strings.h"
 #include "util/text.h"
@@ -70,6 +78,7 @@ class SweepRun {
 
   SweepOutcome run() {
     plane_.set_patient(true);
+    tree_ = plane_.judged_by_tree();
     start_ = Deadline::Clock::now();
     device();
     exchange();
@@ -214,11 +223,22 @@ class SweepRun {
           .dump();
     };
     const json mine{{"rec", encode(me_)}, {"local_size", s_.world.local_size}};
+    // Under node leaders rank 0 asks for every record, once, and reviews here.
+    std::vector<int> every;
+    if (tree_ && judge()) {
+      every.resize(static_cast<std::size_t>(n_));
+      std::iota(every.begin(), every.end(), 0);
+    }
     auto g = plane_.gather_all("sweep-exchange", mine.dump(), Deadline::after_seconds(o_.timeout_s),
-                               {}, {}, review);
+                               {}, every, review);
     mark_gone(g.missing);
     me_.fingerprint = {};
-    if (!read_review(g, true)) return;
+    if (tree_) {
+      if (judge() && g.judged) plan_ = review(g);
+      if (!receive_plan(true)) return;
+    } else if (!read_review(g.judged, g.review, g.aborted, true)) {
+      return;
+    }
     if (judge()) {
       out_.layout = planner_->layout();
       out_.hosts = planner_->hosts();
@@ -228,17 +248,28 @@ class SweepRun {
     }
   }
 
+  /// Under node leaders: rank 0 sends its plan (plan_) as its record, which
+  /// every digest carries; false (and out_.error) when none came.
+  bool receive_plan(bool first) {
+    auto g = plane_.gather_all("sweep-plan-" + std::to_string(++plans_), judge() ? plan_ : "",
+                               Deadline::after_seconds(o_.timeout_s), live());
+    mark_gone(g.missing);
+    const bool planned = g.judged && g.records[0] && !g.records[0]->empty();
+    return read_review(planned, g.records[0].value_or(""), g.aborted, first);
+  }
+
   /// Applies the judge's review; false (and out_.error) when there is none.
-  bool read_review(const Gathered& g, bool first) {
-    if (!g.judged) {
+  bool read_review(bool judged, const std::string& review, const std::optional<std::string>& aborted,
+                   bool first) {
+    if (!judged) {
       out_.error = "rank 0, which plans the sweep, did not answer at " +
                    std::string(first ? "the exchange" : "round " + std::to_string(round_.index)) +
-                   (g.aborted ? " (" + *g.aborted + ")" : "");
-      out_.timed_out = !g.aborted;
+                   (aborted ? " (" + *aborted + ")" : "");
+      out_.timed_out = !aborted;
       return false;
     }
     try {
-      const json j = json::parse(g.review);
+      const json j = json::parse(review);
       if (first) {
         layout_ = decode_layout(j.at("layout").get<std::string>(), n_);
         // Where the report and files will be, for the other nodes to say.
@@ -324,25 +355,34 @@ class SweepRun {
                                 Deadline::after_seconds(o_.pair_timeout_s + o_.timeout_s), live(),
                                 {}, review);
     mark_gone(g2.missing);
-    read_review(g2, false);
+    if (!tree_) {
+      read_review(g2.judged, g2.review, g2.aborted, false);
+      return;
+    }
+    if (judge()) plan_ = g2.judged ? judge_round(g2, g1.missing) : "";
+    receive_plan(false);
   }
 
   std::string judge_round(const Gathered& g, const std::vector<int>& missing_before) {
-    std::vector<PairResult> results;
-    int pairs = 0;
-    for (int r = 0; r < n_; ++r) {
-      auto j = parse(g.records[r]);
-      if (!j) continue;
-      const auto p = j->value("p", -2);
-      const auto gbps = j->value("gbps", -1.0);
-      if (j->value("k", -1) != round_.index || p < 0 || p >= n_ || p == r ||
-          !std::isfinite(gbps) || gbps < 0 || gbps > 1e6)
-        continue;
-      const bool ok = j->value("ok", false);
-      results.push_back({round_.index, std::min(r, p), std::max(r, p), ok, ok ? gbps : 0,
-                         ok ? "" : text_field(*j, "why")});
-      ++pairs;
+    // Both ends of each pair, folded: here from every rank's report, under
+    // node leaders by the groups' judges and the root (tree_results.h).
+    RoundResults folded(round_.index);
+    if (!tree_) {
+      for (int r = 0; r < n_; ++r)
+        if (g.records[r]) folded.add_report(r, *g.records[r], n_);
+    } else if (auto share = RoundResults::decode(g.judge_share, 0, n_ - 1, n_);
+               share && share->round() == round_.index) {
+      folded.add(*share);
+    } else {
+      spdlog::warn("sweep: no results of round {} reached rank 0 through the node leaders: its "
+                   "pairs count as unreported", round_.index);
     }
+    if (folded.cut())
+      spdlog::warn("sweep: {} pair result(s) of round {} did not fit in the tree's summaries "
+                   "(GPUDIAG_TREE_GROUP_NODES too large?): they count as unreported",
+                   folded.cut(), round_.index);
+    const std::vector<PairResult> results = folded.pair_results();
+    const int pairs = static_cast<int>(results.size());
     std::vector<int> gone = missing_before;
     gone.insert(gone.end(), g.missing.begin(), g.missing.end());
     planner_->record(round_, results, gone);
@@ -354,7 +394,7 @@ class SweepRun {
     for (int r : gone)
       if (r >= 0 && r < n_ && layout_.node_of[r] >= 0) skip.push_back(layout_.node_of[r]);
     const double now = seconds_since(start_);
-    out_.rounds.push_back({round_.index, round_.stage(), pairs / 2, now - round_start_});
+    out_.rounds.push_back({round_.index, round_.stage(), pairs, now - round_start_});
     round_start_ = now;
     const Round next = planner_->next(now);
     progress_line(results, now, next);
@@ -375,9 +415,9 @@ class SweepRun {
     const auto failed = std::count_if(results.begin(), results.end(),
                                       [](const PairResult& r) { return !r.ok; });
     std::string line = "sweep: round " + std::to_string(round_.index) + " (" + round_.stage() +
-                       "): " + std::to_string(results.size() / 2) + " pair(s) in " +
+                       "): " + std::to_string(results.size()) + " pair(s) in " +
                        human_seconds(out_.rounds.back().seconds);
-    if (failed) line += ", " + std::to_string((failed + 1) / 2) + " failed";
+    if (failed) line += ", " + std::to_string(failed) + " failed";
     line += next.kind == RoundKind::done
                 ? "; judged after " + human_seconds(now)
                 : "; next: round " + std::to_string(next.index) + " (" + next.stage() + ")";
@@ -420,6 +460,9 @@ class SweepRun {
   std::vector<bool> gone_, skip_;
   TestHook hook_;
   Gathered last_peers_;  ///< this round's sweep-K-peers checkpoint, for the judge's notes
+  bool tree_ = false;     ///< judged by node leaders (see the top of this file)
+  std::string plan_;      ///< (rank 0, tree) the plan it sends next
+  int plans_ = 0;
 };
 
 }  // namespace
