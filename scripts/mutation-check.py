@@ -20,10 +20,10 @@ M = [
   ["gtest:SweepPlanner.EachBackendsSlowThresholdAtItsBoundary"]),
  ("2 pair min for max", "src/sweep/planner.cpp", "it->second.gbps = std::max(it->second.gbps, p.gbps);",
   "it->second.gbps = std::min(it->second.gbps, p.gbps);", ["gtest:SweepPlanner.APairsFasterEndIsBelieved"]),
- ("3 rank 0 dropped from digest missing", "src/rendezvous/checkpoint_digest.cpp", "if (r >= 0 && r < size && r != self",
+ ("3 rank 0 dropped from digest missing", "src/plane/checkpoint_digest.cpp", "if (r >= 0 && r < size && r != self",
   "if (r > 0 && r < size && r != self", ["gtest:CheckpointDigest.*",
   "py:test_tree_nodes.LaunchLeadsOnNamespaceNodes.test_a_rank_zero_that_never_arrives_is_named_by_every_other_rank"]),
- ("4 compare_set no wake", "src/rendezvous/server_torch.cpp",
+ ("4 compare_set no wake", "src/store/server_torch.cpp",
   "        answer = *state_.find(k);\n      }\n      reply(c, vec(answer));\n      wake(woken);",
   "        answer = *state_.find(k);\n      }\n      reply(c, vec(answer));", [
   "py:test_launch_torch.TrainingScriptUnderLaunch.test_compare_set_wakes_a_wait_parked_on_its_key"]),

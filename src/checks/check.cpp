@@ -174,7 +174,7 @@ void CheckRun::checkpoint(const char* name, const std::function<void()>& extra_r
   }
   if (gathered.missing_unlisted > 0) {
     // Past the digest's bound the judge lists the first ranges and counts
-    // the rest (rendezvous/checkpoint_digest.h): say how many, and that the
+    // the rest (plane/checkpoint_digest.h): say how many, and that the
     // list is cut.
     degraded_ = true;
     peer_timeout = peer_timeout || !gathered.aborted;

@@ -25,7 +25,7 @@
 #include "bench/engine.h"
 #include "checks/host_transport.h"
 #include "checks/record.h"
-#include "rendezvous/plane.h"
+#include "plane/plane.h"
 #include "util/env.h"
 #include "world/discovery.h"
 
@@ -72,7 +72,7 @@ struct CheckResult {
   RankRecord me;
   std::string store_unauthenticated;  ///< CheckSetup's, for the report
   /// The final table (records as last seen; nullopt for a rank never heard from).
-  /// Complete on rank 0 only (the plane's judge; see rendezvous/plane.h):
+  /// Complete on rank 0 only (the plane's judge; see plane/plane.h):
   /// elsewhere it holds the records this rank read, and only those are stored,
   /// so a rank's memory does not grow with the job (checks/peer_book.h).
   RankSlots<std::optional<RankRecord>> table;

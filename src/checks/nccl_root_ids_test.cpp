@@ -13,7 +13,7 @@
 #include "checks/verdict.h"
 #include "comm/nccl_model.h"
 #include "comm/nccl_roots.h"
-#include "rendezvous/checkpoint_digest.h"
+#include "plane/checkpoint_digest.h"
 #include "util/error.h"
 
 namespace gpudiag {

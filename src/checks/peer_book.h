@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "checks/check.h"
-#include "rendezvous/plane.h"
+#include "plane/plane.h"
 
 namespace gpudiag {
 

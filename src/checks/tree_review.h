@@ -1,4 +1,4 @@
-// The check's judgement in a tree of judges (rendezvous/tree.h): a node's or
+// The check's judgement in a tree of judges (tree/tree.h): a node's or
 // group's table is reviewed as rank 0 reviews a flat job's
 // (checks/verdict.h, review_table), and the root merges its groups' reviews:
 // failures and missing ranks' labels up to the usual few by name with the
@@ -15,7 +15,7 @@
 #include <map>
 #include <string>
 
-#include "rendezvous/tree.h"
+#include "tree/tree.h"
 
 namespace gpudiag {
 

@@ -11,7 +11,7 @@
 
 #include "checks/nccl_root_ids.h"
 #include "checks/record.h"
-#include "rendezvous/plane.h"
+#include "plane/plane.h"
 #include <nlohmann/json.hpp>
 
 namespace gpudiag {

@@ -21,7 +21,7 @@
 #include "launch/launcher.h"
 #include "launch/options.h"
 #include "launch/store_host.h"
-#include "rendezvous/job_token.h"
+#include "store/job_token.h"
 #include "settings/job_settings.h"
 #include "util/env.h"
 #include "util/error.h"

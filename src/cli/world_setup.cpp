@@ -5,9 +5,9 @@
 
 #include "checks/tree_review.h"
 #include "checks/watchdog.h"
-#include "rendezvous/socket.h"
-#include "rendezvous/store_plane.h"
-#include "rendezvous/tcp_store_client.h"
+#include "store/socket.h"
+#include "plane/store_plane.h"
+#include "store/tcp_store_client.h"
 #include "report/job_report.h"
 #include "util/error.h"
 

@@ -6,9 +6,9 @@
 #include <memory>
 
 #include "checks/check.h"
-#include "cli/tree_host.h"
+#include "tree/tree_host.h"
 #include "comm/mpi.h"
-#include "rendezvous/store_join.h"
+#include "store/store_join.h"
 #include "settings/job_settings.h"
 
 namespace gpudiag::cli {

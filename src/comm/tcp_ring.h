@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "rendezvous/socket.h"
+#include "store/socket.h"
 
 namespace gpudiag {
 

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "launch/exit_status.h"
-#include "rendezvous/socket.h"
+#include "store/socket.h"
 #include "util/env.h"
 
 namespace gpudiag::launch {

@@ -8,7 +8,7 @@
 
 #include "launch/entry.h"
 #include "settings/job_settings.h"
-#include "rendezvous/socket.h"
+#include "store/socket.h"
 #include "util/error.h"
 
 namespace gpudiag::launch {

@@ -4,7 +4,7 @@
 // resolve_job() settles what the options left open: the master address
 // (127.0.0.1 on one node), the port (a free one on one node, 29500 on
 // several), the token ranks present to the rendezvous store (see
-// rendezvous/job_token.h), and a launch id.
+// store/job_token.h), and a launch id.
 // rank_environment() then gives each child the torchrun-compatible variables
 // (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,
 // GROUP_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) plus GPUDIAG_LAUNCH_ID and
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "launch/options.h"
-#include "rendezvous/tree.h"
+#include "tree/tree.h"
 #include "util/checked.h"
 #include "util/env.h"
 

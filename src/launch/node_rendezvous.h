@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/store.h"
+#include "store/store.h"
 
 namespace gpudiag::launch {
 

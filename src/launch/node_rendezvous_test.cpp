@@ -8,8 +8,8 @@
 #include <future>
 #include <thread>
 
-#include "rendezvous/tcp_store_client.h"
-#include "rendezvous/tcp_store_server.h"
+#include "store/tcp_store_client.h"
+#include "store/tcp_store_server.h"
 #include "util/error.h"
 
 namespace gpudiag::launch {

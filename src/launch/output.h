@@ -13,7 +13,7 @@
 #include <string_view>
 
 #include "launch/line_splitter.h"
-#include "rendezvous/socket.h"
+#include "store/socket.h"
 
 namespace gpudiag::launch {
 

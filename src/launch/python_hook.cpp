@@ -8,7 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "rendezvous/socket.h"
+#include "store/socket.h"
 #include "util/error.h"
 
 namespace gpudiag::launch {

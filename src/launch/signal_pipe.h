@@ -13,7 +13,7 @@
 #include <csignal>
 #include <vector>
 
-#include "rendezvous/socket.h"
+#include "store/socket.h"
 
 namespace gpudiag::launch {
 

@@ -12,10 +12,10 @@
 #include <cstdlib>
 #include <memory>
 
-#include "rendezvous/socket.h"
+#include "store/socket.h"
 #include "util/env.h"
-#include "rendezvous/store_plane.h"
-#include "rendezvous/tcp_store_client.h"
+#include "plane/store_plane.h"
+#include "store/tcp_store_client.h"
 #include "util/error.h"
 #include "util/text.h"
 
@@ -70,9 +70,9 @@ void StoreHost::lead_node(JobInfo& job) {
   w.size = job.world_size();
   w.local_size = job.nproc_per_node;
   w.rank = job.node_rank * job.nproc_per_node;
-  auto plan = cli::plan_tree(w, job.tree.get(), job.master_port);
+  auto plan = plan_tree(w, job.tree.get(), job.master_port);
   if (!plan) return;
-  cli::TreeConnect c;
+  TreeConnect c;
   c.token = job.token;
   if (secret_) c.secret = secret_->key;
   const std::string addr = server_ ? "127.0.0.1" : job.master_addr;
@@ -85,7 +85,7 @@ void StoreHost::lead_node(JobInfo& job) {
   c.host = host_;
   c.leader = "gpudiag launch, pid " + std::to_string(::getpid());
   c.deaths_from_connections = false;  // on_child_exit says how a rank ended
-  tree_ = std::make_unique<cli::TreeHost>(*plan, std::move(c));
+  tree_ = std::make_unique<TreeHost>(*plan, std::move(c));
   tree_node_port_ = plan->node_port;
   job.extra_env.emplace_back("GPUDIAG_TREE_LEADER", "launch");
   job.extra_env.emplace_back("GPUDIAG_TREE_PORT", std::to_string(plan->node_port));
@@ -115,7 +115,7 @@ void StoreHost::start_server(JobInfo& job, int port) {
     World w;
     w.size = job.world_size();
     w.local_size = job.nproc_per_node;
-    if (auto plan = cli::plan_tree(w, job.tree.get(), port > 0 ? port : 29500)) {
+    if (auto plan = plan_tree(w, job.tree.get(), port > 0 ? port : 29500)) {
       o.tree_role = TreeStoreRole{TreeStoreRole::Kind::root, 0, plan->layout};
       o.own_process_trusted = true;
     }

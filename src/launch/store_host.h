@@ -33,12 +33,12 @@
 #include <optional>
 #include <string>
 
-#include "cli/tree_host.h"
+#include "tree/tree_host.h"
 #include "launch/node_rendezvous.h"
 #include "launch/observer.h"
-#include "rendezvous/job_token.h"
-#include "rendezvous/store.h"
-#include "rendezvous/tcp_store_server.h"
+#include "store/job_token.h"
+#include "store/store.h"
+#include "store/tcp_store_server.h"
 
 namespace gpudiag::launch {
 
@@ -90,10 +90,10 @@ class StoreHost : public LaunchObserver {
   std::atomic<bool> stop_{false};
   std::mutex mu_;
   std::optional<std::string> verdict_;
-  /// Under node leaders (cli/tree_host.h) this launcher leads its node: it
+  /// Under node leaders (tree/tree_host.h) this launcher leads its node: it
   /// serves the node's store and runs its judges. Declared last: it stops
   /// before the job's store it reports to.
-  std::unique_ptr<cli::TreeHost> tree_;
+  std::unique_ptr<TreeHost> tree_;
   int tree_node_port_ = 0;
   /// Under node leaders, the line to this node's own store, for deaths.
   std::unique_ptr<Store> node_client_;

@@ -1,5 +1,5 @@
 // query() (client.h): connect, handshake, TIMEOUT, SET FORMAT json, VERBOSE STATUS, read to
-// EOF, parse. POSIX sockets through the helpers of rendezvous/socket.h.
+// EOF, parse. POSIX sockets through the helpers of store/socket.h.
 #include "nccl_ras/client.h"
 
 #include <netdb.h>
@@ -13,7 +13,7 @@
 #include <optional>
 #include <utility>
 
-#include "rendezvous/socket.h"
+#include "store/socket.h"
 #include "util/deadline.h"
 #include "util/strings.h"
 #include "util/text.h"

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cctype>
 
-#include "rendezvous/socket.h"
-#include "rendezvous/store_limits.h"
+#include "store/socket.h"
+#include "store/store_limits.h"
 #include "util/strings.h"
 #include "world/host.h"
 

@@ -16,9 +16,9 @@
 #include <optional>
 #include <string>
 
-#include "rendezvous/job_token.h"
-#include "rendezvous/store_join.h"
-#include "rendezvous/tree.h"
+#include "store/job_token.h"
+#include "store/store_join.h"
+#include "tree/tree.h"
 #include "util/checked.h"
 #include "util/env.h"
 #include "world/discovery.h"

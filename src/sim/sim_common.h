@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "checks/record.h"
-#include "rendezvous/plane.h"
+#include "plane/plane.h"
 
 namespace gpudiag::sim {
 

@@ -16,10 +16,10 @@
 #include <optional>
 
 #include "checks/record.h"
-#include "rendezvous/lazy_store.h"
-#include "rendezvous/memory_store.h"
-#include "rendezvous/store_plane.h"
-#include "rendezvous/tcp_store_client.h"
+#include "store/lazy_store.h"
+#include "store/memory_store.h"
+#include "plane/store_plane.h"
+#include "store/tcp_store_client.h"
 #include "sim/sim_common.h"
 #include "sim/sim_sweep.h"
 #include "sweep/plan.h"

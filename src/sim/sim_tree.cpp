@@ -15,12 +15,12 @@
 #include <thread>
 
 #include "checks/tree_review.h"
-#include "rendezvous/job_token.h"
-#include "rendezvous/memory_store.h"
-#include "rendezvous/relay.h"
-#include "rendezvous/store_plane.h"
-#include "rendezvous/tcp_store_client.h"
-#include "rendezvous/tcp_store_server.h"
+#include "store/job_token.h"
+#include "store/memory_store.h"
+#include "tree/relay.h"
+#include "plane/store_plane.h"
+#include "store/tcp_store_client.h"
+#include "store/tcp_store_server.h"
 #include "sim/sim_common.h"
 #include "util/error.h"
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/relay.h"
+#include "tree/relay.h"
 #include "sim/simulator.h"
 
 namespace gpudiag::sim {

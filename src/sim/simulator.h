@@ -6,7 +6,7 @@
 // secret) in a child process, rank 0 the judge. Up to ~65,000 ranks: the
 // simulator's own process then runs out of descriptors (20,000 here).
 //
-// Tree (the default; rendezvous/tree.h, relay.h): ranks on nodes of 8, a
+// Tree (the default; tree/tree.h, relay.h): ranks on nodes of 8, a
 // real Relay per node as its leader, nodes in groups of 128 under a real
 // group Relay, one root Relay. Sharing a process: a node's ranks, its leader
 // and its store (a MemoryStore: the node's loopback hop is not simulated with

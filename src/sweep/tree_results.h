@@ -1,5 +1,5 @@
 // A sweep round's results as the judge (rank 0) takes them, in a flat job
-// and under node leaders (rendezvous/tree.h) alike.
+// and under node leaders (tree/tree.h) alike.
 //
 // Each rank reports its end of its pair at the round's checkpoint
 // (sweep-K: {"k":K,"p":partner,"ok":..,"gbps":..,"why":..}). Both ends of a
@@ -35,7 +35,7 @@
 #include <utility>
 #include <vector>
 
-#include "rendezvous/tree.h"
+#include "tree/tree.h"
 #include "sweep/plan.h"
 
 namespace gpudiag::sweep {

@@ -1,4 +1,4 @@
-// A group's fingerprints in brief, so that a tree of judges (rendezvous/tree.h)
+// A group's fingerprints in brief, so that a tree of judges (tree/tree.h)
 // compares fingerprints across the whole job and not only within each group
 // of nodes. A group's judge summarizes its table: per compared field, the
 // distinct values with the ranks (as ranges) and a few of the hosts that hold

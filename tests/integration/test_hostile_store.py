@@ -267,7 +267,7 @@ class HostileStore(unittest.TestCase):
 
     def forged_counter(self, value):
         # The announcement counter is only ever added to, 1 at a time, by a
-        # rank's own connection or a launcher (src/rendezvous/key_owners.h):
+        # rank's own connection or a launcher (src/store/key_owners.h):
         # a SET of it is refused, whoever connects. Here the weakest case: a
         # multi-node gpudiag launch without a secret, whose store takes
         # announcements from any connection that claims no rank (every node's

@@ -1,4 +1,4 @@
-"""The MPI plane through node leaders and group judges (src/rendezvous/
+"""The MPI plane through node leaders and group judges (src/plane/
 mpi_tree_plane.cpp) under a real mpirun: 8 ranks on this host as 4 "nodes" of
 2 (GPUDIAG_MPI_NODE_SIZE stands in for MPI_Comm_split_type's hosts) in 2 groups
 of 2 nodes (GPUDIAG_TREE_GROUP_NODES): rank 0 judges group 0 (ranks 0-3) and

@@ -1,4 +1,4 @@
-"""MpiPlane's digest under real mpirun (src/rendezvous/mpi_plane_test.cpp) at 4
+"""MpiPlane's digest under real mpirun (src/plane/mpi_plane_test.cpp) at 4
 and 8 ranks, flat, through node leaders (MpiTreePlane, "nodes" of 2 ranks) and
 through group judges ("nodes" of 1 in groups of 2): every rank passes, and
 rank 1's bytes per checkpoint are the same at both sizes."""
@@ -39,7 +39,7 @@ class MpiTreePlaneDigest(unittest.TestCase):
 
 class MpiTreePlaneGroups(unittest.TestCase):
     def test_group_judges_at_4_and_8_ranks(self):
-        # "Nodes" of 1 rank in groups of 2 (src/rendezvous/mpi_plane_test.cpp):
+        # "Nodes" of 1 rank in groups of 2 (src/plane/mpi_plane_test.cpp):
         # each group's judge reviews its nodes, rank 0 merges the reviews and
         # gets every record when it asks; a failure one rank announces
         # reaches every rank through the levels; a stopped leader is named.

@@ -1,0 +1,184 @@
+// peer_identity.h: /proc/net/tcp{,6} parsed line by line, descendants found
+// through /proc/<pid>/task/<tid>/children, descriptors through readlink.
+#include "store/peer_identity.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <vector>
+
+namespace gpudiag::net {
+
+namespace {
+
+constexpr int kMaxLines = 200000;
+constexpr int kMaxFdsPerProcess = 65536;
+
+/// /proc/net's "0100007F:1F90" (IPv4) or 32 hex digits (IPv6), each 32-bit
+/// word in host order, as 16 bytes of network order (IPv4 in the first 4).
+bool parse_hex_addr(const std::string& s, unsigned char out[16], int& port) {
+  const auto colon = s.find(':');
+  if (colon == std::string::npos) return false;
+  const std::string a = s.substr(0, colon);
+  if (a.size() != 8 && a.size() != 32) return false;
+  std::memset(out, 0, 16);
+  for (std::size_t w = 0; w < a.size() / 8; ++w) {
+    unsigned int word = 0;
+    if (std::sscanf(a.substr(w * 8, 8).c_str(), "%8x", &word) != 1) return false;
+    std::memcpy(out + 4 * w, &word, 4);  // the kernel printed its own host order
+  }
+  unsigned int p = 0;
+  if (std::sscanf(s.c_str() + colon + 1, "%x", &p) != 1 || p > 65535) return false;
+  port = static_cast<int>(p);
+  return true;
+}
+
+/// A sockaddr as 16 bytes (IPv4 in the first 4, or IPv4-mapped IPv6 folded to it) and a port.
+bool addr_bytes(const sockaddr_storage& ss, unsigned char out[16], int& port, bool& v6) {
+  std::memset(out, 0, 16);
+  if (ss.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
+    std::memcpy(out, &a->sin_addr, 4);
+    port = ntohs(a->sin_port);
+    v6 = false;
+    return true;
+  }
+  if (ss.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
+    std::memcpy(out, &a->sin6_addr, 16);
+    port = ntohs(a->sin6_port);
+    v6 = true;
+    return true;
+  }
+  return false;
+}
+
+std::optional<PeerSocket> find_in(const std::string& file, const unsigned char local[16],
+                                  int local_port, const unsigned char remote[16], int remote_port,
+                                  bool v6) {
+  std::ifstream in(file);
+  std::string line;
+  std::getline(in, line);  // header
+  for (int n = 0; n < kMaxLines && std::getline(in, line); ++n) {
+    char l[80] = {}, r[80] = {};
+    unsigned int uid = 0;
+    unsigned long long inode = 0;
+    // sl local rem st tx:rx tr:when retrnsmt uid timeout inode
+    if (std::sscanf(line.c_str(), " %*s %79s %79s %*s %*s %*s %*s %u %*s %llu", l, r, &uid,
+                    &inode) != 4)
+      continue;
+    unsigned char la[16], ra[16];
+    int lp = 0, rp = 0;
+    if (!parse_hex_addr(l, la, lp) || !parse_hex_addr(r, ra, rp)) continue;
+    const std::size_t n_bytes = v6 ? 16 : 4;
+    if (lp == local_port && rp == remote_port && std::memcmp(la, local, n_bytes) == 0 &&
+        std::memcmp(ra, remote, n_bytes) == 0 && inode != 0)
+      return PeerSocket{inode, uid};
+  }
+  return std::nullopt;
+}
+
+std::vector<pid_t> children_of(pid_t pid, const std::string& proc) {
+  std::vector<pid_t> out;
+  const std::string task = proc + "/" + std::to_string(pid) + "/task";
+  DIR* d = ::opendir(task.c_str());
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    std::ifstream f(task + "/" + e->d_name + "/children");
+    long c = 0;
+    while (out.size() < 65536 && (f >> c)) out.push_back(static_cast<pid_t>(c));
+  }
+  ::closedir(d);
+  return out;
+}
+
+bool holds(pid_t pid, const std::string& want, const std::string& proc) {
+  const std::string dir = proc + "/" + std::to_string(pid) + "/fd";
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return false;
+  bool found = false;
+  char buf[64];
+  int n = 0;
+  while (dirent* e = ::readdir(d)) {
+    if (++n > kMaxFdsPerProcess) break;
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    const ssize_t len = ::readlinkat(::dirfd(d), e->d_name, buf, sizeof buf - 1);
+    if (len > 0 && std::string(buf, static_cast<std::size_t>(len)) == want) {
+      found = true;
+      break;
+    }
+  }
+  ::closedir(d);
+  return found;
+}
+
+}  // namespace
+
+std::string peer_address(int fd, bool& loopback) {
+  loopback = false;
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
+  char text[INET6_ADDRSTRLEN] = {};
+  if (ss.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
+    loopback = (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+    ::inet_ntop(AF_INET, &a->sin_addr, text, sizeof text);
+  } else if (ss.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
+    loopback = IN6_IS_ADDR_LOOPBACK(&a->sin6_addr) ||
+               (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr) && a->sin6_addr.s6_addr[12] == 127);
+    ::inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof text);
+  }
+  return text;
+}
+
+std::optional<PeerSocket> loopback_peer_socket(int fd, const std::string& proc_root) {
+  sockaddr_storage mine{}, theirs{};
+  socklen_t a = sizeof mine, b = sizeof theirs;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&mine), &a) != 0 ||
+      ::getpeername(fd, reinterpret_cast<sockaddr*>(&theirs), &b) != 0)
+    return std::nullopt;
+  unsigned char m[16], t[16];
+  int mp = 0, tp = 0;
+  bool v6 = false, v6b = false;
+  if (!addr_bytes(mine, m, mp, v6) || !addr_bytes(theirs, t, tp, v6b)) return std::nullopt;
+  // The peer's socket: its local end is our peer, its remote end is us.
+  if (auto s = find_in(proc_root + (v6 ? "/net/tcp6" : "/net/tcp"), t, tp, m, mp, v6)) return s;
+  // A dual-stack listener sees an IPv4 client as ::ffff:a.b.c.d; that
+  // client's own socket is IPv4, listed in /proc/net/tcp.
+  static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (v6 && std::memcmp(m, mapped, 12) == 0 && std::memcmp(t, mapped, 12) == 0) {
+    unsigned char m4[16] = {}, t4[16] = {};
+    std::memcpy(m4, m + 12, 4);
+    std::memcpy(t4, t + 12, 4);
+    return find_in(proc_root + "/net/tcp", t4, tp, m4, mp, false);
+  }
+  return std::nullopt;
+}
+
+bool held_by_process(pid_t pid, std::uint64_t inode, const std::string& proc_root) {
+  return holds(pid, "socket:[" + std::to_string(inode) + "]", proc_root);
+}
+
+bool held_by_descendant(pid_t root, std::uint64_t inode, int max_procs,
+                        const std::string& proc_root) {
+  const std::string want = "socket:[" + std::to_string(inode) + "]";
+  std::vector<pid_t> todo = children_of(root, proc_root);
+  for (int seen = 0; !todo.empty() && seen < max_procs; ++seen) {
+    const pid_t p = todo.back();
+    todo.pop_back();
+    if (holds(p, want, proc_root)) return true;
+    for (pid_t c : children_of(p, proc_root)) todo.push_back(c);
+  }
+  return false;
+}
+
+}  // namespace gpudiag::net

@@ -1,0 +1,429 @@
+// One judge of the tree (see relay.h): what it waits for below, what it
+// sends up and passes down. The records a node's ranks ask for and the
+// announcements it copies between levels are in relay_copies.cpp.
+#include "tree/relay.h"
+#include "tree/relay_detail.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <map>
+
+#include "plane/checkpoint_digest.h"
+#include "store/store_limits.h"
+#include "plane/store_plane.h"
+#include "util/error.h"
+
+namespace gpudiag {
+
+using namespace relay_detail;
+
+RelayOptions relay_options(const TreeLayout& layout, RelayLevel level, int index,
+                           std::chrono::milliseconds wait, std::chrono::milliseconds per_level) {
+  RelayOptions o;
+  o.level = level;
+  o.index = index;
+  o.layout = layout;
+  const int below = level == RelayLevel::node ? 0 : level == RelayLevel::group ? 1
+                    : layout.grouped()                                        ? 2 : 1;
+  o.slack = per_level * below;
+  o.timeout = wait + o.slack;
+  o.digest_grace = 2 * wait + std::chrono::seconds(5);
+  return o;
+}
+
+Relay::Relay(RelayOptions o) : o_(std::move(o)) {}
+
+Store& Relay::parent() {
+  if (parent_lost_ || !o_.above) return *o_.root;
+  return *o_.above;
+}
+
+void Relay::lose_parent(const std::string& why) {
+  if (parent_lost_ || !o_.root || o_.root == o_.above) throw Error(ExitCode::broken, why);
+  parent_lost_ = true;
+  // The root numbers its announcements its own way: read them from the start.
+  seen_above_ = 0;
+  own_above_.clear();
+  const int g = o_.layout.group_of_node(o_.index);
+  spdlog::info("{}: lost the judge of {}: {}; reporting to the root", o_.layout.node_label(o_.index),
+               o_.layout.group_label(g), why);
+  o_.root->set("tree/lost/" + std::to_string(g), storelimits::store_text(why, 512),
+               Deadline::after(kAnswer));
+}
+
+/// Where a child is kept in gone_: groups apart from nodes and ranks.
+int Relay::gone_key(const Child& c) { return c.group ? -1 - c.id : c.id; }
+
+std::vector<Relay::Child> Relay::children(int seq) {
+  std::vector<Child> out;
+  const auto& L = o_.layout;
+  auto add_node = [&](int k) {
+    auto [a, b] = L.ranks_of_node(k);
+    out.push_back({k, tree_cp(seq) + "node/" + std::to_string(k), a, b, false});
+  };
+  if (o_.level == RelayLevel::node) {
+    auto [a, b] = L.ranks_of_node(o_.index);
+    for (int r = a; r <= b; ++r) out.push_back({r, cp(seq) + std::to_string(r), r, r, false});
+  } else if (o_.level == RelayLevel::group) {
+    auto [a, b] = L.nodes_of_group(o_.index);
+    for (int k = a; k <= b; ++k) add_node(k);
+  } else if (!L.grouped()) {
+    for (int k = 0; k < L.nodes(); ++k) add_node(k);
+  } else {
+    for (int g = 0; g < L.groups(); ++g) {
+      if (lost_groups_.count(g)) {
+        auto [a, b] = L.nodes_of_group(g);
+        for (int k = a; k <= b; ++k) add_node(k);
+      } else {
+        auto [a, b] = L.ranks_of_group(g);
+        out.push_back({g, tree_cp(seq) + "group/" + std::to_string(g), a, b, true});
+      }
+    }
+  }
+  return out;
+}
+
+long long Relay::ranks_wait(int seq, const std::vector<Child>& kids,
+                            const std::vector<std::optional<std::string>>& vals) {
+  constexpr long long kMost = kMostWaitMs;
+  if (o_.level == RelayLevel::node) {
+    auto v = o_.below->try_get(cp(seq) + "wait", Deadline::after(kAnswer));
+    auto w = v ? storelimits::parse_bounded(*v, 0, kMost) : std::nullopt;
+    return w ? *w : 0;
+  }
+  for (std::size_t i = 0; i < kids.size(); ++i)
+    if (vals[i])
+      if (auto p = decode_part(*vals[i], kids[i].first, kids[i].last))
+        return std::min(p->wait_ms, kMost);
+  return 0;
+}
+
+std::string Relay::checkpoint_name(int seq) {
+  auto v = o_.below->try_get(cp(seq) + "name", Deadline::after(kAnswer));
+  return v ? storelimits::store_text(*v, 64) : std::string();
+}
+
+/// Notes for a node's missing ranks from their hello/ and phase/ keys.
+void Relay::describe_ranks(TreePart& p, const std::vector<int>& missing) {
+  std::vector<std::string> keys;
+  std::vector<int> described;
+  for (int r : missing) {
+    if (described.size() >= kMaxPartNotes) break;
+    described.push_back(r);
+    keys.push_back("hello/" + std::to_string(r));
+    keys.push_back("phase/" + std::to_string(r));
+  }
+  auto v = o_.below->multi_get(keys, Deadline::after(kAnswer));
+  for (std::size_t i = 0; i < described.size(); ++i) {
+    const auto& hello = v[2 * i];
+    const auto& phase = v[2 * i + 1];
+    p.notes[described[i]] =
+        hello ? storelimits::store_text(*hello, 256) + ", last phase: " +
+                    storelimits::store_text(phase.value_or("start"), 64)
+              : "never joined its node's leader (" + o_.layout.node_label(o_.index) +
+                    "): not started, or cannot reach " + o_.below->address();
+  }
+}
+
+TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop, bool& came) {
+  const auto& L = o_.layout;
+  std::vector<Child> kids = children(seq);
+  std::optional<Deadline> until;
+  std::vector<std::optional<std::string>> vals;
+  came = false;
+  for (;;) {
+    std::vector<std::string> keys, absent;
+    for (const auto& c : kids) keys.push_back(c.key);
+    vals = o_.below->multi_get(keys, Deadline::after(kAnswer));
+    std::vector<int> absent_ranks;
+    bool any = false;
+    for (std::size_t i = 0; i < kids.size(); ++i) {
+      if (vals[i]) any = true;
+      else if (!gone_.count(gone_key(kids[i]))) {
+        absent.push_back(kids[i].key);
+        absent_ranks.push_back(kids[i].id);
+      }
+    }
+    if (any && !until) {
+      const long long w = ranks_wait(seq, kids, vals);
+      if (w > 0) last_wait_ = std::chrono::milliseconds(w);
+      until = Deadline::after(w > 0 ? std::chrono::milliseconds(w) + o_.slack : o_.timeout);
+    }
+    if (absent.empty()) break;
+    if (o_.level == RelayLevel::root && L.grouped()) {
+      // A group whose judge its leaders found lost: wait for its nodes here.
+      std::vector<std::string> lost_keys;
+      std::vector<int> lost_ids;
+      for (const auto& c : kids)
+        if (c.group && !vals[&c - kids.data()]) {
+          lost_keys.push_back("tree/lost/" + std::to_string(c.id));
+          lost_ids.push_back(c.id);
+        }
+      auto lv = o_.below->multi_get(lost_keys, Deadline::after(kAnswer));
+      bool changed = false;
+      for (std::size_t i = 0; i < lv.size(); ++i)
+        if (lv[i] && lost_groups_.insert(lost_ids[i]).second) {
+          spdlog::warn("root: {}'s judge is lost ({}); its nodes report here",
+                       L.group_label(lost_ids[i]), storelimits::store_text(*lv[i], 256));
+          changed = true;
+        }
+      if (changed) {
+        kids = children(seq);
+        continue;
+      }
+    }
+    forward_announcements();
+    if (aborted_below_ && until) until = until->min(Deadline::after(kFailureGrace));
+    if (o_.level == RelayLevel::node && !absent_ranks.empty()) {
+      std::vector<std::string> dead;
+      for (int r : absent_ranks) dead.push_back("dead/" + std::to_string(r));
+      auto d = o_.below->multi_get(dead, Deadline::after(kAnswer));
+      if (any && std::all_of(d.begin(), d.end(), [](const auto& v) { return v.has_value(); }))
+        break;
+    }
+    if (until && until->expired()) break;
+    if (stop && stop()) return {};
+    if (!until && idle.expired()) return {};
+    Deadline slice = Deadline::after(kSlice);
+    o_.below->wait(absent.empty() ? keys : absent, until ? until->min(slice) : idle.min(slice));
+  }
+  came = true;
+  // Someone is missing: read the latest announcements, which may say why.
+  for (std::size_t i = 0; i < kids.size(); ++i)
+    if (!vals[i]) {
+      forward_announcements(true);
+      break;
+    }
+
+  TreePart part;
+  std::vector<int> oversized;  // ranks whose record is too large to pass on
+  std::vector<ChildReview> reviews;
+  std::map<int, std::string> direct;  // records from nodes (not through a group)
+  std::vector<int> missing_here;      // children absent at this checkpoint
+  std::vector<int> gone_now;          // their gone_ keys
+  for (std::size_t i = 0; i < kids.size(); ++i) {
+    const auto& c = kids[i];
+    below_bytes_ += c.key.size() + (vals[i] ? vals[i]->size() : 0);
+    if (o_.level == RelayLevel::node) {
+      if (vals[i] && vals[i]->size() <= kMaxRecordBytes) {
+        part.records[c.id] = *vals[i];
+        gone_.erase(c.id);  // back after a missed checkpoint
+      } else {
+        missing_here.push_back(c.id);
+        gone_now.push_back(c.id);
+        if (vals[i]) oversized.push_back(c.id);
+      }
+      continue;
+    }
+    std::optional<TreePart> p;
+    if (vals[i]) p = decode_part(*vals[i], c.first, c.last);
+    if (!p) {
+      missing_here.push_back(c.id);
+      gone_now.push_back(gone_key(c));
+      const std::string why =
+          c.group ? L.group_label(c.id) + ": its second-level judge did not report"
+                  : L.node_label(c.id) + ": its leader did not report";
+      for (int r = c.first; r <= c.last; ++r) {
+        part.missing.push_back(r);
+        if (part.notes.size() < kMaxPartNotes)
+          part.notes[r] = why + (vals[i] ? " (its part did not parse)" : " by the deadline");
+      }
+      if (!c.group) part.lost.push_back(c.id);
+      continue;
+    }
+    gone_.erase(gone_key(c));
+    if (!c.group) {
+      // A node's part accounts for each of its ranks: a record, or missing.
+      for (int r = c.first; r <= c.last; ++r)
+        if (!p->records.count(r) &&
+            !std::binary_search(p->missing.begin(), p->missing.end(), r)) {
+          p->missing.insert(std::upper_bound(p->missing.begin(), p->missing.end(), r), r);
+          if (p->notes.size() < kMaxPartNotes)
+            p->notes[r] = L.node_label(c.id) + ": its leader passed on neither its record nor "
+                          "its absence";
+        }
+    }
+    if (part.checkpoint.empty()) part.checkpoint = p->checkpoint;
+    part.wait_ms = std::max(part.wait_ms, p->wait_ms);
+    for (auto& [r, text] : p->records) (c.group ? part.records : direct)[r] = std::move(text);
+    part.missing.insert(part.missing.end(), p->missing.begin(), p->missing.end());
+    for (auto& [r, note] : p->notes)
+      if (part.notes.size() < kMaxPartNotes) part.notes[r] = std::move(note);
+    if (!part.aborted) part.aborted = p->aborted;
+    if (p->review) reviews.push_back({*p->review, c.first, c.last});
+    part.lost.insert(part.lost.end(), p->lost.begin(), p->lost.end());
+  }
+  for (int k : gone_now) gone_.insert(k);
+  if (o_.level == RelayLevel::node) {
+    part.checkpoint = checkpoint_name(seq);
+    part.wait_ms = ranks_wait(seq, kids, vals);
+    part.missing = missing_here;
+    describe_ranks(part, missing_here);
+    for (int r : oversized)
+      part.notes[r] = "its record is larger than " + std::to_string(kMaxRecordBytes / 1024) +
+                      " KiB: not passed on";
+  } else {
+    std::sort(part.missing.begin(), part.missing.end());
+    // Records that came straight from nodes are reviewed here; the rest were
+    // reviewed by their groups.
+    if (o_.reviewer && (!direct.empty() || reviews.empty())) {
+      std::vector<int> missing_direct;
+      for (int r : part.missing)
+        if (!L.grouped() || o_.level == RelayLevel::group ||
+            lost_groups_.count(L.group_of_node(L.node_of(r))))
+          missing_direct.push_back(r);
+      reviews.push_back({o_.reviewer->review(part.checkpoint, direct, missing_direct, part.notes),
+                         0, L.world - 1});
+    }
+    // The root always merges: its review is the digest's.
+    if (o_.reviewer)
+      part.review = reviews.size() == 1 && o_.level != RelayLevel::root
+                        ? reviews[0].text
+                        : o_.reviewer->merge(part.checkpoint, reviews);
+    if (o_.reviewer && o_.level == RelayLevel::root)
+      judge_share_ = o_.reviewer->for_judge(part.checkpoint, reviews);
+    // Only rank 0's record goes on (every rank reads it: its NCCL id); a
+    // group's part that carries more is not believed for the rest.
+    std::optional<std::string> rank0;
+    if (auto it = direct.find(0); it != direct.end()) rank0 = it->second;
+    else if (auto it0 = part.records.find(0); it0 != part.records.end()) rank0 = it0->second;
+    part.records.clear();
+    if (rank0) part.records[0] = *rank0;
+  }
+  // A death explains a checkpoint best, then the first failure announced.
+  if (!part.aborted && (first_death_ || first_failure_))
+    part.aborted = first_death_ ? first_death_ : first_failure_;
+  return part;
+}
+
+bool Relay::collect(int seq, Deadline idle, const std::function<bool()>& stop) {
+  bool came = false;
+  TreePart part = gather(seq, idle, stop, came);
+  if (!came) return false;
+  if (o_.level == RelayLevel::root) {
+    // A missing rank's note goes down once, at the first checkpoint it
+    // misses; ranks keep it (checks/check.cpp), so later digests stay small.
+    for (auto it = part.notes.begin(); it != part.notes.end();)
+      it = noted_.count(it->first) ? part.notes.erase(it) : std::next(it);
+    for (const auto& [r, note] : part.notes) noted_.insert(r);
+    const std::string d = encode_digest(part.missing, part.notes, part.aborted,
+                                        part.review.value_or(""), part.records);
+    // Rank 0's share first: node 0's leader reads it once the digest is there.
+    if (!judge_share_.empty())
+      o_.below->set(tree_cp(seq) + "judge", judge_share_, Deadline::after(kAnswer));
+    judge_share_.clear();
+    o_.below->set(tree_cp(seq) + "digest", d, Deadline::after(kAnswer));
+    return true;
+  }
+  const std::string key = tree_cp(seq) + (o_.level == RelayLevel::node ? "node/" : "group/") +
+                          std::to_string(o_.index);
+  const std::string text = encode_part(part);
+  up_bytes_ += key.size() + text.size();
+  try {
+    parent().set(key, text, Deadline::after(kAnswer));
+  } catch (const Error& e) {
+    // A refused write (too large, the store full) is not a lost judge.
+    const bool hung = e.code() == ExitCode::timeout;
+    if (!hung && !store_gone(e)) throw;
+    lose_parent(e.one_line());
+    parent().set(key, text, Deadline::after(kAnswer));
+  }
+  last_part_ = {key, text};
+  return true;
+}
+
+bool Relay::pass_down(int seq, const std::function<bool()>& stop) {
+  if (o_.level == RelayLevel::root) return true;
+  const std::string key = tree_cp(seq) + "digest";
+  const int above = o_.level == RelayLevel::node && o_.layout.grouped() ? 2 : 1;
+  // The levels above wait for their own stragglers: as long as the ranks
+  // said (or the configured timeout), plus their slack, each.
+  const auto wait = std::max(o_.timeout, last_wait_ + o_.slack + std::chrono::seconds(2));
+  Deadline until = Deadline::after(wait * above + 2 * wait + std::chrono::seconds(5));
+  std::optional<std::string> digest;
+  auto to_root = [&](const std::string& why) {
+    lose_parent(why);
+    // The lost judge may have had our part and never passed it on.
+    parent().set(last_part_.first, last_part_.second, Deadline::after(kAnswer));
+    until = Deadline::after(wait + std::chrono::seconds(5));
+  };
+  while (!digest) {
+    try {
+      if (parent().wait({key}, until.min(Deadline::after(kSlice))))
+        digest = parent().try_get(key, Deadline::after(kAnswer));
+    } catch (const TimeoutError&) {
+    } catch (const Error& e) {
+      if (!store_gone(e) || parent_lost_ || !o_.root || o_.root == o_.above) throw;
+      to_root(e.one_line());
+      continue;
+    }
+    if (digest) break;
+    forward_announcements();
+    if (stop && stop()) return false;
+    if (until.expired()) {
+      // A group judge that hangs (not gone): its nodes go to the root.
+      if (!parent_lost_ && o_.root && o_.root != o_.above) {
+        to_root(o_.layout.group_label(o_.layout.group_of_node(o_.index)) +
+                "'s judge sent no digest by the deadline");
+        continue;
+      }
+      return false;
+    }
+  }
+  up_bytes_ += key.size() + digest->size();
+  if (o_.level == RelayLevel::group) {
+    if (o_.index == 0) copy_judge_share(seq);  // node 0 is in group 0
+    o_.below->set(key, *digest, Deadline::after(kAnswer));
+  } else {
+    copy_needs(seq, *digest);
+    if (o_.index == 0) copy_judge_share(seq);
+    o_.below->set(cp(seq) + "digest", *digest, Deadline::after(kAnswer));
+  }
+  return true;
+}
+
+/// Every child still expected said goodbye: a rank its bye/<r> (or it was
+/// reported dead), a judge its tree/bye/...
+bool Relay::all_said_bye() {
+  std::vector<std::string> keys;
+  for (const auto& c : children(0)) {
+    if (gone_.count(gone_key(c))) continue;
+    if (o_.level == RelayLevel::node) {
+      keys.push_back("bye/" + std::to_string(c.id));
+      keys.push_back("dead/" + std::to_string(c.id));
+    } else {
+      keys.push_back(std::string("tree/bye/") + (c.group ? "group/" : "node/") +
+                     std::to_string(c.id));
+    }
+  }
+  auto v = o_.below->multi_get(keys, Deadline::after(kAnswer));
+  if (o_.level != RelayLevel::node)
+    return std::all_of(v.begin(), v.end(), [](const auto& x) { return x.has_value(); });
+  for (std::size_t i = 0; i < v.size(); i += 2)
+    if (!v[i] && !v[i + 1]) return false;
+  return true;
+}
+
+void Relay::run(std::chrono::milliseconds idle, const std::function<bool()>& stop) {
+  auto done = [&] { return (stop && stop()) || all_said_bye(); };
+  try {
+    for (int seq = 0;; ++seq) {
+      if (!collect(seq, Deadline::after(idle), done)) break;
+      // Without a digest the ranks below judge for themselves; the next
+      // checkpoint may go through again.
+      if (!pass_down(seq, stop) && stop && stop()) break;
+    }
+    if (o_.level != RelayLevel::root)
+      parent().set(std::string("tree/bye/") + (o_.level == RelayLevel::node ? "node/" : "group/") +
+                       std::to_string(o_.index),
+                   "1", Deadline::after(kAnswer));
+  } catch (const Error& e) {
+    spdlog::warn("the tree's {} {} stopped: {}",
+                 o_.level == RelayLevel::node ? "leader of node"
+                 : o_.level == RelayLevel::group ? "judge of group" : "root", o_.index,
+                 e.one_line());
+  }
+}
+
+}  // namespace gpudiag

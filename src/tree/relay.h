@@ -1,0 +1,144 @@
+// One judge of the tree (tree/tree.h): a node's leader, a group's
+// second-level judge, or the root.
+//
+// At each checkpoint a relay waits in its own store (`below`) for its
+// children: a node's ranks set cp/<n>/<r> (store_plane.h); a group's or the
+// root's children set tree/cp/<n>/node/<k> or tree/cp/<n>/group/<g>. The
+// children have `timeout` after the first of them arrives; an announced
+// failure cuts that to a grace, and children a launcher reported dead are not
+// waited for. The relay then sends its parent (`above`) one part: a node
+// passes its ranks' records with the missing ones and what is known of them
+// (pid, host, last phase); a group reviews its table (TreeReviewer) and passes
+// the review, its missing ranks and rank 0's record; an absent child is named
+// "node 12 (ranks 96-103)" or "group 3 (...)", its ranks missing. The root
+// merges and publishes the digest (tree/cp/<n>/digest), with a missing
+// rank's note only the first time it is missing. On the way down each
+// relay copies its parent's digest into its own store; a node's leader also
+// copies in the records its ranks asked for (need/<n>/<r>) from the parts its
+// parent holds, and the digest last, as cp/<n>/digest for its ranks. What the
+// root's reviewer leaves for rank 0 alone (TreeReviewer::for_judge: the
+// sweep's round results) goes down the same way to node 0's store alone
+// (tree/cp/<n>/judge at the root and group 0, cp/<n>/judge at node 0).
+//
+// Failures and deaths travel at once: while it waits, a relay copies new
+// announcements (store_plane.h: failures, failure/<i>, dead/<r>) from its own
+// store to its parent's and from its parent's into its own, never echoing its
+// own. When a node's group judge is lost (its connection fails), the leader
+// says so at the root (tree/lost/<g>) and reports to the root directly, which
+// then waits for that group's nodes itself: a dead second-level judge costs
+// its own node, not its 128.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "store/store.h"
+#include "tree/tree.h"
+#include "util/deadline.h"
+
+namespace gpudiag {
+
+enum class RelayLevel { node, group, root };
+
+struct RelayOptions {
+  RelayLevel level = RelayLevel::node;
+  int index = 0;  ///< node k or group g (0 for the root)
+  TreeLayout layout;
+  Store* below = nullptr;  ///< this relay's own store, where its children write
+  Store* above = nullptr;  ///< the parent's store (none for the root)
+  Store* root = nullptr;   ///< the root's store, when it is not `above` (a grouped node)
+  TreeReviewer* reviewer = nullptr;
+  /// How long the children have after the first arrives, when the ranks do
+  /// not say (their checkpoint's wait, cp/<n>/wait, comes up in the parts
+  /// and wins); `slack` is added to the ranks' wait (a second per level
+  /// below, so a node that waited out its own straggler still reports).
+  std::chrono::milliseconds timeout{60000};
+  std::chrono::milliseconds slack{0};
+  /// How long a relay waits for its parent's digest past its own decision:
+  /// the levels above may each wait `timeout` for their own stragglers.
+  std::chrono::milliseconds digest_grace{5000};
+  /// (A node) a connection to group g's store, to read other groups' nodes'
+  /// records when a rank asks for every record ("*"); unset: its own group's.
+  std::function<std::unique_ptr<Store>(int group)> connect_group;
+};
+
+/// The options of one judge: its children get `wait` (when the ranks do not
+/// say theirs) plus `per_level` for each level below it, so a node that
+/// waited out its own straggler still reports in time; it waits for its
+/// parent's digest twice `wait` and 5 s past its own decision.
+RelayOptions relay_options(const TreeLayout& layout, RelayLevel level, int index,
+                           std::chrono::milliseconds wait, std::chrono::milliseconds per_level);
+
+class Relay {
+ public:
+  explicit Relay(RelayOptions o);
+
+  /// Checkpoint `seq`: waits for the children (the first for up to `idle`),
+  /// then sends the part up (the root: publishes the digest). False when no
+  /// child came within `idle` or `stop` said so.
+  bool collect(int seq, Deadline idle, const std::function<bool()>& stop = {});
+  /// Waits for the parent's digest of checkpoint `seq` and passes it down.
+  /// False when it never came (the ranks below then judge for themselves).
+  bool pass_down(int seq, const std::function<bool()>& stop = {});
+  /// collect and pass_down until every child said goodbye (bye/<r>,
+  /// tree/bye/...), none came within `idle`, or `stop` returns true; then
+  /// says goodbye to the parent. For a leader's thread.
+  void run(std::chrono::milliseconds idle, const std::function<bool()>& stop);
+  /// Copies announcements across (called while waiting; at most every
+  /// 100 ms unless `now`).
+  void forward_announcements(bool now = false);
+
+  /// Keys and values this relay sent to and read from its parent and the
+  /// root (for the simulator's bytes per level).
+  std::uint64_t bytes_up() const { return up_bytes_; }
+  std::uint64_t bytes_below() const { return below_bytes_; }
+
+ private:
+  struct Child {
+    int id;            ///< rank, node or group
+    std::string key;   ///< where it writes at this checkpoint
+    int first, last;   ///< the ranks it speaks for
+    bool group;        ///< a group under the root
+  };
+  std::vector<Child> children(int seq);
+  static int gone_key(const Child& c);
+  TreePart gather(int seq, Deadline idle, const std::function<bool()>& stop, bool& came);
+  void describe_ranks(TreePart& p, const std::vector<int>& missing);
+  std::string checkpoint_name(int seq);
+  /// The ranks' wait for checkpoint `seq` (0: not said), from the store
+  /// (a node) or the first part that arrived.
+  long long ranks_wait(int seq, const std::vector<Child>& kids,
+                       const std::vector<std::optional<std::string>>& vals);
+  Store& parent();
+  void lose_parent(const std::string& why);
+  void copy_needs(int seq, const std::string& digest);
+  /// (Group 0's judge, node 0's leader) the root's share for rank 0
+  /// (TreeReviewer::for_judge), from the parent's store into this one's
+  /// (tree/cp/<n>/judge; a node's: cp/<n>/judge).
+  void copy_judge_share(int seq);
+  bool all_said_bye();
+
+  RelayOptions o_;
+  std::set<int> gone_;  ///< children that missed a checkpoint (gone_key): not waited for again
+  std::chrono::milliseconds last_wait_{0};  ///< the ranks' wait at the last checkpoint
+  std::set<int> lost_groups_;  ///< (root) groups whose judge is lost: their nodes report here
+  bool parent_lost_ = false;   ///< (grouped node) reports to the root instead
+  std::set<int> noted_;  ///< (root) missing ranks whose note a digest carried
+  // Announcements: how many were read from each side, and our own copies.
+  std::int64_t seen_below_ = 0, seen_above_ = 0;
+  std::set<std::int64_t> own_below_, own_above_;
+  Deadline::Clock::time_point next_forward_{};
+  std::uint64_t up_bytes_ = 0, below_bytes_ = 0;
+  bool aborted_below_ = false;
+  std::optional<std::string> first_death_, first_failure_;  ///< announced below, as read
+  std::pair<std::string, std::string> last_part_;  ///< key and part last sent up
+  std::string judge_share_;  ///< (root) for rank 0 alone, set beside the digest
+};
+
+}  // namespace gpudiag

@@ -1,0 +1,188 @@
+// A tree judge's copies between levels (see relay.h): the records a node's
+// ranks ask for from other nodes (from its group's store, another group's,
+// or the root's when that group's judge was lost), the root's share for rank
+// 0 (node 0's leader), and the failure and death announcements it copies up
+// and down.
+#include <spdlog/spdlog.h>
+
+#include <map>
+#include <set>
+
+#include "plane/checkpoint_digest.h"
+#include "tree/relay.h"
+#include "tree/relay_detail.h"
+#include "plane/store_plane.h"
+
+namespace gpudiag {
+
+using namespace relay_detail;
+
+/// Copies into the node's store the records its ranks asked for (need/<n>/<r>,
+/// "5,17,33") that live on other nodes, from those nodes' parts in the
+/// parent's store; a rank beyond what the parent holds stays absent. Records
+/// the digest carries (rank 0's, which every NCCL rank asks for) are read
+/// there: fetching them would have every leader read node 0's part, from
+/// group 0's store in a grouped tree.
+void Relay::copy_needs(int seq, const std::string& digest) {
+  const auto& L = o_.layout;
+  auto [a, b] = L.ranks_of_node(o_.index);
+  std::vector<std::string> keys;
+  for (int r = a; r <= b; ++r) keys.push_back("need/" + std::to_string(seq) + "/" + std::to_string(r));
+  auto v = o_.below->multi_get(keys, Deadline::after(kAnswer));
+  std::set<int> wanted;
+  bool every = false;
+  for (const auto& text : v) {
+    if (!text) continue;
+    if (*text == "*") {
+      every = true;
+      continue;
+    }
+    std::size_t count = 0, at = 0;
+    while (at <= text->size() && count++ < kMaxNeeds) {
+      auto comma = text->find(',', at);
+      auto r = storelimits::parse_bounded(
+          text->substr(at, comma == std::string::npos ? std::string::npos : comma - at), 0,
+          L.world - 1);
+      if (r && (*r < a || *r > b)) wanted.insert(static_cast<int>(*r));
+      if (comma == std::string::npos) break;
+      at = comma + 1;
+    }
+  }
+  if (!wanted.empty()) {
+    Gathered carried;
+    carried.records.resize(static_cast<std::size_t>(L.world));
+    if (decode_digest(digest, -1, L.world, carried))
+      for (auto it = wanted.begin(); it != wanted.end();)
+        it = carried.records.at(static_cast<std::size_t>(*it)) ? wanted.erase(it) : std::next(it);
+  }
+  if (wanted.empty() && !every) return;
+  std::vector<int> nodes;
+  if (every) {
+    for (int k = 0; k < L.nodes(); ++k)
+      if (k != o_.index) nodes.push_back(k);
+  } else {
+    for (int r : wanted)
+      if (nodes.empty() || nodes.back() != L.node_of(r)) nodes.push_back(L.node_of(r));
+  }
+  // Nodes' parts are in the parent's store (a group's own nodes), or in the
+  // store of their group's judge (every record, at the end, on rank 0's node).
+  std::map<int, std::vector<int>> by_store;  // -1: the parent's
+  for (int k : nodes) {
+    const int g = L.grouped() ? L.group_of_node(k) : -1;
+    const bool here = !L.grouped() || g == L.group_of_node(o_.index);
+    by_store[here || !o_.connect_group ? -1 : g].push_back(k);
+  }
+  Store* root = o_.root ? o_.root : &parent();
+  // Copies the wanted records of nodes `ks` from `from`; returns the nodes
+  // whose part was not there.
+  auto copy_from = [&](Store& from, const std::vector<int>& ks) {
+    std::vector<int> absent;
+    constexpr std::size_t kSlice = 128;  // parts per request
+    for (std::size_t at = 0; at < ks.size(); at += kSlice) {
+      std::vector<std::string> part_keys;
+      for (std::size_t i = at; i < ks.size() && i < at + kSlice; ++i)
+        part_keys.push_back(tree_cp(seq) + "node/" + std::to_string(ks[i]));
+      auto parts = from.multi_get(part_keys, Deadline::after(kAnswer));
+      for (std::size_t i = 0; i < part_keys.size(); ++i) {
+        if (!parts[i]) {
+          absent.push_back(ks[at + i]);
+          continue;
+        }
+        up_bytes_ += part_keys[i].size() + parts[i]->size();
+        auto [first, last] = L.ranks_of_node(ks[at + i]);
+        auto p = decode_part(*parts[i], first, last);
+        if (!p) continue;
+        for (const auto& [r, text] : p->records)
+          if (every || wanted.count(r))
+            o_.below->set(cp(seq) + std::to_string(r), text, Deadline::after(kAnswer));
+      }
+    }
+    return absent;
+  };
+  for (const auto& [g, ks] : by_store) {
+    if (g < 0) {
+      copy_from(parent(), ks);
+      continue;
+    }
+    // Another group's store; the root only when that group's judge was lost
+    // (its nodes reported there), so a leader reaches the root only then.
+    std::vector<int> left = ks;
+    std::string why;
+    try {
+      auto other = o_.connect_group(g);
+      left = copy_from(*other, ks);
+    } catch (const Error& e) {
+      why = e.one_line();
+    }
+    if (left.empty()) continue;
+    try {
+      if (root->try_get("tree/lost/" + std::to_string(g), Deadline::after(kAnswer)))
+        left = copy_from(*root, left);
+    } catch (const Error& e) {
+      why = e.one_line();
+    }
+    if (!why.empty())
+      spdlog::warn("{}: cannot read {}'s records: {}", L.node_label(o_.index), L.group_label(g), why);
+  }
+}
+
+void Relay::copy_judge_share(int seq) {
+  // Down the digest's way, set before it at each level: group 0's judge
+  // copies it from the root's store, node 0's leader from its parent's.
+  const std::string key = tree_cp(seq) + "judge";
+  try {
+    auto share = parent().try_get(key, Deadline::after(kAnswer));
+    if (!share) return;
+    up_bytes_ += share->size();
+    o_.below->set(o_.level == RelayLevel::group ? key : cp(seq) + "judge", *share,
+                  Deadline::after(kAnswer));
+  } catch (const Error& e) {
+    // Rank 0 then finds no share, and says what it lacks.
+    spdlog::warn("{}: the root's share for rank 0 not copied: {}", o_.layout.node_label(o_.index),
+                 e.one_line());
+  }
+}
+
+void Relay::forward_announcements(bool now) {
+  if (!now && Deadline::Clock::now() < next_forward_) return;
+  next_forward_ = Deadline::Clock::now() + kForwardEvery;
+  const int world = o_.layout.world;
+  auto copy = [&](Store& from, Store* to, std::int64_t& seen, std::set<std::int64_t>& skip,
+                  std::set<std::int64_t>& made, bool up) {
+    auto text = from.try_get("failures", Deadline::after(kAnswer));
+    if (!text) return;
+    auto count = storelimits::parse_bounded(*text, 0, 16LL * world + 64);
+    if (!count || *count <= seen) return;
+    std::vector<std::string> keys;
+    // In steps a small store answers (keys per request follow its world).
+    for (std::int64_t n = seen + 1; n <= std::min<std::int64_t>(*count, seen + 128); ++n)
+      keys.push_back("failure/" + std::to_string(n));
+    auto values = from.multi_get(keys, Deadline::after(kAnswer));
+    for (const auto& v : values) {
+      if (!v) break;
+      ++seen;
+      if (skip.count(seen)) continue;
+      if (up) aborted_below_ = true;
+      auto tab = v->find('\t');
+      const bool died = v->rfind("died", 0) == 0;
+      const std::string body = tab == std::string::npos ? *v : v->substr(tab + 1);
+      // A death or failure anywhere explains a checkpoint's missing ranks.
+      auto& first = died ? first_death_ : first_failure_;
+      if (!first) first = storelimits::store_text(body, 1024);
+      if (!to) continue;
+      made.insert(publish_failure(*to, body, Deadline::after(kAnswer),
+                                  died ? FailureKind::died : FailureKind::failed,
+                                  died ? named_rank(body, world) : -1));
+    }
+  };
+  try {
+    Store* up = o_.level == RelayLevel::root ? nullptr : &parent();
+    copy(*o_.below, up, seen_below_, own_below_, own_above_, true);
+    if (up) copy(*up, o_.below, seen_above_, own_above_, own_below_, false);
+  } catch (const TimeoutError&) {
+  } catch (const Error& e) {
+    spdlog::debug("relay: announcements not copied: {}", e.one_line());
+  }
+}
+
+}  // namespace gpudiag

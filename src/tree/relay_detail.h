@@ -1,0 +1,50 @@
+// What the two files of a tree judge share (relay.cpp, relay_copies.cpp):
+// its timings and bounds, the keys of a checkpoint, and how an error or a
+// death announcement is read. Internal to the Relay.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+#include "store/store_limits.h"
+#include "util/error.h"
+
+namespace gpudiag::relay_detail {
+
+inline constexpr auto kSlice = std::chrono::milliseconds(200);
+inline constexpr auto kForwardEvery = std::chrono::milliseconds(100);
+inline constexpr auto kFailureGrace = std::chrono::seconds(2);
+inline constexpr auto kAnswer = std::chrono::seconds(10);
+/// A rank's record a leader passes on, at most (a real one is ~600 bytes).
+inline constexpr std::size_t kMaxRecordBytes = 64 * 1024;
+/// Records one rank may ask its leader for beyond its node (store_plane.h).
+inline constexpr std::size_t kMaxNeeds = 64;
+
+inline std::string cp(int seq) { return "cp/" + std::to_string(seq) + "/"; }
+inline std::string tree_cp(int seq) { return "tree/cp/" + std::to_string(seq) + "/"; }
+
+/// The rank a death announcement names ("rank 12 [n1-4] (pid ...) ..."), so
+/// the copy above can mark it dead too; -1 when it names none.
+inline int named_rank(const std::string& text, int world) {
+  if (text.rfind("rank ", 0) != 0) return -1;
+  auto end = text.find_first_not_of("0123456789", 5);
+  auto r = storelimits::parse_bounded(text.substr(5, end == std::string::npos ? end : end - 5), 0,
+                                      world - 1);
+  return r ? static_cast<int>(*r) : -1;
+}
+
+/// A store that is gone (its connection closed, or it cannot be reached), as
+/// opposed to one that refused a request (too large, full): only the first
+/// means its judge is lost.
+inline bool store_gone(const Error& e) {
+  const std::string t = e.one_line();
+  return t.find("lost the store") != std::string::npos ||
+         t.find("cannot reach the store") != std::string::npos ||
+         t.find("stopped answering") != std::string::npos;
+}
+
+/// A wait the ranks say, at most an hour (the value comes from a store).
+inline constexpr long long kMostWaitMs = 3600LL * 1000;
+
+}  // namespace gpudiag::relay_detail
