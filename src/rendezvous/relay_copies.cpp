@@ -69,25 +69,18 @@ void Relay::copy_needs(int seq, const std::string& digest) {
   for (int k : nodes) {
     const int g = L.grouped() ? L.group_of_node(k) : -1;
     const bool here = !L.grouped() || g == L.group_of_node(o_.index);
-    by_store[here || !o_.connect_group ? -1 : g].push_back(k);
+    by_store[here || !o_.connect_judge ? -1 : g].push_back(k);
   }
-  Store* root = o_.root ? o_.root : &parent();
   for (const auto& [g, ks] : by_store) {
     std::unique_ptr<Store> other;
     Store* from = &parent();
     if (g >= 0) {
-      // A group whose judge was lost: its nodes reported to the root.
-      if (root->try_get("tree/lost/" + std::to_string(g), Deadline::after(kAnswer))) {
-        from = root;
-      } else {
-        try {
-          other = o_.connect_group(g);
-          from = other.get();
-        } catch (const Error& e) {
-          spdlog::warn("{}: cannot read {}'s records: {}", L.node_label(o_.index),
-                       L.group_label(g), e.one_line());
-          continue;
-        }
+      try {
+        from = parts_of_group(g, other);
+      } catch (const Error& e) {
+        spdlog::warn("{}: cannot read {}'s records: {}", L.node_label(o_.index),
+                     L.group_label(g), e.one_line());
+        continue;
       }
     }
     constexpr std::size_t kSlice = 128;  // parts per request
@@ -108,6 +101,30 @@ void Relay::copy_needs(int seq, const std::string& digest) {
       }
     }
   }
+}
+
+/// Where the parts of group g's nodes are: at its judge's store, or, when
+/// that judge is lost (its nodes said so one level up: tree/lost/<g>), at the
+/// store above, and so on up to the root's.
+Store* Relay::parts_of_group(int g, std::unique_ptr<Store>& held) {
+  const auto& L = o_.layout;
+  // The store of the judge of `level` over group g: this node's own chain
+  // where it shares it, else a new connection (the root's is the last of ours).
+  auto store_of = [&](int level, std::unique_ptr<Store>& keep) -> Store* {
+    if (level > L.levels()) return o_.beyond.empty() ? o_.above : o_.beyond.back();
+    const int j = L.judge_above(level, 1, g);
+    if (j == judge_at(level))
+      return level == 1 ? o_.above : o_.beyond[static_cast<std::size_t>(level - 2)];
+    keep = o_.connect_judge(level, j);
+    return keep.get();
+  };
+  for (int level = 1; level <= L.levels(); ++level) {
+    std::unique_ptr<Store> up_keep;
+    Store* up = store_of(level + 1, up_keep);
+    if (!up->try_get(lost_key(level, L.judge_above(level, 1, g)), Deadline::after(kAnswer)))
+      return store_of(level, held);
+  }
+  return store_of(L.levels() + 1, held);
 }
 
 void Relay::forward_announcements(bool now) {

@@ -24,6 +24,13 @@ inline constexpr std::size_t kMaxNeeds = 64;
 inline std::string cp(int seq) { return "cp/" + std::to_string(seq) + "/"; }
 inline std::string tree_cp(int seq) { return "tree/cp/" + std::to_string(seq) + "/"; }
 
+/// Where a child of a lost judge of `level` (1 a group, 2 a supergroup, ...)
+/// says so, at the store one level above it.
+inline std::string lost_key(int level, int index) {
+  return "tree/lost/" + (level == 1 ? std::string() : "group" + std::to_string(level) + "/") +
+         std::to_string(index);
+}
+
 /// The rank a death announcement names ("rank 12 [n1-4] (pid ...) ..."), so
 /// the copy above can mark it dead too; -1 when it names none.
 inline int named_rank(const std::string& text, int world) {
