@@ -236,6 +236,7 @@ bool Relay::collect(int seq, Deadline idle, const std::function<bool()>& stop) {
       tree_cp(seq) + TreeLayout::level_key(level_) + "/" + std::to_string(o_.index);
   const std::string text = encode_part(part);
   up_bytes_ += key.size() + text.size();
+  up_if_parent_gone();
   try {
     parent().set(key, text, Deadline::after(kAnswer));
   } catch (const Error& e) {
@@ -278,6 +279,12 @@ bool Relay::pass_down(int seq, const std::function<bool()>& stop) {
     }
     if (digest) break;
     forward_announcements();
+    if (parent_gone_ && parent_gone_->first == hop_ && can_go_up()) {
+      const std::string why = parent_gone_->second;
+      parent_gone_.reset();
+      go_up(why);
+      continue;
+    }
     if (stop && stop()) return false;
     if (until.expired()) {
       // A judge above that hangs (not gone): report past it.

@@ -149,6 +149,11 @@ class Relay {
   std::chrono::milliseconds last_wait_{0};  ///< the ranks' wait at the last checkpoint
   std::set<std::pair<int, int>> lost_;  ///< judges (level, id) below that are lost: their children report here
   int hop_ = 0;  ///< 0: reports to `above`; i: to beyond[i - 1] (the judges between are lost)
+  /// The parent's store found gone while copying announcements (at hop_
+  /// `first`): the next write goes up at once, not after a reconnection's wait.
+  std::optional<std::pair<int, std::string>> parent_gone_;
+  /// Goes up now when parent_gone_ says the current parent is gone.
+  bool up_if_parent_gone();
   std::set<int> noted_;  ///< (root) missing ranks whose note a digest carried
   // Announcements: how many were read from each side, and our own copies.
   std::int64_t seen_below_ = 0, seen_above_ = 0;

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <map>
+#include <optional>
 #include <set>
 
 #include "rendezvous/checkpoint_digest.h"
@@ -105,7 +106,8 @@ void Relay::copy_needs(int seq, const std::string& digest) {
 
 /// Where the parts of group g's nodes are: at its judge's store, or, when
 /// that judge is lost (its nodes said so one level up: tree/lost/<g>), at the
-/// store above, and so on up to the root's.
+/// store above, and so on up to the root's. A judge above that cannot be
+/// reached cannot say: then the judge below is tried itself.
 Store* Relay::parts_of_group(int g, std::unique_ptr<Store>& held) {
   const auto& L = o_.layout;
   // The store of the judge of `level` over group g: this node's own chain
@@ -119,12 +121,32 @@ Store* Relay::parts_of_group(int g, std::unique_ptr<Store>& held) {
     return keep.get();
   };
   for (int level = 1; level <= L.levels(); ++level) {
-    std::unique_ptr<Store> up_keep;
-    Store* up = store_of(level + 1, up_keep);
-    if (!up->try_get(lost_key(level, L.judge_above(level, 1, g)), Deadline::after(kAnswer)))
-      return store_of(level, held);
+    std::optional<bool> lost;  // unknown while the judge above cannot be asked
+    try {
+      std::unique_ptr<Store> up_keep;
+      lost = store_of(level + 1, up_keep)
+                 ->try_get(lost_key(level, L.judge_above(level, 1, g)), Deadline::after(kAnswer))
+                 .has_value();
+    } catch (const Error&) {
+    }
+    if (lost.value_or(false)) continue;
+    if (lost) return store_of(level, held);
+    try {
+      Store* s = store_of(level, held);
+      s->try_get("server", Deadline::after(kAnswer));  // reached, and answers
+      return s;
+    } catch (const Error&) {
+    }
   }
   return store_of(L.levels() + 1, held);
+}
+
+bool Relay::up_if_parent_gone() {
+  if (!parent_gone_ || parent_gone_->first != hop_ || !can_go_up()) return false;
+  const std::string why = parent_gone_->second;
+  parent_gone_.reset();
+  lose_parent(why);
+  return true;
 }
 
 void Relay::forward_announcements(bool now) {
@@ -166,6 +188,8 @@ void Relay::forward_announcements(bool now) {
   } catch (const TimeoutError&) {
   } catch (const Error& e) {
     spdlog::debug("relay: announcements not copied: {}", e.one_line());
+    // Its own store lives as long as this relay: a store gone is the parent's.
+    if (store_gone(e) && o_.level != RelayLevel::root) parent_gone_ = {hop_, e.one_line()};
   }
 }
 
