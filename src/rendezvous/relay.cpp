@@ -71,7 +71,7 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
   for (;;) {
     std::vector<std::string> keys, absent;
     for (const auto& c : kids) keys.push_back(c.key);
-    vals = o_.below->multi_get(keys, Deadline::after(kAnswer));
+    vals = multi_get_sliced(*o_.below, keys, Deadline::after(kAnswer));
     std::vector<int> absent_ranks;
     bool any = false;
     for (std::size_t i = 0; i < kids.size(); ++i) {
@@ -105,7 +105,10 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
     if (stop && stop()) return {};
     if (!until && idle.expired()) return {};
     Deadline slice = Deadline::after(kSlice);
-    o_.below->wait(absent.empty() ? keys : absent, until ? until->min(slice) : idle.min(slice));
+    // Polled in slices: the first of the absent keys (the rest next time).
+    auto& waited = absent.empty() ? keys : absent;
+    if (waited.size() > kKeysPerRequest) waited.resize(kKeysPerRequest);
+    o_.below->wait(waited, until ? until->min(slice) : idle.min(slice));
   }
   came = true;
   // Someone is missing: read the latest announcements, which may say why.
@@ -319,7 +322,7 @@ bool Relay::all_said_bye() {
       keys.push_back("tree/bye/" + TreeLayout::level_key(c.level) + "/" + std::to_string(c.id));
     }
   }
-  auto v = o_.below->multi_get(keys, Deadline::after(kAnswer));
+  auto v = multi_get_sliced(*o_.below, keys, Deadline::after(kAnswer));
   if (o_.level != RelayLevel::node)
     return std::all_of(v.begin(), v.end(), [](const auto& x) { return x.has_value(); });
   for (std::size_t i = 0; i < v.size(); i += 2)

@@ -4,6 +4,8 @@
 // instead, saying there which judges it lost (tree/lost/...).
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "rendezvous/relay.h"
 #include "rendezvous/relay_detail.h"
 #include "rendezvous/store_limits.h"
@@ -115,7 +117,7 @@ bool Relay::learn_lost(const std::vector<Child>& kids,
       ids.emplace_back(kids[i].level, kids[i].id);
     }
   if (keys.empty()) return false;
-  auto lv = o_.below->multi_get(keys, Deadline::after(kAnswer));
+  auto lv = multi_get_sliced(*o_.below, keys, Deadline::after(kAnswer));
   bool changed = false;
   for (std::size_t i = 0; i < lv.size(); ++i)
     if (lv[i] && lost_.insert(ids[i]).second) {
