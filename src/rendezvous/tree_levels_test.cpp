@@ -64,7 +64,7 @@ TEST(TreeLevels, EveryLevelsRangesCoverTheJobOnceEvenWhenTheLastGroupsAreShort) 
     EXPECT_EQ(next, 1000) << level;
   }
   EXPECT_LE(L.judges(L.levels()), 3);  // the root's children
-  EXPECT_EQ(L.label(3, 6), "level-3 group 6 (supergroups 18, nodes 486-499, ranks 972-999)");
+  EXPECT_EQ(L.label(3, 18), "level-3 group 18 (supergroups 54-55, nodes 486-499, ranks 972-999)");
 }
 
 /// A store that is gone: every call fails as a lost connection does.

@@ -243,8 +243,8 @@ TEST(Tree, AFailureAnnouncedOnOneNodeReachesEveryOtherNodesStore) {
 
 TEST(Tree, ARanksBytesAndAPartsSizeDoNotGrowWithTheJob) {
   std::vector<double> rank_bytes, node_bytes;
-  for (int world : {64, 512}) {
-    Rig rig(world, 8, 4);
+  for (int world : {128, 512}) {
+    Rig rig(world, 8, 8);  // 2 and 8 groups (past 8 groups: supergroups, tree_levels_test.cpp)
     rig.build();
     for (int seq = 0; seq < 3; ++seq) rig.checkpoint(seq, {});
     rank_bytes.push_back(static_cast<double>(rig.planes[9]->bytes_moved()));
