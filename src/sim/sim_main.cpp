@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 100000));
   app.add_option("--dead-upper-judges", o.dead_upper_judges,
                  "judges of each level above the groups (supergroups) whose host dies after the "
-                 "communicator checkpoint")
+                 "communicator checkpoint (default: as many as --dead-judges)")
       ->check(CLI::Range(0, 100000));
   app.add_option("--workers", o.workers, "processes simulating nodes")->check(CLI::Range(1, 64));
   app.add_option("--store-procs", o.store_procs, "processes serving the group stores")

@@ -36,7 +36,8 @@ Plan make_plan(const SimOptions& o) {
   // Judges that die, with their hosts: --dead-judges groups' and
   // --dead-upper-judges of each level above (never the first: node 0 is the root's).
   for (int level = 1; level <= L.levels(); ++level) {
-    const int n = L.judges(level), dead = level == 1 ? o.dead_judges : o.dead_upper_judges;
+    const int upper = o.dead_upper_judges < 0 ? o.dead_judges : o.dead_upper_judges;
+    const int n = L.judges(level), dead = level == 1 ? o.dead_judges : upper;
     for (int i = 0; i < dead && i + 1 < n; ++i) {
       const int j = 1 + static_cast<int>(static_cast<long long>(i) * (n - 1) / std::max(1, dead));
       p.dead_hosts.insert(L.nodes_of(level, j).first);

@@ -66,8 +66,9 @@ struct SimOptions {
   int per_node = 8, group_nodes = 128;
   int missing_leaders = 1, dead_judges = 1;
   /// Judges of each level above the groups (supergroups, ...) whose hosts
-  /// die after the communicator checkpoint (with 3 levels or more).
-  int dead_upper_judges = 1;
+  /// die after the communicator checkpoint (with 3 levels or more); -1: as
+  /// many as dead_judges.
+  int dead_upper_judges = -1;
   int workers = 4;      ///< processes simulating nodes
   int store_procs = 4;  ///< processes serving the group stores (the root has its own)
   /// The check's NCCL backend with this many bootstrap roots
