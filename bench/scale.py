@@ -5,18 +5,21 @@ two shapes side by side:
   - flat: one store, rank 0 the judge (up to --flat-upto ranks: the
     simulator's own process holds a socket per rank, 20,000 files here);
   - tree: node leaders (8 ranks a node), groups of 128 nodes under
-    second-level judges, one root; a leader that never reports and a group
-    judge that dies after the communicator checkpoint on top of the ranks'
-    faults (groups exist past 128 nodes: at 1,024 ranks only the silent
-    leader).
+    second-level judges, past 128 groups supergroups of 128 groups under
+    third-level judges, one root; a leader that never reports, a group judge
+    that dies after the communicator checkpoint and, with 3 levels, a
+    supergroup judge whose host dies then (with its first group's judge and
+    that group's first leader), on top of the ranks' faults (groups exist past
+    128 nodes: at 1,024 ranks only the silent leader).
 The anchor is PyTorch's TCPStore, whose libuv backend initialises 96k ranks
 in about 100 s (PyTorch's own tutorial): a figure for joining only, not for
 the five checkpoints measured here.
 
-    bench/scale.py [--ranks 1024,4096,16384,65536,102400] [--missing 3]
+    bench/scale.py [--ranks 1024,4096,16384,65536,102400,262144] [--missing 3]
                    [--flat-upto 16384] [--runs 1]
 
-Prints a Markdown table."""
+Prints a Markdown table; the load column is this machine's 1-minute load
+average before each run (it is shared: the times mean little without it)."""
 import argparse
 import os
 import re
@@ -30,24 +33,26 @@ LAST = re.compile(r"sim: (\d+) ranks, (\d+) checkpoints, ([\d.]+) s, store peak 
                   r"(\d+)/(\d+)")
 LEVELS = re.compile(r"ranks<->leaders ([\d.]+) MiB \((\d+) B a rank\), leaders<->parents "
                     r"([\d.]+) MiB \((\d+) B a node\), groups<->root ([\d.]+) MiB")
-SHAPE = re.compile(r"(\d+) groups of \d+ nodes; (\d+) processes of nodes \(peak RSS (\d+) MiB "
-                   r"each at most\), (\d+) store processes")
+SHAPE = re.compile(r"(\d+) groups of \d+ nodes, (\d+) levels of judges; (\d+) processes of nodes "
+                   r"\(peak RSS (\d+) MiB each at most\), (\d+) store processes")
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--ranks", default="1024,4096,16384,65536,102400")
+    ap.add_argument("--ranks", default="1024,4096,16384,65536,102400,262144")
     ap.add_argument("--missing", default="3")
     ap.add_argument("--flat-upto", type=int, default=16384)
     ap.add_argument("--runs", type=int, default=1)
     a = ap.parse_args()
-    print("| ranks | shape | time | largest store process RSS (all) | per checkpoint: rank<->leader "
-          "| leader<->parent | group<->root | through one store (flat) | missing named |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| ranks | shape | time | load | largest store process RSS (all) | per checkpoint: "
+          "rank<->leader | leader<->parent | group<->parent | through one store (flat) | "
+          "missing named |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in [int(x) for x in a.ranks.split(",")]:
         for shape in (["flat"] if n <= a.flat_upto else []) + ["tree"]:
-            times = []
+            times, loads = [], []
             for _ in range(a.runs):
+                loads.append(os.getloadavg()[0])
                 cmd = [SIM, "--ranks", str(n), "--missing", a.missing]
                 if shape == "flat":
                     cmd.append("--flat")
@@ -58,14 +63,17 @@ def main():
                 times.append(float(m.group(3)))
             _, cps, _, rss, total_rss, total, named, of = m.groups()
             when = f"{min(times):.1f}-{max(times):.1f} s" if len(times) > 1 else f"{times[0]:.1f} s"
+            load = f"{min(loads):.1f}-{max(loads):.1f}" if len(loads) > 1 else f"{loads[0]:.1f}"
             if shape == "flat":
-                print(f"| {n} | flat | {when} | {rss} MiB | - | - | - | "
+                print(f"| {n} | flat | {when} | {load} | {rss} MiB | - | - | - | "
                       f"{int(total) / int(cps) / 2**20:.1f} MiB | {named}/{of} |", flush=True)
                 continue
             lv = LEVELS.search(p.stderr)
             sh = SHAPE.search(p.stderr)
             groups = f"{sh.group(1)} groups, " if sh and sh.group(1) != "0" else ""
-            print(f"| {n} | tree ({groups}{n // 8} nodes) | {when} | {rss} MiB ({total_rss} MiB) | "
+            if sh and int(sh.group(2)) >= 2:
+                groups = f"{sh.group(1)} groups in {-(-int(sh.group(1)) // 128)} supergroups, "
+            print(f"| {n} | tree ({groups}{n // 8} nodes) | {when} | {load} | {rss} MiB ({total_rss} MiB) | "
                   f"{lv.group(1)} MiB ({lv.group(2)} B a rank) | {lv.group(3)} MiB ({lv.group(4)} B "
                   f"a node) | {lv.group(5)} MiB | - | {named}/{of} |", flush=True)
 

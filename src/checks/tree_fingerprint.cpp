@@ -29,13 +29,23 @@ JobPrints merge_group_prints(const std::vector<GroupPrints>& groups) {
   std::vector<FingerprintSummary> summaries;
   std::vector<const nlohmann::json*> within;  // comparisons of groups without a summary
   std::size_t compared = 0;
+  // Groups of nodes behind the summaries and the comparisons: a supergroup's
+  // (merged from its groups') counts its own.
+  std::size_t across_n = 0, within_n = 0;
+  auto groups_in = [](const nlohmann::json& c) {
+    return c.is_object() ? std::max<std::size_t>(1, num(c, "across_groups")) : 1;
+  };
   for (const auto& g : groups) {
     if (!g.comparison.is_object() && g.summary.is_null()) continue;
     ++compared;
-    if (auto s = decode_summary(g.summary, g.first, g.last))
+    if (auto s = decode_summary(g.summary, g.first, g.last)) {
       summaries.push_back(std::move(*s));
-    else if (g.comparison.is_object())
+      across_n += groups_in(g.comparison);
+      if (g.comparison.is_object()) within_n += num(g.comparison, "within_groups");
+    } else if (g.comparison.is_object()) {
       within.push_back(&g.comparison);
+      within_n += std::max<std::size_t>(1, num(g.comparison, "within_groups")) ;
+    }
   }
   if (compared == 0) return out;
   nlohmann::json j;
@@ -89,10 +99,8 @@ JobPrints merge_group_prints(const std::vector<GroupPrints>& groups) {
   j["more_differences"] = more_d;
   j["findings"] = std::move(finds);
   j["more_findings"] = more_f;
-  if (summaries.size() > 1 || (!summaries.empty() && !within.empty()))
-    j["across_groups"] = summaries.size();
-  if (!within.empty() && (within.size() > 1 || !summaries.empty()))
-    j["within_groups"] = within.size();
+  if (across_n > 1 || (across_n > 0 && within_n > 0)) j["across_groups"] = across_n;
+  if (within_n > 1 || (within_n > 0 && across_n > 0)) j["within_groups"] = within_n;
   out.fingerprint = std::move(j);
   return out;
 }

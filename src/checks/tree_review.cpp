@@ -59,12 +59,22 @@ std::string CheckTreeReviewer::review(const std::string& checkpoint,
 }
 
 std::string CheckTreeReviewer::merge(const std::string&, const std::vector<ChildReview>& reviews) {
+  return merge_reviews(reviews, false);
+}
+
+std::string CheckTreeReviewer::merge_up(const std::string&,
+                                        const std::vector<ChildReview>& reviews) {
+  return merge_reviews(reviews, true);
+}
+
+std::string CheckTreeReviewer::merge_reviews(const std::vector<ChildReview>& reviews, bool up) {
   CheckpointReview out;
   std::vector<GroupPrints> prints;
   auto add_unique = [](std::vector<std::string>& to, const std::vector<std::string>& from) {
     for (const auto& line : from)
       if (std::find(to.begin(), to.end(), line) == to.end()) to.push_back(line);
   };
+  if (reviews.size() == 1 && up) return reviews[0].text;  // the root merges it
   if (reviews.size() == 1) {
     // One part (the root of an ungrouped tree, or the one group heard): its
     // review as it is, without the summary only the root needed.
@@ -104,6 +114,13 @@ std::string CheckTreeReviewer::merge(const std::string&, const std::vector<Child
   // a difference broken across groups only stops the job as a flat one does.
   auto job = merge_group_prints(prints);
   out.fingerprint = std::move(job.fingerprint);
+  if (up) {
+    // The root compares the whole job: it gets this level's summaries as one.
+    std::vector<FingerprintSummary> parts;
+    for (const auto& p : prints)
+      if (auto s = decode_summary(p.summary, p.first, p.last)) parts.push_back(std::move(*s));
+    if (!parts.empty()) out.fingerprint_summary = summary_json(merge_summaries(parts));
+  }
   add_unique(out.conflicts, job.conflicts);
   std::sort(out.failures.begin(), out.failures.end());
   std::sort(out.labels.begin(), out.labels.end());

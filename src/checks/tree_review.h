@@ -9,7 +9,10 @@
 // review that cannot be read counts as a failure, never as OK; a record that
 // should carry a bootstrap root's NCCL id is named as such. The ids of the
 // roots a group's table holds go up in its review, and the root's merge
-// passes them all to every rank (nccl_root_ids.h).
+// passes them all to every rank (nccl_root_ids.h). A judge between the
+// groups and the root (a supergroup) merges its groups' reviews the same way
+// and sends up their summaries merged into one (merge_up), so the root still
+// compares the whole job.
 #pragma once
 
 #include <map>
@@ -26,8 +29,13 @@ class CheckTreeReviewer : public TreeReviewer {
                      const std::map<int, std::string>& notes) override;
   std::string merge(const std::string& checkpoint,
                     const std::vector<ChildReview>& reviews) override;
+  /// A supergroup's merge: as merge(), and the children's summaries of
+  /// fingerprints merged into one for the root.
+  std::string merge_up(const std::string& checkpoint,
+                       const std::vector<ChildReview>& reviews) override;
 
  private:
+  std::string merge_reviews(const std::vector<ChildReview>& reviews, bool up);
   std::map<int, std::string> labels_;  ///< "rank 3 [node2-1]" as last seen, for missing ranks
 };
 

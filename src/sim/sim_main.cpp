@@ -36,6 +36,10 @@ int main(int argc, char** argv) {
   app.add_option("--dead-judges", o.dead_judges,
                  "second-level judges that die after the communicator checkpoint")
       ->check(CLI::Range(0, 100000));
+  app.add_option("--dead-upper-judges", o.dead_upper_judges,
+                 "judges of each level above the groups (supergroups) whose host dies after the "
+                 "communicator checkpoint (default: as many as --dead-judges)")
+      ->check(CLI::Range(0, 100000));
   app.add_option("--workers", o.workers, "processes simulating nodes")->check(CLI::Range(1, 64));
   app.add_option("--store-procs", o.store_procs, "processes serving the group stores")
       ->check(CLI::Range(1, 64));

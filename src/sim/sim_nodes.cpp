@@ -1,8 +1,8 @@
 // The simulator's nodes (see simulator.h, sim_tree.h): a process simulates a
 // block of nodes, each with its ranks (real StorePlanes), its store (a
 // MemoryStore: the ranks and their leader share this process) and its leader
-// (a real Relay, with a real TCP connection to its group's store, and one to
-// the root's opened only when its group's judge is lost). The checkpoints go
+// (a real Relay, with a real TCP connection to its group's store, and ones to
+// the stores above opened only when its group's judge is lost). The checkpoints go
 // in steps across the block: every rank publishes, every leader collects,
 // every leader passes the digest down, every rank reads it. The block's last
 // rank also keeps the check's own bookkeeping of the others (peer_book.h),
@@ -28,15 +28,14 @@ namespace {
 
 struct SimNode {
   std::unique_ptr<MemoryStore> store;
-  std::unique_ptr<Store> above;
-  std::unique_ptr<LazyStore> root;
+  Uplinks links;
   std::unique_ptr<Relay> leader;
 };
 
 }  // namespace
 
-void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret, int root_port,
-                   const std::vector<int>& group_ports, int k0, int k1, int out) {
+void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret,
+                   const Ports& ports, int k0, int k1, int out) {
   const auto& L = p.layout;
   const int n = L.world;
   const int r0 = L.ranks_of_node(k0).first, r1 = L.ranks_of_node(k1 - 1).second + 1;
@@ -46,20 +45,10 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
     const int k = k0 + i;
     auto& node = nodes[i];
     node.store = std::make_unique<MemoryStore>("the store of simnode" + std::to_string(k));
-    const int port = L.grouped() ? group_ports[L.group_of_node(k)] : root_port;
-    node.above = std::make_unique<TcpStoreClient>("127.0.0.1", port, kTreeToken,
-                                                  Deadline::after_seconds(60), secret);
-    if (L.grouped())
-      node.root = std::make_unique<LazyStore>(
-          [root_port, secret]() -> std::unique_ptr<Store> {
-            return std::make_unique<TcpStoreClient>("127.0.0.1", root_port, kTreeToken,
-                                                    Deadline::after_seconds(30), secret);
-          },
-          "127.0.0.1:" + std::to_string(root_port));
+    node.links = uplinks(p, ports, secret, 0, k);
     auto ro = relay_options(p, o, RelayLevel::node, k);
     ro.below = node.store.get();
-    ro.above = node.above.get();
-    ro.root = node.root.get();
+    node.links.fill(ro);
     node.leader = std::make_unique<Relay>(ro);
   });
   std::vector<std::unique_ptr<Plane>> planes(r1 - r0);

@@ -1,6 +1,8 @@
-// The simulator's tree shape (see simulator.h): processes for the root, the
-// group stores and blocks of nodes, real Relays at every level, and faults at
-// every level. Written by hand: no library simulates a job's control plane.
+// The simulator's tree shape (see simulator.h): the plan of faults, and the
+// run: processes for the root, the stores of the judges of each level
+// (sim_judges.cpp) and blocks of nodes (sim_nodes.cpp), real Relays at every
+// level, and faults at every level. Written by hand: no library simulates a
+// job's control plane.
 #include "sim/sim_tree.h"
 
 #include <spdlog/spdlog.h>
@@ -31,12 +33,16 @@ Plan make_plan(const SimOptions& o) {
   p.layout = {o.ranks, o.per_node, o.group_nodes};
   const auto& L = p.layout;
   p.fate.assign(o.ranks, Fate::fine);
-  if (L.grouped())
-    for (int i = 0; i < o.dead_judges && i + 1 < L.groups(); ++i) {
-      const int g = 1 + static_cast<int>(static_cast<long long>(i) * (L.groups() - 1) /
-                                         std::max(1, o.dead_judges));
-      p.dead_judges[g] = L.nodes_of_group(g).first;
+  // Judges that die, with their hosts: --dead-judges groups' and
+  // --dead-upper-judges of each level above (never the first: node 0 is the root's).
+  for (int level = 1; level <= L.levels(); ++level) {
+    const int upper = o.dead_upper_judges < 0 ? o.dead_judges : o.dead_upper_judges;
+    const int n = L.judges(level), dead = level == 1 ? o.dead_judges : upper;
+    for (int i = 0; i < dead && i + 1 < n; ++i) {
+      const int j = 1 + static_cast<int>(static_cast<long long>(i) * (n - 1) / std::max(1, dead));
+      p.dead_hosts.insert(L.nodes_of(level, j).first);
     }
+  }
   auto is_judge = [&](int k) {
     return k == 0 || (L.grouped() && k % L.group_nodes == 0);
   };
@@ -73,83 +79,6 @@ std::vector<int> drift_ranks(const SimOptions& o, int nodes, int per_node,
   return out;
 }
 
-/// A judge's children get the timeout and half a second per level below it.
-RelayOptions relay_options(const Plan& p, const SimOptions& o, RelayLevel level, int index) {
-  return gpudiag::relay_options(p.layout, level, index, ms(o.timeout_s), ms(0.5));
-}
-
-/// The root's process: its store and its judge.
-void root_process(const Plan& p, const SimOptions& o, const std::string& secret, int out,
-                  int control) {
-  TcpStoreServerOptions so;
-  so.bind_host = "127.0.0.1";
-  so.token = kTreeToken;
-  so.secret = secret;
-  so.world_size = p.layout.groups() + 2 * p.layout.group_nodes + 16;
-  TcpStoreServer server(so);
-  write_line(out, std::to_string(server.port()));
-  TcpStoreClient self("127.0.0.1", server.port(), kTreeToken, Deadline::after_seconds(30), secret);
-  CheckTreeReviewer reviewer;
-  auto ro = relay_options(p, o, RelayLevel::root, 0);
-  ro.below = &self;
-  ro.reviewer = &reviewer;
-  Relay root(ro);
-  for (int seq = 0; seq < kCheckpointCount; ++seq) root.collect(seq, Deadline::after_seconds(300));
-  write_line(out, "bytes " + std::to_string(root.bytes_below()));
-  wait_released(control);
-  write_line(out, std::to_string(peak_rss_kib()));
-}
-
-/// A process serving the stores of groups [g0, g1) and running their judges.
-void group_process(const Plan& p, const SimOptions& o, const std::string& secret, int root_port,
-                   int g0, int g1, int out, int control) {
-  std::vector<std::unique_ptr<TcpStoreServer>> servers;
-  std::string ports;
-  for (int g = g0; g < g1; ++g) {
-    TcpStoreServerOptions so;
-    so.bind_host = "127.0.0.1";
-    so.token = kTreeToken;
-    so.secret = secret;
-    so.world_size = p.layout.group_nodes + 16;
-    servers.push_back(std::make_unique<TcpStoreServer>(so));
-    ports += (ports.empty() ? "" : " ") + std::to_string(servers.back()->port());
-  }
-  write_line(out, ports);
-  std::vector<long long> up(g1 - g0, 0);
-  std::vector<std::thread> judges;
-  for (int g = g0; g < g1; ++g)
-    judges.emplace_back([&, g] {
-      try {
-        TcpStoreClient self("127.0.0.1", servers[g - g0]->port(), kTreeToken,
-                            Deadline::after_seconds(30), secret);
-        TcpStoreClient root("127.0.0.1", root_port, kTreeToken, Deadline::after_seconds(30), secret);
-        CheckTreeReviewer reviewer;
-        auto ro = relay_options(p, o, RelayLevel::group, g);
-        ro.below = &self;
-        ro.above = &root;
-        ro.reviewer = &reviewer;
-        Relay relay(ro);
-        for (int seq = 0; seq < kCheckpointCount; ++seq) {
-          if (p.dead_judges.count(g) && seq == p.kill_at) {
-            servers[g - g0].reset();  // the judge's process ends: its store goes with it
-            break;
-          }
-          relay.collect(seq, Deadline::after_seconds(300));
-          relay.pass_down(seq);
-        }
-        up[g - g0] = static_cast<long long>(relay.bytes_up());
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "gpudiag-sim: group %d's judge: %s\n", g, e.what());
-      }
-    });
-  for (auto& t : judges) t.join();
-  long long total = 0;
-  for (auto b : up) total += b;
-  write_line(out, "bytes " + std::to_string(total));
-  wait_released(control);
-  write_line(out, std::to_string(peak_rss_kib()));
-}
-
 }  // namespace gpudiag::sim
 
 namespace gpudiag::sim {
@@ -180,21 +109,28 @@ SimResult run_tree(const SimOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
 
   Child root([&](int out, int control) { root_process(p, o, secret, out, control); });
-  const int root_port = std::stoi("0" + root.read_line());
-  if (root_port <= 0) throw Error(ExitCode::broken, "gpudiag-sim: the root's store did not start");
+  Ports ports;
+  ports.root = std::stoi("0" + root.read_line());
+  if (ports.root <= 0) throw Error(ExitCode::broken, "gpudiag-sim: the root's store did not start");
+  // The judges' stores, the top level first (each judge joins its parent's
+  // store as it starts), in processes of a block of judges each.
+  ports.level.resize(static_cast<std::size_t>(L.levels()) + 1);
   std::vector<std::unique_ptr<Child>> group_procs;
-  std::vector<int> group_ports;
-  const int procs = std::max(1, std::min(o.store_procs, L.groups()));
-  for (int i = 0; i < procs && L.grouped(); ++i) {
-    const int g0 = i * L.groups() / procs, g1 = (i + 1) * L.groups() / procs;
-    group_procs.push_back(std::make_unique<Child>([&, g0, g1](int out, int control) {
-      group_process(p, o, secret, root_port, g0, g1, out, control);
-    }));
-    for (long long port : numbers_after(" " + group_procs.back()->read_line(), " "))
-      group_ports.push_back(static_cast<int>(port));
+  for (int level = L.levels(); level >= 1; --level) {
+    const int n = L.judges(level);
+    const int procs = std::max(1, std::min(o.store_procs, n));
+    std::vector<int>& got = ports.level[static_cast<std::size_t>(level)];
+    for (int i = 0; i < procs; ++i) {
+      const int j0 = i * n / procs, j1 = (i + 1) * n / procs;
+      group_procs.push_back(std::make_unique<Child>([&, level, j0, j1](int out, int control) {
+        judges_process(p, o, secret, ports, level, j0, j1, out, control);
+      }));
+      for (long long port : numbers_after(" " + group_procs.back()->read_line(), " "))
+        got.push_back(static_cast<int>(port));
+    }
+    if (static_cast<int>(got.size()) != n)
+      throw Error(ExitCode::broken, "gpudiag-sim: a judge's store did not start");
   }
-  if (L.grouped() && static_cast<int>(group_ports.size()) != L.groups())
-    throw Error(ExitCode::broken, "gpudiag-sim: a group's store did not start");
 
   // Workers take whole groups (or, ungrouped, blocks of nodes), so a group's
   // nodes move through a checkpoint together.
@@ -206,7 +142,7 @@ SimResult run_tree(const SimOptions& o) {
     const int k0 = L.grouped() ? L.nodes_of_group(u0).first : u0;
     const int k1 = L.grouped() ? L.nodes_of_group(u1 - 1).second + 1 : u1;
     worker_procs.push_back(std::make_unique<Child>([&, k0, k1](int out, int) {
-      nodes_process(p, o, secret, root_port, group_ports, k0, k1, out);
+      nodes_process(p, o, secret, ports, k0, k1, out);
     }));
   }
   SimResult res;
@@ -265,12 +201,13 @@ SimResult run_tree(const SimOptions& o) {
   res.bytes = static_cast<std::uint64_t>(rank_bytes + leader_bytes + group_bytes);
   const double cps = kCheckpointCount;
   std::fprintf(stderr,
-               "sim: tree of %d nodes of %d ranks, %d groups of %d nodes; %d processes of nodes "
-               "(peak RSS %.0f MiB each at most), %zu store processes\n"
+               "sim: tree of %d nodes of %d ranks, %d groups of %d nodes, %d levels of judges; %d "
+               "processes of nodes (peak RSS %.0f MiB each at most), %zu store processes\n"
                "sim: bytes per checkpoint: ranks<->leaders %.1f MiB (%.0f B a rank), "
                "leaders<->parents %.1f MiB (%.0f B a node), groups<->root %.1f MiB, root's "
                "store read %.1f MiB\n",
-               L.nodes(), L.per_node, L.groups(), L.group_nodes, workers, workers_rss, rss.size(),
+               L.nodes(), L.per_node, L.groups(), L.group_nodes, L.levels(), workers, workers_rss,
+               rss.size(),
                rank_bytes / cps / 1048576, rank_bytes / cps / o.ranks,
                leader_bytes / cps / 1048576, leader_bytes / cps / L.nodes(),
                group_bytes / cps / 1048576, root_bytes / cps / 1048576);

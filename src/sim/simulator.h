@@ -8,16 +8,22 @@
 //
 // Tree (the default; tree/tree.h, relay.h): ranks on nodes of 8, a
 // real Relay per node as its leader, nodes in groups of 128 under a real
-// group Relay, one root Relay. Sharing a process: a node's ranks, its leader
+// group Relay, past 128 groups groups in supergroups of 128 under a real
+// Relay one level up (and so on: --group-nodes sets the fan-out), one root
+// Relay. Sharing a process: a node's ranks, its leader
 // and its store (a MemoryStore: the node's loopback hop is not simulated with
 // sockets), in worker processes of a block of nodes each. Real sockets: every
 // leader's TcpStoreClient to its group's TcpStoreServer, every group judge's
-// to the root's. The group stores and their judges run in store processes
-// (several groups each, like the hosts that serve them); the root's in one of
-// its own; each reports its peak RSS. Faults beyond the ranks': leaders that
+// to its parent's. The group stores and their judges run in store processes
+// (several groups each, like the hosts that serve them; each level's apart);
+// the root's in one of its own; each reports its peak RSS. Faults beyond the ranks': leaders that
 // never report (--missing-leaders) and group judges that die after the
 // communicator checkpoint (--dead-judges: their store and judge go away, and
-// with them their own node's leader), whose leaders then report to the root.
+// with them their own node's leader), whose leaders then report to the root
+// (or to their supergroup's judge, with 3 levels), and supergroup judges
+// whose host dies likewise (--dead-upper-judges: with it the judge of its
+// first group and that group's first node's leader; those groups' judges
+// report to the root, and that group's nodes past both lost judges).
 //
 // With --sweep (sim_sweep.cpp) the tree carries gpudiag sweep's rounds
 // instead of the check's checkpoints: the real planner at rank 0, made-up
@@ -64,6 +70,10 @@ struct SimOptions {
   // The tree's shape and faults.
   int per_node = 8, group_nodes = 128;
   int missing_leaders = 1, dead_judges = 1;
+  /// Judges of each level above the groups (supergroups, ...) whose hosts
+  /// die after the communicator checkpoint (with 3 levels or more); -1: as
+  /// many as dead_judges.
+  int dead_upper_judges = -1;
   int workers = 4;      ///< processes simulating nodes
   int store_procs = 4;  ///< processes serving the group stores (the root has its own)
   /// The check's NCCL backend with this many bootstrap roots

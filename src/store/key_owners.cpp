@@ -56,6 +56,19 @@ bool KeyOwners::owns_tree_claim(std::uint64_t conn, std::uint32_t claim) const {
   return it != tree_owner_.end() && it->second.conns.count(conn) != 0;
 }
 
+namespace {
+
+/// "group/12", "group2/3", "node/5" at the start of `text`: the level and the
+/// index; nullopt when it is none of the tree's kinds.
+std::optional<std::pair<int, int>> tree_place(const std::string& text) {
+  for (int level = 0; level <= storewire::kMostClaimLevel; ++level)
+    if (auto i = rank_of(text, TreeLayout::level_key(level) + "/"))
+      return std::make_pair(level, static_cast<int>(*i));
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<std::optional<std::string>> KeyOwners::tree_refuse(std::uint64_t conn,
                                                                  std::uint32_t claim,
                                                                  const std::string& key) const {
@@ -63,25 +76,29 @@ std::optional<std::optional<std::string>> KeyOwners::tree_refuse(std::uint64_t c
   const TreeStoreRole& t = *tree_;
   const TreeLayout& L = t.layout;
   const std::uint32_t own = t.kind == TreeStoreRole::Kind::root    ? sw::kRootClaim
-                            : t.kind == TreeStoreRole::Kind::group ? sw::group_claim(t.index)
+                            : t.kind == TreeStoreRole::Kind::group ? sw::group_claim(t.index, t.level)
                                                                    : sw::node_claim(t.index);
   const bool mine = owns_tree_claim(conn, claim);
   if (mine && claim == own) return std::optional<std::string>();  // the store's own judge
-  const bool node = mine && (claim & ~sw::kClaimIndexMask) == sw::kNodeClaim;
-  const bool group = mine && (claim & ~sw::kClaimIndexMask) == sw::kGroupClaim;
+  // A node's leader (level 0) or a judge of a level above it.
+  const int level = mine ? sw::claim_level(claim) : -1;
+  const bool judge = level >= 0;
   const int index = static_cast<int>(claim & sw::kClaimIndexMask);
   const std::string who = "this connection claimed " +
                           (!sw::is_tree_claim(claim) ? claim_text(claim)
-                           : node                   ? L.node_label(index)
-                           : group                  ? L.group_label(index)
+                           : judge                  ? L.label(level, index)
                                                     : std::string("a judge's place it does not own"));
   auto refused = [&](const std::string& what) {
     return std::optional<std::optional<std::string>>(
         std::optional<std::string>(what + " ('" + key + "'), and " + who));
   };
   auto allowed = std::optional<std::optional<std::string>>(std::optional<std::string>());
+  // Whether this connection's place lies under judge `i` of level `l`.
+  auto under = [&](int l, int i) {
+    return judge && level < l && L.judge_above(l, level, index) == i;
+  };
   if (key.rfind("tree/", 0) == 0) {
-    // tree/cp/<n>/node/<k>, tree/cp/<n>/group/<g>: a child's part.
+    // tree/cp/<n>/<kind>/<i>, tree/bye/<kind>/<i>: a child's part, its goodbye.
     std::string tail = key.substr(5);
     if (tail.rfind("cp/", 0) == 0) {
       const auto slash = tail.find('/', 3);
@@ -89,31 +106,41 @@ std::optional<std::optional<std::string>> KeyOwners::tree_refuse(std::uint64_t c
       tail = tail.substr(slash + 1);
     } else if (tail.rfind("bye/", 0) == 0) {
       tail = tail.substr(4);
-    } else if (auto g = rank_of(key, "tree/group/")) {
-      return group && index == *g ? allowed : refused("only group " + std::to_string(*g) +
-                                                      "'s judge says where its store is");
-    } else if (auto g = rank_of(key, "tree/lost/")) {
-      return node && L.group_of_node(index) == *g
+    } else if (tail.rfind("lost/", 0) == 0) {
+      // tree/lost/<g> (a group's judge), tree/lost/<kind>/<i> (a judge above):
+      // reported by a place under it.
+      auto p = rank_of(key, "tree/lost/") ? std::optional<std::pair<int, int>>(
+                                                 {1, static_cast<int>(*rank_of(key, "tree/lost/"))})
+                                           : tree_place(tail.substr(5));
+      if (!p || p->first < 1) return refused("only the store's judge writes it");
+      return under(p->first, p->second)
                  ? allowed
-                 : refused("only a node of group " + std::to_string(*g) + " reports its judge lost");
+                 : refused("only a place under " + L.level_name(p->first) + " " +
+                           std::to_string(p->second) + " reports its judge lost");
+    } else if (auto p = tree_place(tail); p && p->first >= 1) {
+      // tree/group/<g>, tree/group2/<s>: where that judge's store is.
+      return judge && level == p->first && index == p->second
+                 ? allowed
+                 : refused("only " + L.level_name(p->first) + " " + std::to_string(p->second) +
+                           "'s judge says where its store is");
     } else {
       return refused("only the store's judge writes the tree's keys");
     }
-    if (auto k = rank_of(tail, "node/"))
-      return node && index == *k ? allowed : refused("only node " + std::to_string(*k) + "'s leader sends its part");
-    if (auto g = rank_of(tail, "group/"))
-      return group && index == *g ? allowed : refused("only group " + std::to_string(*g) + "'s judge sends its part");
+    if (auto p = tree_place(tail))
+      return judge && level == p->first && index == p->second
+                 ? allowed
+                 : refused("only " + L.level_name(p->first) + " " + std::to_string(p->second) +
+                           "'s " + (p->first == 0 ? "leader" : "judge") + " sends its part");
     return refused("only the store's judge writes it");
   }
   if (auto r = rank_of(key, "dead/")) {
     const int rank = static_cast<int>(*r);
-    if (node && L.node_of(rank) == index) return allowed;
-    if (group && rank < L.world && L.group_of_node(L.node_of(rank)) == index) return allowed;
+    if (judge && rank < L.world && L.judge_of_node(level, L.node_of(rank)) == index) return allowed;
     return refused("only the judge of the node or group holding rank " + std::to_string(rank) +
                    " reports its death");
   }
   if (key == "failures" || rank_of(key, "failure/")) {
-    if (!node && !group) return std::nullopt;  // a rank's own announcement: the rank rules
+    if (!judge) return std::nullopt;  // a rank's own announcement: the rank rules
     if (auto n = rank_of(key, "failure/")) {
       const auto i = static_cast<std::size_t>(*n);
       if (i >= announcer_.size() || announcer_[i] != conn)
@@ -122,7 +149,7 @@ std::optional<std::optional<std::string>> KeyOwners::tree_refuse(std::uint64_t c
     }
     return allowed;
   }
-  if (checkpoint_tail(key) && (node || group))
+  if (checkpoint_tail(key) && judge)
     return refused("a judge of another node or group does not write this store's checkpoints");
   return std::nullopt;  // the rank rules decide, with no launcher's rights
 }

@@ -32,7 +32,8 @@
 //
 // Under the tree of judges (set_tree(): this store's place, the layout)
 // nobody is "a launcher": a connection that speaks for more than a rank
-// claims node k, group g or the root at its handshake (store_wire.h), the
+// claims node k, group g (or a judge's place above: supergroup s, ...) or the
+// root at its handshake (store_wire.h), the
 // first claim owns it, and:
 //   everything          the store's own process (its judges run where the
 //                       store is served: `trusted`, server side), and the
@@ -41,8 +42,11 @@
 //   tree/cp/<n>/node/<k>, tree/bye/node/<k>
 //                       node k's owner (on its group's store, or the root's)
 //   tree/cp/<n>/group/<g>, tree/bye/group/<g>, tree/group/<g>
-//                       group g's owner (on the root's store)
-//   tree/lost/<g>       the owner of a node of group g (its judge is lost)
+//                       group g's owner (on its supergroup's store, or the
+//                       root's); the same for a judge of a level above
+//                       (tree/cp/<n>/group2/<s>, ...: supergroup s's owner)
+//   tree/lost/<g>, tree/lost/group2/<s>, ...
+//                       the owner of a place under that judge (its judge is lost)
 //   other tree/ keys    nobody but the store's own judge
 //   dead/<r>            the owner of the node or group that holds rank r
 //   failures, failure/<n>
@@ -73,6 +77,7 @@ struct TreeStoreRole {
   Kind kind = Kind::root;
   int index = 0;  ///< group g or node k
   TreeLayout layout;
+  int level = 1;  ///< a group's level: 1 a group, 2 a supergroup, ... (tree.h)
 };
 
 class KeyOwners {

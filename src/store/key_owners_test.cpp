@@ -161,6 +161,35 @@ TEST(KeyOwnersTree, LeadersAndGroupJudgesWriteForTheirOwnPlaceOnly) {
   EXPECT_TRUE(root.refuse(2, g1, "failure/1", false));
 }
 
+// Past two levels (64 nodes of 1, fan-out 4: 16 groups, 4 supergroups) a
+// supergroup's judge claims its own place; a place under a lost judge says so.
+TEST(KeyOwnersTree, SupergroupJudgesWriteForTheirOwnPlaceOnly) {
+  TreeLayout L{64, 1, 4};
+  ASSERT_EQ(L.levels(), 2);
+  KeyOwners root(64, true);
+  root.set_tree({TreeStoreRole::Kind::root, 0, L});
+  const auto s1 = storewire::group_claim(1, 2), g5 = storewire::group_claim(5),
+             g9 = storewire::group_claim(9), n20 = storewire::node_claim(20);
+  EXPECT_EQ(storewire::claim_level(s1), 2);
+  EXPECT_TRUE(storewire::is_tree_claim(s1));
+  root.greeted(1, s1, "super1");  // groups 4-7, nodes 16-31
+  root.greeted(2, g5, "group5");
+  root.greeted(3, g9, "group9");
+  root.greeted(4, n20, "node20");
+  for (const char* k : {"tree/cp/0/group2/1", "tree/bye/group2/1", "tree/group2/1", "dead/16"})
+    EXPECT_FALSE(root.refuse(1, s1, k, false)) << k;
+  for (const char* k : {"tree/cp/0/group2/0", "tree/group2/0", "tree/cp/0/group/5", "dead/32",
+                        "tree/lost/group2/1"})
+    EXPECT_TRUE(root.refuse(1, s1, k, false)) << k;
+  // Its lost judge is reported by what lies under it, at any depth.
+  EXPECT_FALSE(root.refuse(2, g5, "tree/lost/group2/1", false));
+  EXPECT_FALSE(root.refuse(4, n20, "tree/lost/group2/1", false));
+  EXPECT_FALSE(root.refuse(4, n20, "tree/lost/5", false));
+  EXPECT_TRUE(root.refuse(3, g9, "tree/lost/group2/1", false));
+  EXPECT_TRUE(root.refuse(2, g5, "tree/lost/4", false));
+  EXPECT_TRUE(root.refuse(4, n20, "tree/lost/4", false));
+}
+
 // A node leader holds its place at the root on several connections of its
 // host (its join, the lost group's report); while they are open another
 // host's claim is a duplicate, and once all close the place is free.

@@ -156,14 +156,30 @@ inline constexpr std::size_t kNonceBytes = 32, kProofBytes = 32;
 /// A rank claim for a client that is not a rank (the launcher, a tool).
 inline constexpr std::uint32_t kNoRank = 0xffffffffu;
 /// The tree's judges (tree/tree.h, relay.h) claim what they speak for
-/// in the same field, above any rank: node k, group g, or the root. The first
-/// connection to claim one owns it (store/key_owners.h).
+/// in the same field, above any rank: node k, group g, a judge of a level
+/// above the groups (supergroup s: level 2, up to level kMostClaimLevel), or
+/// the root. The first connection to claim one owns it
+/// (store/key_owners.h).
 inline constexpr std::uint32_t kNodeClaim = 0xf1000000u, kGroupClaim = 0xf2000000u,
-                               kRootClaim = 0xf3000000u, kClaimIndexMask = 0x00ffffffu;
+                               kRootClaim = 0xf3000000u, kUpperClaim = 0xf4000000u,
+                               kClaimIndexMask = 0x00ffffffu;
+/// Levels 2..kMostClaimLevel claim 0xf4.. to 0xfe..
+inline constexpr int kMostClaimLevel = 12;
 inline constexpr std::uint32_t node_claim(int k) { return kNodeClaim | (std::uint32_t(k) & kClaimIndexMask); }
-inline constexpr std::uint32_t group_claim(int g) { return kGroupClaim | (std::uint32_t(g) & kClaimIndexMask); }
+/// The judge of group g at `level` (1: a group, 2: a supergroup, ...).
+inline constexpr std::uint32_t group_claim(int g, int level = 1) {
+  return (level <= 1 ? kGroupClaim : kUpperClaim + (std::uint32_t(level - 2) << 24)) |
+         (std::uint32_t(g) & kClaimIndexMask);
+}
 inline constexpr bool is_tree_claim(std::uint32_t c) {
-  return c != kNoRank && (c & ~kClaimIndexMask) >= kNodeClaim && (c & ~kClaimIndexMask) <= kRootClaim;
+  return c != kNoRank && (c & ~kClaimIndexMask) >= kNodeClaim &&
+         (c & ~kClaimIndexMask) <= kUpperClaim + (std::uint32_t(kMostClaimLevel - 2) << 24);
+}
+/// The level of a tree claim: 0 node, 1.. a group's judge, -1 the root.
+inline constexpr int claim_level(std::uint32_t c) {
+  const std::uint32_t kind = c & ~kClaimIndexMask;
+  return kind == kNodeClaim ? 0 : kind == kGroupClaim ? 1 : kind == kRootClaim ? -1
+                                                         : 2 + static_cast<int>((kind - kUpperClaim) >> 24);
 }
 
 /// kNonceBytes from RAND_bytes; throws gpudiag::Error when it fails.

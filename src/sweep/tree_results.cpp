@@ -169,4 +169,16 @@ std::string SweepTreeReviewer::for_judge(const std::string& checkpoint,
   return all.encode(kJudgeResultsBudget);
 }
 
+std::string SweepTreeReviewer::merge_up(const std::string& checkpoint,
+                                        const std::vector<ChildReview>& reviews) {
+  auto k = results_round(checkpoint);
+  if (!k) return sweep_checkpoint(checkpoint) ? std::string() : others_->merge_up(checkpoint, reviews);
+  RoundResults all(*k);
+  for (const auto& c : reviews) {
+    auto part = RoundResults::decode(c.text, c.first, c.last, world_);
+    if (part && part->round() == *k) all.add(*part);
+  }
+  return all.encode(kGroupResultsBudget);
+}
+
 }  // namespace gpudiag::sweep

@@ -108,6 +108,10 @@ class SweepTreeReviewer : public TreeReviewer {
                     const std::vector<ChildReview>& reviews) override;
   std::string for_judge(const std::string& checkpoint,
                         const std::vector<ChildReview>& reviews) override;
+  /// A judge between the groups and the root: a round's results joined (as
+  /// for_judge joins them) for its parent to join again.
+  std::string merge_up(const std::string& checkpoint,
+                       const std::vector<ChildReview>& reviews) override;
 
  private:
   int world_;

@@ -1,6 +1,8 @@
 // One judge of the tree (see relay.h): what it waits for below, what it
-// sends up and passes down. The records a node's ranks ask for and the
-// announcements it copies between levels are in relay_copies.cpp.
+// sends up and passes down. Its place among the levels (its children, the
+// judges it reports past when its parent is lost) is in relay_levels.cpp;
+// the records a node's ranks ask for and the announcements it copies between
+// levels are in relay_copies.cpp.
 #include "tree/relay.h"
 #include "tree/relay_detail.h"
 
@@ -17,72 +19,6 @@
 namespace gpudiag {
 
 using namespace relay_detail;
-
-RelayOptions relay_options(const TreeLayout& layout, RelayLevel level, int index,
-                           std::chrono::milliseconds wait, std::chrono::milliseconds per_level) {
-  RelayOptions o;
-  o.level = level;
-  o.index = index;
-  o.layout = layout;
-  const int below = level == RelayLevel::node ? 0 : level == RelayLevel::group ? 1
-                    : layout.grouped()                                        ? 2 : 1;
-  o.slack = per_level * below;
-  o.timeout = wait + o.slack;
-  o.digest_grace = 2 * wait + std::chrono::seconds(5);
-  return o;
-}
-
-Relay::Relay(RelayOptions o) : o_(std::move(o)) {}
-
-Store& Relay::parent() {
-  if (parent_lost_ || !o_.above) return *o_.root;
-  return *o_.above;
-}
-
-void Relay::lose_parent(const std::string& why) {
-  if (parent_lost_ || !o_.root || o_.root == o_.above) throw Error(ExitCode::broken, why);
-  parent_lost_ = true;
-  // The root numbers its announcements its own way: read them from the start.
-  seen_above_ = 0;
-  own_above_.clear();
-  const int g = o_.layout.group_of_node(o_.index);
-  spdlog::info("{}: lost the judge of {}: {}; reporting to the root", o_.layout.node_label(o_.index),
-               o_.layout.group_label(g), why);
-  o_.root->set("tree/lost/" + std::to_string(g), storelimits::store_text(why, 512),
-               Deadline::after(kAnswer));
-}
-
-/// Where a child is kept in gone_: groups apart from nodes and ranks.
-int Relay::gone_key(const Child& c) { return c.group ? -1 - c.id : c.id; }
-
-std::vector<Relay::Child> Relay::children(int seq) {
-  std::vector<Child> out;
-  const auto& L = o_.layout;
-  auto add_node = [&](int k) {
-    auto [a, b] = L.ranks_of_node(k);
-    out.push_back({k, tree_cp(seq) + "node/" + std::to_string(k), a, b, false});
-  };
-  if (o_.level == RelayLevel::node) {
-    auto [a, b] = L.ranks_of_node(o_.index);
-    for (int r = a; r <= b; ++r) out.push_back({r, cp(seq) + std::to_string(r), r, r, false});
-  } else if (o_.level == RelayLevel::group) {
-    auto [a, b] = L.nodes_of_group(o_.index);
-    for (int k = a; k <= b; ++k) add_node(k);
-  } else if (!L.grouped()) {
-    for (int k = 0; k < L.nodes(); ++k) add_node(k);
-  } else {
-    for (int g = 0; g < L.groups(); ++g) {
-      if (lost_groups_.count(g)) {
-        auto [a, b] = L.nodes_of_group(g);
-        for (int k = a; k <= b; ++k) add_node(k);
-      } else {
-        auto [a, b] = L.ranks_of_group(g);
-        out.push_back({g, tree_cp(seq) + "group/" + std::to_string(g), a, b, true});
-      }
-    }
-  }
-  return out;
-}
 
 long long Relay::ranks_wait(int seq, const std::vector<Child>& kids,
                             const std::vector<std::optional<std::string>>& vals) {
@@ -135,12 +71,12 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
   for (;;) {
     std::vector<std::string> keys, absent;
     for (const auto& c : kids) keys.push_back(c.key);
-    vals = o_.below->multi_get(keys, Deadline::after(kAnswer));
+    vals = multi_get_sliced(*o_.below, keys, Deadline::after(kAnswer));
     std::vector<int> absent_ranks;
     bool any = false;
     for (std::size_t i = 0; i < kids.size(); ++i) {
       if (vals[i]) any = true;
-      else if (!gone_.count(gone_key(kids[i]))) {
+      else if (!gone_.count({kids[i].level, kids[i].id})) {
         absent.push_back(kids[i].key);
         absent_ranks.push_back(kids[i].id);
       }
@@ -151,27 +87,10 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
       until = Deadline::after(w > 0 ? std::chrono::milliseconds(w) + o_.slack : o_.timeout);
     }
     if (absent.empty()) break;
-    if (o_.level == RelayLevel::root && L.grouped()) {
-      // A group whose judge its leaders found lost: wait for its nodes here.
-      std::vector<std::string> lost_keys;
-      std::vector<int> lost_ids;
-      for (const auto& c : kids)
-        if (c.group && !vals[&c - kids.data()]) {
-          lost_keys.push_back("tree/lost/" + std::to_string(c.id));
-          lost_ids.push_back(c.id);
-        }
-      auto lv = o_.below->multi_get(lost_keys, Deadline::after(kAnswer));
-      bool changed = false;
-      for (std::size_t i = 0; i < lv.size(); ++i)
-        if (lv[i] && lost_groups_.insert(lost_ids[i]).second) {
-          spdlog::warn("root: {}'s judge is lost ({}); its nodes report here",
-                       L.group_label(lost_ids[i]), storelimits::store_text(*lv[i], 256));
-          changed = true;
-        }
-      if (changed) {
-        kids = children(seq);
-        continue;
-      }
+    // A judge whose children found it lost: wait for its children here.
+    if (level_ >= 2 && learn_lost(kids, vals)) {
+      kids = children(seq);
+      continue;
     }
     forward_announcements();
     if (aborted_below_ && until) until = until->min(Deadline::after(kFailureGrace));
@@ -186,7 +105,10 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
     if (stop && stop()) return {};
     if (!until && idle.expired()) return {};
     Deadline slice = Deadline::after(kSlice);
-    o_.below->wait(absent.empty() ? keys : absent, until ? until->min(slice) : idle.min(slice));
+    // Polled in slices: the first of the absent keys (the rest next time).
+    auto& waited = absent.empty() ? keys : absent;
+    if (waited.size() > kKeysPerRequest) waited.resize(kKeysPerRequest);
+    o_.below->wait(waited, until ? until->min(slice) : idle.min(slice));
   }
   came = true;
   // Someone is missing: read the latest announcements, which may say why.
@@ -200,40 +122,44 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
   std::vector<int> oversized;  // ranks whose record is too large to pass on
   std::vector<ChildReview> reviews;
   std::map<int, std::string> direct;  // records from nodes (not through a group)
+  std::set<int> node_kids;            // nodes that report here directly
   std::vector<int> missing_here;      // children absent at this checkpoint
-  std::vector<int> gone_now;          // their gone_ keys
+  std::vector<std::pair<int, int>> gone_now;
   for (std::size_t i = 0; i < kids.size(); ++i) {
     const auto& c = kids[i];
     below_bytes_ += c.key.size() + (vals[i] ? vals[i]->size() : 0);
-    if (o_.level == RelayLevel::node) {
+    if (c.level < 0) {
       if (vals[i] && vals[i]->size() <= kMaxRecordBytes) {
         part.records[c.id] = *vals[i];
-        gone_.erase(c.id);  // back after a missed checkpoint
+        gone_.erase({c.level, c.id});  // back after a missed checkpoint
       } else {
         missing_here.push_back(c.id);
-        gone_now.push_back(c.id);
+        gone_now.emplace_back(c.level, c.id);
         if (vals[i]) oversized.push_back(c.id);
       }
       continue;
     }
+    if (c.level == 0) node_kids.insert(c.id);
     std::optional<TreePart> p;
     if (vals[i]) p = decode_part(*vals[i], c.first, c.last);
     if (!p) {
       missing_here.push_back(c.id);
-      gone_now.push_back(gone_key(c));
+      gone_now.emplace_back(c.level, c.id);
       const std::string why =
-          c.group ? L.group_label(c.id) + ": its second-level judge did not report"
-                  : L.node_label(c.id) + ": its leader did not report";
+          c.level == 0   ? L.node_label(c.id) + ": its leader did not report"
+          : c.level == 1 ? L.group_label(c.id) + ": its second-level judge did not report"
+          : c.level == 2 ? L.label(2, c.id) + ": its third-level judge did not report"
+                         : L.label(c.level, c.id) + ": its judge did not report";
       for (int r = c.first; r <= c.last; ++r) {
         part.missing.push_back(r);
         if (part.notes.size() < kMaxPartNotes)
           part.notes[r] = why + (vals[i] ? " (its part did not parse)" : " by the deadline");
       }
-      if (!c.group) part.lost.push_back(c.id);
+      if (c.level == 0) part.lost.push_back(c.id);
       continue;
     }
-    gone_.erase(gone_key(c));
-    if (!c.group) {
+    gone_.erase({c.level, c.id});
+    if (c.level == 0) {
       // A node's part accounts for each of its ranks: a record, or missing.
       for (int r = c.first; r <= c.last; ++r)
         if (!p->records.count(r) &&
@@ -246,7 +172,7 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
     }
     if (part.checkpoint.empty()) part.checkpoint = p->checkpoint;
     part.wait_ms = std::max(part.wait_ms, p->wait_ms);
-    for (auto& [r, text] : p->records) (c.group ? part.records : direct)[r] = std::move(text);
+    for (auto& [r, text] : p->records) (c.level > 0 ? part.records : direct)[r] = std::move(text);
     part.missing.insert(part.missing.end(), p->missing.begin(), p->missing.end());
     for (auto& [r, note] : p->notes)
       if (part.notes.size() < kMaxPartNotes) part.notes[r] = std::move(note);
@@ -254,8 +180,8 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
     if (p->review) reviews.push_back({*p->review, c.first, c.last});
     part.lost.insert(part.lost.end(), p->lost.begin(), p->lost.end());
   }
-  for (int k : gone_now) gone_.insert(k);
-  if (o_.level == RelayLevel::node) {
+  for (const auto& k : gone_now) gone_.insert(k);
+  if (level_ == 0) {
     part.checkpoint = checkpoint_name(seq);
     part.wait_ms = ranks_wait(seq, kids, vals);
     part.missing = missing_here;
@@ -266,25 +192,24 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
   } else {
     std::sort(part.missing.begin(), part.missing.end());
     // Records that came straight from nodes are reviewed here; the rest were
-    // reviewed by their groups.
+    // reviewed by the judges below.
     if (o_.reviewer && (!direct.empty() || reviews.empty())) {
       std::vector<int> missing_direct;
       for (int r : part.missing)
-        if (!L.grouped() || o_.level == RelayLevel::group ||
-            lost_groups_.count(L.group_of_node(L.node_of(r))))
-          missing_direct.push_back(r);
+        if (node_kids.count(L.node_of(r))) missing_direct.push_back(r);
       reviews.push_back({o_.reviewer->review(part.checkpoint, direct, missing_direct, part.notes),
                          0, L.world - 1});
     }
-    // The root always merges: its review is the digest's.
+    // The root always merges: its review is the digest's. A judge between
+    // (a supergroup) merges for its parent, which merges again.
     if (o_.reviewer)
-      part.review = reviews.size() == 1 && o_.level != RelayLevel::root
-                        ? reviews[0].text
-                        : o_.reviewer->merge(part.checkpoint, reviews);
+      part.review = o_.level == RelayLevel::root ? o_.reviewer->merge(part.checkpoint, reviews)
+                    : reviews.size() == 1        ? reviews[0].text
+                                                 : o_.reviewer->merge_up(part.checkpoint, reviews);
     if (o_.reviewer && o_.level == RelayLevel::root)
       judge_share_ = o_.reviewer->for_judge(part.checkpoint, reviews);
     // Only rank 0's record goes on (every rank reads it: its NCCL id); a
-    // group's part that carries more is not believed for the rest.
+    // judge's part that carries more is not believed for the rest.
     std::optional<std::string> rank0;
     if (auto it = direct.find(0); it != direct.end()) rank0 = it->second;
     else if (auto it0 = part.records.find(0); it0 != part.records.end()) rank0 = it0->second;
@@ -316,10 +241,11 @@ bool Relay::collect(int seq, Deadline idle, const std::function<bool()>& stop) {
     o_.below->set(tree_cp(seq) + "digest", d, Deadline::after(kAnswer));
     return true;
   }
-  const std::string key = tree_cp(seq) + (o_.level == RelayLevel::node ? "node/" : "group/") +
-                          std::to_string(o_.index);
+  const std::string key =
+      tree_cp(seq) + TreeLayout::level_key(level_) + "/" + std::to_string(o_.index);
   const std::string text = encode_part(part);
   up_bytes_ += key.size() + text.size();
+  up_if_parent_gone();
   try {
     parent().set(key, text, Deadline::after(kAnswer));
   } catch (const Error& e) {
@@ -335,18 +261,20 @@ bool Relay::collect(int seq, Deadline idle, const std::function<bool()>& stop) {
 
 bool Relay::pass_down(int seq, const std::function<bool()>& stop) {
   if (o_.level == RelayLevel::root) return true;
+  const auto& L = o_.layout;
   const std::string key = tree_cp(seq) + "digest";
-  const int above = o_.level == RelayLevel::node && o_.layout.grouped() ? 2 : 1;
   // The levels above wait for their own stragglers: as long as the ranks
   // said (or the configured timeout), plus their slack, each.
   const auto wait = std::max(o_.timeout, last_wait_ + o_.slack + std::chrono::seconds(2));
+  const int above = L.levels() + 1 - level_;
   Deadline until = Deadline::after(wait * above + 2 * wait + std::chrono::seconds(5));
   std::optional<std::string> digest;
-  auto to_root = [&](const std::string& why) {
+  auto go_up = [&](const std::string& why) {
     lose_parent(why);
     // The lost judge may have had our part and never passed it on.
     parent().set(last_part_.first, last_part_.second, Deadline::after(kAnswer));
-    until = Deadline::after(wait + std::chrono::seconds(5));
+    until = Deadline::after(wait * std::max(1, L.levels() + 1 - level_ - hop_) +
+                            std::chrono::seconds(5));
   };
   while (!digest) {
     try {
@@ -354,26 +282,32 @@ bool Relay::pass_down(int seq, const std::function<bool()>& stop) {
         digest = parent().try_get(key, Deadline::after(kAnswer));
     } catch (const TimeoutError&) {
     } catch (const Error& e) {
-      if (!store_gone(e) || parent_lost_ || !o_.root || o_.root == o_.above) throw;
-      to_root(e.one_line());
+      if (!store_gone(e) || !can_go_up()) throw;
+      go_up(e.one_line());
       continue;
     }
     if (digest) break;
     forward_announcements();
+    if (parent_gone_ && parent_gone_->first == hop_ && can_go_up()) {
+      const std::string why = parent_gone_->second;
+      parent_gone_.reset();
+      go_up(why);
+      continue;
+    }
     if (stop && stop()) return false;
     if (until.expired()) {
-      // A group judge that hangs (not gone): its nodes go to the root.
-      if (!parent_lost_ && o_.root && o_.root != o_.above) {
-        to_root(o_.layout.group_label(o_.layout.group_of_node(o_.index)) +
-                "'s judge sent no digest by the deadline");
+      // A judge above that hangs (not gone): report past it.
+      if (can_go_up()) {
+        const int l = level_ + 1 + hop_;
+        go_up(L.label(l, judge_at(l)) + "'s judge sent no digest by the deadline");
         continue;
       }
       return false;
     }
   }
   up_bytes_ += key.size() + digest->size();
-  if (o_.level == RelayLevel::group) {
-    if (o_.index == 0) copy_judge_share(seq);  // node 0 is in group 0
+  if (level_ > 0) {
+    if (o_.index == 0) copy_judge_share(seq);  // the judges over node 0
     o_.below->set(key, *digest, Deadline::after(kAnswer));
   } else {
     copy_needs(seq, *digest);
@@ -388,16 +322,15 @@ bool Relay::pass_down(int seq, const std::function<bool()>& stop) {
 bool Relay::all_said_bye() {
   std::vector<std::string> keys;
   for (const auto& c : children(0)) {
-    if (gone_.count(gone_key(c))) continue;
-    if (o_.level == RelayLevel::node) {
+    if (gone_.count({c.level, c.id})) continue;
+    if (c.level < 0) {
       keys.push_back("bye/" + std::to_string(c.id));
       keys.push_back("dead/" + std::to_string(c.id));
     } else {
-      keys.push_back(std::string("tree/bye/") + (c.group ? "group/" : "node/") +
-                     std::to_string(c.id));
+      keys.push_back("tree/bye/" + TreeLayout::level_key(c.level) + "/" + std::to_string(c.id));
     }
   }
-  auto v = o_.below->multi_get(keys, Deadline::after(kAnswer));
+  auto v = multi_get_sliced(*o_.below, keys, Deadline::after(kAnswer));
   if (o_.level != RelayLevel::node)
     return std::all_of(v.begin(), v.end(), [](const auto& x) { return x.has_value(); });
   for (std::size_t i = 0; i < v.size(); i += 2)
@@ -415,14 +348,10 @@ void Relay::run(std::chrono::milliseconds idle, const std::function<bool()>& sto
       if (!pass_down(seq, stop) && stop && stop()) break;
     }
     if (o_.level != RelayLevel::root)
-      parent().set(std::string("tree/bye/") + (o_.level == RelayLevel::node ? "node/" : "group/") +
-                       std::to_string(o_.index),
+      parent().set("tree/bye/" + TreeLayout::level_key(level_) + "/" + std::to_string(o_.index),
                    "1", Deadline::after(kAnswer));
   } catch (const Error& e) {
-    spdlog::warn("the tree's {} {} stopped: {}",
-                 o_.level == RelayLevel::node ? "leader of node"
-                 : o_.level == RelayLevel::group ? "judge of group" : "root", o_.index,
-                 e.one_line());
+    spdlog::warn("the tree's judge of {} stopped: {}", label(), e.one_line());
   }
 }
 

@@ -1,32 +1,41 @@
 // One judge of the tree (tree/tree.h): a node's leader, a group's
-// second-level judge, or the root.
+// judge at any level above the nodes (a group, a supergroup, ...), or the
+// root.
 //
 // At each checkpoint a relay waits in its own store (`below`) for its
-// children: a node's ranks set cp/<n>/<r> (store_plane.h); a group's or the
-// root's children set tree/cp/<n>/node/<k> or tree/cp/<n>/group/<g>. The
-// children have `timeout` after the first of them arrives; an announced
-// failure cuts that to a grace, and children a launcher reported dead are not
-// waited for. The relay then sends its parent (`above`) one part: a node
-// passes its ranks' records with the missing ones and what is known of them
-// (pid, host, last phase); a group reviews its table (TreeReviewer) and passes
-// the review, its missing ranks and rank 0's record; an absent child is named
-// "node 12 (ranks 96-103)" or "group 3 (...)", its ranks missing. The root
-// merges and publishes the digest (tree/cp/<n>/digest), with a missing
-// rank's note only the first time it is missing. On the way down each
-// relay copies its parent's digest into its own store; a node's leader also
-// copies in the records its ranks asked for (need/<n>/<r>) from the parts its
-// parent holds, and the digest last, as cp/<n>/digest for its ranks. What the
+// children: a node's ranks set cp/<n>/<r> (store_plane.h); a judge's
+// children set tree/cp/<n>/node/<k>, tree/cp/<n>/group/<g> or, a level up,
+// tree/cp/<n>/group2/<s> (TreeLayout::level_key). The children have
+// `timeout` after the first of them arrives; an announced failure cuts that
+// to a grace, and children a launcher reported dead are not waited for. The
+// relay then sends its parent (`above`) one part: a node passes its ranks'
+// records with the missing ones and what is known of them (pid, host, last
+// phase); a judge reviews the records that came straight from nodes
+// (TreeReviewer), merges its children's reviews and passes the review, its
+// missing ranks and rank 0's record; an absent child is named "node 12
+// (ranks 96-103)" or "group 3 (...)", its ranks missing. The root merges
+// and publishes the digest (tree/cp/<n>/digest), with a missing rank's note
+// only the first time it is missing. On the way down each relay copies its
+// parent's digest into its own store; a node's leader also copies in the
+// records its ranks asked for (need/<n>/<r>) from the parts its parent
+// holds, and the digest last, as cp/<n>/digest for its ranks. What the
 // root's reviewer leaves for rank 0 alone (TreeReviewer::for_judge: the
 // sweep's round results) goes down the same way to node 0's store alone
-// (tree/cp/<n>/judge at the root and group 0, cp/<n>/judge at node 0).
+// (tree/cp/<n>/judge at the root and each judge over node 0, cp/<n>/judge at
+// node 0).
 //
 // Failures and deaths travel at once: while it waits, a relay copies new
 // announcements (store_plane.h: failures, failure/<i>, dead/<r>) from its own
 // store to its parent's and from its parent's into its own, never echoing its
-// own. When a node's group judge is lost (its connection fails), the leader
-// says so at the root (tree/lost/<g>) and reports to the root directly, which
-// then waits for that group's nodes itself: a dead second-level judge costs
-// its own node, not its 128.
+// own: one hop per level. When a relay's parent judge is lost (its
+// connection fails, or it sends no digest), the relay says so one level up,
+// at the store of the judge above the lost one (tree/lost/<g> for a group,
+// tree/lost/group2/<s> for a supergroup, ...; `beyond` lists those stores,
+// the root's last), and reports there instead; that judge then waits for
+// the lost judge's children itself: a dead group judge costs its own node,
+// not its 128, and a dead supergroup judge its own host, not its 128 groups.
+// A relay whose next judge up is lost too goes on up, saying at each store
+// it reaches which judges it lost.
 #pragma once
 
 #include <chrono>
@@ -36,6 +45,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "store/store.h"
@@ -48,11 +58,15 @@ enum class RelayLevel { node, group, root };
 
 struct RelayOptions {
   RelayLevel level = RelayLevel::node;
-  int index = 0;  ///< node k or group g (0 for the root)
+  int index = 0;   ///< node k or group g at `height` (0 for the root)
+  int height = 1;  ///< (a group's judge) its level: 1 a group, 2 a supergroup, ...
   TreeLayout layout;
   Store* below = nullptr;  ///< this relay's own store, where its children write
   Store* above = nullptr;  ///< the parent's store (none for the root)
-  Store* root = nullptr;   ///< the root's store, when it is not `above` (a grouped node)
+  /// The stores of the judges above the parent, nearest first, the root's
+  /// last (none when the parent is the root): where this relay reports when
+  /// the judge below each is lost.
+  std::vector<Store*> beyond;
   TreeReviewer* reviewer = nullptr;
   /// How long the children have after the first arrives, when the ranks do
   /// not say (their checkpoint's wait, cp/<n>/wait, comes up in the parts
@@ -63,9 +77,10 @@ struct RelayOptions {
   /// How long a relay waits for its parent's digest past its own decision:
   /// the levels above may each wait `timeout` for their own stragglers.
   std::chrono::milliseconds digest_grace{5000};
-  /// (A node) a connection to group g's store, to read other groups' nodes'
-  /// records when a rank asks for every record ("*"); unset: its own group's.
-  std::function<std::unique_ptr<Store>(int group)> connect_group;
+  /// (A node) a connection to the store of judge `index` at `level` (1: a
+  /// group's), to read other groups' nodes' records when a rank asks for
+  /// every record ("*"); unset: its own group's only.
+  std::function<std::unique_ptr<Store>(int level, int index)> connect_judge;
 };
 
 /// The options of one judge: its children get `wait` (when the ranks do not
@@ -73,7 +88,8 @@ struct RelayOptions {
 /// waited out its own straggler still reports in time; it waits for its
 /// parent's digest twice `wait` and 5 s past its own decision.
 RelayOptions relay_options(const TreeLayout& layout, RelayLevel level, int index,
-                           std::chrono::milliseconds wait, std::chrono::milliseconds per_level);
+                           std::chrono::milliseconds wait, std::chrono::milliseconds per_level,
+                           int height = 1);
 
 class Relay {
  public:
@@ -101,14 +117,17 @@ class Relay {
 
  private:
   struct Child {
+    int level;         ///< -1 a rank, 0 a node, 1.. a group's judge (tree.h)
     int id;            ///< rank, node or group
     std::string key;   ///< where it writes at this checkpoint
     int first, last;   ///< the ranks it speaks for
-    bool group;        ///< a group under the root
   };
   std::vector<Child> children(int seq);
-  static int gone_key(const Child& c);
+  /// Adds judge `id` of `level` (its children in its place when it is lost).
+  void add_child(std::vector<Child>& out, int seq, int level, int id);
   TreePart gather(int seq, Deadline idle, const std::function<bool()>& stop, bool& came);
+  /// Reads the lost keys of absent judges among `kids`; true when one is new.
+  bool learn_lost(const std::vector<Child>& kids, const std::vector<std::optional<std::string>>& vals);
   void describe_ranks(TreePart& p, const std::vector<int>& missing);
   std::string checkpoint_name(int seq);
   /// The ranks' wait for checkpoint `seq` (0: not said), from the store
@@ -116,19 +135,33 @@ class Relay {
   long long ranks_wait(int seq, const std::vector<Child>& kids,
                        const std::vector<std::optional<std::string>>& vals);
   Store& parent();
+  /// The judge at `level` above this relay (its parent: level_ + 1).
+  int judge_at(int level) const;
+  std::string label() const;
+  /// Whether a judge beyond the parent is left to report to.
+  bool can_go_up() const { return hop_ < static_cast<int>(o_.beyond.size()); }
   void lose_parent(const std::string& why);
   void copy_needs(int seq, const std::string& digest);
   /// (Group 0's judge, node 0's leader) the root's share for rank 0
   /// (TreeReviewer::for_judge), from the parent's store into this one's
   /// (tree/cp/<n>/judge; a node's: cp/<n>/judge).
   void copy_judge_share(int seq);
+  /// Where the parts of group g's nodes are: its judge's store, or the
+  /// nearest judge's above it when it is lost (`held` keeps a connection).
+  Store* parts_of_group(int g, std::unique_ptr<Store>& held);
   bool all_said_bye();
 
   RelayOptions o_;
-  std::set<int> gone_;  ///< children that missed a checkpoint (gone_key): not waited for again
+  int level_ = 0;  ///< 0 a node, `height` a group's judge, layout.levels() + 1 the root
+  std::set<std::pair<int, int>> gone_;  ///< children (level, id) that missed a checkpoint: not waited for again
   std::chrono::milliseconds last_wait_{0};  ///< the ranks' wait at the last checkpoint
-  std::set<int> lost_groups_;  ///< (root) groups whose judge is lost: their nodes report here
-  bool parent_lost_ = false;   ///< (grouped node) reports to the root instead
+  std::set<std::pair<int, int>> lost_;  ///< judges (level, id) below that are lost: their children report here
+  int hop_ = 0;  ///< 0: reports to `above`; i: to beyond[i - 1] (the judges between are lost)
+  /// The parent's store found gone while copying announcements (at hop_
+  /// `first`): the next write goes up at once, not after a reconnection's wait.
+  std::optional<std::pair<int, std::string>> parent_gone_;
+  /// Goes up now when parent_gone_ says the current parent is gone.
+  bool up_if_parent_gone();
   std::set<int> noted_;  ///< (root) missing ranks whose note a digest carried
   // Announcements: how many were read from each side, and our own copies.
   std::int64_t seen_below_ = 0, seen_above_ = 0;

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <map>
+#include <optional>
 #include <set>
 
 #include "plane/checkpoint_digest.h"
@@ -70,9 +71,8 @@ void Relay::copy_needs(int seq, const std::string& digest) {
   for (int k : nodes) {
     const int g = L.grouped() ? L.group_of_node(k) : -1;
     const bool here = !L.grouped() || g == L.group_of_node(o_.index);
-    by_store[here || !o_.connect_group ? -1 : g].push_back(k);
+    by_store[here || !o_.connect_judge ? -1 : g].push_back(k);
   }
-  Store* root = o_.root ? o_.root : &parent();
   // Copies the wanted records of nodes `ks` from `from`; returns the nodes
   // whose part was not there.
   auto copy_from = [&](Store& from, const std::vector<int>& ks) {
@@ -104,31 +104,21 @@ void Relay::copy_needs(int seq, const std::string& digest) {
       copy_from(parent(), ks);
       continue;
     }
-    // Another group's store; the root only when that group's judge was lost
-    // (its nodes reported there), so a leader reaches the root only then.
-    std::vector<int> left = ks;
-    std::string why;
+    // Another group's parts: at its judge's store, or the nearest live judge
+    // above it when that one is lost (its nodes reported there).
     try {
-      auto other = o_.connect_group(g);
-      left = copy_from(*other, ks);
+      std::unique_ptr<Store> other;
+      copy_from(*parts_of_group(g, other), ks);
     } catch (const Error& e) {
-      why = e.one_line();
+      spdlog::warn("{}: cannot read {}'s records: {}", L.node_label(o_.index), L.group_label(g),
+                   e.one_line());
     }
-    if (left.empty()) continue;
-    try {
-      if (root->try_get("tree/lost/" + std::to_string(g), Deadline::after(kAnswer)))
-        left = copy_from(*root, left);
-    } catch (const Error& e) {
-      why = e.one_line();
-    }
-    if (!why.empty())
-      spdlog::warn("{}: cannot read {}'s records: {}", L.node_label(o_.index), L.group_label(g), why);
   }
 }
 
 void Relay::copy_judge_share(int seq) {
-  // Down the digest's way, set before it at each level: group 0's judge
-  // copies it from the root's store, node 0's leader from its parent's.
+  // Down the digest's way, set before it at each level: each judge over
+  // node 0 copies it from its parent's store, node 0's leader last.
   const std::string key = tree_cp(seq) + "judge";
   try {
     auto share = parent().try_get(key, Deadline::after(kAnswer));
@@ -141,6 +131,51 @@ void Relay::copy_judge_share(int seq) {
     spdlog::warn("{}: the root's share for rank 0 not copied: {}", o_.layout.node_label(o_.index),
                  e.one_line());
   }
+}
+
+/// Where the parts of group g's nodes are: at its judge's store, or, when
+/// that judge is lost (its nodes said so one level up: tree/lost/<g>), at the
+/// store above, and so on up to the root's. A judge above that cannot be
+/// reached cannot say: then the judge below is tried itself.
+Store* Relay::parts_of_group(int g, std::unique_ptr<Store>& held) {
+  const auto& L = o_.layout;
+  // The store of the judge of `level` over group g: this node's own chain
+  // where it shares it, else a new connection (the root's is the last of ours).
+  auto store_of = [&](int level, std::unique_ptr<Store>& keep) -> Store* {
+    if (level > L.levels()) return o_.beyond.empty() ? o_.above : o_.beyond.back();
+    const int j = L.judge_above(level, 1, g);
+    if (j == judge_at(level))
+      return level == 1 ? o_.above : o_.beyond[static_cast<std::size_t>(level - 2)];
+    keep = o_.connect_judge(level, j);
+    return keep.get();
+  };
+  for (int level = 1; level <= L.levels(); ++level) {
+    std::optional<bool> lost;  // unknown while the judge above cannot be asked
+    try {
+      std::unique_ptr<Store> up_keep;
+      lost = store_of(level + 1, up_keep)
+                 ->try_get(lost_key(level, L.judge_above(level, 1, g)), Deadline::after(kAnswer))
+                 .has_value();
+    } catch (const Error&) {
+    }
+    if (lost.value_or(false)) continue;
+    if (lost) return store_of(level, held);
+    try {
+      Store* s = store_of(level, held);
+      s->try_get("server", Deadline::after(kAnswer));  // reached, and answers
+      return s;
+    } catch (const Error&) {
+    }
+  }
+  return store_of(L.levels() + 1, held);
+}
+
+bool Relay::up_if_parent_gone() {
+  if (!parent_gone_ || parent_gone_->first != hop_ || !can_go_up()) return false;
+  const std::string why = parent_gone_->second;
+  parent_gone_.reset();
+  lose_parent(why);
+  return true;
 }
 
 void Relay::forward_announcements(bool now) {
@@ -182,6 +217,8 @@ void Relay::forward_announcements(bool now) {
   } catch (const TimeoutError&) {
   } catch (const Error& e) {
     spdlog::debug("relay: announcements not copied: {}", e.one_line());
+    // Its own store lives as long as this relay: a store gone is the parent's.
+    if (store_gone(e) && o_.level != RelayLevel::root) parent_gone_ = {hop_, e.one_line()};
   }
 }
 

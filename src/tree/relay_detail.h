@@ -5,7 +5,12 @@
 
 #include <chrono>
 #include <cstddef>
+#include <algorithm>
+#include <optional>
 #include <string>
+#include <vector>
+
+#include "store/store.h"
 
 #include "store/store_limits.h"
 #include "util/error.h"
@@ -23,6 +28,32 @@ inline constexpr std::size_t kMaxNeeds = 64;
 
 inline std::string cp(int seq) { return "cp/" + std::to_string(seq) + "/"; }
 inline std::string tree_cp(int seq) { return "tree/cp/" + std::to_string(seq) + "/"; }
+
+/// Where a child of a lost judge of `level` (1 a group, 2 a supergroup, ...)
+/// says so, at the store one level above it.
+inline std::string lost_key(int level, int index) {
+  return "tree/lost/" + (level == 1 ? std::string() : "group" + std::to_string(level) + "/") +
+         std::to_string(index);
+}
+
+/// Keys a judge asks its own store for in one request, at most: a store
+/// takes 2 per rank of its world (store_limits.h), and a judge that waits for
+/// a lost judge's children asks for more than its own.
+inline constexpr std::size_t kKeysPerRequest = 256;
+
+/// MULTI_GET in requests of kKeysPerRequest keys.
+inline std::vector<std::optional<std::string>> multi_get_sliced(Store& s,
+                                                                const std::vector<std::string>& keys,
+                                                                Deadline d) {
+  std::vector<std::optional<std::string>> out;
+  out.reserve(keys.size());
+  for (std::size_t at = 0; at < keys.size(); at += kKeysPerRequest) {
+    const auto end = keys.begin() + static_cast<long>(std::min(keys.size(), at + kKeysPerRequest));
+    for (auto& v : s.multi_get({keys.begin() + static_cast<long>(at), end}, d))
+      out.push_back(std::move(v));
+  }
+  return out;
+}
 
 /// The rank a death announcement names ("rank 12 [n1-4] (pid ...) ..."), so
 /// the copy above can mark it dead too; -1 when it names none.

@@ -12,30 +12,78 @@ std::pair<int, int> TreeLayout::ranks_of_node(int k) const {
   return {k * per_node, std::min(world, (k + 1) * per_node) - 1};
 }
 
-std::pair<int, int> TreeLayout::nodes_of_group(int g) const {
-  return {g * group_nodes, std::min(nodes(), (g + 1) * group_nodes) - 1};
-}
-
-std::pair<int, int> TreeLayout::ranks_of_group(int g) const {
-  auto [a, b] = nodes_of_group(g);
-  return {ranks_of_node(a).first, ranks_of_node(b).second};
-}
-
 namespace {
-std::string span(int a, int b) {
+std::string span_text(long long a, long long b) {
   return a == b ? std::to_string(a) : std::to_string(a) + "-" + std::to_string(b);
 }
 }  // namespace
 
-std::string TreeLayout::node_label(int k) const {
-  auto [a, b] = ranks_of_node(k);
-  return "node " + std::to_string(k) + " (ranks " + span(a, b) + ")";
+int TreeLayout::levels() const {
+  if (group_nodes < 2) return 0;
+  int l = 0;
+  for (long long top = nodes(); top > group_nodes; top = (top + group_nodes - 1) / group_nodes) ++l;
+  return l;
 }
 
-std::string TreeLayout::group_label(int g) const {
-  auto [na, nb] = nodes_of_group(g);
-  auto [a, b] = ranks_of_group(g);
-  return "group " + std::to_string(g) + " (nodes " + span(na, nb) + ", ranks " + span(a, b) + ")";
+long long TreeLayout::span(int level) const {
+  long long s = 1;
+  for (int l = 0; l < level && s < nodes(); ++l) s *= std::max(group_nodes, 2);
+  return s;
+}
+
+int TreeLayout::judges(int level) const {
+  if (level == 0) return nodes();
+  if (level < 0 || level > levels()) return 0;
+  const long long s = span(level);
+  return static_cast<int>((nodes() + s - 1) / s);
+}
+
+std::pair<int, int> TreeLayout::nodes_of(int level, int index) const {
+  const long long s = span(level);
+  return {static_cast<int>(index * s), static_cast<int>(std::min<long long>(nodes(), (index + 1) * s) - 1)};
+}
+
+std::pair<int, int> TreeLayout::ranks_of(int level, int index) const {
+  auto [a, b] = nodes_of(level, index);
+  return {ranks_of_node(a).first, ranks_of_node(b).second};
+}
+
+std::pair<int, int> TreeLayout::children_of(int level, int index) const {
+  const long long first = static_cast<long long>(index) * group_nodes;
+  return {static_cast<int>(first),
+          static_cast<int>(std::min<long long>(judges(level - 1), first + group_nodes) - 1)};
+}
+
+std::string TreeLayout::level_name(int level) {
+  if (level == 0) return "node";
+  if (level == 1) return "group";
+  if (level == 2) return "supergroup";
+  return "level-" + std::to_string(level) + " group";
+}
+
+std::string TreeLayout::level_key(int level) {
+  if (level == 0) return "node";
+  if (level == 1) return "group";
+  return "group" + std::to_string(level);
+}
+
+std::string TreeLayout::node_label(int k) const {
+  auto [a, b] = ranks_of_node(k);
+  return "node " + std::to_string(k) + " (ranks " + span_text(a, b) + ")";
+}
+
+std::string TreeLayout::label(int level, int index) const {
+  if (level == 0) return node_label(index);
+  std::string inner;
+  if (level >= 2) {
+    auto [ca, cb] = children_of(level, index);
+    inner = (level - 1 == 1 ? std::string("groups") : level_name(level - 1) + "s") + " " +
+            span_text(ca, cb) + ", ";
+  }
+  auto [na, nb] = nodes_of(level, index);
+  auto [a, b] = ranks_of(level, index);
+  return level_name(level) + " " + std::to_string(index) + " (" + inner + "nodes " +
+         span_text(na, nb) + ", ranks " + span_text(a, b) + ")";
 }
 
 namespace {

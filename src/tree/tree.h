@@ -5,7 +5,10 @@
 // (docs/ARCHITECTURE.md): a rank talks only to its node's *leader*, which
 // judges its node's ranks and sends its parent one *part*; past
 // `group_nodes` nodes, leaders are grouped under second-level judges, whose
-// parts go to the root. The root's digest goes back down the same way. Ranks
+// parts go to the root; past `group_nodes` groups, groups are grouped under
+// third-level judges (supergroups), and so on: every judge has at most
+// `group_nodes` children (TreeLayout::levels()). The root's digest goes back
+// down the same way. Ranks
 // are laid out in blocks: node k holds ranks k*per_node .. k*per_node +
 // per_node - 1 (torchrun's and gpudiag launch's order, SLURM's default block
 // distribution); a job laid out otherwise runs flat.
@@ -17,7 +20,8 @@
 // then the records it passes on, each "<rank> <length>\n<record>" (records
 // are JSON already: framed, not escaped again). A node passes all of its
 // ranks' records with the missing ones and what is known of them; a group
-// passes rank 0's record and the review of its table instead of the rest;
+// (or a supergroup) passes rank 0's record and the review of its table (or
+// the merge of its children's reviews) instead of the rest;
 // `lost`: nodes whose leader never reported. A part comes from another
 // process and is not trusted: records and missing ranks outside the sender's
 // own ranks are dropped, notes cut to one line, at most 64 kept, the review
@@ -49,27 +53,62 @@ struct TreeSettings {
   int mpi_node_size = 0;
 };
 
+/// Judges above the nodes come in levels: level 1 judges a group of up to
+/// `group_nodes` nodes, level l a group of up to `group_nodes` judges of
+/// level l-1 (group_nodes^l nodes), and the root the judges of the top level
+/// (or the nodes themselves when there are at most group_nodes of them).
+/// levels() is the number of levels between the nodes and the root: 0 up to
+/// group_nodes nodes, 1 up to group_nodes^2, 2 up to group_nodes^3, ...
+/// Level 0 is the nodes themselves (index k: node k).
 struct TreeLayout {
   int world = 0;
   int per_node = 8;
-  int group_nodes = 128;  ///< nodes under one second-level judge
+  int group_nodes = 128;  ///< children under one judge above the nodes (the fan-out)
 
   int nodes() const { return per_node > 0 ? (world + per_node - 1) / per_node : 0; }
   /// Nodes are grouped under second-level judges only past group_nodes.
   bool grouped() const { return nodes() > group_nodes; }
-  int groups() const { return grouped() ? (nodes() + group_nodes - 1) / group_nodes : 0; }
+  int groups() const { return judges(1); }
   int node_of(int rank) const { return rank / per_node; }
   int group_of_node(int node) const { return node / group_nodes; }
   /// [first, last] rank of node k.
   std::pair<int, int> ranks_of_node(int k) const;
   /// [first, last] node of group g.
-  std::pair<int, int> nodes_of_group(int g) const;
+  std::pair<int, int> nodes_of_group(int g) const { return nodes_of(1, g); }
   /// [first, last] rank of group g.
-  std::pair<int, int> ranks_of_group(int g) const;
+  std::pair<int, int> ranks_of_group(int g) const { return ranks_of(1, g); }
   /// "node 12 (ranks 96-103)".
   std::string node_label(int k) const;
   /// "group 3 (nodes 384-511, ranks 3072-4095)".
-  std::string group_label(int g) const;
+  std::string group_label(int g) const { return label(1, g); }
+
+  // Any level (0: nodes).
+  /// Levels of judges between the nodes and the root (see above).
+  int levels() const;
+  /// Nodes one judge of `level` spans at most: group_nodes^level (capped at nodes()).
+  long long span(int level) const;
+  /// Judges at `level` (1..levels()); nodes() at 0; 0 above levels().
+  int judges(int level) const;
+  /// The judge of `level` over node k.
+  int judge_of_node(int level, int k) const { return static_cast<int>(k / span(level)); }
+  /// The judge of `level` over judge `index` of level `below` (below <= level).
+  int judge_above(int level, int below, int index) const {
+    return static_cast<int>(index * span(below) / span(level));
+  }
+  /// [first, last] node of judge `index` at `level`.
+  std::pair<int, int> nodes_of(int level, int index) const;
+  /// [first, last] rank of judge `index` at `level`.
+  std::pair<int, int> ranks_of(int level, int index) const;
+  /// [first, last] child (of level-1) of judge `index` at `level` >= 1.
+  std::pair<int, int> children_of(int level, int index) const;
+  /// What a judge of `level` is called: "node", "group", "supergroup", then
+  /// "level-3 group", ...
+  static std::string level_name(int level);
+  /// Its key in the tree's keys: "node", "group", "group2", "group3", ...
+  static std::string level_key(int level);
+  /// "node 12 (ranks 96-103)", "group 3 (nodes 384-511, ranks 3072-4095)",
+  /// "supergroup 1 (groups 128-255, nodes 16384-32767, ranks 131072-262143)".
+  std::string label(int level, int index) const;
 };
 
 struct TreePart {
@@ -121,6 +160,14 @@ class TreeReviewer {
   virtual std::string for_judge(const std::string& /*checkpoint*/,
                                 const std::vector<ChildReview>& /*reviews*/) {
     return {};
+  }
+  /// One review from the reviews of disjoint parts of the job, for a judge
+  /// between the groups and the root (a supergroup's): its parent merges it
+  /// again, so it keeps what the root needs (the check: a summary of the
+  /// fingerprints). By default merge().
+  virtual std::string merge_up(const std::string& checkpoint,
+                               const std::vector<ChildReview>& reviews) {
+    return merge(checkpoint, reviews);
   }
 };
 

@@ -69,7 +69,17 @@ std::optional<TreePlan> plan_tree(const World& w, const TreeSettings& t, int mas
   p.layout.per_node = per;
   p.layout.group_nodes = tree_group_nodes(t);
   p.node = p.layout.node_of(w.rank);
+  if (p.layout.levels() > storewire::kMostClaimLevel)
+    throw UsageError("GPUDIAG_TREE_GROUP_NODES=" + std::to_string(p.layout.group_nodes) + " makes " +
+                         std::to_string(p.layout.levels()) + " levels of judges for " +
+                         std::to_string(p.layout.nodes()) + " nodes, more than " +
+                         std::to_string(storewire::kMostClaimLevel),
+                     "raise GPUDIAG_TREE_GROUP_NODES (128: 3 levels serve 2 million nodes)");
   p.node_port = t.node_port > 0 ? t.node_port : std::min(master_port + 1, 65534);
+  if (p.node_port + p.layout.levels() > 65535)
+    throw UsageError("GPUDIAG_TREE_PORT=" + std::to_string(p.node_port) + " leaves no port for " +
+                         std::to_string(p.layout.levels()) + " levels of judges above it",
+                     "give a lower GPUDIAG_TREE_PORT");
   p.group_port = p.node_port + 1;
   p.why = on ? "GPUDIAG_TREE=on" : std::to_string(w.size) + " ranks (GPUDIAG_TREE=auto)";
   return p;
@@ -98,28 +108,29 @@ TreeHost::TreeHost(const TreePlan& plan, TreeConnect connect)
   o.tree_role = TreeStoreRole{TreeStoreRole::Kind::node, plan_.node, L};
   o.own_process_trusted = true;
   node_server_ = std::make_unique<TcpStoreServer>(o);
-  const bool group_host = L.grouped() && plan_.node % L.group_nodes == 0;
-  if (group_host) {
+  // This node hosts the judge of every level whose first node it is.
+  for (int l = 1; l <= L.levels() && plan_.node % L.span(l) == 0; ++l) {
+    const int j = L.judge_of_node(l, plan_.node);
     TcpStoreServerOptions g;
-    g.port = plan_.group_port;
+    g.port = plan_.node_port + l;
     g.token = c_.token;
     g.secret = c_.secret;
     g.world_size = L.group_nodes + 8;
-    g.served_by = "the judge of " + L.group_label(L.group_of_node(plan_.node)) + " [" + c_.host + "]";
-    // Its nodes' leaders claim their nodes; nobody else writes here.
+    g.served_by = "the judge of " + L.label(l, j) + " [" + c_.host + "]";
+    // Its children's judges claim their places; nobody else writes here.
     g.owned_keys = true;
-    g.tree_role = TreeStoreRole{TreeStoreRole::Kind::group, L.group_of_node(plan_.node), L};
+    g.tree_role = TreeStoreRole{TreeStoreRole::Kind::group, j, L, l};
     g.own_process_trusted = true;
-    group_server_ = std::make_unique<TcpStoreServer>(g);
+    group_servers_.push_back(std::make_unique<TcpStoreServer>(g));
   }
-  start(&TreeHost::run_node);
-  if (group_host) start(&TreeHost::run_group);
-  if (plan_.node == 0) start(&TreeHost::run_root);
+  start([this] { run_node(); });
+  for (int l = 1; l <= static_cast<int>(group_servers_.size()); ++l) start([this, l] { run_group(l); });
+  if (plan_.node == 0) start([this] { run_root(); });
 }
 
-void TreeHost::start(void (TreeHost::*what)()) {
-  threads_.emplace_back([this, what] {
-    (this->*what)();
+void TreeHost::start(std::function<void()> what) {
+  threads_.emplace_back([this, what = std::move(what)] {
+    what();
     std::lock_guard lock(mu_);
     ++done_;
     ended_.notify_all();
@@ -140,50 +151,76 @@ std::unique_ptr<Store> TreeHost::connect_at(const std::string& at, std::uint32_t
                                           Deadline::after_seconds(within_s), c_.secret, claim);
 }
 
+/// The key at the root where judge `index` of `level` says where its store is.
+static std::string address_key(int level, int index) {
+  return "tree/" + TreeLayout::level_key(level) + "/" + std::to_string(index);
+}
+
+std::unique_ptr<Store> TreeHost::connect_judge(int level, int index, std::uint32_t claim,
+                                               double within_s) {
+  // Each judge's address is asked of the root once (a connection of its own,
+  // closed once read: the root's store serves the judges, not every node's
+  // leader); a sweep's partners in another group would ask every round.
+  std::string at;
+  {
+    std::lock_guard lock(addresses_mu_);
+    auto it = addresses_.find({level, index});
+    if (it != addresses_.end()) at = it->second;
+  }
+  if (at.empty()) {
+    at = c_.root(claim)->get(address_key(level, index), Deadline::after_seconds(c_.timeout_s));
+    std::lock_guard lock(addresses_mu_);
+    addresses_[{level, index}] = at;
+  }
+  return connect_at(at, claim, within_s);
+}
+
+std::vector<std::unique_ptr<Store>> TreeHost::stores_beyond(int level, std::uint32_t claim) {
+  const auto& L = plan_.layout;
+  std::vector<std::unique_ptr<Store>> out;
+  for (int l = level + 2; l <= L.levels(); ++l) {
+    const int j = L.judge_of_node(l, plan_.node);
+    out.push_back(std::make_unique<LazyStore>(
+        [this, l, j, claim] { return connect_judge(l, j, claim, std::min(c_.timeout_s, kGroupConnectS)); },
+        "the store of " + L.label(l, j)));
+  }
+  if (level + 1 <= L.levels())  // the root's, unless it is the parent
+    out.push_back(std::make_unique<LazyStore>([this, claim] { return c_.root(claim); },
+                                              "the job's store"));
+  return out;
+}
+
 void TreeHost::run_node() {
   try {
     const auto& L = plan_.layout;
     const Deadline d = Deadline::after_seconds(c_.timeout_s);
     TcpStoreClient below("127.0.0.1", plan_.node_port, c_.token, d, c_.secret);
-    std::unique_ptr<Store> root, group;
     // Every connection of this judge away from its own store speaks for its node.
     const std::uint32_t me = storewire::node_claim(plan_.node);
+    std::unique_ptr<Store> parent;
     if (L.grouped()) {
-      // The group's judge says where its store is, at the root; the root is
-      // reached again only if that judge is lost.
+      // Its group's judge says where its store is, at the root. One that
+      // died before this leader reached it (it listened when it published
+      // the address) is lost as one that dies later is (Relay::lose_parent):
+      // this node reports a level up.
       const int g = L.group_of_node(plan_.node);
-      root = std::make_unique<LazyStore>([this, me] { return c_.root(me); }, "the job's store");
-      const auto at = root->get("tree/group/" + std::to_string(g), d);
-      try {
-        group = connect_at(at, me, std::min(c_.timeout_s, kGroupConnectS));
-      } catch (const TimeoutError& e) {
-        // Its judge died before this leader reached it (it listened when it
-        // published the address): this node reports to the root, as a
-        // leader whose judge is lost later does (Relay::lose_parent).
-        spdlog::info("node {}: lost the judge of group {}: {}; reporting to the root", plan_.node,
-                     g, e.one_line());
-        root->set("tree/lost/" + std::to_string(g), storelimits::store_text(e.one_line(), 512), d);
-      }
+      parent = std::make_unique<LazyStore>(
+          [this, g, me] { return connect_judge(1, g, me, std::min(c_.timeout_s, kGroupConnectS)); },
+          "the store of " + L.group_label(g));
     } else {
-      root = c_.root(me);
+      parent = c_.root(me);
     }
+    auto beyond = stores_beyond(0, me);
     sweep::SweepTreeReviewer reviewer(L.world, std::make_unique<CheckTreeReviewer>());
     auto o = options(plan_, RelayLevel::node, plan_.node, c_.timeout_s);
-    // Rank 0's report reads every group's records once, at the end.
     // Other groups' records: rank 0's report at the end, a sweep's partners
-    // every round. Each group's address is asked of the root once, on this
-    // leader's one connection there.
-    std::map<int, std::string> group_at;
-    o.connect_group = [this, me, &root, &group_at](int g) -> std::unique_ptr<Store> {
-      auto it = group_at.find(g);
-      if (it == group_at.end())
-        it = group_at.emplace(g, root->get("tree/group/" + std::to_string(g),
-                                           Deadline::after_seconds(c_.timeout_s))).first;
-      return connect_at(it->second, me, std::min(c_.timeout_s, kGroupConnectS));
+    // every round (each judge's address asked of the root once: connect_judge).
+    o.connect_judge = [this, me](int level, int index) {
+      return connect_judge(level, index, me, std::min(c_.timeout_s, kGroupConnectS));
     };
     o.below = &below;
-    o.above = group ? group.get() : root.get();
-    o.root = group ? root.get() : nullptr;
+    o.above = parent.get();
+    for (auto& b : beyond) o.beyond.push_back(b.get());
     o.reviewer = &reviewer;
     Relay relay(o);
     run_relay(relay, stop_);
@@ -192,25 +229,41 @@ void TreeHost::run_node() {
   }
 }
 
-void TreeHost::run_group() {
+void TreeHost::run_group(int level) {
+  const auto& L = plan_.layout;
+  const int j = L.judge_of_node(level, plan_.node);
   try {
-    const int g = plan_.layout.group_of_node(plan_.node);
-    auto root = c_.root(storewire::group_claim(g));
-    root->set("tree/group/" + std::to_string(g),
-              c_.address + ":" + std::to_string(plan_.group_port),
-              Deadline::after_seconds(c_.timeout_s));
-    TcpStoreClient below("127.0.0.1", plan_.group_port, c_.token,
-                         Deadline::after_seconds(c_.timeout_s), c_.secret);
-    sweep::SweepTreeReviewer reviewer(plan_.layout.world, std::make_unique<CheckTreeReviewer>());
-    auto o = options(plan_, RelayLevel::group, g, c_.timeout_s);
+    const std::uint32_t me = storewire::group_claim(j, level);
+    const int port = plan_.node_port + level;
+    // Says where its store is, at the root, once it listens.
+    c_.root(me)->set(address_key(level, j), c_.address + ":" + std::to_string(port),
+                     Deadline::after_seconds(c_.timeout_s));
+    TcpStoreClient below("127.0.0.1", port, c_.token, Deadline::after_seconds(c_.timeout_s),
+                         c_.secret);
+    std::unique_ptr<Store> parent;
+    if (level == L.levels()) {
+      parent = c_.root(me);
+    } else {
+      const int up = L.judge_of_node(level + 1, plan_.node);
+      parent = std::make_unique<LazyStore>(
+          [this, level, up, me] {
+            return connect_judge(level + 1, up, me, std::min(c_.timeout_s, kGroupConnectS));
+          },
+          "the store of " + L.label(level + 1, up));
+    }
+    auto beyond = stores_beyond(level, me);
+    sweep::SweepTreeReviewer reviewer(L.world, std::make_unique<CheckTreeReviewer>());
+    auto o = relay_options(L, RelayLevel::group, j,
+                           std::chrono::milliseconds(static_cast<long>(c_.timeout_s * 1000)),
+                           std::chrono::seconds(1), level);
     o.below = &below;
-    o.above = root.get();
+    o.above = parent.get();
+    for (auto& b : beyond) o.beyond.push_back(b.get());
     o.reviewer = &reviewer;
     Relay relay(o);
     run_relay(relay, stop_);
   } catch (const std::exception& e) {
-    spdlog::warn("the judge of group {} stopped: {}", plan_.layout.group_of_node(plan_.node),
-                 e.what());
+    spdlog::warn("the judge of {} stopped: {}", L.label(level, j), e.what());
   }
 }
 

@@ -10,14 +10,19 @@
 // default MASTER_PORT + 1) and runs the node's judge; the first node of each
 // group of GPUDIAG_TREE_GROUP_NODES nodes (default 128; only past that many
 // nodes) also serves the group's store on GPUDIAG_TREE_PORT + 1 and runs its
-// judge; node 0 also runs the root's judge on the job's store. Every rank
-// joins only its node's store; leaders' judges reach the job's store as
-// launchers (no rank).
+// judge; past that many groups, the first node of each supergroup of that
+// many groups also serves its store on GPUDIAG_TREE_PORT + 2, and so on a
+// level up (TreeLayout::levels(): a port per level); node 0 also runs the
+// root's judge on the job's store. Each judge says where its store is at the
+// root (tree/group/<g>, tree/group2/<s>, ...), where its children read it
+// once. Every rank joins only its node's store; judges reach other stores by
+// claiming their place (no rank).
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -36,7 +41,7 @@ struct TreePlan {
   TreeLayout layout;
   int node = 0;
   int node_port = 0;  ///< the node's store, on 127.0.0.1
-  int group_port = 0;
+  int group_port = 0;  ///< a group's store; a judge of level l serves on node_port + l
   std::string why;  ///< "GPUDIAG_TREE=on", "2048 ranks (GPUDIAG_TREE=auto)"
 };
 
@@ -80,18 +85,26 @@ class TreeHost {
   /// once it listens, so a refusal there means it is gone (a few seconds).
   std::unique_ptr<Store> connect_at(const std::string& host_port, std::uint32_t claim,
                                     double within_s);
+  /// Where judge `index` of `level` said its store is (at the root), connected.
+  std::unique_ptr<Store> connect_judge(int level, int index, std::uint32_t claim, double within_s);
+  /// The stores above a judge of `level` over this node, past its parent:
+  /// each connected when first used, the root's last.
+  std::vector<std::unique_ptr<Store>> stores_beyond(int level, std::uint32_t claim);
   void run_node();
-  void run_group();
+  void run_group(int level);
   void run_root();
   TreePlan plan_;
   TreeConnect c_;
-  std::unique_ptr<TcpStoreServer> node_server_, group_server_;
-  void start(void (TreeHost::*what)());
+  std::unique_ptr<TcpStoreServer> node_server_;
+  std::vector<std::unique_ptr<TcpStoreServer>> group_servers_;  ///< by level - 1
+  void start(std::function<void()> what);
   std::atomic<bool> stop_{false};
   std::mutex mu_;
   std::condition_variable ended_;
   int done_ = 0;  ///< judges that ended
   std::vector<std::thread> threads_;
+  std::mutex addresses_mu_;
+  std::map<std::pair<int, int>, std::string> addresses_;  ///< judges' stores by (level, index)
 };
 
 }  // namespace gpudiag

@@ -141,7 +141,7 @@ struct Rig {
         const int g = L.group_of_node(k);
         o.above = g == lost_group ? static_cast<Store*>(&gone) : link(g);
         links.push_back(std::make_unique<LazyStore>([this] { return connect(-1); }, "root"));
-        o.root = links.back().get();
+        o.beyond = {links.back().get()};
       } else {
         o.above = link(-1);
       }
@@ -243,8 +243,8 @@ TEST(Tree, AFailureAnnouncedOnOneNodeReachesEveryOtherNodesStore) {
 
 TEST(Tree, ARanksBytesAndAPartsSizeDoNotGrowWithTheJob) {
   std::vector<double> rank_bytes, node_bytes;
-  for (int world : {64, 512}) {
-    Rig rig(world, 8, 4);
+  for (int world : {128, 512}) {
+    Rig rig(world, 8, 8);  // 2 and 8 groups (past 8 groups: supergroups, tree_levels_test.cpp)
     rig.build();
     for (int seq = 0; seq < 3; ++seq) rig.checkpoint(seq, {});
     rank_bytes.push_back(static_cast<double>(rig.planes[9]->bytes_moved()));
@@ -296,7 +296,7 @@ TEST(Tree, ARefusedWriteIsNotALostJudge) {
                                  std::chrono::milliseconds(0));
   o.below = &node;
   o.above = &group;
-  o.root = &root;
+  o.beyond = {&root};
   Relay leader(o);
   node.set("cp/0/10", "rec10", Deadline::after_seconds(1));
   node.set("cp/0/11", "rec11", Deadline::after_seconds(1));
