@@ -69,9 +69,20 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
   std::vector<std::optional<std::string>> vals;
   came = false;
   for (;;) {
-    std::vector<std::string> keys, absent;
-    for (const auto& c : kids) keys.push_back(c.key);
-    vals = multi_get_sliced(*o_.below, keys, Deadline::after(kAnswer));
+    // Only what has not come yet is asked for again: a group's part is read
+    // once, not at every poll (128 parts a poll kept a judge's store busy).
+    std::vector<std::string> keys, absent, ask;
+    std::vector<std::size_t> asked;
+    if (vals.size() != kids.size()) vals.assign(kids.size(), std::nullopt);
+    for (std::size_t i = 0; i < kids.size(); ++i) {
+      keys.push_back(kids[i].key);
+      if (!vals[i]) {
+        ask.push_back(kids[i].key);
+        asked.push_back(i);
+      }
+    }
+    auto got = multi_get_sliced(*o_.below, ask, Deadline::after(kAnswer));
+    for (std::size_t j = 0; j < asked.size(); ++j) vals[asked[j]] = std::move(got[j]);
     std::vector<int> absent_ranks;
     bool any = false;
     for (std::size_t i = 0; i < kids.size(); ++i) {
@@ -90,6 +101,7 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
     // A judge whose children found it lost: wait for its children here.
     if (level_ >= 2 && learn_lost(kids, vals)) {
       kids = children(seq);
+      vals.clear();
       continue;
     }
     forward_announcements();
