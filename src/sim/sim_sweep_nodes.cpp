@@ -84,10 +84,11 @@ void sweep_nodes(const Plan& p, const SimOptions& o, const std::string& secret, 
     auto ro = relay_options(p, o, RelayLevel::node, k);
     ro.below = node.store.get();
     ro.above = node.above.get();
-    ro.root = node.root.get();
-    // A partner's record in another group is read from that group's store.
-    ro.connect_group = [&, connect](int g) -> std::unique_ptr<Store> {
-      return connect(group_ports.at(g), 30);
+    if (node.root) ro.beyond.push_back(node.root.get());  // past a lost group judge
+    // A partner's record in another group is read from that group's store
+    // (two levels: the judges above the nodes are the groups').
+    ro.connect_judge = [&, connect](int level, int g) -> std::unique_ptr<Store> {
+      return connect(level == 1 ? group_ports.at(g) : root_port, 30);
     };
     node.leader = std::make_unique<Relay>(ro);
   });
