@@ -9,6 +9,8 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <exception>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -23,11 +25,22 @@ namespace gpudiag::sim {
 void parallel_for(int n, int threads, const std::function<void(int)>& fn) {
   std::atomic<int> next{0};
   std::vector<std::thread> pool;
+  // An error in one item is the run's, said by its process, not an abort.
+  std::mutex mu;
+  std::exception_ptr first;
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&] {
-      for (int i; (i = next++) < n;) fn(i);
+      for (int i; (i = next++) < n;) {
+        try {
+          fn(i);
+        } catch (...) {
+          std::lock_guard lock(mu);
+          if (!first) first = std::current_exception();
+        }
+      }
     });
   for (auto& t : pool) t.join();
+  if (first) std::rethrow_exception(first);
 }
 
 std::string after_exchange(const std::string& record) {

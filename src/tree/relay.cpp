@@ -283,8 +283,19 @@ bool Relay::pass_down(int seq, const std::function<bool()>& stop) {
   std::optional<std::string> digest;
   auto go_up = [&](const std::string& why) {
     lose_parent(why);
-    // The lost judge may have had our part and never passed it on.
-    parent().set(last_part_.first, last_part_.second, Deadline::after(kAnswer));
+    // The lost judge may have had our part and never passed it on. The judge
+    // above may be gone too (one host held both): then past it as well.
+    for (;;) {
+      try {
+        parent().set(last_part_.first, last_part_.second, Deadline::after(kAnswer));
+        break;
+      } catch (const TimeoutError&) {
+        break;  // it answers slowly: the wait below goes on with it
+      } catch (const Error& e) {
+        if (!store_gone(e) || !can_go_up()) throw;
+        lose_parent(e.one_line());
+      }
+    }
     until = Deadline::after(wait * std::max(1, L.levels() + 1 - level_ - hop_) +
                             std::chrono::seconds(5));
   };
