@@ -7,6 +7,8 @@
 // first node's leader) went with it, all named by every rank still there.
 #include <gtest/gtest.h>
 
+#include "tree/gone_store_test.h"
+
 #include <functional>
 #include <map>
 #include <memory>
@@ -66,22 +68,6 @@ TEST(TreeLevels, EveryLevelsRangesCoverTheJobOnceEvenWhenTheLastGroupsAreShort) 
   EXPECT_LE(L.judges(L.levels()), 3);  // the root's children
   EXPECT_EQ(L.label(3, 18), "level-3 group 18 (supergroups 54-55, nodes 486-499, ranks 972-999)");
 }
-
-/// A store that is gone: every call fails as a lost connection does.
-class GoneStore : public Store {
- public:
-  [[noreturn]] static void lost() { throw Error(ExitCode::broken, "lost the store at gone:1"); }
-  void set(const std::string&, const std::string&, Deadline) override { lost(); }
-  std::string get(const std::string&, Deadline) override { lost(); }
-  std::optional<std::string> try_get(const std::string&, Deadline) override { lost(); }
-  std::int64_t add(const std::string&, std::int64_t, Deadline) override { lost(); }
-  bool wait(const std::vector<std::string>&, Deadline) override { lost(); }
-  std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>&,
-                                                    Deadline) override {
-    lost();
-  }
-  std::string address() const override { return "gone:1"; }
-};
 
 /// A job of any depth in one thread: a store per judge, a relay per judge
 /// and per node, a plane per rank, driven level by level.

@@ -4,6 +4,8 @@
 // group judge that is lost, and what a rank and a store carry as the job grows.
 #include <gtest/gtest.h>
 
+#include "tree/gone_store_test.h"
+
 #include <algorithm>
 #include <functional>
 #include <set>
@@ -69,22 +71,6 @@ TEST(TreeLayout, NamesNodesAndGroupsByTheirRanks) {
   EXPECT_EQ(L.group_label(31), "group 31 (nodes 124, ranks 992-999)");
   EXPECT_FALSE((TreeLayout{1024, 8, 128}).grouped());
 }
-
-/// A store that is gone: every call fails as a lost connection does.
-class GoneStore : public Store {
- public:
-  [[noreturn]] static void lost() { throw Error(ExitCode::broken, "lost the store at gone:1"); }
-  void set(const std::string&, const std::string&, Deadline) override { lost(); }
-  std::string get(const std::string&, Deadline) override { lost(); }
-  std::optional<std::string> try_get(const std::string&, Deadline) override { lost(); }
-  std::int64_t add(const std::string&, std::int64_t, Deadline) override { lost(); }
-  bool wait(const std::vector<std::string>&, Deadline) override { lost(); }
-  std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>&,
-                                                    Deadline) override {
-    lost();
-  }
-  std::string address() const override { return "gone:1"; }
-};
 
 /// A whole job in one thread: ranks on MemoryStores, every level's relay,
 /// driven step by step as the simulator does. Each relay gets its own
