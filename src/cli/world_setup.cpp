@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "checks/tree_review.h"
+#include "sweep/tree_results.h"
 #include "checks/watchdog.h"
 #include "store/socket.h"
 #include "plane/store_plane.h"
@@ -37,6 +38,7 @@ void join_tree(Job& job, const TreePlan& tree, const JobSettings& s) {
     c.address = s.ring_address;
     c.host = job.setup.host;
     c.timeout_s = timeout_s;
+    c.reviewer = [n = w.size] { return sweep::job_reviewer(n); };
     job.tree = std::make_unique<TreeHost>(tree, std::move(c));
   }
   if (!secret)

@@ -16,6 +16,7 @@
 #include "util/env.h"
 #include "plane/store_plane.h"
 #include "store/tcp_store_client.h"
+#include "sweep/tree_results.h"
 #include "util/error.h"
 #include "util/text.h"
 
@@ -85,6 +86,7 @@ void StoreHost::lead_node(JobInfo& job) {
   c.host = host_;
   c.leader = "gpudiag launch, pid " + std::to_string(::getpid());
   c.deaths_from_connections = false;  // on_child_exit says how a rank ended
+  c.reviewer = [n = w.size] { return sweep::job_reviewer(n); };
   tree_ = std::make_unique<TreeHost>(*plan, std::move(c));
   tree_node_port_ = plan->node_port;
   job.extra_env.emplace_back("GPUDIAG_TREE_LEADER", "launch");

@@ -105,7 +105,9 @@ bool decode_digest(const std::string& text, int self, int size, Gathered& g) {
       auto r = storelimits::parse_bounded(k, 0, size - 1);
       if (r && v.is_string()) g.notes[*r] = storelimits::store_text(v.get<std::string>(), 512);
     }
-    for (int r : g.missing) g.records[r].reset();
+    // Back to the default (no record) without a slot each: a rank that
+    // reads a digest naming a thousand missing ranks keeps no more.
+    for (int r : g.missing) g.records.erase(static_cast<std::size_t>(r));
     if (j.at("aborted").is_string())
       g.aborted = storelimits::store_text(j["aborted"].get<std::string>(), 1024);
     if (auto it = j.find("records"); it != j.end() && it->is_object()) {

@@ -30,7 +30,6 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "checks/tree_review.h"
 #include "store/job_token.h"
 #include "store/lazy_store.h"
 #include "store/memory_store.h"
@@ -60,7 +59,7 @@ bool released(int control) {
 }
 
 std::unique_ptr<TreeReviewer> reviewer(const SimOptions& o) {
-  return std::make_unique<sweep::SweepTreeReviewer>(o.ranks, std::make_unique<CheckTreeReviewer>());
+  return sweep::job_reviewer(o.ranks);
 }
 
 /// A judge above the nodes, checkpoint after checkpoint until released.

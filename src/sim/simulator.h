@@ -62,7 +62,10 @@ struct SimOptions {
   int ranks = 1024;
   int missing = 0, stop = 0, die = 0;
   int threads = 8;
-  double timeout_s = 2.0;  ///< each checkpoint's wait, as `check --timeout`
+  /// Each checkpoint's wait, as `check --timeout`; gpudiag-sim's default is 2 s,
+  /// or a second per 40,000 ranks past 80,000 (sim_main.cpp: a step runs
+  /// its nodes in turn, and the wait must outlast a step).
+  double timeout_s = 2.0;
   int record_bytes = 600;  ///< a rank's record, about a real one's size
   /// Every rank reads every record, as checkpoints did before the digest.
   bool all_to_all = false;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "checks/tree_review.h"
 #include "util/text.h"
 
 namespace gpudiag::sweep {
@@ -179,6 +180,10 @@ std::string SweepTreeReviewer::merge_up(const std::string& checkpoint,
     if (part && part->round() == *k) all.add(*part);
   }
   return all.encode(kGroupResultsBudget);
+}
+
+std::unique_ptr<TreeReviewer> job_reviewer(int world) {
+  return std::make_unique<SweepTreeReviewer>(world, std::make_unique<CheckTreeReviewer>());
 }
 
 }  // namespace gpudiag::sweep

@@ -118,4 +118,8 @@ class SweepTreeReviewer : public TreeReviewer {
   std::unique_ptr<TreeReviewer> others_;
 };
 
+/// The reviewer every judge of a job's tree runs: a sweep's rounds folded
+/// as above, any other checkpoint the check's (checks/tree_review.h).
+std::unique_ptr<TreeReviewer> job_reviewer(int world);
+
 }  // namespace gpudiag::sweep

@@ -1,15 +1,14 @@
 // The tree's choice and a leader's stores and judges (see tree_host.h). The
-// judges review with the check's reviewer, and a sweep's round results with
-// the sweep's (sweep/tree_results.h), chosen by the checkpoint's name.
+// judges review with the reviewer the host is given (TreeConnect::reviewer:
+// the caller's, so this room reaches neither the check nor the sweep).
 #include "tree/tree_host.h"
 
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <map>
+#include <stdexcept>
 
-#include "checks/tree_review.h"
-#include "sweep/tree_results.h"
 #include "store/lazy_store.h"
 #include "tree/relay.h"
 #include "store/store_limits.h"
@@ -87,6 +86,7 @@ std::optional<TreePlan> plan_tree(const World& w, const TreeSettings& t, int mas
 
 TreeHost::TreeHost(const TreePlan& plan, TreeConnect connect)
     : plan_(plan), c_(std::move(connect)) {
+  if (!c_.reviewer) throw std::logic_error("TreeHost: no reviewer for its judges");
   const auto& L = plan_.layout;
   TcpStoreServerOptions o;
   o.bind_host = "127.0.0.1";
@@ -211,7 +211,7 @@ void TreeHost::run_node() {
       parent = c_.root(me);
     }
     auto beyond = stores_beyond(0, me);
-    sweep::SweepTreeReviewer reviewer(L.world, std::make_unique<CheckTreeReviewer>());
+    auto reviewer = c_.reviewer();
     auto o = options(plan_, RelayLevel::node, plan_.node, c_.timeout_s);
     // Other groups' records: rank 0's report at the end, a sweep's partners
     // every round (each judge's address asked of the root once: connect_judge).
@@ -221,7 +221,7 @@ void TreeHost::run_node() {
     o.below = &below;
     o.above = parent.get();
     for (auto& b : beyond) o.beyond.push_back(b.get());
-    o.reviewer = &reviewer;
+    o.reviewer = reviewer.get();
     Relay relay(o);
     run_relay(relay, stop_);
   } catch (const std::exception& e) {
@@ -252,14 +252,14 @@ void TreeHost::run_group(int level) {
           "the store of " + L.label(level + 1, up));
     }
     auto beyond = stores_beyond(level, me);
-    sweep::SweepTreeReviewer reviewer(L.world, std::make_unique<CheckTreeReviewer>());
+    auto reviewer = c_.reviewer();
     auto o = relay_options(L, RelayLevel::group, j,
                            std::chrono::milliseconds(static_cast<long>(c_.timeout_s * 1000)),
                            std::chrono::seconds(1), level);
     o.below = &below;
     o.above = parent.get();
     for (auto& b : beyond) o.beyond.push_back(b.get());
-    o.reviewer = &reviewer;
+    o.reviewer = reviewer.get();
     Relay relay(o);
     run_relay(relay, stop_);
   } catch (const std::exception& e) {
@@ -270,10 +270,10 @@ void TreeHost::run_group(int level) {
 void TreeHost::run_root() {
   try {
     auto root = c_.root(storewire::kRootClaim);
-    sweep::SweepTreeReviewer reviewer(plan_.layout.world, std::make_unique<CheckTreeReviewer>());
+    auto reviewer = c_.reviewer();
     auto o = options(plan_, RelayLevel::root, 0, c_.timeout_s);
     o.below = root.get();
-    o.reviewer = &reviewer;
+    o.reviewer = reviewer.get();
     Relay relay(o);
     run_relay(relay, stop_);
   } catch (const std::exception& e) {

@@ -68,6 +68,9 @@ struct TreeConnect {
   /// status or signal, which says more).
   bool deaths_from_connections = true;
   double timeout_s = 60;
+  /// A new reviewer for each judge this host runs (the job's:
+  /// sweep::job_reviewer); required.
+  std::function<std::unique_ptr<TreeReviewer>()> reviewer;
 };
 
 /// What a leader runs: its node's store and judge, a group's, the root's.
