@@ -1,5 +1,6 @@
 // See sim_common.h.
 #include "sim/sim_common.h"
+#include "sim/sim_tree.h"
 
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -230,6 +231,15 @@ bool Child::wait() {
   waitpid(pid_, &status, 0);
   pid_ = -1;
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+std::unique_ptr<TcpStoreServer> judge_store(const std::string& secret, int clients) {
+  TcpStoreServerOptions so;
+  so.bind_host = "127.0.0.1";
+  so.token = kTreeToken;
+  so.secret = secret;
+  so.world_size = clients;
+  return std::make_unique<TcpStoreServer>(so);
 }
 
 }  // namespace gpudiag::sim

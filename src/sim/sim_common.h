@@ -7,11 +7,13 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "checks/record.h"
 #include "plane/plane.h"
+#include "store/tcp_store_server.h"
 
 namespace gpudiag::sim {
 
@@ -78,5 +80,9 @@ class Child {
 void write_line(int fd, const std::string& line);
 /// Blocks until the parent releases this child.
 void wait_released(int control);
+
+/// A judge's store for the simulator: on 127.0.0.1, the tree's token
+/// (sim_tree.h) and the run's secret, room for `clients` connections.
+std::unique_ptr<TcpStoreServer> judge_store(const std::string& secret, int clients);
 
 }  // namespace gpudiag::sim

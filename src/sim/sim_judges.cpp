@@ -21,10 +21,12 @@
 
 namespace gpudiag::sim {
 
-/// A judge's children get the timeout and half a second per level below it.
+/// A judge's children get the timeout and, per level below it, the slack a
+/// job's judges give (tree/relay.h).
 RelayOptions relay_options(const Plan& p, const SimOptions& o, RelayLevel level, int index,
                            int height) {
-  return gpudiag::relay_options(p.layout, level, index, ms(o.timeout_s), ms(0.5), height);
+  return gpudiag::relay_options(p.layout, level, index, ms(o.timeout_s), kSlackPerLevel,
+                                height);
 }
 
 void Uplinks::fill(RelayOptions& o) const {
@@ -63,14 +65,9 @@ Uplinks uplinks(const Plan& p, const Ports& ports, const std::string& secret, in
 /// The root's process: its store and its judge.
 void root_process(const Plan& p, const SimOptions& o, const std::string& secret, int out,
                   int control) {
-  TcpStoreServerOptions so;
-  so.bind_host = "127.0.0.1";
-  so.token = kTreeToken;
-  so.secret = secret;
-  so.world_size = p.layout.groups() + 2 * p.layout.group_nodes + 16;
-  TcpStoreServer server(so);
-  write_line(out, std::to_string(server.port()));
-  TcpStoreClient self("127.0.0.1", server.port(), kTreeToken, Deadline::after_seconds(30), secret);
+  auto server = judge_store(secret, p.layout.groups() + 2 * p.layout.group_nodes + 16);
+  write_line(out, std::to_string(server->port()));
+  TcpStoreClient self("127.0.0.1", server->port(), kTreeToken, Deadline::after_seconds(30), secret);
   CheckTreeReviewer reviewer;
   auto ro = relay_options(p, o, RelayLevel::root, 0);
   ro.below = &self;
@@ -87,12 +84,7 @@ void judges_process(const Plan& p, const SimOptions& o, const std::string& secre
   std::vector<std::unique_ptr<TcpStoreServer>> servers;
   std::string line;
   for (int j = j0; j < j1; ++j) {
-    TcpStoreServerOptions so;
-    so.bind_host = "127.0.0.1";
-    so.token = kTreeToken;
-    so.secret = secret;
-    so.world_size = p.layout.group_nodes + 16;
-    servers.push_back(std::make_unique<TcpStoreServer>(so));
+    servers.push_back(judge_store(secret, p.layout.group_nodes + 16));
     line += (line.empty() ? "" : " ") + std::to_string(servers.back()->port());
   }
   write_line(out, line);

@@ -169,9 +169,18 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
     if (k0 == 0) {
       auto digest = nodes[0].store->try_get("cp/" + std::to_string(seq) + "/digest",
                                             Deadline::after_seconds(1));
+      // Its missing ranges, the start: which ranks a slow run lost, and where.
+      std::string ranges;
+      if (digest) {
+        const auto at = digest->find("\"missing\":["), end = digest->find(",\"missing_count\"");
+        if (at != std::string::npos && end != std::string::npos && end > at)
+          ranges = ", missing " + digest->substr(at + 10, std::min<std::size_t>(end - at - 10, 160));
+      }
       std::fprintf(stderr,
-                   "sim: %s: %s (node 0's digest %zu bytes; a rank's named at most %zu missing)\n",
-                   name, steps.c_str(), digest ? digest->size() : 0, most_missing.exchange(0));
+                   "sim: %s: %s (node 0's digest %zu bytes%s; a rank's named at most %zu "
+                   "missing)\n",
+                   name, steps.c_str(), digest ? digest->size() : 0, ranges.c_str(),
+                   most_missing.exchange(0));
     }
   }
 

@@ -72,14 +72,9 @@ void judge_loop(Relay& relay, int control, bool root) {
 }
 
 void sweep_root(const Plan& p, const SimOptions& o, const std::string& secret, int out, int control) {
-  TcpStoreServerOptions so;
-  so.bind_host = "127.0.0.1";
-  so.token = kTreeToken;
-  so.secret = secret;
-  so.world_size = p.layout.groups() + 2 * p.layout.group_nodes + 16;
-  TcpStoreServer server(so);
-  write_line(out, std::to_string(server.port()));
-  TcpStoreClient self("127.0.0.1", server.port(), kTreeToken, Deadline::after_seconds(30), secret);
+  auto server = judge_store(secret, p.layout.groups() + 2 * p.layout.group_nodes + 16);
+  write_line(out, std::to_string(server->port()));
+  TcpStoreClient self("127.0.0.1", server->port(), kTreeToken, Deadline::after_seconds(30), secret);
   auto rv = reviewer(o);
   auto ro = relay_options(p, o, RelayLevel::root, 0);
   ro.below = &self;
@@ -94,13 +89,8 @@ void sweep_groups(const Plan& p, const SimOptions& o, const std::string& secret,
   std::vector<std::unique_ptr<TcpStoreServer>> servers;
   std::string ports;
   for (int g = g0; g < g1; ++g) {
-    TcpStoreServerOptions so;
-    so.bind_host = "127.0.0.1";
-    so.token = kTreeToken;
-    so.secret = secret;
     // Its nodes' leaders, and the other groups' leaders that read a partner's record.
-    so.world_size = 4 * p.layout.group_nodes + 16;
-    servers.push_back(std::make_unique<TcpStoreServer>(so));
+    servers.push_back(judge_store(secret, 4 * p.layout.group_nodes + 16));
     ports += (ports.empty() ? "" : " ") + std::to_string(servers.back()->port());
   }
   write_line(out, ports);

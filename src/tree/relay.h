@@ -83,6 +83,10 @@ struct RelayOptions {
   std::function<std::unique_ptr<Store>(int level, int index)> connect_judge;
 };
 
+/// What a judge adds to its children's wait for each level below it: the
+/// hops and the judges' own work between a straggler's leader and it.
+inline constexpr std::chrono::milliseconds kSlackPerLevel{1000};
+
 /// The options of one judge: its children get `wait` (when the ranks do not
 /// say theirs) plus `per_level` for each level below it, so a node that
 /// waited out its own straggler still reports in time; it waits for its
@@ -148,7 +152,9 @@ class Relay {
   void copy_judge_share(int seq);
   /// Where the parts of group g's nodes are: its judge's store, or the
   /// nearest judge's above it when it is lost (`held` keeps a connection).
-  Store* parts_of_group(int g, std::unique_ptr<Store>& held);
+  /// A judge's store not reached once in `unreached` is not tried again.
+  Store* parts_of_group(int g, std::unique_ptr<Store>& held,
+                        std::set<std::pair<int, int>>& unreached);
   bool all_said_bye();
 
   RelayOptions o_;

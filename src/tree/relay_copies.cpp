@@ -99,6 +99,9 @@ void Relay::copy_needs(int seq, const std::string& digest) {
     }
     return absent;
   };
+  // A dead judge's store is tried once, not once per group below it: a
+  // supergroup's 128 groups would each wait out its connection.
+  std::set<std::pair<int, int>> unreached;
   for (const auto& [g, ks] : by_store) {
     if (g < 0) {
       copy_from(parent(), ks);
@@ -108,7 +111,7 @@ void Relay::copy_needs(int seq, const std::string& digest) {
     // above it when that one is lost (its nodes reported there).
     try {
       std::unique_ptr<Store> other;
-      copy_from(*parts_of_group(g, other), ks);
+      copy_from(*parts_of_group(g, other, unreached), ks);
     } catch (const Error& e) {
       spdlog::warn("{}: cannot read {}'s records: {}", L.node_label(o_.index), L.group_label(g),
                    e.one_line());
@@ -136,8 +139,11 @@ void Relay::copy_judge_share(int seq) {
 /// Where the parts of group g's nodes are: at its judge's store, or, when
 /// that judge is lost (its nodes said so one level up: tree/lost/<g>), at the
 /// store above, and so on up to the root's. A judge above that cannot be
-/// reached cannot say: then the judge below is tried itself.
-Store* Relay::parts_of_group(int g, std::unique_ptr<Store>& held) {
+/// reached cannot say: then the judge below is tried itself. What the root
+/// knows is read first, so a dead judge whose children reported past it to
+/// the root costs no connection; one not reached is not tried again.
+Store* Relay::parts_of_group(int g, std::unique_ptr<Store>& held,
+                             std::set<std::pair<int, int>>& unreached) {
   const auto& L = o_.layout;
   // The store of the judge of `level` over group g: this node's own chain
   // where it shares it, else a new connection (the root's is the last of ours).
@@ -146,14 +152,38 @@ Store* Relay::parts_of_group(int g, std::unique_ptr<Store>& held) {
     const int j = L.judge_above(level, 1, g);
     if (j == judge_at(level))
       return level == 1 ? o_.above : o_.beyond[static_cast<std::size_t>(level - 2)];
-    keep = o_.connect_judge(level, j);
+    if (unreached.count({level, j}))
+      throw Error(ExitCode::broken, L.label(level, j) + "'s store was not reached before");
+    try {
+      keep = o_.connect_judge(level, j);
+    } catch (const Error&) {
+      unreached.insert({level, j});
+      throw;
+    }
     return keep.get();
   };
+  // What the root already knows: the judges over g whose children went
+  // past them to the root (tree/lost/... there). Those are not tried, and
+  // a lost judge's children are asked about at the next judge up not lost.
+  std::vector<bool> known(static_cast<std::size_t>(L.levels()) + 2, false);
+  try {
+    std::vector<std::string> keys;
+    for (int level = 1; level <= L.levels(); ++level)
+      keys.push_back(lost_key(level, L.judge_above(level, 1, g)));
+    std::unique_ptr<Store> none;
+    auto v = store_of(L.levels() + 1, none)->multi_get(keys, Deadline::after(kAnswer));
+    for (int level = 1; level <= L.levels(); ++level)
+      known[static_cast<std::size_t>(level)] = v[static_cast<std::size_t>(level - 1)].has_value();
+  } catch (const Error&) {
+  }
   for (int level = 1; level <= L.levels(); ++level) {
+    if (known[static_cast<std::size_t>(level)]) continue;
+    int asked = level + 1;
+    while (asked <= L.levels() && known[static_cast<std::size_t>(asked)]) ++asked;
     std::optional<bool> lost;  // unknown while the judge above cannot be asked
     try {
       std::unique_ptr<Store> up_keep;
-      lost = store_of(level + 1, up_keep)
+      lost = store_of(asked, up_keep)
                  ->try_get(lost_key(level, L.judge_above(level, 1, g)), Deadline::after(kAnswer))
                  .has_value();
     } catch (const Error&) {

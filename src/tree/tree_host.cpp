@@ -28,7 +28,7 @@ constexpr double kGroupConnectS = 5.0;
 RelayOptions options(const TreePlan& p, RelayLevel level, int index, double timeout_s) {
   return relay_options(p.layout, level, index,
                        std::chrono::milliseconds(static_cast<long>(timeout_s * 1000)),
-                       std::chrono::seconds(1));
+                       kSlackPerLevel);
 }
 
 /// A relay's run: until its children said goodbye, or the host stops it.
@@ -255,7 +255,7 @@ void TreeHost::run_group(int level) {
     auto reviewer = c_.reviewer();
     auto o = relay_options(L, RelayLevel::group, j,
                            std::chrono::milliseconds(static_cast<long>(c_.timeout_s * 1000)),
-                           std::chrono::seconds(1), level);
+                           kSlackPerLevel, level);
     o.below = &below;
     o.above = parent.get();
     for (auto& b : beyond) o.beyond.push_back(b.get());

@@ -17,6 +17,7 @@ import tempfile
 import unittest
 
 from harness import BIN, SOURCE_DIR, clean_env, raise_at, run, strip_prefix
+from netns_nodes import run_nodes
 
 NETNS = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
 NODES, PER_NODE = 4, 3
@@ -48,35 +49,12 @@ class NodeLeadersOnNamespaceNodes(unittest.TestCase):
     def job(self, style, extra_env=None, node_env=None):
         """Starts every node's ranks by hand (node i's with node_env[i] too);
         returns {rank: (rc, output)}."""
-        procs = []
-        for i in range(NODES):
-            lines = [f"hostname node{i + 1}"]
-            for local in range(PER_NODE):
-                r = i * PER_NODE + local
-                env = " ".join(f"{k}={v}" for k, v in
-                               dict(self.rank_env(r, style), **(node_env or {}).get(i, {})).items())
-                out = os.path.join(self.dir, f"rank{r}")
-                lines.append(f"(env {env} {BIN} check --backend host --timeout 10 > {out}.out "
-                             f"2>&1; echo $? > {out}.rc) &")
-            lines.append("wait")
-            procs.append(subprocess.Popen(
-                ["ip", "netns", "exec", f"{self.PREFIX}-{i + 1}", "unshare", "--uts", "sh", "-c",
-                 "\n".join(lines)],
-                env=dict(clean_env(), MASTER_ADDR="10.78.0.1", MASTER_PORT="29810",
-                         GPUDIAG_TREE="on", GPUDIAG_TREE_GROUP_NODES="2",
-                         GPUDIAG_SECRET="t" * 32, GPUDIAG_LOG_LEVEL="info", **(extra_env or {}))))
-        for p in procs:
-            try:
-                p.wait(timeout=240)
-            finally:
-                p.kill()
-        result = {}
-        for r in range(WORLD):
-            with open(os.path.join(self.dir, f"rank{r}.out")) as f:
-                out = f.read()
-            with open(os.path.join(self.dir, f"rank{r}.rc")) as f:
-                result[r] = (int(f.read().strip()), out)
-        return result
+        return run_nodes(self.PREFIX, NODES, PER_NODE, self.dir,
+                         lambda r: self.rank_env(r, style),
+                         dict(MASTER_ADDR="10.78.0.1", MASTER_PORT="29810", GPUDIAG_TREE="on",
+                              GPUDIAG_TREE_GROUP_NODES="2", GPUDIAG_SECRET="t" * 32,
+                              GPUDIAG_LOG_LEVEL="info", **(extra_env or {})),
+                         node_env=node_env)
 
     def test_a_healthy_job_meets_through_every_level(self):
         ranks = self.job("torchrun")
