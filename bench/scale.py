@@ -16,7 +16,7 @@ in about 100 s (PyTorch's own tutorial): a figure for joining only, not for
 the five checkpoints measured here.
 
     bench/scale.py [--ranks 1024,4096,16384,65536,102400,262144] [--missing 3]
-                   [--flat-upto 16384] [--runs 1]
+                   [--flat-upto 16384] [--runs 1] [--timeout S]
 
 Prints a Markdown table; the load column is this machine's 1-minute load
 average before each run (it is shared: the times mean little without it)."""
@@ -43,6 +43,8 @@ def main():
     ap.add_argument("--missing", default="3")
     ap.add_argument("--flat-upto", type=int, default=16384)
     ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--timeout", help="the checkpoints' wait (the simulator's default: 2 s, or "
+                    "a second per 40,000 ranks past 80,000), the same for every size")
     a = ap.parse_args()
     print("| ranks | shape | time | load | largest store process RSS (all) | per checkpoint: "
           "rank<->leader | leader<->parent | group<->parent | through one store (flat) | "
@@ -54,6 +56,8 @@ def main():
             for _ in range(a.runs):
                 loads.append(os.getloadavg()[0])
                 cmd = [SIM, "--ranks", str(n), "--missing", a.missing]
+                if a.timeout:
+                    cmd += ["--timeout", a.timeout]
                 if shape == "flat":
                     cmd.append("--flat")
                 p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
@@ -62,7 +66,8 @@ def main():
                     sys.exit(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr[-2000:]}")
                 times.append(float(m.group(3)))
             _, cps, _, rss, total_rss, total, named, of = m.groups()
-            when = f"{min(times):.1f}-{max(times):.1f} s" if len(times) > 1 else f"{times[0]:.1f} s"
+            # Every run's time: one slow run in a few is the news on a shared machine.
+            when = ", ".join(f"{t:.1f}" for t in times) + " s"
             load = f"{min(loads):.1f}-{max(loads):.1f}" if len(loads) > 1 else f"{loads[0]:.1f}"
             if shape == "flat":
                 print(f"| {n} | flat | {when} | {load} | {rss} MiB | - | - | - | "
@@ -73,7 +78,8 @@ def main():
             groups = f"{sh.group(1)} groups, " if sh and sh.group(1) != "0" else ""
             if sh and int(sh.group(2)) >= 2:
                 groups = f"{sh.group(1)} groups in {-(-int(sh.group(1)) // 128)} supergroups, "
-            print(f"| {n} | tree ({groups}{n // 8} nodes) | {when} | {load} | {rss} MiB ({total_rss} MiB) | "
+            wait = f", --timeout {a.timeout}" if a.timeout else ""
+            print(f"| {n} | tree ({groups}{n // 8} nodes{wait}) | {when} | {load} | {rss} MiB ({total_rss} MiB) | "
                   f"{lv.group(1)} MiB ({lv.group(2)} B a rank) | {lv.group(3)} MiB ({lv.group(4)} B "
                   f"a node) | {lv.group(5)} MiB | - | {named}/{of} |", flush=True)
 
