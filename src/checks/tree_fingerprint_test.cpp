@@ -82,6 +82,40 @@ TEST(TreeFingerprint, AWholeGroupOnAnotherSettingIsFound) {
   EXPECT_TRUE(r.conflicts.empty());  // a warning: the job goes on
 }
 
+// Three levels: groups 0-1 under supergroup 0, groups 2-3 under supergroup
+// 1, each supergroup merging its groups for the root (merge_up). A whole
+// supergroup on another setting agrees within itself: only the root,
+// comparing the supergroups' merged summaries, can find it.
+TEST(TreeFingerprint, AWholeSupergroupOnAnotherSettingIsFoundAtTheRoot) {
+  auto on_ib = [](int rank, Fingerprint& f) {
+    if (rank >= 32) f.fields["env.NCCL_SOCKET_IFNAME"] = "ib0";
+  };
+  std::vector<ChildReview> supergroups;
+  for (int s = 0; s < 2; ++s) {
+    std::vector<ChildReview> groups;
+    for (int g = 2 * s; g < 2 * s + 2; ++g) {
+      CheckTreeReviewer judge;
+      groups.push_back({judge.review("exchange", records(g * kGroup, kGroup, on_ib), {}, {}),
+                        g * kGroup, g * kGroup + kGroup - 1});
+    }
+    CheckTreeReviewer judge;
+    const std::string merged = judge.merge_up("exchange", groups);
+    EXPECT_EQ(render_fingerprint(decode_review(merged).fingerprint).find("differ"),
+              std::string::npos);  // uniform within each supergroup
+    supergroups.push_back({merged, 32 * s, 32 * s + 31});
+  }
+  CheckTreeReviewer root;
+  const auto text = render_fingerprint(decode_review(root.merge("exchange", supergroups)).fingerprint);
+  EXPECT_NE(text.find("fingerprint: 1 of 4 fields differ between the 64 ranks (compared "
+                      "across all 4 groups of nodes)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("ranks 0-31 [simnode0,simnode1,simnode2 +1 hosts]: NCCL_SOCKET_IFNAME=eth0; "
+                      "ranks 32-63 [simnode4,simnode5,simnode6 +1 hosts]: NCCL_SOCKET_IFNAME=ib0"),
+            std::string::npos)
+      << text;
+}
+
 TEST(TreeFingerprint, ANodeOnAnotherDriverIsNamedAsDrift) {
   const auto r = job([](int rank, Fingerprint& f) {
     if (rank / 8 == 5) f.fields["gpu.driver"] = "550.54.15";

@@ -58,8 +58,10 @@ class ThreeLevelsSimulated(unittest.TestCase):
         self.assertEqual((m["named"], m["of"]), ("2", "2"))
 
     def test_a_drifting_node_is_named_across_supergroups(self):
-        # Node 200 (group 25, supergroup 3) on another driver: only the root,
-        # comparing the supergroups' merged summaries, sees it.
+        # Node 200 (group 25, supergroup 3) on another driver: its supergroup
+        # finds it among its groups, and the line reaches every rank through
+        # the root's merge (a whole supergroup that differs is found only at
+        # the root: tree_fingerprint_test.cpp).
         p, m = sim(*SMALL, "--drift-node", "200", "--missing", "1")
         self.assertEqual(p.returncode, 0, p.stdout[-2000:] + p.stderr[-3000:])
         seen = re.search(r'"drift: simnode200 \(ranks 400-401\)" in the report of (\d+)/(\d+) '
