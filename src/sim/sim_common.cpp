@@ -2,16 +2,19 @@
 #include "sim/sim_common.h"
 #include "sim/sim_tree.h"
 
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <exception>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -240,6 +243,29 @@ std::unique_ptr<TcpStoreServer> judge_store(const std::string& secret, int clien
   so.secret = secret;
   so.world_size = clients;
   return std::make_unique<TcpStoreServer>(so);
+}
+
+StepBarrier::StepBarrier(int parties) : parties_(parties) {
+  shared_ = ::mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shared_ == MAP_FAILED) throw Error(ExitCode::broken, "gpudiag-sim: no shared memory for the step barrier");
+  new (shared_) std::atomic<int>(0);
+}
+
+StepBarrier::~StepBarrier() {
+  if (shared_ && shared_ != MAP_FAILED) ::munmap(shared_, sizeof(std::atomic<int>));
+}
+
+void StepBarrier::arrive_and_wait(int step, double within_s) {
+  auto& count = *static_cast<std::atomic<int>*>(shared_);
+  count.fetch_add(1);
+  const auto until = Deadline::after_seconds(within_s);
+  while (count.load() < parties_ * (step + 1)) {
+    if (until.expired())
+      throw Error(ExitCode::broken, "gpudiag-sim: a process simulating nodes did not reach step " +
+                                        std::to_string(step) + " (it failed: see above)");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 }  // namespace gpudiag::sim

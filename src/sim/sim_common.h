@@ -81,6 +81,26 @@ void write_line(int fd, const std::string& line);
 /// Blocks until the parent releases this child.
 void wait_released(int control);
 
+/// The processes simulating nodes meet here before each checkpoint's
+/// leaders collect, as a job's nodes reach a checkpoint together: without
+/// it one process runs seconds ahead of another, and the judges above them,
+/// whose clocks start at their first child, name the late one's groups
+/// missing. In memory shared across fork() (one counter); a process gone
+/// leaves the others waiting at most `within_s`.
+class StepBarrier {
+ public:
+  explicit StepBarrier(int parties);
+  ~StepBarrier();
+  StepBarrier(const StepBarrier&) = delete;
+  StepBarrier& operator=(const StepBarrier&) = delete;
+  /// Step `step` (0, 1, ...) of every party; throws past `within_s`.
+  void arrive_and_wait(int step, double within_s = 600);
+
+ private:
+  int parties_;
+  void* shared_ = nullptr;
+};
+
 /// A judge's store for the simulator: on 127.0.0.1, the tree's token
 /// (sim_tree.h) and the run's secret, room for `clients` connections.
 std::unique_ptr<TcpStoreServer> judge_store(const std::string& secret, int clients);

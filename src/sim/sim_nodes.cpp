@@ -35,7 +35,7 @@ struct SimNode {
 }  // namespace
 
 void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret,
-                   const Ports& ports, int k0, int k1, int out) {
+                   const Ports& ports, int k0, int k1, int out, StepBarrier& step) {
   const auto& L = p.layout;
   const int n = L.world;
   const int r0 = L.ranks_of_node(k0).first, r1 = L.ranks_of_node(k1 - 1).second + 1;
@@ -120,6 +120,8 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
         publish_record(*planes[i], name, records[i], need, Deadline::after_seconds(o.timeout_s));
     });
     lap("ranks publish");
+    step.arrive_and_wait(seq);  // the job's nodes reach the checkpoint together
+    tp = std::chrono::steady_clock::now();
     auto leading = [&](int i) { return !p.leader_gone(k0 + i, seq); };
     // Leaders that will wait for a rank first: in a job every leader waits
     // at once, so one with a straggler starts its wait with the others, not

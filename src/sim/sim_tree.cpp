@@ -138,6 +138,7 @@ SimResult run_tree(const SimOptions& o) {
   const int units = L.grouped() ? L.groups() : L.nodes();
   const int workers = std::max(1, std::min(o.workers, units));
   std::vector<std::unique_ptr<Child>> worker_procs;
+  StepBarrier step(workers);
   for (int i = 0; i < workers; ++i) {
     const int u0 = i * units / workers, u1 = (i + 1) * units / workers;
     const int k0 = L.grouped() ? L.nodes_of_group(u0).first : u0;
@@ -147,7 +148,7 @@ SimResult run_tree(const SimOptions& o) {
       // cores with every simulated rank, and a judge starved by ranks of
       // other nodes misses deadlines a job would not: the ranks yield.
       ::setpriority(PRIO_PROCESS, 0, 10);
-      nodes_process(p, o, secret, ports, k0, k1, out);
+      nodes_process(p, o, secret, ports, k0, k1, out, step);
     }));
   }
   SimResult res;

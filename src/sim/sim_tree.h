@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tree/relay.h"
+#include "sim/sim_common.h"
 #include "sim/simulator.h"
 
 namespace gpudiag::sim {
@@ -99,8 +100,9 @@ void judges_process(const Plan& p, const SimOptions& o, const std::string& secre
 /// Simulates nodes [k0, k1): their ranks, stores and leaders. Writes
 /// "named a b c" (the absent ranks every live rank here named), "bytes R N"
 /// (ranks' bytes with their leaders, leaders' with their parents), then its
-/// peak RSS in KiB.
+/// peak RSS in KiB. Every such process meets the others at `step` before
+/// each checkpoint's leaders collect.
 void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret,
-                   const Ports& ports, int k0, int k1, int out);
+                   const Ports& ports, int k0, int k1, int out, StepBarrier& step);
 
 }  // namespace gpudiag::sim
