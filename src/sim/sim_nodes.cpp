@@ -3,8 +3,9 @@
 // MemoryStore: the ranks and their leader share this process) and its leader
 // (a real Relay, with a real TCP connection to its group's store, and ones to
 // the stores above opened only when its group's judge is lost). The checkpoints go
-// in steps across the block: every rank publishes, every leader collects,
-// every leader passes the digest down, every rank reads it. The block's last
+// in steps across the block: every rank publishes, the node processes meet
+// (StepBarrier), every leader collects, every leader passes the digest
+// down, every rank reads it. The block's last
 // rank also keeps the check's own bookkeeping of the others (peer_book.h),
 // whose peak size the block reports as a rank's check state.
 #include <algorithm>
