@@ -1,14 +1,32 @@
 """Jobs on "nodes" made of network namespaces on one bridge
-(scripts/netns-hosts.sh star), each node's ranks started by hand as a
-launcher would start them: one `sh` a node in its namespace (with its own
-hostname, node1, node2, ...), every rank `gpudiag check --backend host` in
-the background with its own variables, its output and exit status in files.
-Used by the tests of the tree of judges on real processes
-(test_tree_nodes.py, test_tree_levels.py)."""
+(scripts/netns-hosts.sh star): a shell line a node, run in its namespace as
+a host of its own (`unshare --uts`), all at once (on_nodes); and a check's
+ranks started by hand as a launcher would start them, every rank `gpudiag
+check --backend host` in the background with its own variables, its output
+and exit status in files (run_nodes). Used by the tests of the tree of
+judges and of the sweep on real processes."""
 import os
 import subprocess
 
 from harness import BIN, clean_env
+
+
+def on_nodes(prefix, commands, env, timeout=300):
+    """Runs commands[i], a shell line, in namespace <prefix>-<i>, in the
+    order given, with `env` on top of a clean environment; waits for all
+    (killing one past `timeout` s). Returns {i: (returncode, stdout, stderr)}."""
+    procs = {i: subprocess.Popen(
+        ["ip", "netns", "exec", f"{prefix}-{i}", "unshare", "--uts", "sh", "-c", line],
+        env=dict(clean_env(), **env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for i, line in commands.items()}
+    outs = {}
+    for i, p in procs.items():
+        try:
+            o, e = p.communicate(timeout=timeout)
+            outs[i] = (p.returncode, o, e)
+        finally:
+            p.kill()
+    return outs
 
 
 def run_nodes(prefix, nodes, per_node, out_dir, rank_env, job_env, node_env=None, timeout=240):
@@ -16,7 +34,7 @@ def run_nodes(prefix, nodes, per_node, out_dir, rank_env, job_env, node_env=None
     rank r's variables are rank_env(r) plus node_env[node] when given, every
     node's `job_env` on top of a clean environment. Waits for every node
     (killing a node's shell past `timeout` s); returns {rank: (rc, output)}."""
-    procs = []
+    commands = {}
     for i in range(nodes):
         lines = [f"hostname node{i + 1}"]
         for local in range(per_node):
@@ -27,15 +45,8 @@ def run_nodes(prefix, nodes, per_node, out_dir, rank_env, job_env, node_env=None
             lines.append(f"(env {env} {BIN} check --backend host --timeout 10 > {out}.out "
                          f"2>&1; echo $? > {out}.rc) &")
         lines.append("wait")
-        procs.append(subprocess.Popen(
-            ["ip", "netns", "exec", f"{prefix}-{i + 1}", "unshare", "--uts", "sh", "-c",
-             "\n".join(lines)],
-            env=dict(clean_env(), **job_env)))
-    for p in procs:
-        try:
-            p.wait(timeout=timeout)
-        finally:
-            p.kill()
+        commands[i + 1] = "\n".join(lines)
+    on_nodes(prefix, commands, job_env, timeout=timeout)
     result = {}
     for r in range(nodes * per_node):
         with open(os.path.join(out_dir, f"rank{r}.out")) as f:

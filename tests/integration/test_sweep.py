@@ -13,7 +13,8 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import BIN, SOURCE_DIR, clean_env, free_port, mpirun, raise_at, run, strip_prefix
+from harness import BIN, SOURCE_DIR, clean_env, mpirun, raise_at, run, strip_prefix
+from netns_nodes import on_nodes
 
 NETNS = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
 
@@ -35,23 +36,12 @@ class SweepOverNamespaceNodes(unittest.TestCase):
     def sweep(self, n, *args, env=None, pair_timeout=10):
         """Starts node1..nodeN (two ranks each); returns [(returncode, stdout, stderr)]."""
         port = 29760
-        procs = []
-        for i in range(1, n + 1):
-            inner = (f"hostname node{i}; exec {BIN} launch --nnodes {n} --node-rank {i - 1} "
-                     f"--nproc-per-node 2 --master-addr 10.78.0.1 --master-port {port} -- sweep "
-                     f"--backend host --timeout 30 --pair-timeout {pair_timeout} " + " ".join(args))
-            procs.append(subprocess.Popen(
-                ["ip", "netns", "exec", f"{self.PREFIX}-{i}", "unshare", "--uts", "sh", "-c", inner],
-                env=dict(clean_env(), GPUDIAG_SECRET="s" * 32, **(env or {})),
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-        outs = []
-        for p in procs:
-            try:
-                o, e = p.communicate(timeout=300)
-                outs.append((p.returncode, o, e))
-            finally:
-                p.kill()
-        return outs
+        outs = on_nodes(self.PREFIX, {
+            i: (f"hostname node{i}; exec {BIN} launch --nnodes {n} --node-rank {i - 1} "
+                f"--nproc-per-node 2 --master-addr 10.78.0.1 --master-port {port} -- sweep "
+                f"--backend host --timeout 30 --pair-timeout {pair_timeout} " + " ".join(args))
+            for i in range(1, n + 1)}, dict(GPUDIAG_SECRET="s" * 32, **(env or {})))
+        return [outs[i] for i in range(1, n + 1)]
 
     def test_slow_dead_and_absent_nodes_are_excluded_and_no_other(self):
         self.pool(6, throttle=4)
@@ -119,21 +109,12 @@ class SweepOverNamespaceNodes(unittest.TestCase):
         d = tempfile.mkdtemp()
         self.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
         excl = os.path.join(d, "exclude")
-        procs = []
-        for i in (3, 2, 1):
-            inner = (f"hostname node{i}; exec {BIN} launch --nnodes 3 --nproc-per-node 2 {extra} "
-                     "--rdzv-backend c10d --rdzv-endpoint 10.78.0.1:29770 -- sweep --backend host "
-                     f"--timeout 30 --pair-timeout 10 --exclude-file {excl}")
-            procs.append((i, subprocess.Popen(
-                ["ip", "netns", "exec", f"{self.PREFIX}-{i}", "unshare", "--uts", "sh", "-c", inner],
-                env=dict(clean_env(), GPUDIAG_SECRET="s" * 32),
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
-        outs = {}
-        for i, p in procs:
-            try:
-                outs[i] = (p.communicate(timeout=300), p.returncode)
-            finally:
-                p.kill()
+        ran = on_nodes(self.PREFIX, {
+            i: (f"hostname node{i}; exec {BIN} launch --nnodes 3 --nproc-per-node 2 {extra} "
+                "--rdzv-backend c10d --rdzv-endpoint 10.78.0.1:29770 -- sweep --backend host "
+                f"--timeout 30 --pair-timeout 10 --exclude-file {excl}")
+            for i in (3, 2, 1)}, dict(GPUDIAG_SECRET="s" * 32))
+        outs = {i: ((o, e), rc) for i, (rc, o, e) in ran.items()}
         (out1, err1), rc1 = outs[reporter]
         text = strip_prefix(out1)
         self.assertEqual(rc1, 1, text + err1[-2000:])

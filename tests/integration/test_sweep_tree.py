@@ -14,7 +14,8 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import BIN, BUILD_DIR, SOURCE_DIR, clean_env, run, strip_prefix
+from harness import BIN, BUILD_DIR, SOURCE_DIR, run, strip_prefix
+from netns_nodes import on_nodes
 
 NETNS = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
 SIM = os.path.join(BUILD_DIR, "gpudiag-sim")
@@ -42,24 +43,15 @@ class SweepThroughNodeLeaders(unittest.TestCase):
         JSON report)."""
         excl = os.path.join(self.dir, f"exclude-{tree}")
         doc = os.path.join(self.dir, f"sweep-{tree}.json")
-        procs = []
-        for i in range(1, NODES + 1):
-            inner = (f"hostname node{i}; exec {BIN} launch --nnodes {NODES} --node-rank {i - 1} "
-                     f"--nproc-per-node 2 --master-addr 10.78.0.1 --master-port {port} -- sweep "
-                     f"--backend host --timeout 30 --pair-timeout 10 --exclude-file {excl} "
-                     f"--json {doc}")
-            procs.append(subprocess.Popen(
-                ["ip", "netns", "exec", f"{self.PREFIX}-{i}", "unshare", "--uts", "sh", "-c", inner],
-                env=dict(clean_env(), GPUDIAG_SECRET="s" * 32, GPUDIAG_TREE=tree,
-                         GPUDIAG_TREE_GROUP_NODES="2", GPUDIAG_LOG_LEVEL="info"),
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-        outs = []
-        for p in procs:
-            try:
-                o, e = p.communicate(timeout=300)
-                outs.append((p.returncode, o, e))
-            finally:
-                p.kill()
+        ran = on_nodes(self.PREFIX, {
+            i: (f"hostname node{i}; exec {BIN} launch --nnodes {NODES} --node-rank {i - 1} "
+                f"--nproc-per-node 2 --master-addr 10.78.0.1 --master-port {port} -- sweep "
+                f"--backend host --timeout 30 --pair-timeout 10 --exclude-file {excl} "
+                f"--json {doc}")
+            for i in range(1, NODES + 1)},
+            dict(GPUDIAG_SECRET="s" * 32, GPUDIAG_TREE=tree, GPUDIAG_TREE_GROUP_NODES="2",
+                 GPUDIAG_LOG_LEVEL="info"))
+        outs = [ran[i] for i in range(1, NODES + 1)]
         with open(excl) as f:
             exclude = f.read()
         with open(doc) as f:

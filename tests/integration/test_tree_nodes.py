@@ -17,7 +17,7 @@ import tempfile
 import unittest
 
 from harness import BIN, SOURCE_DIR, clean_env, raise_at, run, strip_prefix
-from netns_nodes import run_nodes
+from netns_nodes import on_nodes, run_nodes
 
 NETNS = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
 NODES, PER_NODE = 4, 3
@@ -127,25 +127,14 @@ class LaunchLeadsOnNamespaceNodes(unittest.TestCase):
         self.addCleanup(run, [NETNS, "star-down", self.PREFIX, str(self.NODES)], timeout=60)
 
     def launch(self, extra_env=None):
-        procs = []
-        for i in range(self.NODES):
-            inner = (f"hostname node{i + 1}; exec {BIN} launch --nnodes {self.NODES} --node-rank {i} "
-                     f"--nproc-per-node 3 --master-addr 10.78.0.1 --master-port 29830 -- check "
-                     "--backend host --timeout 10")
-            procs.append(subprocess.Popen(
-                ["ip", "netns", "exec", f"{self.PREFIX}-{i + 1}", "unshare", "--uts", "sh", "-c",
-                 inner],
-                env=dict(clean_env(), GPUDIAG_TREE="on", GPUDIAG_TREE_GROUP_NODES="2",
-                         GPUDIAG_SECRET="u" * 32, GPUDIAG_LOG_LEVEL="info", **(extra_env or {})),
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-        outs = []
-        for p in procs:
-            try:
-                o, e = p.communicate(timeout=240)
-                outs.append((p.returncode, o, e))
-            finally:
-                p.kill()
-        return outs
+        outs = on_nodes(self.PREFIX, {
+            i + 1: (f"hostname node{i + 1}; exec {BIN} launch --nnodes {self.NODES} --node-rank "
+                    f"{i} --nproc-per-node 3 --master-addr 10.78.0.1 --master-port 29830 -- "
+                    "check --backend host --timeout 10")
+            for i in range(self.NODES)},
+            dict(GPUDIAG_TREE="on", GPUDIAG_TREE_GROUP_NODES="2", GPUDIAG_SECRET="u" * 32,
+                 GPUDIAG_LOG_LEVEL="info", **(extra_env or {})), timeout=240)
+        return [outs[i + 1] for i in range(self.NODES)]
 
     def test_a_healthy_job_led_by_its_launchers(self):
         outs = self.launch()
