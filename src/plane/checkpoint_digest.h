@@ -35,8 +35,8 @@ std::string encode_digest(const Gathered& g);
 
 /// The same digest from the tree's root (tree/tree.h), which holds no
 /// table: the missing ranks with notes for some, the abort, the review, and
-/// the few records every rank may read (rank 0's: its NCCL id), under
-/// "records":{"0":"..."}.
+/// the few records every rank may read (rank 0's, where a rank asked for it:
+/// its NCCL id, the sweep's plan), under "records":{"0":"..."}.
 std::string encode_digest(const std::vector<int>& missing, const std::map<int, std::string>& notes,
                           const std::optional<std::string>& aborted, const std::string& review,
                           const std::map<int, std::string>& records);

@@ -166,7 +166,7 @@ void sweep_nodes(const Plan& p, const SimOptions& o, const std::string& secret, 
     std::vector<std::string> got(count);
     for (int i = 0; i < count; ++i) {
       mine[i] = r0 + i == 0 ? plan : "";
-      need[i].clear();
+      need[i] = {0};  // as the sweep: every rank reads rank 0's plan
     }
     checkpoint("sweep-plan-" + std::to_string(rounds + 1), [&](int i, const Gathered& g) {
       if (g.judged && g.records[0]) got[i] = *g.records[0];

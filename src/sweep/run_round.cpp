@@ -130,10 +130,11 @@ void SweepRun::progress_line(const std::vector<PairResult>& results, double now,
 }
 
 /// Under node leaders: rank 0 sends its plan (plan_) as its record, which
-/// every digest carries; false (and out_.error) when none came.
+/// the digest carries to every rank that asks for it (all do); false (and
+/// out_.error) when none came.
 bool SweepRun::receive_plan(bool first) {
   auto g = plane_.gather_all("sweep-plan-" + std::to_string(++plans_), judge() ? plan_ : "",
-                             Deadline::after_seconds(o_.timeout_s), live());
+                             Deadline::after_seconds(o_.timeout_s), live(), {0});
   mark_gone(g.missing);
   const bool planned = g.judged && g.records[0] && !g.records[0]->empty();
   return read_review(planned, g.records[0].value_or(""), g.aborted, first);

@@ -116,7 +116,7 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
     if (until && until->expired()) break;
     if (stop && stop()) return {};
     if (!until && idle.expired()) return {};
-    Deadline slice = Deadline::after(kSlice);
+    Deadline slice = Deadline::after(level_ > 0 ? kJudgeSlice : kSlice);
     // Polled in slices: the first of the absent keys (the rest next time).
     auto& waited = absent.empty() ? keys : absent;
     if (waited.size() > kKeysPerRequest) waited.resize(kKeysPerRequest);
@@ -189,6 +189,7 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
     for (auto& [r, note] : p->notes)
       if (part.notes.size() < kMaxPartNotes) part.notes[r] = std::move(note);
     if (!part.aborted) part.aborted = p->aborted;
+    part.wants_rank0 = part.wants_rank0 || p->wants_rank0;
     if (p->review) reviews.push_back({*p->review, c.first, c.last});
     part.lost.insert(part.lost.end(), p->lost.begin(), p->lost.end());
   }
@@ -196,6 +197,8 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
   if (level_ == 0) {
     part.checkpoint = checkpoint_name(seq);
     part.wait_ms = ranks_wait(seq, kids, vals);
+    bool every = false;
+    part.wants_rank0 = far_needs(seq, every).count(0) > 0;
     part.missing = missing_here;
     describe_ranks(part, missing_here);
     for (int r : oversized)
@@ -220,8 +223,9 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
                                                  : o_.reviewer->merge_up(part.checkpoint, reviews);
     if (o_.reviewer && o_.level == RelayLevel::root)
       judge_share_ = o_.reviewer->for_judge(part.checkpoint, reviews);
-    // Only rank 0's record goes on (every rank reads it: its NCCL id); a
-    // judge's part that carries more is not believed for the rest.
+    // Only rank 0's record goes on (the root passes it to every rank when
+    // one asked: its NCCL id); a judge's part that carries more is not
+    // believed for the rest.
     std::optional<std::string> rank0;
     if (auto it = direct.find(0); it != direct.end()) rank0 = it->second;
     else if (auto it0 = part.records.find(0); it0 != part.records.end()) rank0 = it0->second;
@@ -244,8 +248,11 @@ bool Relay::collect(int seq, Deadline idle, const std::function<bool()>& stop) {
     for (auto it = part.notes.begin(); it != part.notes.end();)
       it = noted_.count(it->first) ? part.notes.erase(it) : std::next(it);
     for (const auto& [r, note] : part.notes) noted_.insert(r);
-    const std::string d = encode_digest(part.missing, part.notes, part.aborted,
-                                        part.review.value_or(""), part.records);
+    // Rank 0's record rides only where a rank asked for it: 262,144 ranks
+    // parsing it at every checkpoint was a fifth of the digest's cost.
+    const std::string d =
+        encode_digest(part.missing, part.notes, part.aborted, part.review.value_or(""),
+                      part.wants_rank0 ? part.records : std::map<int, std::string>{});
     // Rank 0's share first: node 0's leader reads it once the digest is there.
     if (!judge_share_.empty())
       o_.below->set(tree_cp(seq) + "judge", judge_share_, Deadline::after(kAnswer));
@@ -301,7 +308,7 @@ bool Relay::pass_down(int seq, const std::function<bool()>& stop) {
   };
   while (!digest) {
     try {
-      if (parent().wait({key}, until.min(Deadline::after(kSlice))))
+      if (parent().wait({key}, until.min(Deadline::after(level_ > 0 ? kJudgeSlice : kSlice))))
         digest = parent().try_get(key, Deadline::after(kAnswer));
     } catch (const TimeoutError&) {
     } catch (const Error& e) {

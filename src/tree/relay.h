@@ -146,6 +146,9 @@ class Relay {
   bool can_go_up() const { return hop_ < static_cast<int>(o_.beyond.size()); }
   void lose_parent(const std::string& why);
   void copy_needs(int seq, const std::string& digest);
+  /// (A node's leader) the records its ranks asked for from other nodes
+  /// (need/<n>/<r>), and whether one asked for every record ("*").
+  std::set<int> far_needs(int seq, bool& every);
   /// (Group 0's judge, node 0's leader) the root's share for rank 0
   /// (TreeReviewer::for_judge), from the parent's store into this one's
   /// (tree/cp/<n>/judge; a node's: cp/<n>/judge).

@@ -18,20 +18,16 @@ namespace gpudiag {
 
 using namespace relay_detail;
 
-/// Copies into the node's store the records its ranks asked for (need/<n>/<r>,
-/// "5,17,33") that live on other nodes, from those nodes' parts in the
-/// parent's store; a rank beyond what the parent holds stays absent. Records
-/// the digest carries (rank 0's, which every NCCL rank asks for) are read
-/// there: fetching them would have every leader read node 0's part, from
-/// group 0's store in a grouped tree.
-void Relay::copy_needs(int seq, const std::string& digest) {
+/// The node's ranks' need/<n>/<r> ("5,17,33", or "*"), at most kMaxNeeds
+/// ranks each, those on other nodes only.
+std::set<int> Relay::far_needs(int seq, bool& every) {
   const auto& L = o_.layout;
   auto [a, b] = L.ranks_of_node(o_.index);
   std::vector<std::string> keys;
   for (int r = a; r <= b; ++r) keys.push_back("need/" + std::to_string(seq) + "/" + std::to_string(r));
   auto v = o_.below->multi_get(keys, Deadline::after(kAnswer));
   std::set<int> wanted;
-  bool every = false;
+  every = false;
   for (const auto& text : v) {
     if (!text) continue;
     if (*text == "*") {
@@ -49,6 +45,20 @@ void Relay::copy_needs(int seq, const std::string& digest) {
       at = comma + 1;
     }
   }
+  return wanted;
+}
+
+/// Copies into the node's store the records its ranks asked for that live
+/// on other nodes, from those nodes' parts in the parent's store; a rank
+/// beyond what the parent holds stays absent. Records the digest carries
+/// (rank 0's, when a rank below asked for it: TreePart::wants_rank0) are
+/// read there: fetching them would have every leader read node 0's part,
+/// from group 0's store in a grouped tree. The needs are read again here,
+/// not kept from the collect: a rank that came after it asks too.
+void Relay::copy_needs(int seq, const std::string& digest) {
+  const auto& L = o_.layout;
+  bool every = false;
+  std::set<int> wanted = far_needs(seq, every);
   if (!wanted.empty()) {
     Gathered carried;
     carried.records.resize(static_cast<std::size_t>(L.world));

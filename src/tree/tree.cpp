@@ -103,6 +103,7 @@ std::string encode_part(const TreePart& p) {
   j["aborted"] = p.aborted ? nlohmann::json(*p.aborted) : nlohmann::json(nullptr);
   j["review"] = p.review ? nlohmann::json(*p.review) : nlohmann::json(nullptr);
   j["lost"] = p.lost;
+  if (p.wants_rank0) j["want0"] = true;
   const std::string head = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   std::string out = kMagic + std::to_string(head.size()) + "\n" + head + "\n";
   std::size_t size = out.size();
@@ -155,6 +156,7 @@ std::optional<TreePart> decode_part(const std::string& text, int first, int last
       p.review = j["review"].get<std::string>().substr(0, kMaxPartReview);
     for (const auto& m : j.at("lost"))
       if (m.is_number_integer() && p.lost.size() < 4096) p.lost.push_back(m.get<int>());
+    if (auto it = j.find("want0"); it != j.end() && it->is_boolean()) p.wants_rank0 = *it;
   } catch (const std::exception&) {
     return std::nullopt;
   }

@@ -120,6 +120,10 @@ struct TreePart {
   std::optional<std::string> aborted;
   std::optional<std::string> review;
   std::vector<int> lost;  ///< nodes whose leader never reported
+  /// A rank below asked for rank 0's record from another node (need/<n>/<r>
+  /// names 0: an NCCL rank its id, the sweep its plan): only then does the
+  /// root's digest carry it, not to every rank at every checkpoint.
+  bool wants_rank0 = false;
 };
 
 inline constexpr std::size_t kMaxPartNotes = 64;

@@ -38,6 +38,9 @@ TEST(TreePart, RoundTripsAndDropsWhatTheSenderDoesNotSpeakFor) {
   EXPECT_EQ(back->missing, (std::vector<int>{10, 11}));
   EXPECT_EQ(back->notes.count(99), 0u);
   EXPECT_EQ(back->aborted, "rank 9 failed");
+  EXPECT_FALSE(back->wants_rank0);
+  p.wants_rank0 = true;
+  EXPECT_TRUE(decode_part(encode_part(p), 8, 15)->wants_rank0);
 }
 
 TEST(TreePart, RejectsTextThatIsNotAPartOrRunsPastItsEnd) {
@@ -177,13 +180,15 @@ struct Rig {
 TEST(Tree, EveryRankReadsTheRootsDigestThroughItsLeader) {
   Rig rig(16, 4, 128);  // 4 nodes straight under the root
   rig.build();
-  auto seen = rig.checkpoint(0, {6}, {{}, {13}});  // rank 1 needs rank 13 (node 3)
+  // Rank 1 needs rank 13 (node 3), rank 9 rank 0.
+  auto seen = rig.checkpoint(0, {6}, {{}, {13}, {}, {}, {}, {}, {}, {}, {}, {0}});
   for (int r = 0; r < 16; ++r) {
     if (r == 6) continue;
     EXPECT_TRUE(seen[r].judged) << r;
     EXPECT_EQ(seen[r].missing, std::vector<int>{6}) << r;
-    EXPECT_EQ(seen[r].records.at(0), "rec0") << r;  // rank 0's record reaches everyone
   }
+  EXPECT_EQ(seen[9].records.at(0), "rec0");
+  EXPECT_EQ(seen[5].records.at(0), "rec0");  // once one asks, the digest carries it to all
   EXPECT_EQ(seen[1].records.at(13), "rec13");
   EXPECT_FALSE(seen[2].records.at(13));  // not asked for: not read
   EXPECT_NE(seen[3].notes.at(6).find("pid 1006 on n1"), std::string::npos) << seen[3].notes.at(6);
@@ -331,17 +336,21 @@ TEST(Tree, ARankANodesPartLeavesOutIsNamedMissing) {
 // Every NCCL rank asks for rank 0's record at the exchange (its unique id);
 // the digest carries it, so a leader reads no node's part for it: before,
 // every leader of a grouped tree read node 0's part (from group 0's store).
-TEST(Tree, ALeaderDoesNotFetchARecordTheDigestCarries) {
-  std::vector<std::uint64_t> up;
+// Where no rank asks (every later checkpoint), the digest goes without it.
+TEST(Tree, TheDigestCarriesRankZerosRecordWhereARankAsks) {
   for (bool ask : {false, true}) {
     Rig rig(32, 2, 4);  // 16 nodes in 4 groups
     rig.build();
     std::vector<std::vector<int>> needs(ask ? 32 : 0, std::vector<int>{0});
     auto seen = rig.checkpoint(0, {}, needs);
-    for (int r = 0; r < 32; ++r) EXPECT_EQ(seen[r].records.at(0), "rec0") << r;
-    up.push_back(rig.leaders[1]->bytes_up());  // node 1: group 0, beside node 0
+    for (int r = 2; r < 32; ++r) EXPECT_EQ(seen[r].records.at(0).has_value(), ask) << r;
+    // Node 1 (group 0, beside node 0): its leader copied no record for it.
+    EXPECT_FALSE(rig.nodes[1]->try_get("cp/0/0", Deadline::after_seconds(1)))
+        << "a leader read a part for a record the digest carries";
+    const auto digest = rig.nodes[5]->try_get("cp/0/digest", Deadline::after_seconds(1));
+    ASSERT_TRUE(digest);
+    EXPECT_EQ(digest->find("rec0") != std::string::npos, ask) << *digest;
   }
-  EXPECT_EQ(up[1], up[0]) << "a leader read a part for a record the digest carries";
 }
 
 TEST(Tree, ARootDigestCarriesOnlyRankZerosRecord) {
@@ -352,6 +361,7 @@ TEST(Tree, ARootDigestCarriesOnlyRankZerosRecord) {
     auto [a, b] = L.ranks_of_group(g);
     for (int r = a; r <= b; ++r) p.records[r] = "forged" + std::to_string(r);  // more than rank 0's
     p.review = "";
+    p.wants_rank0 = g == 2;  // a rank of group 2 asked for it
     root.set("tree/cp/0/group/" + std::to_string(g), encode_part(p), Deadline::after_seconds(1));
   }
   RelayOptions o = relay_options(L, RelayLevel::root, 0, std::chrono::milliseconds(200),
