@@ -116,7 +116,8 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
     if (until && until->expired()) break;
     if (stop && stop()) return {};
     if (!until && idle.expired()) return {};
-    Deadline slice = Deadline::after(level_ > 0 ? kJudgeSlice : kSlice);
+    Deadline slice =
+        Deadline::after(level_ > 0 && absent.size() > kFewAbsent ? kJudgeSlice : kSlice);
     // Polled in slices: the first of the absent keys (the rest next time).
     auto& waited = absent.empty() ? keys : absent;
     if (waited.size() > kKeysPerRequest) waited.resize(kKeysPerRequest);
@@ -308,7 +309,7 @@ bool Relay::pass_down(int seq, const std::function<bool()>& stop) {
   };
   while (!digest) {
     try {
-      if (parent().wait({key}, until.min(Deadline::after(level_ > 0 ? kJudgeSlice : kSlice))))
+      if (parent().wait({key}, until.min(Deadline::after(kSlice))))
         digest = parent().try_get(key, Deadline::after(kAnswer));
     } catch (const TimeoutError&) {
     } catch (const Error& e) {

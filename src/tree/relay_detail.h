@@ -18,12 +18,14 @@
 namespace gpudiag::relay_detail {
 
 /// How often a waiting relay looks again (announcements, lost judges, a
-/// stop): a node's leader every 200 ms, a judge every second. A judge's
-/// look is a request for every child still absent: 256 group judges at five
-/// a second cost the simulator's 262,144 ranks as much CPU as their leaders'
-/// own work, for announcements passed on at most 0.8 s sooner.
+/// stop): every 200 ms, but a judge with more than kFewAbsent children still
+/// absent every second. Each look asks again for every absent child: 256
+/// group judges looking five times a second while their 128 leaders came in
+/// cost the simulator's 262,144 ranks as much CPU as the leaders' own work.
+/// Once only a few are left (the stragglers, a lost node) it looks often again.
 inline constexpr auto kSlice = std::chrono::milliseconds(200);
 inline constexpr auto kJudgeSlice = std::chrono::milliseconds(1000);
+inline constexpr std::size_t kFewAbsent = 16;
 inline constexpr auto kForwardEvery = std::chrono::milliseconds(100);
 inline constexpr auto kFailureGrace = std::chrono::seconds(2);
 inline constexpr auto kAnswer = std::chrono::seconds(10);
