@@ -23,6 +23,7 @@
 // that thread's later NCCL calls would never launch (src/init.cc
 // ncclCommDestroy). A failure quotes NCCL's last error, which is the
 // process's (nccl.h NcclLastError), read right after the failing call.
+// The NCCL call itself, the events and the gate hold are nccl_enqueue.h's.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -31,6 +32,7 @@
 #include <thread>
 
 #include "comm/nccl.h"
+#include "comm/nccl_enqueue.h"
 #include "util/error.h"
 #include "util/strings.h"
 
@@ -39,28 +41,6 @@ namespace gpudiag {
 namespace {
 
 using nccl_abi::Result;
-
-/// CUDA events for run_timed(), destroyed with the object.
-class Events {
- public:
-  Events(const CudaOps& cuda, int n) : cuda_(cuda), ev_(n, nullptr) {}
-  ~Events() {
-    for (void* e : ev_)
-      if (e) cuda_.event_destroy(e);
-  }
-  int create() {
-    for (void*& e : ev_)
-      if (int r = cuda_.event_create(&e); r != CudaOps::kSuccess) return r;
-    return CudaOps::kSuccess;
-  }
-  int record(int i, void* stream) { return cuda_.event_record(ev_[i], stream); }
-  int elapsed(float* ms, int i) { return cuda_.event_elapsed_ms(ms, ev_[i], ev_[i + 1]); }
-  int size() const { return static_cast<int>(ev_.size()); }
-
- private:
-  const CudaOps& cuda_;
-  std::vector<void*> ev_;
-};
 
 class NcclCommunicator : public Communicator {
  public:
@@ -190,22 +170,6 @@ class NcclCommunicator : public Communicator {
   /// on the device (NCCL's work FIFO full) only costs that much.
   static constexpr unsigned kGateCapUs = 1000000;
 
-  /// Holds the stream while a batch is queued; opens on every way out.
-  class GateHold {
-   public:
-    GateHold(const CudaOps& cuda, void* gate) : cuda_(cuda), gate_(gate) {}
-    ~GateHold() { open(); }
-    void open() {
-      if (gate_) cuda_.gate_open(gate_);
-      gate_ = nullptr;
-    }
-    bool held() const { return gate_ != nullptr; }
-
-   private:
-    const CudaOps& cuda_;
-    void* gate_;
-  };
-
   /// The communicator's gate, made on first use; null when the CUDA table
   /// has none or it could not be made (then timing goes ungated).
   void* timing_gate() {
@@ -282,59 +246,11 @@ class NcclCommunicator : public Communicator {
     auto what = [&] { return "nccl" + describe_call(c); };
     usable(what);
     note_last_error();
-    const int t = nccl_dtype(c.type), op = nccl_redop(c.op);
-    Result r = nccl_abi::kSuccess;
-    switch (c.coll) {
-      case Coll::all_reduce:
-        r = api_.AllReduce(c.send, c.recv, c.count, t, op, comm_, ctx_.stream);
-        break;
-      case Coll::all_gather:
-        r = api_.AllGather(c.send, c.recv, c.count, t, comm_, ctx_.stream);
-        break;
-      case Coll::reduce_scatter:
-        r = api_.ReduceScatter(c.send, c.recv, c.count, t, op, comm_, ctx_.stream);
-        break;
-      case Coll::broadcast:
-        r = api_.Broadcast(c.send, c.recv, c.count, t, c.root, comm_, ctx_.stream);
-        break;
-      case Coll::reduce:
-        r = api_.Reduce(c.send, c.recv, c.count, t, op, c.root, comm_, ctx_.stream);
-        break;
-      case Coll::alltoall:
-        // As nccl-tests' alltoall_perf: ncclAlltoAll where NCCL has it (2.28+).
-        r = api_.AlltoAll ? api_.AlltoAll(c.send, c.recv, c.count, t, comm_, ctx_.stream)
-                          : grouped_p2p(c, t);
-        break;
-      case Coll::sendrecv: r = grouped_p2p(c, t); break;
-    }
+    const Result r = nccl_enqueue(api_, c, {comm_, ctx_.stream, rank_, size_});
     if (r != nccl_abi::kSuccess && r != nccl_abi::kInProgress) fail(what(), r);
     if (r == nccl_abi::kSuccess) return true;
     launched(what, deadline);
     return false;
-  }
-
-  /// alltoall (block p to and from rank p) and sendrecv (to the next rank,
-  /// from the previous, or both with c.peer) as one group of sends and
-  /// receives. The group is always closed, even after a refused call, so
-  /// NCCL's thread-local group depth stays balanced.
-  Result grouped_p2p(const CollCall& c, int t) {
-    const std::size_t block = c.count * dtype_size(c.type);
-    const auto* send = static_cast<const char*>(c.send);
-    auto* recv = static_cast<char*>(c.recv);
-    Result r = api_.GroupStart();
-    auto pair_with = [&](int to, const char* s, int from, char* d) {
-      if (r == nccl_abi::kSuccess) r = api_.Send(s, c.count, t, to, comm_, ctx_.stream);
-      if (r == nccl_abi::kSuccess) r = api_.Recv(d, c.count, t, from, comm_, ctx_.stream);
-    };
-    if (c.coll == Coll::sendrecv && c.peer >= 0)
-      pair_with(c.peer, send, c.peer, recv);
-    else if (c.coll == Coll::sendrecv)
-      pair_with((rank_ + 1) % size_, send, (rank_ + size_ - 1) % size_, recv);
-    else
-      for (int p = 0; p < size_ && r == nccl_abi::kSuccess; ++p)
-        pair_with(p, send + p * block, p, recv + p * block);
-    const Result end = api_.GroupEnd();
-    return r == nccl_abi::kSuccess ? end : r;
   }
 
   void cuda_check(int e, const char* call) {
