@@ -249,8 +249,8 @@ bool Relay::collect(int seq, Deadline idle, const std::function<bool()>& stop) {
     for (auto it = part.notes.begin(); it != part.notes.end();)
       it = noted_.count(it->first) ? part.notes.erase(it) : std::next(it);
     for (const auto& [r, note] : part.notes) noted_.insert(r);
-    // Rank 0's record rides only where a rank asked for it: 262,144 ranks
-    // parsing it at every checkpoint was a fifth of the digest's cost.
+    // Rank 0's record rides only where a rank asked for it: parsing it at
+    // every checkpoint was more than half of a rank's time reading the digest.
     const std::string d =
         encode_digest(part.missing, part.notes, part.aborted, part.review.value_or(""),
                       part.wants_rank0 ? part.records : std::map<int, std::string>{});
