@@ -158,6 +158,8 @@ class Relay {
   /// A judge's store not reached once in `unreached` is not tried again.
   Store* parts_of_group(int g, std::unique_ptr<Store>& held,
                         std::set<std::pair<int, int>>& unreached);
+  Store* judge_store(int level, int g, std::unique_ptr<Store>& keep,
+                     std::set<std::pair<int, int>>& unreached);
   bool all_said_bye();
 
   RelayOptions o_;

@@ -117,11 +117,22 @@ void Relay::copy_needs(int seq, const std::string& digest) {
       copy_from(parent(), ks);
       continue;
     }
-    // Another group's parts: at its judge's store, or the nearest live judge
-    // above it when that one is lost (its nodes reported there).
+    // Another group's parts: at its judge's store, read there first, so a
+    // healthy job's leaders never reach past it (a sweep's partners in other
+    // groups would have every leader connect to the root's store each round,
+    // past its connection limit). The nodes whose parts are not there are
+    // looked for at the nearest live judge above, where they reported when
+    // their judge was lost.
+    std::vector<int> left = ks;
+    try {
+      std::unique_ptr<Store> own;
+      left = copy_from(*judge_store(1, g, own, unreached), ks);
+    } catch (const Error&) {
+    }
+    if (left.empty()) continue;
     try {
       std::unique_ptr<Store> other;
-      copy_from(*parts_of_group(g, other, unreached), ks);
+      copy_from(*parts_of_group(g, other, unreached), left);
     } catch (const Error& e) {
       spdlog::warn("{}: cannot read {}'s records: {}", L.node_label(o_.index), L.group_label(g),
                    e.one_line());
@@ -146,7 +157,29 @@ void Relay::copy_judge_share(int seq) {
   }
 }
 
-/// Where the parts of group g's nodes are: at its judge's store, or, when
+/// The store of the judge of `level` over group g: this node's own chain
+/// where it shares it, else a new connection kept in `keep` (the root's is
+/// the last of ours); one not reached before (in `unreached`) is not tried.
+Store* Relay::judge_store(int level, int g, std::unique_ptr<Store>& keep,
+                          std::set<std::pair<int, int>>& unreached) {
+  const auto& L = o_.layout;
+  if (level > L.levels()) return o_.beyond.empty() ? o_.above : o_.beyond.back();
+  const int j = L.judge_above(level, 1, g);
+  if (j == judge_at(level))
+    return level == 1 ? o_.above : o_.beyond[static_cast<std::size_t>(level - 2)];
+  if (unreached.count({level, j}))
+    throw Error(ExitCode::broken, L.label(level, j) + "'s store was not reached before");
+  try {
+    keep = o_.connect_judge(level, j);
+  } catch (const Error&) {
+    unreached.insert({level, j});
+    throw;
+  }
+  return keep.get();
+}
+
+/// Where the parts of group g's nodes are (copy_needs asks for those not
+/// found at its judge's store): at that store, or, when
 /// that judge is lost (its nodes said so one level up: tree/lost/<g>), at the
 /// store above, and so on up to the root's. A judge above that cannot be
 /// reached cannot say: then the judge below is tried itself. What the root
@@ -155,22 +188,8 @@ void Relay::copy_judge_share(int seq) {
 Store* Relay::parts_of_group(int g, std::unique_ptr<Store>& held,
                              std::set<std::pair<int, int>>& unreached) {
   const auto& L = o_.layout;
-  // The store of the judge of `level` over group g: this node's own chain
-  // where it shares it, else a new connection (the root's is the last of ours).
-  auto store_of = [&](int level, std::unique_ptr<Store>& keep) -> Store* {
-    if (level > L.levels()) return o_.beyond.empty() ? o_.above : o_.beyond.back();
-    const int j = L.judge_above(level, 1, g);
-    if (j == judge_at(level))
-      return level == 1 ? o_.above : o_.beyond[static_cast<std::size_t>(level - 2)];
-    if (unreached.count({level, j}))
-      throw Error(ExitCode::broken, L.label(level, j) + "'s store was not reached before");
-    try {
-      keep = o_.connect_judge(level, j);
-    } catch (const Error&) {
-      unreached.insert({level, j});
-      throw;
-    }
-    return keep.get();
+  auto store_of = [&](int level, std::unique_ptr<Store>& keep) {
+    return judge_store(level, g, keep, unreached);
   };
   // What the root already knows: the judges over g whose children went
   // past them to the root (tree/lost/... there). Those are not tried, and

@@ -90,6 +90,9 @@ struct Rig {
   std::vector<std::unique_ptr<Plane>> planes;
   std::set<int> silent_leaders;  ///< nodes whose leader never reports
   int lost_group = -1;           ///< its judge is gone from the start
+  /// Leaders read other groups' nodes' records at those groups' stores
+  /// (RelayOptions::connect_judge), as a job's leaders do.
+  bool reach_other_groups = false;
   GoneStore gone;
 
   Rig(int world, int per_node, int group_nodes) : L{world, per_node, group_nodes} {
@@ -134,6 +137,8 @@ struct Rig {
       } else {
         o.above = link(-1);
       }
+      if (reach_other_groups)
+        o.connect_judge = [this](int level, int j) { return connect(level == 1 ? j : -1); };
       leaders.push_back(std::make_unique<Relay>(o));
     }
     auto o = opts(RelayLevel::root, 0);
@@ -351,6 +356,29 @@ TEST(Tree, TheDigestCarriesRankZerosRecordWhereARankAsks) {
     ASSERT_TRUE(digest);
     EXPECT_EQ(digest->find("rec0") != std::string::npos, ask) << *digest;
   }
+}
+
+// A sweep's partners are in other groups: each leader reads its ranks'
+// partners' records at those groups' stores, never at the root's (2,048
+// leaders kept a connection each there, past its limit, and the simulated
+// sweep of 16,384 ranks stopped at its first round of node pairs).
+TEST(Tree, ALeaderReadsAnotherGroupsRecordsAtThatGroupsStoreNotTheRoots) {
+  Rig rig(32, 2, 4);  // 16 nodes in 4 groups
+  rig.reach_other_groups = true;
+  rig.build();
+  auto connect = rig.connect;
+  int to_root = 0;  // connections opened to the root's store from here on
+  rig.connect = [&](int which) {
+    if (which < 0) ++to_root;
+    return connect(which);
+  };
+  std::vector<std::vector<int>> needs(32);
+  needs[2] = {20};  // node 1 (group 0) asks for a rank of node 10 (group 2)
+  needs[29] = {5};  // node 14 (group 3) for one of node 2 (group 0)
+  auto seen = rig.checkpoint(0, {}, needs);
+  EXPECT_EQ(seen[2].records.at(20), "rec20");
+  EXPECT_EQ(seen[29].records.at(5), "rec5");
+  EXPECT_EQ(to_root, 0);
 }
 
 TEST(Tree, ARootDigestCarriesOnlyRankZerosRecord) {
