@@ -109,8 +109,11 @@ class MpiGroups(unittest.TestCase):
             self.assertRegex(text, r"is broken: .*rank 7\b[^;]* did not reach the exchange checkpoint",
                              (r, out[-3000:] + err[-2000:]))
             self.assertIn("did not reach its node's leader (rank 6)", text, (r, text[-2000:]))
-        self.assertNotIn(7, {r for r, t in ranks.items() if "is OK" in t or "is broken" in t},
-                         (ranks.get(7, "")[-2000:], err[-2000:]))
+        # Rank 7 may still speak: when a rank exits non-zero, mpirun aborts
+        # the job and continues a stopped rank (SIGCONT before SIGTERM), which
+        # then reads the abort ("[vm-7] is broken: stopped at the communicator
+        # checkpoint: rank 0 ... failed in exchange ..."). Never OK.
+        self.assertNotIn("is OK", ranks.get(7, ""), (ranks.get(7, "")[-2000:], err[-2000:]))
 
     def test_a_stopped_group_judge_costs_its_own_node(self):
         # Rank 4 leads node 2 (ranks 4-5) and judges group 1 (nodes 2-3): it

@@ -91,11 +91,11 @@ class SweepSimulator(unittest.TestCase):
         stages = [r[0] for r in rounds]
         self.assertEqual(stages.count("within nodes"), 7, p.stderr)
         self.assertGreaterEqual(stages.count("node pairs"), 2)
-        # Deciding rounds come last, where there are any: how many turns of
-        # node pairs fit the time budget (and so whether one is left
-        # undecided) depends on how fast the rounds ran.
-        order = {"within nodes": 0, "node pairs": 1, "deciding": 2}
-        self.assertEqual([order[s] for s in stages], sorted(order[s] for s in stages), stages)
+        # Within nodes first, then node pairs and deciding rounds: how many
+        # turns of node pairs fit the time budget (and so whether and when a
+        # deciding round comes) depends on how fast the rounds ran.
+        self.assertEqual(stages[:7], ["within nodes"] * 7, stages)
+        self.assertLessEqual(set(stages[7:]), {"node pairs", "deciding"}, stages)
         # A turn of node pairs meets every rank: 256 ranks, 128 pairs.
         self.assertIn("128", [r[1] for r in rounds if r[0] == "node pairs"])
 
