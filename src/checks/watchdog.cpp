@@ -5,8 +5,8 @@
 
 #include <algorithm>
 
-#include "report/status_line.h"
 #include "util/error.h"
+#include "util/fd_write.h"
 #include "util/strings.h"
 
 namespace gpudiag {

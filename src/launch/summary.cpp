@@ -1,5 +1,4 @@
-// gpudiag launch's last line, how every rank ended (summary.h), and how a set
-// of ranks is written.
+// gpudiag launch's last line, how every rank ended (summary.h).
 #include "launch/summary.h"
 
 #include <algorithm>
@@ -7,10 +6,6 @@
 #include "util/strings.h"
 
 namespace gpudiag::launch {
-
-std::string format_ranks(std::vector<int> ranks) {
-  return rank_ranges(std::vector<long long>(ranks.begin(), ranks.end()));
-}
 
 std::string job_summary(const std::vector<RankOutcome>& outcomes, const std::string& note) {
   std::size_t ok = 0;

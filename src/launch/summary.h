@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "launch/exit_status.h"
+#include "util/strings.h"
 
 namespace gpudiag::launch {
 
@@ -26,9 +27,7 @@ struct RankOutcome {
   std::string verdict;
 };
 
-/// {0,1,2,5,7,8} -> "0-2,5,7,8": runs of three or more as a range (input in
-/// any order, duplicates ignored).
-std::string format_ranks(std::vector<int> ranks);
+using gpudiag::format_ranks;  // util/strings.h
 
 /// "4/4 ranks OK", or e.g. "1/4 ranks OK; rank 3 exited with status 1 (first
 /// failure); ranks 0,2 killed by SIGTERM (stopped by the launcher)". A rank

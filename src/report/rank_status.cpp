@@ -10,7 +10,6 @@
 #include <regex>
 #include <set>
 
-#include "launch/summary.h"  // format_ranks
 #include "util/strings.h"
 
 namespace gpudiag {
@@ -156,7 +155,7 @@ std::string not_ok_phrase(const std::vector<RankStatus>& statuses) {
                         [](auto& g) { return g.first.rfind("stopped", 0) != 0; });
   std::vector<std::string> parts;
   for (const auto& [what, ranks] : groups)
-    parts.push_back((ranks.size() == 1 ? "rank " : "ranks ") + launch::format_ranks(ranks) + " " +
+    parts.push_back((ranks.size() == 1 ? "rank " : "ranks ") + format_ranks(ranks) + " " +
                     what);
   return join(parts, "; ");
 }

@@ -1,9 +1,5 @@
 #include "report/status_line.h"
 
-#include <unistd.h>
-
-#include <cerrno>
-
 #include "util/text.h"
 
 namespace gpudiag {
@@ -22,20 +18,6 @@ std::string status_line(const RankRecord& r) {
     line += "is broken: " + clean_text(reason);
   }
   return line + "\n";
-}
-
-bool write_all(int fd, const std::string& text) {
-  std::size_t off = 0;
-  while (off < text.size()) {
-    ssize_t n = ::write(fd, text.data() + off, text.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      if (n == 0) errno = EIO;
-      return false;  // errno says why (stdout closed, disk full, ...)
-    }
-    off += static_cast<std::size_t>(n);
-  }
-  return true;
 }
 
 }  // namespace gpudiag

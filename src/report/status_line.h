@@ -8,16 +8,12 @@
 #include <string>
 
 #include "checks/record.h"
+#include "util/fd_write.h"  // write_all, which callers of status_line use
 
 namespace gpudiag {
 
 /// The line, with its trailing newline; REASON is forced onto one line.
 std::string status_line(const RankRecord& r);
 
-/// Writes `text` to `fd` with as few write(2) calls as the kernel allows
-/// (one for anything up to PIPE_BUF), retrying on EINTR and short writes.
-/// False, with errno saying why, when not all of it could be written
-/// (callers writing to the terminal may ignore it: nothing is left to do).
-bool write_all(int fd, const std::string& text);
 
 }  // namespace gpudiag

@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <vector>
 
-#include "report/status_line.h"
 #include "util/error.h"
+#include "util/fd_write.h"
 #include "util/file_kind.h"
 #include "util/text.h"
 

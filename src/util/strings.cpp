@@ -115,4 +115,8 @@ std::string rank_ranges(std::vector<long long> ranks) {
   return out;
 }
 
+std::string format_ranks(std::vector<int> ranks) {
+  return rank_ranges(std::vector<long long>(ranks.begin(), ranks.end()));
+}
+
 }  // namespace gpudiag

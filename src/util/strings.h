@@ -25,6 +25,10 @@ std::string human_seconds(double s);
 /// {0,1,2,5,7,8} -> "0-2,5,7,8": runs of three or more as a range, in any
 /// order, duplicates ignored (how every report names a set of ranks).
 std::string rank_ranges(std::vector<long long> ranks);
+
+/// {0,1,2,5,7,8} -> "0-2,5,7,8": rank_ranges for int ranks (input in any order,
+/// duplicates ignored).
+std::string format_ranks(std::vector<int> ranks);
 /// Edit distance, for "did you mean" suggestions.
 std::size_t edit_distance(std::string_view a, std::string_view b);
 

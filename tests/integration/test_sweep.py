@@ -5,7 +5,9 @@ with its own host name, as a cluster's nodes would be:
     node5's first rank killed at the start of round 2 (it dies mid-sweep),
     node7 named in --hosts but never started:
     exactly node4, node5 and node7 are excluded, each with its own state;
-  - a healthy pool: exit 0 and an empty exclude list.
+  - a healthy pool: exit 0 and an empty exclude list;
+  - docs/sweep.md's recipe for such a pool, run as written, excludes its
+    throttled node.
 Plus the command line's refusals, and the sweep under mpirun."""
 import json
 import os
@@ -84,6 +86,26 @@ class SweepOverNamespaceNodes(unittest.TestCase):
         # node5's launcher with its killed rank's 137.
         for i, (rc_i, out_i, err_i) in enumerate(outs[1:], start=2):
             self.assertEqual(rc_i, 137 if i == 5 else 1, (i, out_i[-500:], err_i[-1500:]))
+
+    def test_the_docs_recipe_for_a_pool_on_one_machine_works_as_written(self):
+        with open(os.path.join(SOURCE_DIR, "docs", "sweep.md")) as f:
+            doc = f.read()
+        marker = "<!-- recipe:netns-pool"
+        self.assertIn(marker, doc)
+        block = doc[doc.index(marker):].split("```bash\n", 1)[1].split("```", 1)[0]
+        self.addCleanup(run, [NETNS, "star-down", "gdp", "4"], timeout=60)
+        for f in ["/tmp/gdp-exclude.txt"] + [f"/tmp/gdp-node{i}.log" for i in range(1, 5)]:
+            if os.path.exists(f):
+                os.unlink(f)
+        env = dict(clean_env(), PATH=os.path.dirname(BIN) + ":" + os.environ["PATH"])
+        p = run(["bash", "-euo", "pipefail", "-c", block], cwd=SOURCE_DIR, env=env, timeout=400)
+        logs = ""
+        for i in range(1, 5):
+            with open(f"/tmp/gdp-node{i}.log") as f:
+                logs += f"--- node{i}\n" + f.read()
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr + logs)
+        self.assertEqual(p.stdout.strip(), "node3", logs)
+        self.assertIn("sweep: 1 node to exclude", logs)
 
     def test_a_healthy_pool_excludes_nothing(self):
         self.pool(4)
