@@ -46,6 +46,31 @@ TEST(Stacks, PythonDumpsAreSummarisedByTheirOwnCode) {
                                       "ranks 0,2,3 wait in backward (__init__.py:197) from train.py:49 in main"}));
 }
 
+// Two ranks: the one not waiting while the other waits is half the job, and
+// still the one the other waits for. Two ranks both busy, or both waiting,
+// blame nobody.
+TEST(Stacks, OfTwoRanksTheOneNotWaitingIsWaitedFor) {
+  RankStack busy, waiting;
+  busy.rank = 1, busy.local_rank = 1, busy.host = "n1", busy.source = "python";
+  busy.frames = python_frames(kRank1);
+  summarise(busy);
+  waiting.rank = 0, waiting.host = "n1", waiting.source = "python";
+  waiting.frames = python_frames(kRank0);
+  summarise(waiting);
+  const auto lines = group_stacks({waiting, busy});
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0], "the others wait for rank 1");
+  EXPECT_EQ(lines[1], "rank 1 [n1-1] is in train.py:44 in main");
+  RankStack other = busy;
+  other.rank = 0, other.local_rank = 0, other.where = "in train.py:50 in main";
+  for (const auto& pair : {std::vector<RankStack>{other, busy}, std::vector<RankStack>{waiting, waiting}}) {
+    auto both = pair;
+    both[1].rank = 1;
+    for (const auto& line : group_stacks(both))
+      EXPECT_EQ(line.find("the others wait for"), std::string::npos) << line;
+  }
+}
+
 TEST(Stacks, NativeFramesOfTheMainThread) {
   const char* eu = R"(PID 42 - process
 TID 43:

@@ -321,8 +321,9 @@ TEST(ExpectedBwJob, LinksJudgeTheSlowestPairOfEachClass) {
 
 // Two 8-GPU H100 nodes with 8x 400G InfiniBand and a 400G RoCE storage port
 // (tests/data/sysfs/ib_8x400_storage): the storage port never counts, and a
-// job drives at most one NIC per GPU it has on a node. 1, 2 and 8 GPUs a node:
-// 45, 90 and 360 GB/s (8 x 45 = 360, the NVLink figure, is the lower).
+// job drives at most one NIC per GPU it has on a node, judged by its host with
+// the fewest. 1, 2 and 8 GPUs a node: 45, 90 and 360 GB/s (8 x 45 = 360, the
+// NVLink figure, is the lower).
 TEST(ExpectedBwJob, AcrossNodesCountsTheNicsTheJobsGpusCanUse) {
   const std::string sys = kSys + "ib_8x400_storage";
   EXPECT_EQ(summarize_rdma(read_ib_ports(sys)).ports, 8);
@@ -340,6 +341,13 @@ TEST(ExpectedBwJob, AcrossNodesCountsTheNicsTheJobsGpusCanUse) {
   EXPECT_EQ(v.verdict, "PASS") << v.text;
   EXPECT_NE(v.text.find("1 of 8x 400 Gb/s NICs a node (1 GPU a node in the job)"),
             std::string::npos) << v.text;
+  // Uneven hosts, 8 GPUs on one and 2 on the other: the host of 2 drives 2
+  // NICs, so 85 GB/s is healthy against 90 (not 24% of 360).
+  auto uneven = job(10, 8, "NVIDIA H100 80GB HBM3", "nccl");
+  for (auto& r : uneven.table) r->gpu_uuid = "GPU-" + std::to_string(r->rank);
+  v = sweep_busbw_verdict(uneven, 4.0 * (1 << 30), 85, std::nullopt, sys, "");
+  EXPECT_EQ(v.expected_gbps, 90) << v.text;
+  EXPECT_EQ(v.verdict, "PASS") << v.text;
 }
 
 // Across nodes 256 MiB is too small to judge (the pair is far below its

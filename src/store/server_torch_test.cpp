@@ -5,7 +5,8 @@
 // key charged for its map node), a key made of control characters and a fake
 // rank line (logged escaped, on one line), and requests behind a parked WAIT
 // (served at once, as torch's servers do, so a 1.x client whose wait timed
-// out keeps a usable connection).
+// out keeps a usable connection), and a WAIT woken by a COMPARE_SET from
+// another connection that creates its key (one that does not, does not).
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -49,6 +50,9 @@ class TorchWire {
   void get(const std::string& k) { send('\2' + str(k)); }
   void add(const std::string& k, std::int64_t d) { send('\3' + str(k) + le64(d)); }
   void wait(const std::string& k) { send('\5' + le64(1) + str(k)); }
+  void compare_set(const std::string& k, const std::string& expected, const std::string& desired) {
+    send('\1' + str(k) + str(expected) + str(desired));
+  }
   /// `n` bytes of reply, or nullopt when the server closed or 3 s passed.
   std::optional<std::string> read(std::size_t n) {
     std::string out;
@@ -128,6 +132,31 @@ TEST(TorchSide, RequestsBehindAParkedWaitAreServed) {
   other.set("later", "x");
   auto stop = w.read(1);  // the parked WAIT's STOP_WAITING, after the GET's reply
   ASSERT_TRUE(stop);
+  EXPECT_EQ((*stop)[0], '\0');
+}
+
+// torch's clients build barriers and rendezvous on compare_set: a WAIT parked
+// on one connection is answered when another connection's COMPARE_SET
+// creates the key, and not by one that leaves the key missing.
+TEST(TorchSide, CompareSetWakesAWaitParkedOnAnotherConnection) {
+  TcpStoreServer server(torch_server(1 << 20));
+  TorchWire waiter(server.port()), setter(server.port());
+  waiter.wait("ready");
+  setter.compare_set("ready", "old", "v");  // expects a value the key does not have: no key
+  auto answer = setter.read(8 + 3);
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->substr(8), "old");
+  waiter.set("now", "1");
+  waiter.get("now");  // its reply comes first: the WAIT is still parked
+  auto got = waiter.read(8 + 1);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(*got, le64(1) + "1") << "the WAIT was answered by a COMPARE_SET that set nothing";
+  setter.compare_set("ready", "", "v");  // creates the key
+  answer = setter.read(8 + 1);
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->substr(8), "v");
+  auto stop = waiter.read(1);
+  ASSERT_TRUE(stop) << "the WAIT parked on the key was not answered";
   EXPECT_EQ((*stop)[0], '\0');
 }
 

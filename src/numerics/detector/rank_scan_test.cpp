@@ -38,6 +38,20 @@ TEST(RankScan, TheEarliestBatchThenTimeThenRank) {
   EXPECT_FALSE(first_bad(std::vector<RankOutcome>{clean(0, 2), clean(1, 2)}));
 }
 
+// A frame the dumper recorded no time for sorts after one with a time, in
+// either order of the ranks; among those without, the lowest rank.
+TEST(RankScan, AFrameWithoutATimeComesAfterOneWithATime) {
+  for (const auto& ranks : {std::vector<RankOutcome>{bad(0, 5, NAN), bad(1, 5, 30.0)},
+                            std::vector<RankOutcome>{bad(1, 5, 30.0), bad(0, 5, NAN)}}) {
+    const auto f = first_bad(ranks);
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->rank, 1);
+    EXPECT_EQ(f->also, std::vector<int>{0});
+  }
+  // An earlier batch still wins, time or not.
+  EXPECT_EQ(first_bad(std::vector<RankOutcome>{bad(0, 4, NAN), bad(1, 5, 1.0)})->rank, 0);
+}
+
 TEST(RankScan, TheLineAndTheTable) {
   const std::vector<RankOutcome> ranks = {bad(0, 6, 10.0, "net.0"), bad(1, 5, 20.0),
                                           bad(2, 5, 21.0), bad(3, 5, 22.0), clean(4, 8)};
