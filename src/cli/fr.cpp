@@ -6,7 +6,9 @@
 // Reads every dump the paths name (flight_recorder/files.h), analyses them
 // (flight_recorder/analysis.h) and prints one line per finding; `--json` writes the report
 // (schema gpudiag-fr/1) through the one writer (util/file_out.h). Exit status: 0 no rank is
-// suspect, 1 suspect ranks, 2 bad usage or no readable dump at all.
+// suspect, 1 suspect ranks (the causes: flight_recorder/causes.h), 2 bad usage or no readable
+// dump at all ("no flight-recorder dump was written" when the paths hold no file, or only
+// empty ones).
 #include <unistd.h>
 
 #include <cstdint>
@@ -19,6 +21,7 @@
 #include "flight_recorder/render.h"
 #include "report/status_line.h"
 #include "util/error.h"
+#include "util/strings.h"
 #include "util/text.h"
 
 namespace gpudiag::cli {
@@ -36,9 +39,21 @@ int run_fr(const FrOptions& opt) {
   check_json_target(opt.json);
   auto inputs = fr::read_inputs(opt.paths, opt.limits);
   if (inputs.dumps.empty()) {
+    bool none_written = true;  // nothing there, or only files torch created and never wrote
+    for (const auto& p : inputs.problems) none_written = none_written && p.kind == "empty";
     for (const auto& p : inputs.problems)
       write_all(STDERR_FILENO, "gpudiag: fr: " + clean_text(p.path) + ": " + p.kind + ": " +
                                    clean_text(p.detail) + "\n");
+    if (none_written)
+      throw UsageError(
+          "no flight-recorder dump was written (" +
+              (inputs.problems.empty() ? std::string("no file in ")
+                                       : std::to_string(inputs.problems.size()) +
+                                             " empty file(s) in ") +
+              join(opt.paths, ", ") + ")",
+          "torch writes the dumps at a collective timeout when every rank has "
+          "TORCH_NCCL_TRACE_BUFFER_SIZE (TORCH_FR_BUFFER_SIZE in torch 2.10+) above 0 and "
+          "TORCH_NCCL_DUMP_ON_TIMEOUT=1; TORCH_NCCL_DEBUG_INFO_TEMP_FILE says where");
     throw UsageError("no readable flight-recorder dump in " +
                          std::to_string(inputs.problems.size()) + " file(s)",
                      "pass the files torch wrote at the timeout (TORCH_NCCL_DEBUG_INFO_TEMP_FILE "

@@ -1,9 +1,11 @@
-// analyze (analysis.h): the rules, over the groups of groups.h, and each finding's line.
+// analyze (analysis.h): the rules, over the groups of groups.h, and each finding's line; the
+// causes among the ranks they name come from causes.h.
 #include "flight_recorder/analysis.h"
 
 #include <algorithm>
 #include <set>
 
+#include "flight_recorder/causes.h"
 #include "flight_recorder/groups.h"
 #include "util/strings.h"
 
@@ -28,7 +30,7 @@ std::string who(const std::vector<int>& ranks) {
 
 std::string group_name(const Group& g) {
   const auto& r = g.report;
-  return "group " + r.name + (r.desc.empty() || r.desc == "undefined" ? "" : " (" + r.desc + ")");
+  return group_label(r.name, r.desc, r.ranks, r.shared_name);
 }
 
 /// The members with a dump, by their state at a seq: "ranks 0,3 started it; rank 1 ...".
@@ -52,6 +54,7 @@ std::string states_text(const std::map<int, State>& states, bool starts_recorded
 void add(Report& rep, const Group& g, Finding f, std::string detail) {
   f.group = g.report.name;
   f.group_desc = g.report.desc;
+  f.group_ranks = g.report.ranks;
   f.text = group_name(g) + ": " + detail;
   rep.findings.push_back(std::move(f));
 }
@@ -162,6 +165,12 @@ void no_dump(Report& rep, const Group& g, bool starts) {
 
 }  // namespace
 
+std::string group_label(const std::string& name, const std::string& desc,
+                        const std::vector<int>& ranks, bool shared_name) {
+  return "group " + name + (shared_name ? " [" + rank_list(ranks) + "]" : "") +
+         (desc.empty() || desc == "undefined" ? "" : " (" + desc + ")");
+}
+
 std::string rank_list(const std::vector<int>& ranks) {
   return rank_ranges(std::vector<long long>(ranks.begin(), ranks.end()));
 }
@@ -180,7 +189,7 @@ std::string describe(std::int64_t seq, const Op& op) {
 Report analyze(Inputs inputs, const Options& options) {
   Report rep;
   rep.inputs = std::move(inputs);
-  std::set<int> all, dumped, suspects;
+  std::set<int> all, dumped;
   std::map<std::string, std::vector<int>> versions;
   bool starts = false;
   for (const auto& d : rep.inputs.dumps) {
@@ -198,18 +207,17 @@ Report analyze(Inputs inputs, const Options& options) {
       parts.push_back((v.empty() ? "none" : v) + " (" + who(ranks) + ")");
     rep.notes.push_back("the dumps differ in version: " + join(parts, ", "));
   }
-  for (auto& g : build_groups(rep.inputs)) {
+  auto groups = build_groups(rep.inputs, rep.notes);
+  for (auto& g : groups) {
     waits(g);
     missing_ranks(rep, g, starts);
     gpu_stopped(rep, g);
     queued_far_past(rep, g, options.lag);
     no_dump(rep, g, starts);
-    rep.groups.push_back(std::move(g.report));
   }
-  for (const auto& f : rep.findings)
-    if (f.kind != "no-dump") suspects.insert(f.ranks.begin(), f.ranks.end());
+  reduce_causes(rep, groups);
+  for (auto& g : groups) rep.groups.push_back(std::move(g.report));
   rep.ranks.assign(all.begin(), all.end());
-  rep.suspect_ranks.assign(suspects.begin(), suspects.end());
   for (int r : all)
     if (!dumped.count(r)) rep.no_dump_ranks.push_back(r);
   return rep;

@@ -118,6 +118,7 @@ std::variant<Entry, std::string> read_entry(const Value& e) {
   if (!state) return std::string("no state");
   out.state = *state;
   out.record_id = as_int(e.get("record_id")).value_or(-1);
+  out.p2p_seq = as_int(e.get("p2p_seq_id")).value_or(-1);
   if (const Value* p = e.get("is_p2p"); p && p->kind == Value::Kind::boolean) {
     out.p2p = p->b;
   } else {  // before is_p2p: "nccl:send 1->2", "nccl:recv 3<-0" (types.py, Op)

@@ -51,8 +51,9 @@ struct Entry {
   std::string group_desc;  ///< process_group[1]: "default_pg", "tp_group", "undefined"
   std::int64_t pg_id = -1;
   std::int64_t record_id = -1;
-  std::int64_t seq = -1;  ///< collective_seq_id
-  bool p2p = false;       ///< is_p2p (send/recv: seq is not theirs)
+  std::int64_t seq = -1;      ///< collective_seq_id
+  std::int64_t p2p_seq = -1;  ///< p2p_seq_id: a send/recv's own number in its group
+  bool p2p = false;           ///< is_p2p (send/recv: seq is not theirs)
   State state = State::scheduled;
   bool start_recorded = false;  ///< time_discovered_started_ns set: this rank times starts
   Op op;

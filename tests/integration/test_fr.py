@@ -140,6 +140,86 @@ class Faults(unittest.TestCase):
         self.assertEqual(js["dumps"][0]["format"], "json")
 
 
+MESH_FAULTS = {"mesh_faults": [5, 10], "mesh_faults_json": [2, 13], "mesh_wrapped": [7, 8]}
+
+
+class Mesh(unittest.TestCase):
+    """16-rank TP/PP/DP jobs on a DeviceMesh (make_fixtures.py, mesh_jobs.py): two faulty
+    ranks each, one whose GPU stopped and one whose CPU stopped; every other rank healthy."""
+
+    def test_every_injected_rank_is_named_and_no_healthy_one(self):
+        for folder, faulty in MESH_FAULTS.items():
+            code, rep, text = report(fixture(folder))
+            self.assertEqual(code, 1, folder)
+            self.assertEqual(rep["suspect_ranks"], faulty, folder)
+            healthy = [r for r in range(16) if r not in faulty]
+            self.assertEqual(sorted(rep["waiting_ranks"] + rep["in_flight_ranks"]), healthy,
+                             folder)
+            lines = text.splitlines()
+            self.assertTrue(lines[1].startswith("cause: "), (folder, lines[:3]))
+            self.assertTrue(text.endswith("suspect ranks: %s\n" % ",".join(map(str, faulty))))
+            for f in rep["findings"]:
+                self.assertEqual(sorted(f["causes"] + f["waiting"] + f["in_flight"]),
+                                 f["ranks"], folder)
+
+    def test_the_stopped_gpu_and_the_held_cpu_each_get_their_finding(self):
+        _, rep, text = report(fixture("mesh_faults"))
+        causes = {(f["kind"], tuple(f["causes"]), tuple(f["group_ranks"]))
+                  for f in rep["findings"] if f["causes"]}
+        self.assertIn(("gpu-stopped", (5,), (4, 5)), causes)
+        self.assertIn(("missing-ranks", (10,), (8, 10, 12, 14)), causes)
+        self.assertIn("cause: rank 5: gpu-stopped: group 1 [4,5] (mesh_tp): seq 11 "
+                      "nccl:all_reduce [[4, 2048, 4096]] BFloat16: rank 5 queued it and never "
+                      "started it; rank 4 started it: the GPU stopped before this collective\n",
+                      text)
+        waits = {w["rank"]: w for w in rep["waits"]}
+        self.assertEqual((waits[4]["group_ranks"], waits[4]["seq"], waits[4]["for"]),
+                         ([4, 5], 11, [5]))
+        self.assertIn("waiting: rank 4 waits in group 1 [4,5] (mesh_tp) at seq 11", text)
+
+    def test_split_subgroups_sharing_a_name_are_apart_and_flagged(self):
+        _, rep, text = report(fixture("mesh_healthy"))
+        names = [g["name"] for g in rep["groups"]]
+        self.assertEqual([names.count(n) for n in "0123"], [1, 8, 4, 8])
+        tp = [g for g in rep["groups"] if g["name"] == "1"]
+        self.assertEqual([g["ranks"] for g in tp], [[2 * k, 2 * k + 1] for k in range(8)])
+        self.assertTrue(all(g["shared_name"] for g in tp))
+        self.assertIn("note: group 1 (mesh_tp) is the name of 8 process groups with different "
+                      "members (split_group or DeviceMesh subgroups): each is analysed apart\n",
+                      text)
+
+    def test_pg_status_of_a_pipeline_group_is_not_read_as_collectives(self):
+        for folder in ("mesh_healthy", "mesh_wrapped"):
+            _, rep, _ = report(fixture(folder))
+            for g in rep["groups"]:
+                self.assertEqual(g["carries_p2p"], g["name"] == "3", folder)
+                used = {r["pg_status_used"] for r in g["per_rank"] if r["known"]}
+                self.assertEqual(used, {g["name"] != "3"}, (folder, g["name"], g["ranks"]))
+        # The pipeline groups of mesh_wrapped carry send/recv only: nothing to judge there.
+        _, rep, _ = report(fixture("mesh_wrapped"))
+        for g in rep["groups"]:
+            if g["name"] == "3":
+                self.assertEqual([r["last_enqueued"] for r in g["per_rank"] if r["known"]],
+                                 [-1] * len([r for r in g["per_rank"] if r["known"]]))
+                self.assertIsNone(g["waits_at"])
+
+    def test_wrapped_ring_buffers_keep_24_entries(self):
+        _, rep, _ = report(fixture("mesh_wrapped"))
+        self.assertEqual({d["entries"] for d in rep["dumps"]}, {24})
+        self.assertEqual(rep["dumps"][0]["format"], "pickle protocol 2")
+        _, rep, _ = report(fixture("mesh_faults_json"))
+        self.assertEqual({d["format"] for d in rep["dumps"]}, {"json"})
+
+    def test_healthy_busy_and_skewed_jobs_have_no_suspect(self):
+        for folder in ("mesh_healthy", "mesh_skewed"):
+            code, rep, text = report(fixture(folder))
+            self.assertEqual((code, rep["suspect_ranks"]), (0, []), (folder, text))
+            self.assertNotIn("cause:", text)
+            self.assertTrue(text.endswith("suspect ranks: none\n"))
+        _, rep, _ = report(fixture("mesh_healthy"))
+        self.assertEqual((rep["findings"], rep["waiting_ranks"], rep["waits"]), ([], [], []))
+
+
 class RealDumps(unittest.TestCase):
     """Dumps torch 2.11.0 wrote on one H200 (one rank: NCCL takes one rank per GPU)."""
 
@@ -204,6 +284,21 @@ class Cli(unittest.TestCase):
             self.assertEqual(r.returncode, 2)
             self.assertIn("no-rank", r.stderr)
 
+    def test_no_dump_written(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = run(d)
+            self.assertEqual(r.returncode, 2)
+            self.assertEqual(r.stdout, "")
+            self.assertTrue(r.stderr.startswith(
+                f"gpudiag: no flight-recorder dump was written (no file in {d}); try: "), r.stderr)
+            self.assertIn("TORCH_NCCL_DUMP_ON_TIMEOUT=1", r.stderr)
+            for rank in (0, 1):
+                open(os.path.join(d, f"nccl_trace_rank_{rank}"), "wb").close()
+            r = run(d)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn(f"gpudiag: no flight-recorder dump was written (2 empty file(s) in {d})",
+                          r.stderr)
+
     def test_help(self):
         r = subprocess.run([BIN, "fr", "--help"], capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 0)
@@ -251,10 +346,12 @@ class Generator(unittest.TestCase):
     def test_committed_fixtures_are_what_the_generator_writes(self):
         with tempfile.TemporaryDirectory() as d:
             shutil.copy(fixture("make_fixtures.py"), d)
+            shutil.copy(fixture("mesh_jobs.py"), d)
             subprocess.run([sys.executable, os.path.join(d, "make_fixtures.py")], check=True,
                            timeout=120)
             for folder in ("a_missing", "b_gpu_stopped", "c_queued_past", "d_healthy",
-                           "e_partial", "f_hostile", "g_json"):
+                           "e_partial", "f_hostile", "g_json", *MESH_FAULTS, "mesh_healthy",
+                           "mesh_skewed"):
                 cmp = filecmp.dircmp(os.path.join(d, folder), fixture(folder))
                 self.assertEqual((cmp.left_only, cmp.right_only), ([], []), folder)
                 _, mismatch, errors = filecmp.cmpfiles(os.path.join(d, folder), fixture(folder),
