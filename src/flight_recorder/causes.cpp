@@ -155,8 +155,11 @@ void reduce_causes(Report& rep, const std::vector<Group>& groups) {
   std::map<int, Where> where;
   for (int gi = 0; gi < static_cast<int>(groups.size()); ++gi) {
     for (const auto& tr : groups[gi].tracks) where[tr.t.rank].emplace_back(gi, &tr);
-    nodes.insert(groups[gi].report.no_dump.begin(), groups[gi].report.no_dump.end());
   }
+  // Ranks without a dump are one node: they wait for nobody gpudiag can see and are never
+  // named (and a pg_config of a million members costs one edge, not a million).
+  constexpr int kNoDump = -1;
+  nodes.insert(kNoDump);
   for (const auto& [rank, places] : where) {
     nodes.insert(rank);
     const Pending at = first_pending(places);
@@ -214,7 +217,7 @@ void reduce_causes(Report& rep, const std::vector<Group>& groups) {
     w.group_ranks = g.report.ranks;
     w.seq = p;
     edges[rank].insert(w.for_ranks.begin(), w.for_ranks.end());
-    edges[rank].insert(w.for_no_dump.begin(), w.for_no_dump.end());
+    if (!w.for_no_dump.empty()) edges[rank].insert(kNoDump);
     rep.waits.push_back(std::move(w));
   }
   for (const auto& f : rep.findings)

@@ -36,6 +36,7 @@ RankDump dump(int rank, const std::map<std::string, std::vector<int>>& groups,
     e.record_id = static_cast<std::int64_t>(k);
     e.seq = recs[k].seq;
     e.p2p = recs[k].p2p;
+    if (e.p2p) e.p2p_seq = recs[k].seq;  // a send/recv: its own counter (seq is unused)
     e.state = recs[k].state;
     e.start_recorded = timed && recs[k].state != State::scheduled;
     e.op.name = e.p2p ? "nccl:send" : "nccl:all_reduce";
@@ -131,6 +132,32 @@ TEST(FrCauses, AStoppedGpuIsTheCauseAndThePeersItHoldsAreNot) {
       EXPECT_EQ(f.waiting, std::vector<int>{0});
     }
   EXPECT_EQ(named_zero, 1);
+}
+
+TEST(FrCauses, ARankWaitingInASendRecvIsNotACause) {
+  // Rank 2 stopped after step 2 (its TP peer 3 waits for it). Rank 0 waits in a send to
+  // rank 2 (pipeline pair {0,2}, send/recv only) and so never queues TP 3, where rank 1 waits.
+  // The pair carries no collective: only the send says where rank 0 is.
+  const auto groups = [](int rank) {
+    std::map<std::string, std::vector<int>> g = {
+        {"1", rank < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3}},
+        {"2", rank < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3}}};
+    if (rank % 2 == 0) g["3"] = {0, 2};
+    return g;
+  };
+  auto rep = run({dump(0, groups(0), plus(steps(2), {{"3", 1, State::started, true}})),
+                  dump(1, groups(1), plus(steps(2), {{"1", 3, State::started}})),
+                  dump(2, groups(2), steps(2)),
+                  dump(3, groups(3), plus(steps(2), {{"1", 3, State::started}}))});
+  EXPECT_EQ(rep.suspect_ranks, std::vector<int>{2});
+  EXPECT_EQ(rep.waiting_ranks, (std::vector<int>{0, 1, 3}));
+  ASSERT_FALSE(rep.waits.empty());
+  EXPECT_EQ(rep.waits[0].rank, 0);
+  EXPECT_TRUE(rep.waits[0].p2p);
+  EXPECT_EQ(rep.waits[0].for_ranks, std::vector<int>{2});
+  EXPECT_NE(render_text(rep).find("waiting: rank 0 waits in group 3 (g3) at p2p seq 1 nccl:send"),
+            std::string::npos)
+      << render_text(rep);
 }
 
 TEST(FrCauses, SplitSubgroupsSharingANameAreAnalysedApart) {
