@@ -3,13 +3,14 @@
 // states differ, ranks that reported NCCL errors.
 //
 //   gpudiag ras [HOST[:PORT]]... [--timeout SECONDS] [--format auto|json|text]
-//               [--max-reply SIZE] [--json FILE|-]
+//               [--sample-gap SECONDS] [--max-reply SIZE] [--json FILE|-]
 //
 // With no endpoint it asks NCCL_RAS_ADDR, else localhost:28028, as NCCL listens
 // (nccl_ras/endpoint.h). Each endpoint is asked on its own thread (nccl_ras/survey.h) and
-// the answers are merged. Exit status: 0 every endpoint answered and RAS saw nothing
-// wrong, 1 RAS saw something wrong, 2 bad usage, 3 no finding and an endpoint did not
-// answer (refused, silent, not RAS, or cut short).
+// the answers are merged; counts that differ are sampled again --sample-gap seconds later,
+// and only counts that did not move are a fault (nccl_ras/motion.h). Exit status: 0 every endpoint
+// answered and RAS saw nothing wrong, 1 RAS saw something wrong, 2 bad usage, 3 no finding and an
+// endpoint did not answer (refused, silent, not RAS, or cut short).
 #include <memory>
 
 #include "cli/commands.h"
@@ -28,6 +29,7 @@ struct RasOptions {
   std::string json;
   std::string format = "auto";
   int timeout_s = 5;
+  double sample_gap_s = 2;
   std::uint64_t max_reply = std::uint64_t{64} << 20;
 };
 
@@ -48,13 +50,14 @@ int run_ras(const RasOptions& opt) {
   }
   ras::QueryOptions q;
   q.collect_timeout_s = opt.timeout_s;
-  // As ncclras: RAS's own wait, 5 s more for its last leg, 1 s for the way here.
-  q.deadline_s = opt.timeout_s + 6.0;
+  // The waits are ncclras's (client.h); silent connections are retried as long as a report
+  // may take.
+  q.retry_s = q.reply_s();
   q.format = opt.format == "json"   ? ras::Format::json
              : opt.format == "text" ? ras::Format::text
                                     : ras::Format::automatic;
   q.max_reply = static_cast<std::size_t>(opt.max_reply);
-  const auto s = ras::survey(endpoints, q);
+  const auto s = ras::survey(endpoints, q, opt.sample_gap_s);
   write_all(human_fd(opt.json), ras::survey_text(s));
   if (!opt.json.empty()) {
     if (int status = emit_json(opt.json, "gpudiag-ras/1", ras::survey_json(s)); status != 0)
@@ -76,9 +79,14 @@ Runner setup_ras(CLI::App& app) {
       ->type_name("HOST[:PORT]");
   sub->add_option("--timeout", opt->timeout_s,
                   "how long RAS waits for the job's other processes (sent as its TIMEOUT); "
-                  "gpudiag waits 6 s more")
+                  "gpudiag waits for the report 6 s more, as ncclras does")
       ->check(CLI::Range(1, 3600))
       ->default_str("5");
+  sub->add_option("--sample-gap", opt->sample_gap_s,
+                  "when counts differ, ask again this many seconds later: counts that moved "
+                  "are collectives in flight, not a fault (0: at once)")
+      ->check(CLI::Range(0.0, 60.0))
+      ->default_str("2");
   sub->add_option("--format", opt->format,
                   "the report to ask for: json where the NCCL has it (2.28.7+), else text")
       ->check(CLI::IsMember({"auto", "json", "text"}))

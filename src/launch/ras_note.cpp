@@ -6,11 +6,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <fstream>
 #include <set>
 #include <thread>
 
 #include "nccl_ras/findings.h"
+#include "nccl_ras/motion.h"
+#include "util/deadline.h"
 #include "util/strings.h"
 #include "util/text.h"
 
@@ -113,11 +116,17 @@ std::vector<std::string> ras_note_lines(const ras::Outcome& o, const RasPlan& pl
     return out;
   }
   auto findings = ras::finding_lines(o.report, name);
+  auto moving = ras::motion_lines(o.report, name);
   for (const auto& f : findings) out.push_back("  " + f);
-  if (findings.empty())
+  for (const auto& f : moving) out.push_back("  " + f);
+  if (findings.empty() && moving.empty())
     out.push_back(
         "  RAS saw nothing wrong: every process it knows answered, and each "
         "communicator's ranks agree on their operation counts and states");
+  else if (findings.empty())
+    out.push_back(o.report.samples == 2
+                      ? "  RAS saw nothing wrong: the counts that differ were moving"
+                      : "  RAS saw no fault it could confirm: counts differ in one sample");
   if (ours == 0)
     out.push_back(
         "  note: RAS names no process of this node, so it cannot be told from "
@@ -125,6 +134,32 @@ std::vector<std::string> ras_note_lines(const ras::Outcome& o, const RasPlan& pl
   for (const auto& c : ras::caveat_lines(o.report)) out.push_back("  note: " + c);
   return out;
 }
+
+namespace {
+
+/// Counts differ in `first`: ask again plan.sample_gap_s later, within the deadline, and
+/// compare (nccl_ras/motion.h); or record why there is one sample only.
+void second_sample(ras::Outcome& first, const RasPlan& plan, ras::QueryOptions q,
+                   Deadline::Clock::time_point start) {
+  const double gap = std::max(0.0, plan.sample_gap_s);
+  const double left = q.deadline_s - seconds_since(start) - gap;
+  // Room for the second answer: twice what the first took, and half a second at least.
+  if (left < std::max(0.5, 2 * first.seconds)) {
+    ras::one_sample(first.report, "no time for a second " + human_seconds(gap) + " later within " +
+                                      human_seconds(q.deadline_s));
+    return;
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(gap));
+  q.deadline_s = left;
+  q.retry_s = left;
+  auto later = ras::query(plan.settings.endpoint, q);
+  if (!later.answered)
+    ras::one_sample(first.report, "the second sample got no answer: " + clean_text(later.error));
+  else
+    ras::compare_samples(first.report, later.report, gap);
+}
+
+}  // namespace
 
 struct RasProbe::State {
   RasPlan plan;
@@ -144,11 +179,15 @@ RasProbe::RasProbe(const RasPlan& plan, std::vector<LocalRank> ranks, std::strin
   state_->why = std::move(why);
   ras::QueryOptions q;
   q.deadline_s = std::max(0.5, deadline_s);
+  q.retry_s = q.deadline_s;
   // RAS waits for the other processes about half of it: its answer must still get here.
   q.collect_timeout_s = std::max(1, static_cast<int>(q.deadline_s / 2));
   q.greeting_s = std::min(1.0, q.deadline_s / 3);
   state_->thread = std::thread([s = state_, q] {
+    const auto start = Deadline::Clock::now();
     s->outcome = ras::query(s->plan.settings.endpoint, q);
+    if (s->outcome.answered && ras::counts_differ(s->outcome.report))
+      second_sample(s->outcome, s->plan, q, start);
     s->finished = true;
   });
 }

@@ -2,7 +2,8 @@
 // its first failure: the launcher asks its own node's RAS (the socket every NCCL 2.24+
 // process of the node serves, at the ranks' NCCL_RAS_ADDR, default localhost:28028)
 // `VERBOSE STATUS` on a thread of its own, while its loop goes on relaying and reaping,
-// with a short deadline, and prints RAS's findings with its own ranks' names: a process
+// with a short deadline (a second sample when counts differ, nccl_ras/motion.h), and
+// prints RAS's findings with its own ranks' names: a process
 // RAS names by pid is the rank whose process it is, or whose descendant (a wrapper script
 // that execs nothing). An answer whose processes are none of this node's ranks is
 // another job's and is said to be so, not used. When nothing answers, one line says so:
@@ -24,6 +25,9 @@ namespace gpudiag::launch {
 /// Whether and where to ask: from the ranks' environment and --nccl-ras-timeout.
 struct RasPlan {
   double timeout_s = 0;  ///< 0: never ask
+  /// When counts differ, a second sample this much later tells collectives in flight from a
+  /// rank that stopped (nccl_ras/motion.h); both within the deadline, or one said to be one.
+  double sample_gap_s = 2;
   ras::RasSettings settings;
 };
 

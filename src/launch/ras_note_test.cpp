@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "nccl_ras/motion.h"
+
 namespace gpudiag::launch {
 namespace {
 
@@ -40,8 +42,9 @@ std::string joined(const std::vector<std::string>& lines) {
 }
 
 TEST(RasNote, NamesTheRankBehindByTheLaunchersNames) {
-  auto text = joined(ras_note_lines(answered("behind-2.30.7.json"), plan(), ours(), "node0",
-                                    "--hang-timeout 5 s"));
+  auto o = answered("behind-2.30.7.json");
+  ras::compare_samples(o.report, answered("behind-2.30.7.json").report, 2);  // nothing moved
+  auto text = joined(ras_note_lines(o, plan(), ours(), "node0", "--hang-timeout 5 s"));
   EXPECT_NE(text.find("NCCL RAS at localhost:28028 (the default; --hang-timeout 5 s): NCCL 2.30.7 "
                       "(json): 4 processes on 1 node"),
             std::string::npos)

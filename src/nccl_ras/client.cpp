@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -91,10 +92,12 @@ class Session {
   Session(net::Fd fd, const QueryOptions& o, Deadline deadline)
       : fd_(std::move(fd)), o_(o), deadline_(deadline) {}
 
-  /// Sends `line`; the one-line answer, or nullopt with `why` set (`silent` when it timed out).
-  std::optional<std::string> ask(const std::string& line, std::string& why, bool& silent) {
+  /// Sends `line`; the one-line answer within `wait_s`, or nullopt with `why` set (`silent`
+  /// when it timed out).
+  std::optional<std::string> ask(const std::string& line, std::string& why, bool& silent,
+                                 double wait_s) {
     silent = false;
-    const auto step = deadline_.min(Deadline::after_seconds(o_.greeting_s));
+    const auto step = deadline_.min(Deadline::after_seconds(wait_s));
     if (!send(line)) {
       why = "the connection closed before '" + line + "' could be sent";
       return std::nullopt;
@@ -113,7 +116,7 @@ class Session {
       auto io = net::recv_some(fd_.get(), pending_, step);
       if (io == net::Io::timeout) {
         silent = true;
-        why = "no answer to '" + line + "' within " + human_seconds(o_.greeting_s);
+        why = "no answer to '" + line + "' within " + human_seconds(wait_s);
         return std::nullopt;
       }
       if (io == net::Io::closed) {
@@ -130,16 +133,18 @@ class Session {
     return net::send_all(fd_.get(), out.data(), out.size(), step) == net::Io::ok;
   }
 
-  /// Everything up to EOF, bounded.
+  /// Everything up to EOF, within reply_s() of now.
   bool read_reply(std::string& reply, std::string& why) {
     reply = std::move(pending_);
+    const double wait_s = std::min(o_.reply_s(), deadline_.remaining().count() / 1000.0);
+    const auto until = deadline_.min(Deadline::after_seconds(o_.reply_s()));
     while (reply.size() <= o_.max_reply) {
-      auto io = net::recv_some(fd_.get(), reply, deadline_);
+      auto io = net::recv_some(fd_.get(), reply, until);
       if (io == net::Io::closed) return true;
       if (io == net::Io::timeout) {
         why = "RAS sent " + std::to_string(reply.size()) +
-              " bytes of its report and did not finish "
-              "within the deadline (it waits for slow processes up to its TIMEOUT; a larger "
+              " bytes of its report and did not finish within " + human_seconds(wait_s) +
+              " (it waits for slow processes up to its TIMEOUT and 5 s more; a larger "
               "--timeout gives it longer)";
         return false;
       }
@@ -173,12 +178,12 @@ bool fail(Outcome& out, std::string why) {
 bool converse(Session& s, const QueryOptions& o, Outcome& out) {
   std::string why;
   bool silent = false;
-  auto ok = s.ask("TIMEOUT " + std::to_string(o.collect_timeout_s), why, silent);
+  auto ok = s.ask("TIMEOUT " + std::to_string(o.collect_timeout_s), why, silent, o.greeting_s);
   if (!ok) return fail(out, why);
   if (*ok != "OK") return fail(out, "RAS refused TIMEOUT: " + quote(*ok));
   out.format = "text";
   if (o.format != Format::text) {
-    auto f = s.ask("SET FORMAT json", why, silent);
+    auto f = s.ask("SET FORMAT json", why, silent, o.reply_s());
     if (!f) return fail(out, why);
     if (*f == "OK") {
       out.format = "json";
@@ -211,7 +216,8 @@ Outcome query(const Endpoint& endpoint, const QueryOptions& o) {
   Outcome out;
   out.endpoint = endpoint;
   const auto start = Deadline::Clock::now();
-  const auto deadline = Deadline::after_seconds(o.deadline_s);
+  const auto deadline = Deadline::after_seconds(o.cap_s());
+  const auto retrying = deadline.min(Deadline::after_seconds(o.retry_s));
   int silent_connections = 0;
   while (!out.answered) {
     std::string why;
@@ -227,8 +233,8 @@ Outcome query(const Endpoint& endpoint, const QueryOptions& o) {
     ++out.connections;
     Session s(std::move(fd), o, deadline);
     bool silent = false;
-    auto greeting = s.ask("CLIENT PROTOCOL 2", why, silent);
-    if (!greeting && silent && !deadline.expired()) {
+    auto greeting = s.ask("CLIENT PROTOCOL 2", why, silent, o.greeting_s);
+    if (!greeting && silent && !retrying.expired()) {
       ++silent_connections;  // a stopped process may hold this one: ask again
       continue;
     }

@@ -10,7 +10,7 @@
 // Every process of a node listens on the same port (SO_REUSEPORT) and the kernel picks one
 // per connection, so a stopped or hung process may take a connection and never answer: as
 // ncclras does, a connection with no greeting within `greeting_s` is dropped and another
-// opened, until the deadline.
+// opened, for `retry_s`.
 // Everything read is untrusted: lines are capped at 4 KiB, the reply at `max_reply`, every
 // read has the deadline, and whatever goes wrong is one line in Outcome::error.
 #pragma once
@@ -25,13 +25,25 @@ namespace gpudiag::ras {
 
 enum class Format { automatic, text, json };
 
+/// The waits are ncclras's (src/ras/client.cc connectToNCCL, getNCCLStatus): 1 s for each
+/// answer of the handshake (SO_RCVTIMEO of TIMEOUT_INCREMENT); after TIMEOUT, 1 + TIMEOUT +
+/// RAS_COLLECTIVE_EXTRA_TIMEOUT_SEC (5) for the answer to SET FORMAT and for the report,
+/// which RAS sends once its collective ends (at most its leg timeout plus 5 s:
+/// ras_internal.h RAS_COLLECTIVE_EXTRA_TIMEOUT). ncclras retries silent connections
+/// forever; gpudiag for `retry_s`, and never past `deadline_s`.
 struct QueryOptions {
   int collect_timeout_s = 5;  ///< "TIMEOUT n": RAS_COLLECTIVE_LEG_TIMEOUT_SEC is 5
-  double deadline_s = 11;     ///< the whole exchange, every connection included
   double greeting_s = 1;      ///< one connection's wait for each one-line answer
+  double retry_s = 11;        ///< how long silent connections are dropped and another opened
+  double deadline_s = 0;      ///< a cap on the whole exchange; 0: retry_s + the waits above
   Format format = Format::automatic;
   std::size_t max_reply = std::size_t{64} << 20;
   bool verbose = true;  ///< VERBOSE STATUS (names every outlier) or STATUS
+  /// The wait for SET FORMAT's answer, and for the report after STATUS.
+  double reply_s() const { return 1.0 + collect_timeout_s + 5.0; }
+  double cap_s() const {
+    return deadline_s > 0 ? deadline_s : retry_s + 2 * greeting_s + 2 * reply_s();
+  }
 };
 
 struct Outcome {
@@ -48,7 +60,7 @@ struct Outcome {
   Report report;
 };
 
-/// Never throws for what the other side does; `deadline_s` bounds it.
+/// Never throws for what the other side does; `cap_s()` bounds it.
 Outcome query(const Endpoint& endpoint, const QueryOptions& options);
 
 }  // namespace gpudiag::ras

@@ -196,6 +196,34 @@ TEST(RasClient, OnlySilentProcessesEndAtTheDeadline) {
   ras.stop = true;
 }
 
+TEST(RasClient, SetFormatIsWaitedForAsNcclrasWaits) {
+  // ncclras reads the answer to SET FORMAT after raising SO_RCVTIMEO to 1 + TIMEOUT + 5 s
+  // (client.cc connectToNCCL, setOutputFormat): a RAS busy for longer than the handshake's
+  // 1 s is still answered.
+  FakeRas ras([](FakeRas& r, int fd, int n) {
+    auto slow = [&](FakeRas& rr, int f, int) {
+      while (true) {
+        auto l = rr.line(f);
+        if (l.empty()) return;
+        if (l.starts_with("CLIENT PROTOCOL ")) FakeRas::send(f, "SERVER PROTOCOL 2\n");
+        if (l.starts_with("TIMEOUT ")) FakeRas::send(f, "OK\n");
+        if (l == "SET FORMAT json") {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+          FakeRas::send(f, "OK\n");
+        }
+        if (l == "VERBOSE STATUS") return FakeRas::send(f, fixture("healthy-2.30.7.json"));
+      }
+    };
+    slow(r, fd, n);
+  });
+  QueryOptions o;
+  o.collect_timeout_s = 1;
+  auto out = query(ras.endpoint(), o);
+  ASSERT_TRUE(out.answered) << out.error;
+  EXPECT_EQ(out.format, "json");
+  EXPECT_EQ(out.connections, 1);
+}
+
 TEST(RasClient, GarbageIsNotRas) {
   FakeRas ras([](FakeRas& r, int fd, int) {
     r.line(fd);

@@ -1,6 +1,7 @@
 // parse_endpoint() and ras_settings() (endpoint.h).
 #include "nccl_ras/endpoint.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -84,12 +85,30 @@ RasSettings ras_settings(const Env& env) {
     }
   }
   if (auto v = env.get("NCCL_RAS_ADDR")) {
+    const std::string& text = *v;
+    const std::string named = "NCCL_RAS_ADDR=" + clean_text(text);
     std::string why;
-    if (auto e = parse_endpoint(*v, &why)) {
+    // src/misc/socket.cc ncclSocketGetAddrFromString, the same from 2.24.3 to 2.30.7.
+    if (!text.empty() && text.front() != '[' && std::count(text.begin(), text.end(), ':') > 1) {
+      // parseStringList (src/misc/utils.cc) cuts HOST:PORT at the first ':'.
+      s.problem = named +
+                  " is not one NCCL can listen on: NCCL reads HOST:PORT up to the first ':' "
+                  "(an IPv6 address must be written [ADDRESS]:PORT)";
+    } else if (!text.empty() && text.front() == '[' && text.find("]:") == std::string::npos) {
+      // The port is atoi of what follows "]:": 0, so the kernel picks one no client knows.
+      s.problem = named +
+                  " gives no port: NCCL then listens on a port the kernel picks, which no client "
+                  "can know (write [ADDRESS]:PORT)";
+    } else if (auto e = parse_endpoint(text, &why)) {
       s.endpoint = *e;
-      s.from = "NCCL_RAS_ADDR=" + clean_text(*v);
+      s.from = named;
+      if (text.find(':') == std::string::npos) {
+        // parseStringList leaves the port -1, and sin_port = htons(-1) is 65535.
+        s.endpoint.port = kPortlessPort;
+        s.from += " (no port: NCCL listens on " + std::to_string(kPortlessPort) + ")";
+      }
     } else {
-      s.problem = "NCCL_RAS_ADDR=" + clean_text(*v) + " is not one NCCL can listen on: " + why;
+      s.problem = named + " is not one NCCL can listen on: " + why;
     }
   }
   return s;

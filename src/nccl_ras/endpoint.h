@@ -4,7 +4,8 @@
 // unless NCCL_RAS_ENABLE is anything but 1 (src/bootstrap.cc: `ncclParamRasEnable() == 1`;
 // src/misc/param.cc reads the number with strtoll, so "0", "no" and "2" all turn it off). The
 // thread listens for clients on NCCL_RAS_ADDR, default localhost:28028 (src/ras/
-// client_support.cc rasClientInitSocket), "host:port" or "[IPv6]:port"; every process of a
+// client_support.cc rasClientInitSocket), "host:port" or "[IPv6]:port" (a host without a
+// port is port 65535, as NCCL parses it; see kPortlessPort); every process of a
 // node binds the same address (SO_REUSEPORT), and any of them answers for the whole job.
 // This is the one file that reads NCCL_RAS_ADDR and NCCL_RAS_ENABLE.
 #pragma once
@@ -19,6 +20,10 @@ namespace gpudiag::ras {
 
 /// NCCL_RAS_CLIENT_PORT in src/ras/ras_internal.h (2.24.3 to 2.30.7).
 inline constexpr int kDefaultPort = 28028;
+/// Where NCCL listens for NCCL_RAS_ADDR=HOST without a port: src/misc/utils.cc
+/// parseStringList leaves the port -1, and src/misc/socket.cc ncclSocketGetAddrFromString
+/// stores htons(-1), port 65535 (2.24.3 to 2.30.7).
+inline constexpr int kPortlessPort = 65535;
 
 struct Endpoint {
   std::string host = "localhost";
@@ -35,7 +40,7 @@ std::optional<Endpoint> parse_endpoint(std::string_view text, std::string* why =
 /// What a process started with `env` does with RAS, as NCCL decides it.
 struct RasSettings {
   bool enabled = true;  ///< NCCL_RAS_ENABLE unset, or a number that is 1
-  Endpoint endpoint;    ///< NCCL_RAS_ADDR, else localhost:28028
+  Endpoint endpoint;    ///< NCCL_RAS_ADDR (no port: 65535), else localhost:28028
   std::string from = "the default localhost:28028";  ///< where `endpoint` came from
   std::string problem;      ///< NCCL_RAS_ADDR that NCCL could not use ("" none)
   std::string disabled_by;  ///< "NCCL_RAS_ENABLE=0" when !enabled

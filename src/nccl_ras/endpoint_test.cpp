@@ -56,5 +56,21 @@ TEST(RasSettings, AddressFromTheEnvironment) {
   EXPECT_NE(bad.problem.find("NCCL_RAS_ADDR=nowhere:"), std::string::npos);
 }
 
+TEST(RasSettings, APortlessAddressIsWhereNcclListens) {
+  // utils.cc parseStringList leaves the port -1; socket.cc stores htons(-1): 65535.
+  auto s = ras_settings(env_with("NCCL_RAS_ADDR", "10.0.0.7"));
+  EXPECT_TRUE(s.problem.empty()) << s.problem;
+  EXPECT_EQ(s.endpoint, (Endpoint{"10.0.0.7", 65535}));
+  EXPECT_EQ(s.from, "NCCL_RAS_ADDR=10.0.0.7 (no port: NCCL listens on 65535)");
+  // "[ADDR]" gives atoi("") = 0: the kernel picks a port no client can know.
+  auto v6 = ras_settings(env_with("NCCL_RAS_ADDR", "[::1]"));
+  EXPECT_NE(v6.problem.find("gives no port"), std::string::npos) << v6.problem;
+  // Unbracketed IPv6 is cut at its first ':' by NCCL.
+  auto bare = ras_settings(env_with("NCCL_RAS_ADDR", "fd00::2"));
+  EXPECT_NE(bare.problem.find("[ADDRESS]:PORT"), std::string::npos) << bare.problem;
+  // A portless endpoint given to `gpudiag ras` itself keeps the documented default.
+  EXPECT_EQ(parse_endpoint("10.0.0.7")->port, 28028);
+}
+
 }  // namespace
 }  // namespace gpudiag::ras

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "nccl_ras/motion.h"
 #include "util/text.h"
 
 namespace gpudiag::ras {
@@ -69,24 +70,41 @@ std::string comm_name(const Mismatch& m) {
          (m.comm_size > 0 ? " (" + plural(m.comm_size, "rank", "ranks") + ")" : "");
 }
 
+constexpr const char* kUnreliable = "; unreliable (NCCL before 2.29.2)";
+
+/// "ranks 0-2 issued 120, rank 3 (process 4003 on 10.0.0.1) issued 119", or for states
+/// "3 ranks RUNNING, rank 2 (...) ABORT".
+std::string groups_text(const std::vector<ValueGroup>& groups, bool state,
+                        const ProcessNamer& name) {
+  std::string out;
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    const auto& g = groups[i];
+    out += (i ? ", " : "") + group_ranks(g, name) + " " +
+           (state            ? clean_text(g.value)
+            : g.value == "0" ? std::string("issued none")
+                             : "issued " + clean_text(g.value));
+  }
+  return out;
+}
+
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", s);
+  return buf;
+}
+
+/// A fault: ranks in different states, or counts behind that did not move (`behind:` names
+/// the ranks of those groups).
 std::string mismatch_line(const Mismatch& m, const ProcessNamer& name) {
-  const bool state = m.what == "status";
+  const bool state = !m.counts();
   std::string line = (state ? "state: " : "mismatch: ") + comm_name(m) + ": " +
                      (state ? std::string("ranks are in different states")
                             : clean_text(m.what) + " counts differ") +
-                     ": ";
-  long long top = -1;
-  for (const auto& g : m.groups)
-    if (!state) top = std::max<long long>(top, std::atoll(g.value.c_str()));
+                     ": " + groups_text(m.groups, state, name);
   std::vector<std::string> behind;
-  for (std::size_t i = 0; i < m.groups.size(); ++i) {
-    const auto& g = m.groups[i];
-    line += (i ? ", " : "") + group_ranks(g, name) + " " +
-            (state            ? clean_text(g.value)
-             : g.value == "0" ? std::string("issued none")
-                              : "issued " + clean_text(g.value));
-    if (!state && std::atoll(g.value.c_str()) < top) behind.push_back(rank_numbers(g));
-  }
+  for (const auto& g : m.groups)
+    if (!state && std::find(m.still.begin(), m.still.end(), g.value) != m.still.end())
+      behind.push_back(rank_numbers(g));
   if (!behind.empty()) {
     line += "; behind: ";
     for (std::size_t i = 0; i < behind.size(); ++i) line += (i ? ", " : "") + behind[i];
@@ -94,7 +112,35 @@ std::string mismatch_line(const Mismatch& m, const ProcessNamer& name) {
   return line;
 }
 
+/// Counts that differ and moved between the samples, or whose motion is not known. These
+/// lines never say a rank is behind: nothing shows that one is.
+std::string motion_line(const Report& r, const Mismatch& m, const ProcessNamer& name) {
+  std::string line = (m.motion == Motion::moved ? "in flight: " : "unconfirmed: ") + comm_name(m) +
+                     ": " + clean_text(m.what) +
+                     " counts differ: " + groups_text(m.groups, false, name);
+  if (r.samples < 2) {
+    return line + "; one sample only" +
+           (r.one_sample_why.empty() ? std::string() : " (" + clean_text(r.one_sample_why) + ")") +
+           ": whether they are moving is not known";
+  }
+  const std::string later = seconds_text(r.sample_gap_s) + " later: ";
+  if (m.motion == Motion::moved)
+    return line + "; " + later +
+           (m.later.empty() ? std::string("they agree") : groups_text(m.later, false, name)) +
+           ": collectives in flight, not a fault";
+  return line + "; " + later + groups_text(m.later, false, name) +
+         ": whether every rank moved cannot be told";
+}
+
 }  // namespace
+
+std::vector<std::string> motion_lines(const Report& r, const ProcessNamer& name) {
+  std::vector<std::string> out;
+  for (const auto& m : r.mismatches)
+    if (m.counts() && m.motion != Motion::still)
+      out.push_back(motion_line(r, m, name) + (r.rows_unreliable ? kUnreliable : ""));
+  return out;
+}
 
 std::vector<std::string> finding_lines(const Report& r, const ProcessNamer& name) {
   std::vector<std::string> out;
@@ -119,15 +165,17 @@ std::vector<std::string> finding_lines(const Report& r, const ProcessNamer& name
                     (unnamed.empty() ? plural(m.count, "rank", "ranks")
                                      : std::string(unnamed.size() == 1 ? "rank " : "ranks ") +
                                            rank_list(unnamed)) +
-                    " did not answer RAS");
+                    " did not answer RAS" + (r.rows_unreliable ? kUnreliable : ""));
   }
-  for (const auto& m : r.mismatches) out.push_back(mismatch_line(m, name));
+  for (const auto& m : r.mismatches)
+    if (!m.counts() || m.motion == Motion::still)
+      out.push_back(mismatch_line(m, name) + (r.rows_unreliable ? kUnreliable : ""));
   for (const auto& e : r.errors) {
     ValueGroup g{"", e.count, e.ranks};
     out.push_back("error: communicator " + clean_text(e.comm) + ": " + group_ranks(g, name) +
                   " reported " +
                   (e.phase == "initialization" ? "an initialization" : "an asynchronous") +
-                  " error: " + clean_text(e.error));
+                  " error: " + clean_text(e.error) + (r.rows_unreliable ? kUnreliable : ""));
   }
   return out;
 }
@@ -154,6 +202,19 @@ std::vector<std::string> caveat_lines(const Report& r) {
   if (r.timeouts > 0)
     out.push_back("RAS timed out " + plural(r.timeouts, "time", "times") +
                   " while it gathered: its view of the job is partial");
+  if (r.rows_unreliable)
+    out.push_back(
+        "NCCL " + clean_text(r.nccl_version) +
+        "'s text report reads the communicators after one with missing ranks from the "
+        "wrong bytes (fixed in 2.29.2): its per-communicator lines are unreliable, its "
+        "dead and unresponsive processes are not" +
+        (r.nccl_version >= std::string("2.28.7") ? "; --format json reads them right" : ""));
+  if (r.samples == 2 && counts_differ(r)) {
+    const bool still = std::any_of(r.mismatches.begin(), r.mismatches.end(),
+                                   [](const Mismatch& m) { return m.motion == Motion::still; });
+    out.push_back("counts that differed were sampled twice, " + seconds_text(r.sample_gap_s) +
+                  " apart" + (still ? ": a count that did not move is where the job waits" : ""));
+  }
   for (const auto& n : r.notes) out.push_back(clean_text(n));
   return out;
 }
@@ -201,10 +262,20 @@ nlohmann::json report_json(const Report& r) {
     for (const auto& g : m.groups)
       groups.push_back(
           {{"value", clean_text(g.value)}, {"count", g.count}, {"ranks", ranks_json(g.ranks)}});
+    auto later = nlohmann::json::array();
+    for (const auto& g : m.later)
+      later.push_back(
+          {{"value", clean_text(g.value)}, {"count", g.count}, {"ranks", ranks_json(g.ranks)}});
+    const char* motion = m.motion == Motion::moved   ? "moved"
+                         : m.motion == Motion::still ? "still"
+                                                     : "unknown";
     j["mismatches"].push_back({{"comm", clean_text(m.comm)},
                                {"comm_size", m.comm_size},
                                {"what", clean_text(m.what)},
-                               {"groups", groups}});
+                               {"groups", groups},
+                               {"motion", m.counts() ? nlohmann::json(motion) : nlohmann::json()},
+                               {"still", m.still},
+                               {"later_groups", later}});
   }
   j["errors"] = nlohmann::json::array();
   for (const auto& e : r.errors)
@@ -213,6 +284,10 @@ nlohmann::json report_json(const Report& r) {
                            {"error", clean_text(e.error)},
                            {"count", e.count},
                            {"ranks", ranks_json(e.ranks)}});
+  j["samples"] = r.samples;
+  j["sample_gap_sec"] = r.sample_gap_s;
+  j["one_sample_why"] = clean_text(r.one_sample_why);
+  j["rows_unreliable"] = r.rows_unreliable;
   j["notes"] = caveat_lines(r);
   return j;
 }

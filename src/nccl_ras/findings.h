@@ -16,9 +16,16 @@ namespace gpudiag::ras {
 using ProcessNamer = std::function<std::string(const ProcessRef&)>;
 
 /// One line per finding, each starting with its kind: "dead:", "unresponsive:", "no data:",
-/// "mismatch:", "state:", "error:". Empty when RAS saw nothing wrong. Strings from RAS
-/// are escaped.
+/// "mismatch:" (counts that differ and did not move between two samples: "behind:" names
+/// those ranks), "state:", "error:". Empty when RAS saw nothing wrong. Strings from RAS
+/// are escaped. A report whose communicators were read from the wrong bytes
+/// (Report::rows_unreliable) marks its per-communicator lines "unreliable (NCCL before
+/// 2.29.2)".
 std::vector<std::string> finding_lines(const Report& r, const ProcessNamer& name = {});
+
+/// Counts that differ and are no finding: "in flight:" (they moved between two samples) and
+/// "unconfirmed:" (one sample only, or the second could not tell). Never "behind".
+std::vector<std::string> motion_lines(const Report& r, const ProcessNamer& name = {});
 
 /// "NCCL 2.28.9 (json): 4 processes on 1 node, 1 communicator, gathered in 0.004 s".
 std::string summary_line(const Report& r);

@@ -3,8 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
+
+#include "nccl_ras/motion.h"
 
 namespace gpudiag::ras {
 namespace {
@@ -16,13 +19,20 @@ Report fixture(const std::string& name) {
   return name.ends_with(".json") ? parse_json(ss.str()) : parse_text(ss.str());
 }
 
+/// A report and a second sample of it in which nothing moved.
+Report still(const std::string& name) {
+  auto r = fixture(name);
+  compare_samples(r, fixture(name), 2);
+  return r;
+}
+
 TEST(RasFindings, Behind) {
-  auto lines = finding_lines(fixture("behind-2.30.7.json"));
+  auto lines = finding_lines(still("behind-2.30.7.json"));
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0],
             "mismatch: communicator 5a1e4c0ffee12345 (4 ranks): AllReduce counts differ: ranks 0-2 "
             "issued 120, rank 3 (process 4003 on 127.0.0.1) issued 119; behind: rank 3");
-  auto text = finding_lines(fixture("behind-2.30.7.txt"));
+  auto text = finding_lines(still("behind-2.30.7.txt"));
   ASSERT_EQ(text.size(), 1u);
   EXPECT_NE(text[0].find(": 3 ranks issued 120, rank 3 (process 4003 on 127.0.0.1) issued 119"),
             std::string::npos)
@@ -68,6 +78,25 @@ TEST(RasFindings, SummaryAndJson) {
   auto j = report_json(r);
   EXPECT_EQ(j["mismatches"].size(), 2u);
   EXPECT_EQ(j["mismatches"][0]["groups"][1]["ranks"].size(), 4u);
+}
+
+TEST(RasFindings, MisalignedRowsAreMarkedUnreliable) {
+  auto r = fixture("misaligned-2.26.6.txt");
+  auto lines = finding_lines(r);
+  int marked = 0;
+  for (const auto& l : lines) {
+    const bool per_comm = !l.starts_with("unresponsive:") && !l.starts_with("dead:");
+    EXPECT_EQ(l.ends_with("; unreliable (NCCL before 2.29.2)"), per_comm) << l;
+    marked += per_comm;
+  }
+  EXPECT_EQ(marked, 1);  // the communicator read from the wrong bytes (the world's missing
+                         // rank is named on the unresponsive process's line)
+  auto notes = caveat_lines(r);
+  EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+    return n.find("wrong bytes (fixed in 2.29.2)") != std::string::npos;
+  }));
+  for (const auto& l : finding_lines(fixture("misaligned-2.30.7.txt")))
+    EXPECT_EQ(l.find("unreliable"), std::string::npos) << l;
 }
 
 TEST(RasFindings, StrangersTextIsEscaped) {

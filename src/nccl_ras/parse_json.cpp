@@ -239,12 +239,14 @@ struct Job {
     std::set<std::string> seen_states;
     for (const auto& s : states) seen_states.insert(s.first);
     if (seen_states.size() > 1)
-      r.mismatches.push_back({hash, size, "status", grouped(states, state_name)});
+      r.mismatches.push_back(
+          {hash, size, "status", grouped(states, state_name), Motion::unknown, {}, {}});
     for (const auto& op : ops) {
       std::set<std::uint64_t> seen;
       for (const auto& v : counts[op]) seen.insert(v.first);
       if (seen.size() > 1)
-        r.mismatches.push_back({hash, size, op, grouped(counts[op], count_name)});
+        r.mismatches.push_back(
+            {hash, size, op, grouped(counts[op], count_name), Motion::unknown, {}, {}});
     }
     std::vector<RankError> found;
     for (auto& [key, ranks_with] : errs)

@@ -50,6 +50,27 @@ TEST(RasParse, HealthyJobIsClean) {
   }
 }
 
+TEST(RasParse, MisalignedCommunicatorsAreUnreliable) {
+  // 2.26 to 2.28.9 read the communicator after one with missing ranks from its missing-rank
+  // records (client_support.cc rasClientRunComms): in the model's 2.26.6 text a communicator
+  // of no ranks and 771 "missing" ones stands where the pair of ranks 0 and 1 should be.
+  auto bad = parse_text(bytes_of("misaligned-2.26.6.txt"));
+  EXPECT_TRUE(bad.rows_unreliable);
+  EXPECT_EQ(bad.unresponsive_count, 1);  // the job-wide lines hold
+  ASSERT_EQ(bad.missing.size(), 2u);
+  EXPECT_EQ(bad.missing[1].count, 771);
+  for (const char* good : {"misaligned-2.24.3.txt", "misaligned-2.30.7.txt", "many-2.26.6.txt",
+                           "silent-2.26.6.txt", "dead-2.26.6.txt"}) {
+    SCOPED_TRACE(good);
+    EXPECT_FALSE(parse_text(bytes_of(good)).rows_unreliable);
+  }
+  // The JSON steps over the records right in every version that has it.
+  EXPECT_FALSE(parse_json(bytes_of("misaligned-2.28.9.json")).rows_unreliable);
+  auto right = parse_text(bytes_of("misaligned-2.30.7.txt"));
+  ASSERT_EQ(right.mismatches.size(), 1u);
+  EXPECT_EQ(right.mismatches[0].comm, "7ac0ffee00000001");
+}
+
 TEST(RasParse, RankBehindIsNamed) {
   for (const auto& [name, r] : forms("behind")) {
     SCOPED_TRACE(name);

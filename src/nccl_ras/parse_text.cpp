@@ -94,6 +94,31 @@ std::optional<CommHeader> comm_header(std::string_view s) {
   return h;
 }
 
+/// "2.28.9" -> {2, 28, 9}; missing parts are 0.
+std::vector<long long> version_parts(std::string_view v) {
+  std::vector<long long> out;
+  for (const auto& part : split(v, '.')) out.push_back(parse_int(part).value_or(0));
+  out.resize(3, 0);
+  return out;
+}
+
+/// NCCL 2.26.2 to 2.28.9 stride over the ranks of each communicator but not over the
+/// rasCollCommsMissingRank records that follow them (client_support.cc rasClientRunComms,
+/// the loop that fills auxComms; 2.29.2 adds nMissingRanks * sizeof the record), so with two
+/// communicators or more, those after one with missing ranks are read from the wrong bytes.
+/// Missing ranks show as processes that did not answer or are dead, a communicator's
+/// INCOMPLETE block, or ranks whose process answered without the communicator (NOCOMM).
+/// The JSON (rasDumpCommsToJSON) strides right.
+bool misaligned(const Report& r) {
+  const auto v = version_parts(r.nccl_version);
+  const bool buggy = v >= std::vector<long long>{2, 26, 0} && v < std::vector<long long>{2, 29, 2};
+  if (!buggy || r.communicators < 2) return false;
+  bool missing = !r.missing.empty() || r.unresponsive_count > 0 || r.dead_count > 0;
+  for (const auto& m : r.mismatches)
+    for (const auto& g : m.groups) missing = missing || g.value == "NOCOMM";
+  return missing;
+}
+
 class TextReader {
  public:
   Report run(std::string_view reply) {
@@ -116,6 +141,7 @@ class TextReader {
     if (!saw_errors_ || !saw_warnings_)
       throw ParseError("RAS's report ends early: no " +
                        std::string(saw_errors_ ? "Warnings" : "Errors") + " section");
+    r_.rows_unreliable = misaligned(r_);
     return std::move(r_);
   }
 
@@ -273,7 +299,7 @@ class TextReader {
     if (eat(s, "  Communicator ranks have different ")) {
       std::string what =
           s == "status" ? "status" : std::string(s.substr(0, s.find(" operation counts")));
-      r_.mismatches.push_back({comm_, size_, what, {}});
+      r_.mismatches.push_back({comm_, size_, what, {}, Motion::unknown, {}, {}});
       in_mismatch_ = true;
       return;
     }

@@ -68,6 +68,7 @@ Report merge(const std::vector<Report>& reports) {
     out.unresponsive_count = std::max(out.unresponsive_count, r.unresponsive_count);
     out.timeouts = std::max(out.timeouts, r.timeouts);
     out.collection_s = std::max(out.collection_s, r.collection_s);
+    out.rows_unreliable = out.rows_unreliable || r.rows_unreliable;
     add_processes(out.seen, r.seen);
     add_processes(out.dead, r.dead);
     add_processes(out.unresponsive, r.unresponsive);

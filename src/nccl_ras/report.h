@@ -38,12 +38,27 @@ struct ValueGroup {
   std::vector<RankRef> ranks;  ///< those it named (every one, from JSON)
 };
 
+/// Whether counts that differ moved between two samples (motion.h). NCCL bumps a rank's
+/// count when its host launches the collective, and RAS reads the processes at different
+/// moments, so on a busy job counts differ by a launch or two at any instant.
+enum class Motion {
+  unknown,  ///< one sample only (or the second could not tell)
+  moved,    ///< every rank behind moved: operations in flight
+  still,    ///< a rank behind did not move: it is where the job waits
+};
+
 /// A communicator whose ranks disagree: on an operation's count, or on their state.
 struct Mismatch {
   std::string comm;          ///< its hash, 16 hex digits
   long long comm_size = -1;  ///< -1 when the text did not say
   std::string what;          ///< "AllReduce", ... ; "collective" (2.24, 2.25: one count); "status"
   std::vector<ValueGroup> groups;  ///< the most ranks first
+  /// Counts only: what a second sample showed, the values of the groups behind whose ranks
+  /// did not move, and the groups in the second sample (empty: the counts agreed there).
+  Motion motion = Motion::unknown;
+  std::vector<std::string> still;
+  std::vector<ValueGroup> later;
+  bool counts() const { return what != "status"; }
 };
 
 /// Ranks of a communicator that reported an NCCL error.
@@ -80,6 +95,16 @@ struct Report {
   long long timeouts = 0;  ///< RAS's own timeouts while it gathered: its view is partial
   double collection_s = -1;
   std::vector<std::string> notes;
+  /// NCCL 2.26 to 2.28.9's text with a communicator missing ranks among two or more: the
+  /// communicators after it were read from the wrong bytes (client_support.cc
+  /// rasClientRunComms strides over rasCollCommsMissingRank; fixed in 2.29.2), so its
+  /// per-communicator lines cannot be trusted. The job-wide lines (dead, unresponsive) can.
+  bool rows_unreliable = false;
+  /// Counts that differ are sampled twice (motion.h): 2 when a second sample was compared,
+  /// the seconds between them, and why there was one only when counts differed.
+  int samples = 1;
+  double sample_gap_s = 0;
+  std::string one_sample_why;
 
   /// Nothing is wrong in what RAS saw (which is not everything when timeouts > 0).
   bool clean() const {

@@ -7,7 +7,9 @@ v2.28.9-1 unless named; "client_support.cc" is src/ras/client_support.cc). The m
 covers what gpudiag reads: the job summary, the communicator table, the Errors section
 (INCOMPLETE, DEAD, a communicator's INCOMPLETE and ERROR) and the Warnings section
 (TIMEOUT, a communicator's MISMATCH: status and operation counts). It does not model
-the RAS network itself: which processes answered is given, not found."""
+the RAS network itself: which processes answered is given, not found. Moving is a Job whose
+ranks go on launching collectives between one STATUS and the next."""
+import copy
 import ipaddress
 from dataclasses import dataclass, field
 
@@ -122,7 +124,9 @@ def is_outlier(count, verbose, total=-1):
 
 
 def highest(bits):
-    return bits.bit_length() - 1
+    """The index of the highest bit (32 - 1 - __builtin_clz). NCCL calls it with 0 only for a
+    communicator of no ranks (ras_misalign.py), where clz is undefined: the model says 0."""
+    return max(bits.bit_length() - 1, 0)
 
 
 class Analysis:
@@ -133,6 +137,8 @@ class Analysis:
         self.present = [r for r in comm.ranks
                         if r.proc.responded() and r.rank not in comm.member_gone]
         self.missing = [r for r in comm.ranks if r not in self.present]
+        if hasattr(comm, "records"):  # read from misaligned bytes (ras_misalign.FakeComm)
+            self.missing = list(comm.records)
         self.status = self.errors = self.incomplete = 0
         peers_missing = sum(1 for p in job.processes if not p.dead and not p.answers)
         dead = sum(1 for p in job.processes if p.dead)
@@ -169,3 +175,25 @@ class Analysis:
 
     def group_key(self):
         return (self.comm.size, self.nodes, highest(self.status), self.errors)
+
+
+class Moving:
+    """A busy job: RasModel calls it at each STATUS (it takes a function) and gets the job as
+    RAS reads it then. At the n-th call (from 0), rank r of every communicator has launched
+    `step(n, r)` more all-reduces than `job` says. NCCL counts a collective when the host
+    launches it (2.26+: collectives.cc rasCollCommsInit copies comm->seqNumber, which
+    src/plugin/profiler.cc bumps as each collective is launched; before, collOpCount), so
+    counts only grow, and RAS reads each process at its own moment: on a busy job they
+    differ by a launch or two at any instant."""
+
+    def __init__(self, job, step):
+        self.job, self.step, self.calls = job, step, 0
+        self.version = job.version
+
+    def __call__(self):
+        n, self.calls = self.calls, self.calls + 1
+        now = copy.deepcopy(self.job)
+        for c in now.comms:
+            for r in c.ranks:
+                r.counts = r.counts[:4] + [r.counts[4] + self.step(n, r.rank)]
+        return now

@@ -3,6 +3,7 @@ renders it: text() as client_support.cc rasClientRunInit and rasClientRunComms p
 json() as its rasDumpCommsToJSON (2.28.7 and later). text() returns the two parts RAS
 sends apart: what it knows at once (versions, job summary, "Communicators...") and what
 follows the collective over the RAS network."""
+import ras_misalign
 from ras_job import (ABORT, ERROR, ERRORS, FUNCS, INCOMPLETE, MISMATCH, NOCOMM, STATUS,
                      Analysis, gpu_list, highest, is_outlier, nccl_error_text, rank_gpu)
 
@@ -62,7 +63,9 @@ def text(job, verbose=True):
     old = job.flavour() < (2, 26)  # 2.24/2.25: one collective count, "The missing ranks:"
     seconds = ("%.2f" if job.flavour() < (2, 28) or job.version.startswith("2.28.3") else "%.3f")
     out = (" (" + seconds + "s)\n=============\n\n") % job.seconds
-    aux = sorted((Analysis(job, c) for c in job.comms), key=lambda a: a.sort_key())
+    # 2.26 to 2.28.9 read the communicators after one with missing ranks from misaligned bytes.
+    comms = ras_misalign.comms_as_read(job, [Analysis(job, c) for c in job.comms])
+    aux = sorted((Analysis(job, c) for c in comms), key=lambda a: a.sort_key())
     groups = []
     for a in aux:
         if groups and groups[-1][-1].group_key() == a.group_key():
@@ -127,7 +130,8 @@ def comm_errors(a, name, verbose, old):
             else:
                 for r in a.missing:
                     if not r.proc.responded():
-                        out += "  Rank %d -- %s\n" % (r.rank, rank_where(r))
+                        out += "  Rank %d -- %s\n" % (r.rank, rank_where(r) if getattr(r, "known", True)
+                                                       else "[process information not found]")
         out += "\n"
     if a.errors & ERROR:
         out += "%s ERROR\n" % name

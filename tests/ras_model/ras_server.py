@@ -38,14 +38,15 @@ def version_at_least(version, want):
 
 class RasModel:
     """A RAS socket on host:port (port 0: a free one) serving `job`: a Job, or a function
-    returning one, called at each STATUS (so a test can describe processes that exist then)."""
+    returning one, called at each STATUS (so a test can describe processes that exist then,
+    or counts that moved: ras_job.Moving)."""
 
     def __init__(self, job, host="127.0.0.1", port=0, fault=None, drip_s=0.05, collect_s=0.0,
                  version=None):
         assert fault in (None,) + FAULTS, fault
         # The NCCL version decides the commands (SET FORMAT from 2.28.7); a function's jobs
         # should carry the same one.
-        self.version = version or (job.version if isinstance(job, Job) else "2.28.9")
+        self.version = version or getattr(job, "version", None) or "2.28.9"
         self.job, self.fault, self.drip_s, self.collect_s = job, fault, drip_s, collect_s
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_STREAM)
@@ -183,13 +184,15 @@ def main():
     import argparse
     import ras_scenarios
     ap = argparse.ArgumentParser(description="serve a model NCCL RAS socket")
-    ap.add_argument("--scenario", default="healthy", choices=sorted(ras_scenarios.SCENARIOS))
+    ap.add_argument("--scenario", default="healthy",
+                    choices=sorted(ras_scenarios.SCENARIOS) + sorted(ras_scenarios.MOVING))
     ap.add_argument("--version", default="2.28.9")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--fault", choices=FAULTS)
     args = ap.parse_args()
-    server = RasModel(ras_scenarios.SCENARIOS[args.scenario](args.version), args.host, args.port, args.fault)
+    make = ras_scenarios.SCENARIOS.get(args.scenario) or ras_scenarios.MOVING[args.scenario]
+    server = RasModel(make(args.version), args.host, args.port, args.fault)
     print("listening on %s" % server.address(), flush=True)
     try:
         server.thread.join()
