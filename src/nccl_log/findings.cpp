@@ -34,6 +34,8 @@ std::vector<Finding> find_problems(const Job& job) {
       detail::rule_version,
       detail::rule_disagree,
       detail::rule_init_incomplete,
+      detail::rule_torch_watchdog,
+      detail::rule_nccl_diag,
       detail::rule_first_warn,
   };
   std::vector<Finding> out;
@@ -55,7 +57,8 @@ void Collector::add(const ProcessSummary& p, const Evidence& e, std::string deta
 void Collector::emit(std::vector<Finding>& out, std::string id, Severity severity,
                      std::string title, std::string remedy) const {
   if (empty()) return;
-  out.push_back({std::move(id), severity, std::move(title), who, evidence, std::move(remedy)});
+  out.push_back(
+      {std::move(id), severity, std::move(title), who, evidence, std::move(remedy), {}, {}, {}});
 }
 
 std::string peer_address(std::string_view message) {

@@ -21,6 +21,15 @@
 //   ranks-disagree       ranks chose different networks or net plugins; NCCL_* env differs
 //   init-incomplete      a rank never reached "Init COMPLETE"
 //   first-warn           the first WARN of the run and the error chain that followed it
+//   torch-watchdog-timeout  PyTorch's watchdog timed a collective out; the rank behind, by
+//                        the sequence numbers each rank logged (watchdog_rules.cpp)
+//   torch-nccl-error     PyTorch's watchdog caught an NCCL or CUDA error and took ranks down
+//   torch-watchdog-stuck the watchdog itself stopped (its heartbeat monitor ended the process)
+//   nccl-diag            NCCL's diagnostics (NCCL_RUN_DIAGNOSTICS=1, 2.31+) reported an issue
+//
+// A finding that judges ranks against each other says whom it blames, whom it saw only
+// waiting, and whom it could not tell about, apart (blamed, waiting, unknown); `who` lists them
+// all.
 #pragma once
 
 #include <string>
@@ -38,10 +47,13 @@ const char* severity_name(Severity s);
 struct Finding {
   std::string id;  ///< stable id from the table above
   Severity severity = Severity::problem;
-  std::string title;               ///< one line: what is wrong, with the host/port/size it names
-  std::vector<std::string> who;    ///< process labels it concerns
-  std::vector<Evidence> evidence;  ///< the log lines that show it (a few)
-  std::string remedy;              ///< what to try
+  std::string title;                 ///< one line: what is wrong, with the host/port/size it names
+  std::vector<std::string> who;      ///< process labels it concerns
+  std::vector<Evidence> evidence;    ///< the log lines that show it (a few)
+  std::string remedy;                ///< what to try
+  std::vector<std::string> blamed;   ///< the cause, where the rule can tell one
+  std::vector<std::string> waiting;  ///< seen only waiting for others
+  std::vector<std::string> unknown;  ///< concerned, but what they did cannot be told
 };
 
 /// Runs every rule over the job, problems first, in the order of the table above.

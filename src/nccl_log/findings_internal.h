@@ -47,4 +47,8 @@ void rule_disagree(const Job& job, std::vector<Finding>& out);
 void rule_init_incomplete(const Job& job, std::vector<Finding>& out);
 void rule_first_warn(const Job& job, std::vector<Finding>& out);
 
+// PyTorch's watchdog and NCCL's diagnostics (watchdog_rules.cpp).
+void rule_torch_watchdog(const Job& job, std::vector<Finding>& out);
+void rule_nccl_diag(const Job& job, std::vector<Finding>& out);
+
 }  // namespace gpudiag::nccl_log::detail

@@ -119,14 +119,24 @@ bool JobBuilder::add_source(ByteSource& bytes, const std::string& name, bool onl
     const std::string_view raw = piece.text;
     const std::size_t lineno = piece.lineno;
     auto line = parse_line(raw);
-    if (line && is_gpudiag_quote(raw)) line.reset();  // evidence a gpudiag report quoted
+    std::optional<SideLine> side;
+    if (line && is_gpudiag_quote(raw))
+      line.reset();  // evidence a gpudiag report quoted
+    else if (!line && !is_gpudiag_quote(raw))
+      side = parse_side_line(raw);  // PyTorch's watchdog, NCCL DIAG
     if (!piece.whole) {
       if (lineno != cut_line) {
         end_cut_line();
         cut_line = lineno;
         cut_has_nccl = false;
       }
-      cut_has_nccl = cut_has_nccl || line.has_value();
+      cut_has_nccl = cut_has_nccl || line.has_value() || side.has_value();
+    }
+    if (side) {
+      ++source.side_lines;
+      ++(side->kind == SideKind::diag ? job_.diag_lines : job_.torch_lines);
+      side_.add(*side, name, lineno, raw);
+      continue;
     }
     if (!line) {
       // NCCL puts a blank line before every WARN; blank lines are not "other" output.
@@ -160,7 +170,7 @@ bool JobBuilder::add_source(ByteSource& bytes, const std::string& name, bool onl
   source.lines = splitter.lines();
   job_.junk_lines += splitter.junk();
   bytes_read_ += splitter.bytes();
-  if (only_if_nccl && source.nccl_lines == 0) {  // not a log: as if never read
+  if (only_if_nccl && source.nccl_lines == 0 && source.side_lines == 0) {  // not a log
     job_.other_lines = other_before;
     job_.junk_lines = junk_before;
     return false;
@@ -188,6 +198,9 @@ Job JobBuilder::finish() {
   sorted.reserve(ps.size());
   for (std::size_t i : order) sorted.push_back(std::move(ps[i]));
   ps = std::move(sorted);
+  job_.torch = side_.finish();
+  job_.diag = std::move(side_.diag());
+  side_.diag().clear();
   Job out = std::move(job_);
   job_ = Job{};
   index_.clear();
@@ -216,7 +229,7 @@ Job read_job(const std::vector<std::string>& paths, const InputLimits& limits) {
   Job job = builder.finish();
   job.skipped = std::move(skipped);
   if (!job.skipped.empty()) spdlog::warn("{}", skipped_notice(job.skipped, files.size()));
-  if (job.nccl_lines == 0) {
+  if (job.nccl_lines == 0 && job.torch_lines == 0 && job.diag_lines == 0) {
     std::string what =
         files.size() == 1 ? "'" + files[0].path + "'" : std::to_string(files.size()) + " files";
     throw UsageError(

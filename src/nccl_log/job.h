@@ -9,7 +9,9 @@
 // which has no host part, goes to the process of the previous NCCL line in the same file and
 // launcher stream (that is where NCCL prints it), or the next one. Files that are not NCCL
 // logs (gpudiag's own reports above all, whose quoted evidence would count twice) are
-// recognised and skipped (sniff.h).
+// recognised and skipped (sniff.h). Lines that are not NCCL lines but PyTorch's watchdog lines
+// or NCCL's DIAG report (side_line.h) are gathered per rank (side_ranks.h); a file holding only
+// such lines is a log too.
 #pragma once
 
 #include <istream>
@@ -21,6 +23,7 @@
 
 #include "nccl_log/rank_summary.h"
 #include "nccl_log/reader.h"
+#include "nccl_log/side_ranks.h"
 
 namespace gpudiag::nccl_log {
 
@@ -28,6 +31,7 @@ struct SourceFile {
   std::string path;
   std::size_t lines = 0;       ///< all lines
   std::size_t nccl_lines = 0;  ///< lines that parsed as NCCL lines
+  std::size_t side_lines = 0;  ///< PyTorch watchdog and NCCL DIAG lines
 };
 
 /// A file of a run directory that was not read as a log, and why (sniff.h).
@@ -41,8 +45,12 @@ struct Job {
   std::vector<SkippedFile> skipped;       ///< not NCCL logs, in the order met
   std::vector<ProcessSummary> processes;  ///< sorted by rank, then host, then pid
   std::size_t nccl_lines = 0;
-  std::size_t other_lines = 0;  ///< non-blank lines with no NCCL line in them (binary ones too)
-  std::size_t junk_lines = 0;   ///< binary runs and over-long lines, skipped unread
+  std::size_t torch_lines = 0;   ///< PyTorch ProcessGroupNCCL watchdog lines (side_line.h)
+  std::size_t diag_lines = 0;    ///< NCCL DIAG lines
+  std::vector<TorchRank> torch;  ///< what each rank's watchdog lines say
+  std::vector<SideEvent> diag;   ///< the NCCL DIAG lines (the first 64)
+  std::size_t other_lines = 0;   ///< non-blank lines of none of these kinds (binary ones too)
+  std::size_t junk_lines = 0;    ///< binary runs and over-long lines, skipped unread
 
   /// Host names seen (empty names left out).
   std::set<std::string> hosts() const;
@@ -57,12 +65,13 @@ struct Job {
 /// Builds a Job from streams; used by read_job and by tests.
 class JobBuilder {
  public:
-  explicit JobBuilder(InputLimits limits = {}) : limits_(limits) {}
+  explicit JobBuilder(InputLimits limits = {}) : limits_(limits), side_(limits.max_processes) {}
   /// Reads every line of `in`; `name` is how evidence will cite the file.
   void add_stream(std::istream& in, const std::string& name);
   /// Reads every line of `source`; throws UsageError past the limits' total input.
-  /// `only_if_nccl`: a source without a single NCCL line leaves no trace in the job (its
-  /// lines are not counted, it is not listed in files) and false is returned.
+  /// `only_if_nccl`: a source without a single NCCL line (nor watchdog or DIAG line) leaves no
+  /// trace in the job (its lines are not counted, it is not listed in files) and false is
+  /// returned.
   bool add_source(ByteSource& source, const std::string& name, bool only_if_nccl = false);
   /// Sorts the processes and returns the job; the builder is empty afterwards.
   Job finish();
@@ -75,6 +84,7 @@ class JobBuilder {
   InputLimits limits_;
   std::uint64_t bytes_read_ = 0;
   Job job_;
+  SideCollector side_;
   std::unordered_map<std::string, std::size_t> index_;  // process key -> position in processes
   std::vector<std::size_t> last_file_;  // process position -> serial of the file it was last in
   std::size_t file_serial_ = 0;         // of the file being read, counted from 1
@@ -86,8 +96,8 @@ class JobBuilder {
 /// inside a directory, binary files and files without an NCCL line are skipped too (sniff.h).
 /// Skipped files are listed in Job::skipped and named in one warning on stderr.
 /// Throws UsageError naming the path when one cannot be read or is not a regular file, when a
-/// directory holds no files, when the input passes limits.max_bytes, or when no NCCL line is
-/// found anywhere.
+/// directory holds no files, when the input passes limits.max_bytes, or when no NCCL line (nor
+/// watchdog or DIAG line) is found anywhere.
 Job read_job(const std::vector<std::string>& paths, const InputLimits& limits = {});
 
 }  // namespace gpudiag::nccl_log

@@ -242,7 +242,10 @@ void rule_init_incomplete(const Job& job, std::vector<Finding>& out) {
                    {},
                    {},
                    "either their logs were not passed in (pass every rank's file or the run "
-                   "directory) or those ranks never got as far as NCCL init"});
+                   "directory) or those ranks never got as far as NCCL init",
+                   {},
+                   {},
+                   {}});
   }
 }
 
@@ -289,7 +292,8 @@ void rule_first_warn(const Job& job, std::vector<Finding>& out) {
   remedy += explained.empty()
                 ? "the rest of the run's errors usually follow from this one: fix it first"
                 : "explained by " + explained + " above";
-  out.push_back({"first-warn", Severity::problem, title, {first.p->label()}, {w.where}, remedy});
+  out.push_back(
+      {"first-warn", Severity::problem, title, {first.p->label()}, {w.where}, remedy, {}, {}, {}});
 }
 
 }  // namespace gpudiag::nccl_log::detail

@@ -239,6 +239,10 @@ const char* level_name(Level level) {
   return "?";
 }
 
+std::string_view strip_launcher_prefixes(std::string_view s, Line& out) {
+  return strip_launchers(s, out);
+}
+
 std::optional<Line> parse_line(std::string_view raw) {
   Line out;
   std::string_view s = raw;

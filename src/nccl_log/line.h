@@ -51,6 +51,10 @@ struct Line {
 /// Parses one line (without its newline). nullopt when the line is not an NCCL log line.
 std::optional<Line> parse_line(std::string_view raw);
 
+/// Strips stacked launcher prefixes ("[1,3]<stdout>:", "[rank3]:", "  3: ") from the front of
+/// `s`, as parse_line does; records them in out.launcher and out.launcher_rank.
+std::string_view strip_launcher_prefixes(std::string_view s, Line& out);
+
 /// One step of an error chain: NCCL logs "FILE:LINE -> CODE [THREAD]" at INFO level for each
 /// function an error code returns through ("misc/socket.cc:564 -> 2", "group.cc:65 -> 2
 /// [Async thread]").

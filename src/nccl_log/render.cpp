@@ -167,6 +167,9 @@ std::string render_text(const Report& report) {
   out += "; " + std::to_string(job.files.size()) + " file" + (job.files.size() == 1 ? "" : "s") +
          ", " + std::to_string(job.nccl_lines) + " NCCL lines, " + std::to_string(job.other_lines) +
          " other lines";
+  if (job.torch_lines > 0)
+    out += ", " + std::to_string(job.torch_lines) + " PyTorch watchdog lines";
+  if (job.diag_lines > 0) out += ", " + std::to_string(job.diag_lines) + " NCCL DIAG lines";
   if (!job.skipped.empty())
     out += ", " + std::to_string(job.skipped.size()) + " file" +
            (job.skipped.size() == 1 ? "" : "s") + " skipped (not NCCL logs)";
@@ -205,11 +208,19 @@ std::string render_text(const Report& report) {
   for (const auto& f : report.findings) {
     out += "\n" + std::string(f.severity == Severity::problem ? "PROBLEM" : "note") + " [" + f.id +
            "] " + f.title + "\n";
-    if (!f.who.empty()) {
-      std::vector<std::string> who(f.who.begin(),
-                                   f.who.begin() + std::min<std::size_t>(f.who.size(), 8));
-      if (f.who.size() > 8) who.push_back("and " + std::to_string(f.who.size() - 8) + " more");
-      out += "  who:  " + join(who, ", ") + "\n";
+    auto list = [&](const char* head, const std::vector<std::string>& names) {
+      if (names.empty()) return;
+      std::vector<std::string> shown(names.begin(),
+                                     names.begin() + std::min<std::size_t>(names.size(), 8));
+      if (names.size() > 8) shown.push_back("and " + std::to_string(names.size() - 8) + " more");
+      out += std::string("  ") + head + join(shown, ", ") + "\n";
+    };
+    if (f.blamed.empty() && f.waiting.empty() && f.unknown.empty()) {
+      list("who:  ", f.who);
+    } else {  // blame, the ones that only waited, and what cannot be told, apart
+      list("blamed:  ", f.blamed);
+      list("waiting: ", f.waiting);
+      list("unknown: ", f.unknown);
     }
     for (const auto& e : f.evidence)
       out += "  log:  " + e.file + ":" + std::to_string(e.line) + ": " + e.text + "\n";
@@ -231,6 +242,8 @@ nlohmann::ordered_json render_json(const Report& report) {
   j["multi_node"] = job.multi_node();
   j["nccl_lines"] = job.nccl_lines;
   j["other_lines"] = job.other_lines;
+  j["torch_lines"] = job.torch_lines;
+  j["diag_lines"] = job.diag_lines;
   j["junk_lines"] = job.junk_lines;
   j["processes"] = nlohmann::ordered_json::array();
   for (const auto& p : job.processes) j["processes"].push_back(process_json(p));
@@ -243,7 +256,10 @@ nlohmann::ordered_json render_json(const Report& report) {
                              {"title", f.title},
                              {"who", f.who},
                              {"evidence", ev},
-                             {"remedy", f.remedy}});
+                             {"remedy", f.remedy},
+                             {"blamed", f.blamed},
+                             {"waiting", f.waiting},
+                             {"unknown", f.unknown}});
   }
   j["problems"] = has_problem(report.findings);
   j["exit_code"] = report.exit_code();
