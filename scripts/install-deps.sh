@@ -10,7 +10,7 @@
 # /usr/local/cuda (or CUDA_HOME / NCCL_HOME) and are optional for the build.
 set -euo pipefail
 
-build_pkgs=(cmake g++ make pkg-config libcli11-dev libspdlog-dev nlohmann-json3-dev
+build_pkgs=(cmake g++ make ninja-build pkg-config libcli11-dev libspdlog-dev nlohmann-json3-dev
             libssl-dev libgtest-dev libopenmpi-dev openmpi-bin iproute2 procps)
 test_pkgs=(slurm-wlm slurm-wlm-basic-plugins munge libpmix-dev python3 python3-torch
            python3-numpy clang libclang-rt-14-dev prometheus-node-exporter gdb elfutils)

@@ -93,6 +93,14 @@ std::string sweep_text(const SweepOutcome& o) {
     if (!v.reason.empty()) out += "    " + v.reason + "\n";
   }
   for (const auto& w : o.warnings) out += "warning: " + clean_text(w) + "\n";
+  if (o.rounds.empty() && !o.verdicts.empty()) {
+    // Said, not left to the table's "no test ran": a pool that is one node
+    // (a one-node allocation) is judged on its own tests alone.
+    std::string why = o.hosts.size() < 2 ? "one node has no partner node to pair with" : "no round was run";
+    if (o.hosts.size() < 2 && o.backend.rfind("host", 0) == 0)
+      why += ", and the host backend pairs no ranks within a node";
+    out += "no pair test ran: " + why + "\n";
+  }
   const auto bad = excluded_hosts(o);
   if (bad.empty())
     out += fmt::format("no node to exclude: every one of the {} node(s) passed every test it took\n",

@@ -33,5 +33,21 @@ TEST(SweepReport, RowsAndHostFilesAreInHostOrder) {
   EXPECT_EQ(j["nodes"][3]["host"], "node10");
 }
 
+TEST(SweepReport, APoolOfOneNodeSaysNoPairTestRan) {
+  SweepOutcome o;
+  o.hosts = {"node1"};
+  o.ranks_per_node = {2};
+  o.backend = "host/tcp";
+  o.verdicts.push_back({0, NodeState::ok, std::nullopt, 0, ""});
+  const std::string text = sweep_text(o);
+  EXPECT_NE(text.find("no pair test ran: one node has no partner node to pair with, and the host "
+                      "backend pairs no ranks within a node\n"),
+            std::string::npos)
+      << text;
+  o.rounds.push_back({1, "node pairs", 1, 0.5});
+  o.hosts.push_back("node2");
+  EXPECT_EQ(sweep_text(o).find("no pair test ran"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpudiag::sweep

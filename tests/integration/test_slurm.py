@@ -115,7 +115,7 @@ class SlurmTests(unittest.TestCase):
             with open(os.path.join(SOURCE_DIR, "slurm", name)) as f:
                 directives = [l for l in f if l.startswith("#SBATCH")]
             self.assertTrue(directives, name)
-            self.assertFalse([l for l in directives if "gpu" in l.lower() or "gres" in l.lower()], name)
+            self.assertFalse([l for l in directives if re.search(r"--(gres|gpu|\w+-per-gpu)", l)], name)
 
     def test_sbatch_srun_example(self):
         p, out = self.sbatch("check-srun.sbatch", 2)
@@ -146,6 +146,17 @@ class SlurmTests(unittest.TestCase):
         rows = [l for l in out.splitlines() if re.match(r"^\s+\d+ \S+\s+(-|[\d.]+)\s", l)]
         self.assertEqual(len(rows), 3, out)
         self.assertIn("same-host links: 3", out)
+
+    def test_sbatch_sweep_as_shipped_on_one_node_says_no_pair_test_ran(self):
+        with tempfile.TemporaryDirectory() as d:
+            p, out = self.sbatch("sweep.sbatch", 2, env={"SWEEP_DIR": d}, args=())
+            self.assertEqual(p.returncode, 0, p.stderr + out)
+            self.assertIn("no pair test ran: one node has no partner node to pair with", out)
+            self.assertIn("no node to exclude: every one of the 1 node(s) passed", out)
+            excl = [f for f in os.listdir(d) if f.endswith(".exclude")]
+            self.assertEqual(len(excl), 1, os.listdir(d))
+            with open(os.path.join(d, excl[0])) as f:
+                self.assertEqual(f.read().strip(), "")
 
     def test_sbatch_sweep_names_the_nodes_that_never_came_in_a_list_slurm_reads(self):
         # The pool is this node and two that never start a task: both are MISSING,
