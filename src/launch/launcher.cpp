@@ -324,6 +324,7 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
       job.error_dir.empty() ? (logs.base.empty() ? std::string() : attempt_dir) : job.error_dir,
       short_hostname(),
       ras_plan};
+  policy.world_size = job.world_size();
   Supervisor supervisor(std::move(ranks), options.prefix, policy, watcher, signals);
   Attempt out;
   out.status = supervisor.run();

@@ -13,13 +13,16 @@
 // CPU time is not progress: a rank waiting on a hung collective spins in
 // CUDA's synchronisation and NCCL's proxy polls, a Python busy loop spins,
 // and a healthy slow step may use little CPU. No progress for the limit is
-// a hang.
+// a hang when some rank waits for another (the launcher decides that from
+// the stacks, wait_frames.h); when none does, it calls hold_off() and the
+// watch answers again half the limit later if nothing progressed meanwhile.
 #pragma once
 
 #include <sys/types.h>
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,9 +39,17 @@ class ProgressWatch {
   explicit ProgressWatch(double limit_s) : limit_s_(limit_s) {}
   /// A rank printed something.
   void output() { progress(); }
-  /// One pass over the live ranks; true once nothing progressed for the limit.
+  /// One pass over the live ranks; true once nothing progressed for the limit
+  /// (and, after hold_off(), for another half of it since).
   bool hung(const std::vector<Rank>& live);
   double idle_s() const;
+  /// After hung(): the next true comes `seconds` later at the earliest (the
+  /// launcher's choice: half the limit when no rank waits for another, a
+  /// moment to confirm when one does); progress resets it.
+  void hold_off(double seconds);
+  /// The default process group's sequence number last read from the rank's
+  /// progress file: -1 none yet, nullopt not known (no file, no number).
+  std::optional<long long> sequence(pid_t pid) const;
 
  private:
   void progress();
@@ -49,6 +60,8 @@ class ProgressWatch {
   std::map<std::string, std::string> seen_;   ///< progress file -> its last content
   std::map<pid_t, std::string> native_half_;  ///< native summaries at half the limit
   bool half_taken_ = false;
+  std::optional<Clock::time_point> next_check_;    ///< set by hold_off()
+  std::map<pid_t, std::optional<long long>> seq_;  ///< from the progress files
 };
 
 }  // namespace gpudiag::launch

@@ -1,13 +1,15 @@
 // Reading a rank's stack (stacks.h): Python's faulthandler dump, eu-stack's
 // and gdb's frames, each line cut at a bound before it is parsed; and a
 // rank's summary, the innermost frame that says where it is (its own code,
-// not libc's waits or a library's), and whether it waits in a collective.
+// not libc's waits or a library's), and whether it waits for another rank
+// (by the names of wait_frames.h).
 #include <algorithm>
 #include <cctype>
 #include <optional>
 #include <string_view>
 
 #include "launch/stacks.h"
+#include "launch/wait_frames.h"
 #include "util/text.h"
 
 namespace gpudiag::launch {
@@ -130,22 +132,6 @@ bool wait_primitive(std::string_view f) {
                      [&](std::string_view p) { return f.starts_with(p); });
 }
 
-/// Collectives and the frameworks' waits (gpudiag's own ranks included).
-bool in_collective(std::string_view f) {
-  static constexpr std::string_view kNames[] = {"gloo",  "nccl",  "Nccl", "MPI_",
-                                                "PMPI_", "ompi_", "c10d", "ProcessGroup"};
-  if (std::any_of(std::begin(kNames), std::end(kNames),
-                  [&](std::string_view n) { return f.find(n) != std::string_view::npos; }))
-    return true;
-  const std::size_t own = f.find("gpudiag::");
-  if (own == std::string_view::npos) return false;
-  const std::string_view rest = f.substr(own + 9);
-  for (std::string_view w :
-       {"Wait", "wait", "Gather", "gather", "Ring", "ring", "Link", "link", "Store", "store"})
-    if (rest.find(w) != std::string_view::npos) return true;
-  return false;
-}
-
 }  // namespace
 
 std::vector<std::string> python_frames(const std::string& dump) {
@@ -195,13 +181,22 @@ void summarise(RankStack& s) {
         own = short_frame(f);
         break;
       }
-    // Inside torch (a collective, or autograd running DDP's all-reduce) while
-    // its own code is further out: it waits on the framework, not on itself.
-    s.waiting = top.find("/torch/") != std::string::npos && in_library(top);
-    if (s.waiting) {
+    // Waiting for another only by name (wait_frames.h): an import, a load, a
+    // compile or a sleep inside torch is the rank's own work.
+    FrameWait w = python_wait(s.frames);
+    bool from_native = false;
+    if (w.kind == WaitKind::none && !s.native.empty()) {
+      w = native_wait(s.native);  // store.wait(), work.wait(), .item() from its own code
+      from_native = w.kind != WaitKind::none;
+    }
+    if (w.kind == WaitKind::in_group && s.sequence && *s.sequence < 0)
+      w.kind = WaitKind::none;  // no process group: backward or a sync waits on nobody
+    s.waiting = w.kind != WaitKind::none;
+    if (s.waiting && from_native) {
+      s.where = "wait in " + w.call + (own.empty() ? "" : " from " + own);
+    } else if (s.waiting) {
       const auto in = top.rfind(" in ");
-      const std::string call = in == std::string::npos ? top : top.substr(in + 4);
-      s.where = "wait in " + call + " (" + short_frame(top.substr(0, in)) + ")" +
+      s.where = "wait in " + w.call + " (" + short_frame(top.substr(0, in)) + ")" +
                 (own.empty() ? "" : " from " + own);
     } else {
       s.where = "in " + (own.empty() ? short_frame(top) : own);
@@ -216,11 +211,7 @@ void summarise(RankStack& s) {
       break;
     }
   if (where.empty()) where = s.frames.front();
-  for (const auto& f : s.frames)
-    if (in_collective(f)) {
-      s.waiting = true;
-      break;
-    }
+  s.waiting = native_wait(s.frames).kind != WaitKind::none;
   s.where = (s.waiting ? "wait in " : "in ") + where;
 }
 

@@ -8,13 +8,15 @@
 // a few seconds and 256 KiB of text per rank.
 //
 // group_stacks(): each rank is summarised by its innermost frame that says
-// where it is ("train.py:42 in main"); a rank inside torch.distributed (or
-// in a native collective: gloo, NCCL, MPI) is "waiting in" that call, from the
-// first frame of its own code. Ranks are grouped by that summary; the ranks
+// where it is ("train.py:42 in main"); a rank that waits for another by the
+// names of wait_frames.h (a collective, a barrier, a store wait, DDP's
+// backward, a synchronisation behind a collective) is "waiting in" that call,
+// from the first frame of its own code. Ranks are grouped by that summary; the ranks
 // that are not waiting while others are, or else the smallest groups, are
 // named first as the ones the job waits for.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <sys/types.h>
 #include <vector>
@@ -30,7 +32,14 @@ struct RankStack {
   std::string text;                 ///< the raw dump, for the file
   std::string error;                ///< why no stack was taken
   std::string where;                ///< the summary (group key)
-  bool waiting = false;             ///< inside a collective or a wait of the framework
+  bool waiting = false;             ///< waits for another rank (wait_frames.h)
+  pid_t pid = 0;
+  /// A Python rank whose Python frames name no wait: its main thread's native
+  /// frames, when the hang verdict took them (wait_frames.h); else empty.
+  std::vector<std::string> native;
+  /// Its default process group's sequence number from the startup hook's
+  /// progress file: -1 no group, nullopt not known.
+  std::optional<long long> sequence;
 };
 
 /// The stack of `pid`; `python_dump` is the rank's GPUDIAG_STACK_FILE ("" none).

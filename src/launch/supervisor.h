@@ -20,6 +20,7 @@
 // a deadline.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,8 +46,9 @@ struct StopPolicy {
   /// After a rank printed its status line (OK or broken), the seconds it has
   /// to exit before it is reported as hung in teardown and killed.
   double exit_timeout_s = 120.0;
-  /// No rank's output and no rank's CPU time moved for this long: report
-  /// every rank's stack and stop the job (0: never).
+  /// Nothing progressed for this long (progress_watch.h) while some rank
+  /// waits for another (wait_frames.h): report every rank's stack and stop
+  /// the job (0: never).
   double hang_timeout_s = 0.0;
   /// Where the full stacks go (stacks-<n>/rank<R>.txt); "" none.
   std::string stack_dir;
@@ -55,6 +57,8 @@ struct StopPolicy {
   /// Whether and where to ask the ranks' NCCL RAS with each stack report and after the
   /// first failure (supervisor_ras.cpp).
   RasPlan ras;
+  /// Ranks in the whole job (every node); 1: --hang-timeout never stops it (0: unknown).
+  int world_size = 0;
 };
 
 /// A started child and the rank it runs.
@@ -121,17 +125,23 @@ class Supervisor {
   std::vector<RankOutcome> outcomes() const;
   std::string summary_note(int status) const;
   void say(const std::string& message);
-  /// Takes every live rank's stack, prints the grouping (the whole job's on
-  /// the first node of several), writes the files.
-  void report_stacks(const std::string& why);
-  /// This node's live ranks' stacks, their files under a new stacks-N in `dir`.
-  std::vector<RankStack> local_stacks(std::string& dir);
+  /// Takes every live rank's stack (or uses `taken`, this node's, just
+  /// taken), prints the grouping (the whole job's on the first node of
+  /// several), writes the files.
+  void report_stacks(const std::string& why, std::vector<RankStack> taken = {});
+  /// This node's live ranks' stacks, summarised; `for_verdict`: also the
+  /// native frames of Python ranks whose Python frames name no wait, and the
+  /// ranks ahead in the default group marked (wait_frames.h).
+  std::vector<RankStack> local_stacks(bool for_verdict = false);
+  /// Writes them under a new stacks-N of the stack folder; that folder ("" none).
+  std::string stack_files(const std::vector<RankStack>& stacks);
   bool taking_stacks_ = false;  ///< local_stacks() runs: its poll may not start another
   /// Another node's launcher asked for this node's stacks: answer it.
   void answer_stack_request();
   /// Stops a job --hang-timeout found hung (exit status 3).
   void stop_hung();
-  /// --hang-timeout: output or CPU time moved since the last look?
+  /// --hang-timeout: nothing progressed for the limit and some rank waits
+  /// for another? Then the report and the stop; else one line, once.
   void watch_progress();
   /// NCCL RAS (supervisor_ras.cpp): a question asked on its own thread (null when the
   /// plan says not to ask); its answer said once it came, the loop relaying meanwhile;
@@ -153,6 +163,13 @@ class Supervisor {
   std::optional<std::size_t> first_failure_;
   int interrupted_by_ = 0;
   bool hang_reported_ = false;
+  bool not_stopped_said_ = false;  ///< "... but no rank waits for another: not stopped"
+  /// Some rank was seen waiting for another after the limit: these stacks,
+  /// and how long nothing had progressed then; the stop comes once a moment
+  /// more passed without progress (the wait was not a step just begun).
+  std::vector<RankStack> hang_stacks_;
+  std::chrono::steady_clock::time_point hang_seen_at_;
+  double hang_seen_idle_s_ = 0.0;
   ProgressWatch progress_;
   bool hung_ = false;  ///< stopped by --hang-timeout
   std::optional<Deadline> hang_stop_at_;  ///< a later node's stop, after node 0 asked

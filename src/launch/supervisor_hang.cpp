@@ -1,5 +1,6 @@
-// When a job hangs (supervisor.h): --hang-timeout's watch of progress and the
-// stop that follows, and where every rank is: each live rank's stack taken at
+// When a job hangs (supervisor.h): --hang-timeout's watch of progress, the
+// verdict (no progress, and some rank waits for another: wait_frames.h) and
+// the stop that follows, and where every rank is: each live rank's stack taken at
 // once on a thread of its own while the loop goes on reaping, the other
 // nodes' stacks asked for and grouped, and NCCL's RAS asked alongside.
 #include <unistd.h>
@@ -13,6 +14,7 @@
 
 #include "launch/stacks.h"
 #include "launch/supervisor_detail.h"
+#include "launch/wait_frames.h"
 
 namespace gpudiag::launch {
 
@@ -26,14 +28,49 @@ void Supervisor::watch_progress() {
   for (const auto& s : slots_)
     if (!s.status) live.push_back({s.child.pid(), s.progress_file});
   if (!progress_.hung(live)) return;
+  // Nothing progressed for the limit. A hang only when some rank waits for
+  // another (wait_frames.h): a long import, load, compile or sleep of every
+  // rank is left alone, said once.
+  const std::string quiet = "no progress for " + seconds(policy_.hang_timeout_s) +
+                            ", but no rank waits for another";
+  if (policy_.world_size == 1) {
+    hang_reported_ = true;  // one rank has no other to wait for: never stopped
+    say(quiet + " (a 1-rank job): not stopped");
+    return;
+  }
+  // Seen waiting a moment ago and nothing progressed since: the hang. (A rank
+  // that has just entered a barrier its peer reaches next is progress the
+  // startup hook writes within half a second; seen at once, it looked hung.)
+  const double confirm_s = std::min(2.0, policy_.hang_timeout_s / 2);
+  auto stacks = std::move(hang_stacks_);
+  hang_stacks_.clear();
+  const double since_seen =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - hang_seen_at_).count();
+  const bool same_stretch = progress_.idle_s() >= hang_seen_idle_s_ + since_seen - 0.05;
+  if (stacks.empty() || !same_stretch) {
+    stacks = local_stacks(true);
+    if (phase_ != Phase::running || live_ranks().empty()) return;
+    if (!some_rank_waits(stacks)) {
+      if (!not_stopped_said_) say(quiet + ": not stopped");
+      not_stopped_said_ = true;
+      progress_.hold_off(policy_.hang_timeout_s / 2);
+      return;
+    }
+    hang_stacks_ = std::move(stacks);
+    hang_seen_at_ = std::chrono::steady_clock::now();
+    hang_seen_idle_s_ = progress_.idle_s();
+    progress_.hold_off(confirm_s);
+    return;
+  }
   hang_reported_ = true;
   // The job hung: decided now, whenever its ranks are stopped. A rank that
   // ends from here on (another node's launcher stopped its peers first, so
   // its collective failed) is an effect of the stop, not a first failure.
   hung_ = true;
   report_stacks("--hang-timeout " + seconds(policy_.hang_timeout_s) +
-                ": no rank made progress for that long (no output, no collective completed, no "
-                "change of where its code is)");
+                    ": no rank made progress for that long (no output, no collective completed, "
+                    "no change of where its code is) and some rank waits for another",
+                std::move(stacks));
   // Another node's launcher keeps its ranks alive until the first node has
   // asked for their stacks (it hangs too, so it asks within seconds).
   if (observer_.answers_stacks()) {
@@ -57,12 +94,7 @@ void Supervisor::stop_hung() {
   kill_at_ = Deadline::after_seconds(policy_.kill_after_s);
 }
 
-std::vector<RankStack> Supervisor::local_stacks(std::string& dir) {
-  ++stack_reports_;
-  dir = policy_.stack_dir.empty() ? std::string()
-                                  : policy_.stack_dir + "/stacks-" + std::to_string(stack_reports_);
-  std::error_code ec;
-  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+std::vector<RankStack> Supervisor::local_stacks(bool for_verdict) {
   // Every live rank's stack at once, each on a thread of its own (a debugger
   // may take seconds a rank); meanwhile this loop goes on reaping and relaying,
   // so a rank that exits is reaped when it exits and the first failure stays
@@ -81,8 +113,12 @@ std::vector<RankStack> Supervisor::local_stacks(std::string& dir) {
   std::vector<std::thread> threads;
   taking_stacks_ = true;
   for (auto& t : taking)
-    threads.emplace_back([&t, &left] {
+    threads.emplace_back([&t, &left, for_verdict] {
       t.st = take_stack(t.pid, t.file);
+      // Python frames that name no wait may still sit in a native one
+      // (store.wait(), work.wait(), .item() behind a collective).
+      if (for_verdict && t.st.source == "python" && python_wait(t.st.frames).kind == WaitKind::none)
+        t.st.native = take_stack(t.pid, "").frames;
       --left;
     });
   while (left > 0) {
@@ -98,28 +134,41 @@ std::vector<RankStack> Supervisor::local_stacks(std::string& dir) {
     RankStack st = std::move(t.st);
     if (s.status) {  // it ended while its stack was taken: say so, not "ptrace refused"
       st.frames.clear();
+      st.native.clear();
       st.error = "it exited while its stack was taken (" + s.status->describe() + ")";
     }
     st.rank = s.rank;
     st.local_rank = s.local_rank;
     st.host = policy_.host;
+    st.pid = t.pid;
+    if (!s.progress_file.empty()) st.sequence = progress_.sequence(t.pid);
     summarise(st);
-    if (!dir.empty()) {
-      std::ofstream f(dir + "/rank" + std::to_string(s.rank) + ".txt");
-      f << "# rank " << s.rank << " pid " << s.child.pid() << " (" << st.source << ")\n" << st.text;
-    }
     stacks.push_back(std::move(st));
   }
+  if (for_verdict) mark_ahead(stacks);
   return stacks;
 }
 
-void Supervisor::report_stacks(const std::string& why) {
+std::string Supervisor::stack_files(const std::vector<RankStack>& stacks) {
+  ++stack_reports_;
+  if (policy_.stack_dir.empty()) return {};
+  const std::string dir = policy_.stack_dir + "/stacks-" + std::to_string(stack_reports_);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  for (const auto& st : stacks) {
+    std::ofstream f(dir + "/rank" + std::to_string(st.rank) + ".txt");
+    f << "# rank " << st.rank << " pid " << st.pid << " (" << st.source << ")\n" << st.text;
+  }
+  return dir;
+}
+
+void Supervisor::report_stacks(const std::string& why, std::vector<RankStack> taken) {
   if (live_ranks().empty()) return;
   // The first node's launcher asks the others first, so all take theirs at once.
   const int request = observer_.request_stacks();
   auto ras = ask_ras(why.substr(0, why.find(':')), policy_.ras.timeout_s);  // alongside the stacks
-  std::string dir;
-  auto stacks = local_stacks(dir);
+  auto stacks = taken.empty() ? local_stacks() : std::move(taken);
+  const std::string dir = stack_files(stacks);
   cached_summary_ = encode_stacks(stacks);
   std::string nodes_note;
   if (request > 0) {
@@ -155,8 +204,9 @@ void Supervisor::answer_stack_request() {
   }
   if (live_ranks().empty()) return;
   auto ras = ask_ras("the first node asked where the ranks are", policy_.ras.timeout_s);
-  std::string dir;
-  observer_.publish_stacks(n, encode_stacks(local_stacks(dir)));
+  auto stacks = local_stacks();
+  stack_files(stacks);
+  observer_.publish_stacks(n, encode_stacks(stacks));
   finish_ras(std::move(ras));
 }
 
