@@ -1,6 +1,7 @@
 // Reading a child's error file (error_file.h): open without following a
 // link the child may have planted, read at most kMaxErrorFile + 1 bytes,
-// parse without exceptions, take the fields of either shape.
+// parse without exceptions, take the fields of either shape; the `at` line
+// is the user's innermost frame, not the standard library's or gpudiag's.
 #include "launch/error_file.h"
 
 #include <fcntl.h>
@@ -23,19 +24,62 @@ std::string cut(const std::string& s, std::size_t n) {
   return c.size() > n ? c.substr(0, n) + "..." : c;
 }
 
-/// The last "File "x.py", line 12, in f" line of a Python traceback.
-std::string last_frame(const std::string& stack) {
-  std::string best;
+/// Whether a traceback's `File "path"` names code the user did not write:
+/// a frozen or built-in module ("<frozen os>", "<string>"), the standard
+/// library (.../lib/python3.11/os.py), an installed package (site-packages,
+/// dist-packages), or gpudiag's own scripts, whose frames sit between the
+/// user's call and the raise (ReplicaCheck's ReplicaDivergence).
+bool foreign_file(const std::string& path) {
+  if (path.empty() || path[0] == '<') return true;
+  if (path.find("/site-packages/") != std::string::npos ||
+      path.find("/dist-packages/") != std::string::npos)
+    return true;
+  for (const char* lib : {"/lib/python", "/lib64/python"}) {
+    const auto at = path.find(lib);
+    if (at == std::string::npos) continue;
+    // ".../lib/python3.11/os.py": a version, then the module's file.
+    std::size_t i = at + std::strlen(lib);
+    while (i < path.size() && (std::isdigit(static_cast<unsigned char>(path[i])) || path[i] == '.'))
+      ++i;
+    if (i < path.size() && path[i] == '/' && i > at + std::strlen(lib)) return true;
+  }
+  const auto slash = path.rfind('/');
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  return base == "replica_check.py" || base == "dump_activations.py" || base == "gpudiag_scan.py";
+}
+
+/// The path of a `File "x.py", line 12, in f` line ("" when it is not one).
+std::string frame_file(const std::string& frame) {
+  if (frame.compare(0, 6, "File \"") != 0) return "";
+  const auto end = frame.find("\", line ", 6);
+  return end == std::string::npos ? "" : frame.substr(6, end - 6);
+}
+
+/// The user's innermost frame of a Python traceback: of the last traceback
+/// (the exception raised; chained ones come before it), its last `File
+/// "x.py", line 12, in f` line that is not foreign_file(); the last frame
+/// when every frame is foreign. The whole stack stays in the file.
+std::string user_frame(const std::string& stack) {
+  std::string last, user;
   std::size_t at = 0;
   while (at < stack.size()) {
     std::size_t end = stack.find('\n', at);
     if (end == std::string::npos) end = stack.size();
     std::string line = stack.substr(at, end - at);
-    const auto lead = line.find_first_not_of(' ');
-    if (lead != std::string::npos && line.compare(lead, 5, "File ") == 0) best = line.substr(lead);
     at = end + 1;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.rfind("Traceback (most recent call last)", 0) == 0) {
+      last.clear();
+      user.clear();
+      continue;
+    }
+    const auto lead = line.find_first_not_of(' ');
+    if (lead == std::string::npos || line.compare(lead, 5, "File ") != 0) continue;
+    line = line.substr(lead);
+    last = line;
+    if (!foreign_file(frame_file(line))) user = line;
   }
-  return cut(best, 300);
+  return cut(user.empty() ? last : user, 300);
 }
 
 }  // namespace
@@ -77,7 +121,7 @@ std::optional<ChildError> read_child_error(const std::string& path) {
   if (m.contains("extraInfo") && m["extraInfo"].is_object()) {
     const auto& x = m["extraInfo"];
     if (x.contains("py_callstack") && x["py_callstack"].is_string())
-      e.where = last_frame(x["py_callstack"].get<std::string>());
+      e.where = user_frame(x["py_callstack"].get<std::string>());
     if (x.contains("timestamp") && x["timestamp"].is_string()) {
       const std::string& t = x["timestamp"].get_ref<const std::string&>();
       char* end = nullptr;

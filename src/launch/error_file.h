@@ -18,7 +18,9 @@ inline constexpr std::size_t kMaxErrorFile = 1u << 20;
 
 struct ChildError {
   std::string message;     ///< "ValueError: bad step" (escaped, at most 500 bytes)
-  std::string where;       ///< the traceback's last "File ..., line N, in f" line, "" none
+  std::string where;       ///< the user's innermost "File ..., line N, in f" line, "" none:
+                           ///< frames of frozen/stdlib modules, site-/dist-packages and
+                           ///< gpudiag's scripts skipped (the last frame when all are)
   std::int64_t timestamp = 0;  ///< seconds since the epoch; 0 unknown
 };
 
