@@ -27,7 +27,9 @@ returned. ReplicaCheck and ReplicaDivergence (replica_check.py, importable
 from here) compare data-parallel replicas' parameters every step. With stop_on_nan=True (the default, like the detector)
 the dumper raises FloatingPointError at the first frame that holds a nan or
 inf, after writing that batch, so keep_last can never delete the batch that
-held the cause.
+held the cause. With stop_on_nan=False the run goes on, and keep_last keeps
+the first batch that held a nan or inf, and the one before it, beside the
+newest ones.
 
 In a training loop:
 
@@ -142,7 +144,9 @@ class ActivationDumper:
 
     batches: batch numbers to record (0-based), or None for all.
     keep_last: keep only the files of this many most recent batches (None: all),
-        so a long run keeps the batches before a failure without filling the disk.
+        so a long run keeps the batches before a failure without filling the disk;
+        the first batch that held a nan or inf, and the one before it, are kept
+        beside them.
     max_file_bytes: start a new part file of the same batch beyond this size (tensors).
     mode: "stats" (statistics through libgpudiag_scan.so) or "tensors".
     rank: put this rank in the file names; default RANK or LOCAL_RANK when set.
@@ -162,6 +166,7 @@ class ActivationDumper:
         self.rank = env_rank() if rank is None else int(rank)
         self.stop_on_nan = stop_on_nan
         self.stopped = None  # the FloatingPointError's message once raised
+        self.first_bad = None  # the first batch that held a nan/inf: keep_last keeps it
         self._stats_frames = []
         self._seen = {}  # tensors mode: id -> (tensor, version, "frame.entry") of this batch
         self.model = model
@@ -239,6 +244,8 @@ class ActivationDumper:
     def _frame_of(self, path, cls, entries):
         """Records one frame; with stop_on_nan raises at a nan/inf, after writing its batch."""
         bad = self._record_stats(path, cls, entries) if self.scanner else self._record(path, cls, entries)
+        if bad and self.first_bad is None:
+            self.first_bad = self.batch_number
         if bad and self.stop_on_nan:
             self._flush(final=True)
             self._frame = 0  # written: close() has nothing left to write
@@ -312,7 +319,7 @@ class ActivationDumper:
                     continue
                 self._seen[id(value)] = (value, value._version, f"{self._frame}.{index}")
                 copy = value.detach().to("cpu", copy=True)
-                if (self.stop_on_nan and bad is None and copy.is_floating_point()
+                if ((self.stop_on_nan or self.first_bad is None) and bad is None and copy.is_floating_point()
                         and not bool(torch.isfinite(copy).all())):
                     bad = f"nan/inf in {path or 'the model'} {cls} {label}"
                 self._tensors[key] = copy
@@ -361,10 +368,17 @@ class ActivationDumper:
             self._prune()
 
     def _prune(self):
+        """Deletes all but the newest keep_last batches' files, and never the
+        first batch that held a nan/inf nor the one before it (the values
+        leading up to it): `gpudiag scan` leads with that batch."""
         if self.keep_last is None:
             return
-        while len(self._files) > self.keep_last:
-            _, paths = self._files.pop(0)
+        keep = {n for n, _ in self._files[-self.keep_last:]} if self.keep_last > 0 else set()
+        if self.first_bad is not None:
+            keep |= {self.first_bad, self.first_bad - 1}
+        gone = [paths for n, paths in self._files if n not in keep]
+        self._files = [(n, paths) for n, paths in self._files if n in keep]
+        for paths in gone:
             for p in paths:
                 try:
                     os.remove(p)

@@ -171,14 +171,46 @@ class StatsMode(unittest.TestCase):
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("Detected inf/nan during batch_number=4", r.stdout)
 
-    def test_without_it_keep_last_loses_the_cause_and_scan_says_so(self):
+    def test_without_it_keep_last_keeps_the_first_inf_batch_beside_the_newest(self):
+        # The recipe of docs/scan.md (keep_last=4, stop_on_nan=False): the run
+        # goes on, and the batch that first went inf (with the one before it)
+        # stays for scan to lead with.
         raised = self.blowup(keep_last=2, stop_on_nan=False)
         self.assertIsNone(raised)
-        self.assertEqual(sorted(os.listdir(self.dir)), ["batch-000006.stats.json", "batch-000007.stats.json"])
+        self.assertEqual(sorted(os.listdir(self.dir)), ["batch-000003.stats.json", "batch-000004.stats.json",
+                                                        "batch-000006.stats.json", "batch-000007.stats.json"])
+        r = scan(self.dir)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("Detected inf/nan during batch_number=4", r.stdout)
+        self.assertNotIn("the cause is earlier than this dump", r.stderr)
+        # Without them (deleted by hand) scan says the cause is earlier.
+        for n in (3, 4):
+            os.remove(os.path.join(self.dir, f"batch-00000{n}.stats.json"))
         r = scan(self.dir)
         self.assertEqual(r.returncode, 1)
         self.assertIn("the oldest batch of the dump (batch 6) starts with nan/inf", r.stderr)
         self.assertIn("the cause is earlier than this dump", r.stderr)
+
+    def test_keep_last_on_a_healthy_run_keeps_only_the_newest(self):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 4))
+        for mode in ("stats", "tensors"):
+            out = os.path.join(self.dir, mode)
+            with dump_activations.ActivationDumper(model, out, lib=LIB, keep_last=2, mode=mode,
+                                                   stop_on_nan=False):
+                for _ in range(6):
+                    model(torch.randn(2, 8) * 1e30)  # huge, finite
+            self.assertEqual(sorted(f.split(".")[0] for f in os.listdir(out)),
+                             ["batch-000004", "batch-000005"])
+
+    def test_tensors_mode_keeps_the_first_inf_batch_too(self):
+        raised = self.blowup(keep_last=2, stop_on_nan=False, mode="tensors")
+        self.assertIsNone(raised)
+        self.assertEqual(sorted(os.listdir(self.dir)), ["batch-000003.safetensors", "batch-000004.safetensors",
+                                                        "batch-000006.safetensors", "batch-000007.safetensors"])
+        r = scan(self.dir)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("Detected inf/nan during batch_number=4", r.stdout)
 
     def test_files_carry_the_rank_and_scan_reports_every_rank_or_one(self):
         model = nn.Sequential(nn.Linear(4, 4))
