@@ -15,7 +15,8 @@ each optimizer step, so a replica that differs is a corrupted one.
    group (one small collective) and, when they differ, raises
    ReplicaDivergence on every rank, its message starting
    `replicas diverged at step S: rank R differs from ranks ...`: the majority
-   decides which replica is wrong; two replicas that disagree are said to.
+   decides which replica is wrong; two replicas that disagree are said to,
+   and that a third replica would decide.
    The first differing tensors' values are then gathered (only then) to say
    how far apart they are: bits that differ and the largest |difference|.
 
@@ -103,7 +104,8 @@ def verdict(step, ranks, names, rows, details=None):
     a, b = rows[ranks.index(sets[0][0])], rows[ranks.index(sets[1][0])]
     differ = [i for i in range(len(names)) if a[i] != b[i]]
     held = " vs ".join(ranks_text(s) for s in sets)
-    return (f"{head}{held}, no majority says which is wrong, {listed(differ)}", None, differ)
+    two = " (2 replicas: a third would decide)" if len(ranks) == 2 else ""  # none outvotes the other
+    return (f"{head}{held}, no majority says which is wrong{two}, {listed(differ)}", None, differ)
 
 
 def _sharded(name, p):

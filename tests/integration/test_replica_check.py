@@ -127,9 +127,12 @@ class Verdict(unittest.TestCase):
         self.assertEqual(msg, "replicas diverged at step 4: rank 1 differs from ranks 0,2-3 (so does rank 4) in 5 of 5 "
                               "tensors: a.weight, a.bias, b.weight and 2 more")
         msg, rank, _ = replica_check.verdict(3, [0, 1], self.NAMES, [ok, [1, 2, 3, 4, 6]])
-        self.assertEqual(msg, "replicas diverged at step 3: rank 0 vs rank 1, no majority says which is wrong, in 1 of 5 "
-                              "tensors: c.weight")
+        self.assertEqual(msg, "replicas diverged at step 3: rank 0 vs rank 1, no majority says which is wrong "
+                              "(2 replicas: a third would decide), in 1 of 5 tensors: c.weight")
         self.assertIsNone(rank)
+        msg, rank, _ = replica_check.verdict(3, [0, 1, 2, 3], self.NAMES, [ok, [0] * 5, [0] * 5, ok])
+        self.assertIsNone(rank)
+        self.assertNotIn("a third would decide", msg)
 
 
 class WhatIsCompared(unittest.TestCase):
@@ -217,10 +220,11 @@ class DataParallel(unittest.TestCase):
     def test_two_replicas_that_disagree_are_said_to(self):
         p = self.flip("mlp", "fp32", "0.bias", 30, rank=1, n=2)
         self.assertIn("root cause: the replicas diverged, and no majority names one: ReplicaDivergence: replicas "
-                      "diverged at step 3: rank 0 vs rank 1, no majority says which is wrong, in 1 of 4 tensors: "
-                      "0.bias", p.stderr)
+                      "diverged at step 3: rank 0 vs rank 1, no majority says which is wrong (2 replicas: a third "
+                      "would decide), in 1 of 4 tensors: 0.bias", p.stderr)
         self.assertEqual(self.offline().stdout, "replicas diverged at step 3: rank 0 vs rank 1, no majority says "
-                                                "which is wrong, in 1 of 4 tensors: 0.bias\n")
+                                                "which is wrong (2 replicas: a third would decide), in 1 of 4 "
+                                                "tensors: 0.bias\n")
 
     def test_under_torchs_own_torchrun_every_rank_raises_it(self):
         # torch 1.13's default --redirects/--tee "0" does not parse under Python 3.11.

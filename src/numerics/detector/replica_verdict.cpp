@@ -81,7 +81,9 @@ std::optional<ReplicaVerdict> replica_verdict(std::uint64_t step, const std::vec
   v.differ = differing(*sets[0].first, *sets[1].first);
   std::string held;
   for (const auto& s : sets) held += (held.empty() ? "" : " vs ") + ranks_text(s.second);
-  v.message = head + held + ", no majority says which is wrong, " + listed(v.differ, names);
+  // Two replicas cannot outvote each other: a third would.
+  const std::string two = ranks.size() == 2 ? " (2 replicas: a third would decide)" : "";
+  v.message = head + held + ", no majority says which is wrong" + two + ", " + listed(v.differ, names);
   return v;
 }
 

@@ -42,8 +42,8 @@ TEST(ReplicaVerdict, TwoReplicasOrATieNameNoOne) {
   EXPECT_EQ(v->rank, -1);
   EXPECT_EQ(
       v->message,
-      "replicas diverged at step 3: rank 0 vs rank 1, no majority says which is wrong, in 1 of 5 "
-      "tensors: c.weight");
+      "replicas diverged at step 3: rank 0 vs rank 1, no majority says which is wrong (2 replicas: "
+      "a third would decide), in 1 of 5 tensors: c.weight");
   const auto tie =
       replica_verdict(8, {4, 5, 6, 7}, kNames,
                       {{1, 2, 3, 4, 5}, {1, 2, 3, 4, 6}, {1, 2, 3, 4, 6}, {1, 2, 3, 4, 5}});
@@ -51,6 +51,7 @@ TEST(ReplicaVerdict, TwoReplicasOrATieNameNoOne) {
   EXPECT_EQ(tie->rank, -1);
   EXPECT_EQ(tie->message.substr(0, 60),
             "replicas diverged at step 8: ranks 4,7 vs ranks 5-6, no majo");
+  EXPECT_EQ(tie->message.find("a third would decide"), std::string::npos);
 }
 
 }  // namespace
