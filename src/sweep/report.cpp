@@ -63,6 +63,25 @@ std::vector<NodeVerdict> by_host(const SweepOutcome& o) {
   return v;
 }
 
+/// Why an OK node's figure is below the threshold it shows (or failed), ""
+/// when it is not: the test speaks against its partner, found bad; or it is
+/// one slow test, and a node is slow only when its tests are slow at their
+/// median (a busy moment is not a slow node), or when a deciding test is.
+std::string below_note(const SweepOutcome& o, const NodeVerdict& v) {
+  if (v.state != NodeState::ok || !v.evidence || v.threshold_gbps <= 0) return "";
+  const NodeTest& t = *v.evidence;
+  if (!t.failed && t.gbps >= v.threshold_gbps) return "";
+  const std::string what = t.failed ? "failed" : "below the threshold";
+  if (t.partner >= 0)
+    for (const auto& p : o.verdicts)
+      if (p.node == t.partner && p.state != NodeState::ok)
+        return what + " with " + host_of(o, t.partner) + ", found " + state_name(p.state) +
+               ": the test speaks against it, not this node";
+  if (t.failed) return "failed once; every other test of this node passed";
+  return "below the threshold in this test only: a node is slow when its tests are at their "
+         "median (a busy moment is not a slow node)";
+}
+
 }  // namespace
 
 std::string sweep_text(const SweepOutcome& o) {
@@ -91,6 +110,7 @@ std::string sweep_text(const SweepOutcome& o) {
                        v.threshold_gbps > 0 ? gbps(v.threshold_gbps) : "-", partner, width, t.where);
     if (t.failed && !t.why.empty()) out += "    " + clean_text(t.why) + "\n";
     if (!v.reason.empty()) out += "    " + v.reason + "\n";
+    if (const std::string note = below_note(o, v); !note.empty()) out += "    OK: " + note + "\n";
   }
   for (const auto& w : o.warnings) out += "warning: " + clean_text(w) + "\n";
   if (o.rounds.empty() && !o.verdicts.empty()) {
@@ -126,7 +146,8 @@ nlohmann::json sweep_json(const SweepOutcome& o) {
                    {"measured_gbps", t.failed ? json(nullptr) : json(t.gbps)},
                    {"threshold_gbps", v.threshold_gbps},
                    {"where", t.where},
-                   {"why", t.why}};
+                   {"why", t.why},
+                   {"ok_below_threshold", below_note(o, v)}};
     } else {
       n["test"] = nullptr;
     }

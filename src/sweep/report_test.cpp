@@ -1,5 +1,6 @@
 // The sweep's outputs in the order people read hosts: node2 before node10,
-// whatever order the nodes arrived in (the judge numbers them by rank).
+// whatever order the nodes arrived in (the judge numbers them by rank); an OK
+// node whose figure is below its threshold column says why.
 #include "sweep/report.h"
 
 #include <gtest/gtest.h>
@@ -47,6 +48,45 @@ TEST(SweepReport, APoolOfOneNodeSaysNoPairTestRan) {
   o.rounds.push_back({1, "node pairs", 1, 0.5});
   o.hosts.push_back("node2");
   EXPECT_EQ(sweep_text(o).find("no pair test ran"), std::string::npos);
+}
+
+NodeTest cross(int partner, double gbps, bool failed = false) {
+  NodeTest t;
+  t.round = 2;
+  t.stage = "node pairs";
+  t.partner = partner;
+  t.gbps = gbps;
+  t.failed = failed;
+  t.where = "ranks 0<->4";
+  return t;
+}
+
+TEST(SweepReport, AnOkNodeBelowItsThresholdSaysWhy) {
+  SweepOutcome o;
+  o.hosts = {"node1", "node2", "node3", "node4"};
+  o.ranks_per_node = {1, 1, 1, 1};
+  // node1: its weakest test is with node2, found slow; node3: one slow test
+  // of a node fast at its median; node4: above its threshold, nothing to say.
+  o.verdicts.push_back({0, NodeState::ok, cross(1, 0.01), 0.23, ""});
+  o.verdicts.push_back({1, NodeState::slow, cross(0, 0.01), 0.23, ""});
+  o.verdicts.push_back({2, NodeState::ok, cross(3, 0.10), 0.23, ""});
+  o.verdicts.push_back({3, NodeState::ok, cross(2, 0.39), 0.23, ""});
+  o.rounds.push_back({2, "node pairs", 2, 0.5});
+  const std::string text = sweep_text(o);
+  EXPECT_NE(text.find("node1     OK       node pairs (round 2)           0.01 GB/s     0.23 GB/s  node2     "
+                      "ranks 0<->4\n    OK: below the threshold with node2, found SLOW: the test "
+                      "speaks against it, not this node\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("ranks 0<->4\n    OK: below the threshold in this test only"), std::string::npos)
+      << text;
+  // Every OK row whose figure is below its threshold column is followed by why.
+  EXPECT_EQ(text.find("node4     OK       node pairs (round 2)           0.39 GB/s     0.23 GB/s  node3     "
+                      "ranks 0<->4\nexclude"),
+            text.find("node4     OK")) << text;
+  const auto j = sweep_json(o);
+  EXPECT_EQ(j["nodes"][3]["test"]["ok_below_threshold"], "");
+  EXPECT_NE(j["nodes"][0]["test"]["ok_below_threshold"], "");
 }
 
 }  // namespace
