@@ -62,7 +62,8 @@ class SilentNativeRankThatMoves(unittest.TestCase):
         # at half the limit (5 s: sh waiting, 3 s before the exec, room for a
         # slow stack reader on a loaded machine) and at the limit (10 s: the
         # sleep, 6 s before it ends): it moved, so the job runs to its end.
-        # Checked only at the limit, both stacks would be the sleep's: hung.
+        # Checked only at the limit, both stacks would be the sleep's, and the
+        # watch would call the job hung.
         p = subprocess.run([BIN, "launch", "--nproc-per-node", "1", "--hang-timeout", "10", "--no-python",
                             "sh", "-c", "sleep 8; exec sleep 8"], env=clean_env(),
                            capture_output=True, text=True, timeout=180)
