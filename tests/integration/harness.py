@@ -51,26 +51,65 @@ def descendants(pid):
     return out
 
 
+def pipe_holders(fileobj):
+    """`ps`-style lines of every process that still holds the pipe behind
+    `fileobj` open (found through /proc/*/fd), e.g. an orphan that inherited a
+    command's stdout and keeps it open after the command ended."""
+    try:
+        target = os.readlink(f"/proc/self/fd/{fileobj.fileno()}")
+    except (OSError, ValueError):
+        return []
+    held = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if int(pid) == os.getpid():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+            if any(os.readlink(f"/proc/{pid}/fd/{fd}") == target for fd in fds):
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    held.append(pid + " " + f.read().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            continue
+    return held
+
+
 def run(args, timeout=120, env=None, **kw):
     """Runs a command; a hang fails the test instead of blocking the suite, and
     says what was still running (with each process's wait channel) and the
-    output so far, so a hang in CI can be read after the fact."""
+    output so far, so a hang in CI can be read after the fact. The command
+    starts a session of its own, so on a timeout everything it started is
+    killed, also what was reparented away from it; and the output is waited
+    for a bounded time after that: a process outside that still holds the
+    command's stdout or stderr is named instead of waited for forever."""
     data = kw.pop("input", None)
     stdin = kw.pop("stdin", subprocess.PIPE if data is not None else subprocess.DEVNULL)
+    kw.setdefault("start_new_session", True)
     p = subprocess.Popen(args, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, env=env, **kw)
     try:
         out, err = p.communicate(input=data, timeout=timeout)
     except subprocess.TimeoutExpired:
         tree = descendants(p.pid)
+        ended = p.poll() is not None
+        holders = pipe_holders(p.stdout) + pipe_holders(p.stderr)
+        if kw["start_new_session"]:
+            try:
+                os.killpg(p.pid, 9)
+            except OSError:
+                pass
         for line in tree:
             try:
                 os.kill(int(line.split()[0]), 9)
             except (OSError, ValueError):
                 pass
-        out, err = p.communicate()
-        raise AssertionError(f"{args} did not end within {timeout} s; still running:\n" +
-                             "\n".join(tree) + f"\n--- stdout (tail) ---\n{out[-3000:]}" +
+        try:
+            out, err = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            out, err = "(still held open)", "(still held open)"
+        what = (f"{args} ended with status {p.returncode}, but its output was still held open "
+                f"after {timeout} s by:\n" + "\n".join(sorted(set(holders)))) if ended else \
+               (f"{args} did not end within {timeout} s; still running:\n" + "\n".join(tree))
+        raise AssertionError(what + f"\n--- stdout (tail) ---\n{out[-3000:]}" +
                              f"\n--- stderr (tail) ---\n{err[-3000:]}") from None
     return subprocess.CompletedProcess(args, p.returncode, out, err)
 
