@@ -17,8 +17,25 @@ each optimizer step, so a replica that differs is a corrupted one.
    `replicas diverged at step S: rank R differs from ranks ...`: the majority
    decides which replica is wrong; two replicas that disagree are said to,
    and that a third replica would decide.
-   The first differing tensors' values are then gathered (only then) to say
-   how far apart they are: bits that differ and the largest |difference|.
+   The first differing tensors are then located (only then) by checksums of
+   their chunks, gathered like the sums, narrowed to one chunk of at most
+   1 MiB, whose bytes alone the wrong replica and a right one broadcast: at
+   most two such chunks are held at once, whatever the tensor's size. The
+   message says bits that differ and the largest |difference| there.
+
+Expert (MoE) parameters, which Megatron-LM and DeepSpeed mark with
+`allreduce = False`, are replicated over the expert-data-parallel group
+only: they are left out of the check over `group` (given or not), and
+checked over `expert_group=` when it is given, in a file of their own
+(`rank00003.experts.replica.jsonl`), or with the others when the two groups
+hold the same ranks.
+
+`before_check`, a callable, runs at the start of every checked step: an
+optimizer that gathers its parameters later (Megatron's distributed
+optimizer with overlap_param_gather, ZeRO's deferred all-gather) leaves the
+replicas different after optimizer.step() until that gather; before_check
+finishes it (e.g. the optimizer's own "finish param sync" call), or call
+.step() after the next forward, once the gather is done.
 
 The replica group is `group`, else the DDP model's `process_group`, else the
 default group. Parameters DDP ignores are skipped; buffers are not compared
@@ -31,13 +48,16 @@ ValueError at construction.
 import hashlib
 import json
 import os
+import warnings
 from collections import Counter
 
 import torch
 
 FORMAT = "gpudiag-replica-sums/1"
-DETAIL_TENSORS = 3  # tensors whose values are gathered to say how far apart they are
-DETAIL_MAX_BYTES = 256 << 20  # larger ones are named without their values
+DETAIL_TENSORS = 3  # tensors whose differences are located to say how far apart they are
+CHUNK_BYTES = 1 << 20  # a differing tensor is narrowed to a chunk this large before its bytes move
+CHUNKS_PER_ROUND = 1024  # checksums per rank per narrowing round (8 KiB each)
+MESSAGE_BYTES = 4096  # an expert group's divergence, passed to the ranks of other groups
 
 
 class ReplicaDivergence(RuntimeError):
@@ -122,6 +142,13 @@ def _sharded(name, p):
     return None
 
 
+def _expert(p):
+    """Whether `p` is an expert (MoE) parameter, replicated over the
+    expert-data-parallel group only: Megatron-LM and DeepSpeed mark those
+    with allreduce = False."""
+    return getattr(p, "allreduce", True) is False
+
+
 def _local(p):
     """The part of parameter `p` this rank holds: a DTensor's local shard,
     a ZeRO-3 parameter's partition, else `p` itself."""
@@ -148,18 +175,30 @@ class ReplicaCheck:
     group: the process group of the replicas (default: the DDP model's
         process_group, else the default group); required for sharded parameters.
     lib: the path of libgpudiag_scan.so (default: see gpudiag_scan.py).
+    before_check: called with no arguments before each checked step's
+        checksums: finishes a parameter gather the optimizer deferred.
+    expert_group: the expert-data-parallel group, over which the expert
+        parameters (allreduce = False) are checked; without it they are not.
     """
 
-    def __init__(self, model, out_dir, every=1, group=None, lib=None):
+    def __init__(self, model, out_dir, every=1, group=None, lib=None, before_check=None, expert_group=None,
+                 _kind=""):
         import gpudiag_scan  # beside this file
         self.lib = gpudiag_scan.load(lib)
         self.every = max(1, int(every))
+        if before_check is not None and not callable(before_check):
+            raise TypeError("ReplicaCheck: before_check must be callable (or None)")
+        self.before_check = before_check
         inner = getattr(model, "module", model)
         ignored = set(getattr(model, "parameters_to_ignore", None) or ())
-        self.params = [(n, p) for n, p in inner.named_parameters() if n not in ignored]
+        everything = [(n, p) for n, p in inner.named_parameters() if n not in ignored]
         self.dist, self.rank = _world_and_rank()
+        self.experts = None
+        # Without a process group every parameter is this process's own.
+        self.params = [(n, p) for n, p in everything
+                       if self.dist is None or _expert(p) == (_kind == "experts")]
         fsdp = any(type(m).__name__ == "FullyShardedDataParallel" for m in model.modules())
-        if group is None:
+        if group is None and _kind != "experts":
             why = [(n, w) for n, p in self.params for w in [_sharded(n, p)] if w]
             if fsdp or why:
                 what = f"{why[0][0]} is {why[0][1]}" if why else "the model is FSDP-wrapped"
@@ -172,12 +211,23 @@ class ReplicaCheck:
         self.group_ranks = None
         if self.dist is not None:
             self.group_ranks = self._gather_ints([self.rank])[:, 0].tolist()
+        experts = [(n, p) for n, p in everything if self.dist is not None and _expert(p)]
+        if experts and _kind != "experts":
+            if expert_group is None:
+                warnings.warn(f"ReplicaCheck: {len(experts)} expert parameters (allreduce=False, e.g. "
+                              f"{experts[0][0]}) are not checked: pass expert_group= the expert-data-"
+                              f"parallel group")
+            elif self._ranks_of(expert_group) == self.group_ranks:
+                self.params += experts  # replicated over this very group
+            else:
+                self.experts = ReplicaCheck(model, out_dir, every, expert_group, lib, _kind="experts")
         self.names = [n for n, _ in self.params]
         layout = [(n, str(p.dtype), list(p.shape)) for n, p in self.params]
         self.digest = int.from_bytes(hashlib.blake2b(json.dumps(layout).encode(), digest_size=7).digest(),
                                      "little")
         os.makedirs(out_dir, exist_ok=True)
-        name = "replica.jsonl" if self.rank is None else f"rank{self.rank:05d}.replica.jsonl"
+        kind = _kind + "." if _kind else ""
+        name = "replica.jsonl" if self.rank is None else f"rank{self.rank:05d}.{kind}replica.jsonl"
         self.path = os.path.join(os.fspath(out_dir), name)
         header = {"format": FORMAT, "rank": self.rank, "group": self.group_ranks, "every": self.every,
                   "tensors": [{"name": n, "dtype": str(p.dtype).replace("torch.", ""), "shape": list(p.shape)}
@@ -188,6 +238,16 @@ class ReplicaCheck:
 
     def close(self):
         self.file.close()
+        if self.experts is not None:
+            self.experts.close()
+
+    def _ranks_of(self, group):
+        """The global ranks of `group`, gathered over it."""
+        mine, self.group = self.group, group
+        try:
+            return self._gather_ints([self.rank])[:, 0].tolist()
+        finally:
+            self.group = mine
 
     def _device(self):
         backend = self.dist.get_backend(self.group) if self.group is not None else self.dist.get_backend()
@@ -205,6 +265,38 @@ class ReplicaCheck:
         ReplicaDivergence on every rank when the replicas differ."""
         if step % self.every:
             return
+        if self.before_check is not None:
+            self.before_check()
+        self._check(step)
+        if self.experts is not None:
+            self._experts_check(step)
+
+    def _experts_check(self, step):
+        """The expert check, whose divergence one expert group alone sees,
+        raised on every rank of this group with the same message (the
+        lowest rank's that saw one): none may go on to a collective the
+        others have left."""
+        seen = None
+        try:
+            self.experts._check(step)
+        except ReplicaDivergence as e:
+            seen = e
+        text = (str(seen).encode()[:MESSAGE_BYTES] if seen else b"")
+        mine = torch.zeros(MESSAGE_BYTES + 8, dtype=torch.uint8)
+        mine[:8] = torch.tensor([len(text), -1 if seen is None or seen.rank is None else seen.rank],
+                                dtype=torch.int32).view(torch.uint8)
+        mine[8:8 + len(text)] = torch.tensor(list(text), dtype=torch.uint8)
+        mine = mine.to(self._device())
+        rows = [torch.empty_like(mine) for _ in range(self.dist.get_world_size(self.group))]
+        self.dist.all_gather(rows, mine, group=self.group)
+        for row in rows:
+            n, culprit = row[:8].cpu().view(torch.int32).tolist()
+            if n:
+                message = bytes(row[8:8 + n].cpu().tolist()).decode(errors="replace")
+                tensors = seen.tensors if seen else []
+                raise ReplicaDivergence(message, step, None if culprit < 0 else culprit, tensors)
+
+    def _check(self, step):
         sums = self.lib.checksums([_local(p) for _, p in self.params])
         self.file.write('{"step":%d,"sums":[%s]}\n' % (step, ",".join('"%016x"' % s for s in sums)))
         self.file.flush()
@@ -228,25 +320,57 @@ class ReplicaCheck:
         raise ReplicaDivergence(found[0], step, culprit, [self.names[i] for i in found[2]])
 
     def _how_far(self, culprit, differ, rows):
-        """For the first differing tensors: the values of every replica
-        gathered (every rank takes part), the wrong one's against a right one's."""
+        """For the first differing tensors: where the wrong replica's bytes
+        differ from a right one's, located by chunk checksums (every rank
+        takes part), and how far apart they are in that chunk."""
         ranks = self.group_ranks
         if culprit is None:  # no majority: the lowest rank against the first that differs from it
             culprit = ranks[0]
         other = next(r for r, row in zip(ranks, rows) if row != rows[ranks.index(culprit)])
-        out = {}
-        for i in differ[:DETAIL_TENSORS]:
-            p = _local(self.params[i][1]).detach()
-            if p.numel() * p.element_size() > DETAIL_MAX_BYTES:
-                out[i] = "values not gathered: over 256 MiB"
-                continue
-            # As bytes: gloo gathers no bf16, bool or int16.
-            mine = p.contiguous().reshape(-1).view(torch.uint8).to(self._device())
-            values = [torch.empty_like(mine) for _ in ranks]
-            self.dist.all_gather(values, mine, group=self.group)
-            a, b = (values[ranks.index(r)].cpu().view(p.dtype) for r in (culprit, other))
-            out[i] = describe_difference(a, b)
-        return out
+        return {i: self._locate(_local(self.params[i][1]).detach(), culprit, other)
+                for i in differ[:DETAIL_TENSORS]}
+
+    def _locate(self, p, culprit, other):
+        """Narrows [lo, hi) of p's bytes to one differing chunk of at most
+        CHUNK_BYTES: each round checksums at most CHUNKS_PER_ROUND chunks and
+        all-gathers their sums; then the wrong and the right replica
+        broadcast that chunk alone. Every rank runs the same rounds (the
+        tensors' shapes are the same on all: the layout digest said so)."""
+        data = p.contiguous().reshape(-1).view(torch.uint8) if p.dtype != torch.bool \
+            else p.contiguous().reshape(-1).to(torch.uint8)
+        lo, hi, spread = 0, data.numel(), ""
+        a_at, b_at = self.group_ranks.index(culprit), self.group_ranks.index(other)
+        while hi - lo > CHUNK_BYTES:
+            size = max(CHUNK_BYTES // 2, -(-(hi - lo) // CHUNKS_PER_ROUND))
+            size = -(-size // 8) * 8  # whole elements of any dtype
+            starts = range(lo, hi, size)
+            sums = self.lib.checksums([data[s:min(s + size, hi)] for s in starts])
+            signed = [x - (1 << 64) if x >= 1 << 63 else x for x in sums]
+            got = self._gather_ints(signed).tolist()
+            bad = [k for k in range(len(starts)) if got[a_at][k] != got[b_at][k]]
+            if not bad:  # changed since the step's sums: say so rather than guess
+                return "values not located: the replicas agree now"
+            if not spread:
+                spread = f"{len(bad)} of {len(starts)} chunks of {_size_text(size)} differ, the first "
+            lo, hi = starts[bad[0]], min(starts[bad[0]] + size, hi)
+        chunk = data[lo:hi].to(self._device())
+        a, b = (self._from(r, chunk) for r in (culprit, other))
+        a, b = (t.cpu().view(p.dtype) if p.dtype != torch.bool else t.cpu().to(torch.bool) for t in (a, b))
+        where = ""
+        if lo > 0 or hi < data.numel():
+            e = p.element_size()
+            where = f"; {spread}at elements {lo // e}-{hi // e - 1}"
+        return describe_difference(a, b) + where
+
+    def _from(self, rank, chunk):
+        """`rank`'s copy of `chunk`, broadcast over the group."""
+        mine = chunk.clone() if rank == self.rank else torch.empty_like(chunk)
+        self.dist.broadcast(mine, src=rank, group=self.group)
+        return mine
+
+
+def _size_text(n):
+    return f"{n >> 20} MiB" if n % (1 << 20) == 0 else f"{n >> 10} KiB" if n % 1024 == 0 else f"{n} bytes"
 
 
 def _as_ints(t):

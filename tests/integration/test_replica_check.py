@@ -4,9 +4,14 @@ ReplicaCheck's verdict (the same words as gpudiag scan's), and DDP jobs of 4
 ranks on gloo under `gpudiag launch` and torch's torchrun: a bit flipped in
 one replica's weight after a step is named with rank, step and tensor, live
 (ReplicaDivergence on every rank, launch's root cause) and offline (`gpudiag
-scan` over the files), and no healthy step is ever flagged."""
+scan` over the files), and no healthy step is ever flagged. Beside them
+(tests/fixtures/torch/replica_locate.py): a divergence in a 24 MiB tensor
+located with no collective over 1 MiB, an optimizer that gathers after
+step() checked through before_check, and MoE experts checked over their own
+group, never flagged healthy."""
 
 import ctypes
+import json
 import os
 import re
 import subprocess
@@ -24,6 +29,7 @@ import replica_check
 LIB = os.path.join(BUILD_DIR, "libgpudiag_scan.so")
 FIXTURE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "fixtures", "torch",
                                        "replica_train.py"))
+LOCATE = os.path.join(os.path.dirname(FIXTURE), "replica_locate.py")
 MASK = (1 << 64) - 1
 
 
@@ -239,3 +245,93 @@ class DataParallel(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@unittest.skipUnless(have_torch(), "Debian's python3-torch is not installed (install-deps.sh --test)")
+class LocatedInBoundedMemory(unittest.TestCase):
+    """A divergence in a large tensor is found by chunk checksums: no rank
+    sends or receives more than one chunk (1 MiB) in any collective."""
+
+    def run_case(self, *args, n=3):
+        with tempfile.TemporaryDirectory() as out:
+            p = run([BIN, "launch", "--nproc-per-node", str(n), "--master-port", str(free_port()), LOCATE,
+                     "--out", out, *map(str, args)], env=env(), timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        line = p.stdout.strip().splitlines()[-1]  # after launch's rank prefix
+        return json.loads(line[line.index("{"):])
+
+    def test_a_bit_in_a_large_tensor_is_located_without_gathering_it(self):
+        element = 5_000_001
+        for per_round in (0, 4):  # the default, and narrowing in several rounds
+            with self.subTest(chunks_per_round=per_round):
+                seen = self.run_case("--case", "flip", "--size-mib", 24, "--element", element,
+                                     "--chunks-per-round", per_round)
+                m = re.search(r"rank 1 differs from ranks 0,2 in 1 of 2 tensors: weight \(1 bit in 1 of "
+                              r"(\d+) elements, largest \|difference\| \S+; 1 of \d+ chunks of \S+ \S+ differ, "
+                              r"the first at elements (\d+)-(\d+)\)", seen["message"] or "")
+                self.assertIsNotNone(m, seen)
+                first, last = int(m.group(2)), int(m.group(3))
+                self.assertLessEqual(first, element)
+                self.assertLessEqual(element, last)
+                self.assertEqual(int(m.group(1)), last - first + 1)
+                self.assertLessEqual(int(m.group(1)) * 4, replica_check.CHUNK_BYTES)
+                self.assertLessEqual(seen["largest_bytes"], replica_check.CHUNK_BYTES)
+
+    def test_a_small_tensor_reads_as_before(self):
+        seen = self.run_case("--case", "flip", "--size-mib", 1, "--element", 7, n=2)
+        self.assertRegex(seen["message"], r"weight \(1 bit in 1 of 262144 elements, largest \|difference\| "
+                                          r"[^;]*\)$")
+
+
+@unittest.skipUnless(have_torch(), "Debian's python3-torch is not installed (install-deps.sh --test)")
+class DeferredGather(unittest.TestCase):
+    """An optimizer that gathers its parameters after step(): replicas
+    differ until the gather, which before_check runs first."""
+
+    def run_case(self, *args):
+        with tempfile.TemporaryDirectory() as out:
+            p = run([BIN, "launch", "--nproc-per-node", "4", "--master-port", str(free_port()), LOCATE,
+                     "--out", out, "--case", "deferred", *args], env=env(), timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        line = p.stdout.strip().splitlines()[-1]  # after launch's rank prefix
+        return json.loads(line[line.index("{"):])
+
+    def test_with_before_check_a_healthy_job_is_never_flagged(self):
+        self.assertEqual(self.run_case("--before-check", "--steps", "20"), {"healthy": 20})
+
+    def test_without_it_the_check_sees_the_ungathered_halves(self):
+        self.assertIn("replicas diverged at step 0", self.run_case()["message"])
+
+
+@unittest.skipUnless(have_torch(), "Debian's python3-torch is not installed (install-deps.sh --test)")
+class ExpertParameters(unittest.TestCase):
+    """Expert (MoE) parameters are replicated over the expert-data-parallel
+    group only: here pairs {0,1} and {2,3} of 4 ranks hold different experts."""
+
+    def run_case(self, *args):
+        self.out = tempfile.mkdtemp()
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", self.out]))
+        p = run([BIN, "launch", "--nproc-per-node", "4", "--master-port", str(free_port()), LOCATE,
+                 "--out", self.out, "--case", "experts", *args], env=env(), timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        line = p.stdout.strip().splitlines()[-1]
+        return json.loads(line[line.index("{"):]), p.stderr
+
+    def test_a_healthy_moe_job_is_never_flagged_with_or_without_a_group(self):
+        for args in ((), ("--group",), ("--expert-group",), ("--group", "--expert-group")):
+            with self.subTest(args=args):
+                seen, stderr = self.run_case(*args)
+                self.assertEqual(seen, {"healthy": 5})
+                if "--expert-group" not in args:
+                    self.assertIn("expert parameters (allreduce=False, e.g. expert.weight) are not checked", stderr)
+                r = scan(self.out)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                self.assertIn("replicas agree: ranks 0-3", r.stderr)
+                if "--expert-group" in args:
+                    self.assertIn("replicas agree: ranks 2-3", r.stderr)
+
+    def test_a_flipped_expert_is_found_over_its_group(self):
+        seen, _ = self.run_case("--expert-group", "--flip-rank", "3")
+        self.assertEqual(seen["message"].split(" (")[0], "replicas diverged at step 1: rank 2 vs rank 3, no majority "
+                                                        "says which is wrong")
+        self.assertIn("in 1 of 2 tensors: expert.weight", seen["message"])
