@@ -3,13 +3,22 @@
 // RAS gathers (it waits for slow processes up to its TIMEOUT); said when answered.
 #include "launch/supervisor.h"
 
+#include "launch/nccl_presence.h"
+
 namespace gpudiag::launch {
 
 std::unique_ptr<RasProbe> Supervisor::ask_ras(const std::string& why, double deadline_s) {
   const auto& plan = policy_.ras;
   if (plan.timeout_s <= 0 || !plan.settings.enabled || !plan.settings.problem.empty())
     return nullptr;
-  return std::make_unique<RasProbe>(plan, local_ranks(), policy_.host, why, deadline_s);
+  auto ranks = local_ranks();
+  // RAS listens only inside NCCL: a job whose ranks run none (gloo, MPI, a script
+  // without collectives) is not asked, and nothing is said of it, unless
+  // NCCL_RAS_ADDR names where to ask.
+  std::vector<pid_t> pids;
+  for (const auto& r : ranks) pids.push_back(r.pid);
+  if (!plan.settings.named && !any_rank_maps_nccl(pids)) return nullptr;
+  return std::make_unique<RasProbe>(plan, std::move(ranks), policy_.host, why, deadline_s);
 }
 
 void Supervisor::finish_ras(std::unique_ptr<RasProbe> probe) {

@@ -102,6 +102,7 @@ RasSettings ras_settings(const Env& env) {
     } else if (auto e = parse_endpoint(text, &why)) {
       s.endpoint = *e;
       s.from = named;
+      s.named = true;
       if (text.find(':') == std::string::npos) {
         // parseStringList leaves the port -1, and sin_port = htons(-1) is 65535.
         s.endpoint.port = kPortlessPort;

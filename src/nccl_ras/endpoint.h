@@ -42,6 +42,7 @@ struct RasSettings {
   bool enabled = true;  ///< NCCL_RAS_ENABLE unset, or a number that is 1
   Endpoint endpoint;    ///< NCCL_RAS_ADDR (no port: 65535), else localhost:28028
   std::string from = "the default localhost:28028";  ///< where `endpoint` came from
+  bool named = false;  ///< NCCL_RAS_ADDR named the endpoint (the user asked for this one)
   std::string problem;      ///< NCCL_RAS_ADDR that NCCL could not use ("" none)
   std::string disabled_by;  ///< "NCCL_RAS_ENABLE=0" when !enabled
 };

@@ -156,6 +156,8 @@ class TrainingScriptUnderLaunch(unittest.TestCase):
         path = re.search(r"traceback: (\S+/error\.json)", p.stderr).group(1)
         with open(path) as f:
             self.assertIn("ValueError", json.load(f)["message"]["message"])
+        # A gloo job runs no NCCL: its failure says nothing of NCCL's RAS.
+        self.assertNotIn("NCCL RAS", p.stderr)
 
 
 @unittest.skipUnless(have_torch(), "Debian's python3-torch is not installed (install-deps.sh --test)")
