@@ -53,7 +53,7 @@ from collections import Counter
 
 import torch
 
-FORMAT = "gpudiag-replica-sums/1"
+FORMAT = "gpudiag-replica-sums/2"  # /2: the checksum multiplier 2a + 1 (docs/formats.md)
 DETAIL_TENSORS = 3  # tensors whose differences are located to say how far apart they are
 CHUNK_BYTES = 1 << 20  # a differing tensor is narrowed to a chunk this large before its bytes move
 CHUNKS_PER_ROUND = 1024  # checksums per rank per narrowing round (8 KiB each)

@@ -38,7 +38,7 @@ def reference_checksum(data):
     n = len(data)
     words = np.frombuffer(data + b"\0" * (-n % 4), dtype="<u4").astype(np.uint64)
     k = np.arange(1, len(words) + 1, dtype=np.uint64)
-    m = ((k * np.uint64(0x9E3779B9)) & np.uint64(0xFFFFFFFF)) | np.uint64(1)
+    m = ((k * np.uint64(0x9E3779B9)) & np.uint64(0xFFFFFFFF)) * np.uint64(2) + np.uint64(1)
     with np.errstate(over="ignore"):
         s = int(np.sum(words * m, dtype=np.uint64))
     x = s ^ ((n * 0x9E3779B97F4A7C15) & MASK)
@@ -74,7 +74,7 @@ class Checksums(unittest.TestCase):
 
     def test_every_dtype_is_bit_exact_against_the_algorithm(self):
         torch.manual_seed(0)
-        self.assertEqual(reference_checksum(bytes(range(16))), 0xe2187ab73f1f51ea)  # formats.md's vector
+        self.assertEqual(reference_checksum(bytes(range(16))), 0x38a1af35fbf38734)  # formats.md's vector
         tensors = [torch.randn(1001, dtype=d) for d in (torch.float64, torch.float32, torch.float16, torch.bfloat16)]
         tensors += [torch.randint(-100, 100, (777,), dtype=d) for d in (torch.int64, torch.int32, torch.int16, torch.int8)]
         tensors += [torch.randint(0, 255, (13,), dtype=torch.uint8), torch.rand(9) > 0.5, torch.zeros(0),
@@ -335,3 +335,35 @@ class ExpertParameters(unittest.TestCase):
         self.assertEqual(seen["message"].split(" (")[0], "replicas diverged at step 1: rank 2 vs rank 3, no majority "
                                                         "says which is wrong")
         self.assertIn("in 1 of 2 tensors: expert.weight", seen["message"])
+
+
+class SumsFormatVersions(unittest.TestCase):
+    """gpudiag-replica-sums/2 (the multiplier 2a + 1) and /1 (a | 1): each
+    read, never compared with the other."""
+
+    def write(self, d, rank, fmt, sums):
+        header = {"format": fmt, "rank": rank, "group": [0, 1], "every": 1,
+                  "tensors": [{"name": "w", "dtype": "float32", "shape": [4]}]}
+        with open(os.path.join(d, f"rank{rank:05d}.replica.jsonl"), "w") as f:
+            f.write(json.dumps(header) + "\n")
+            for step, value in enumerate(sums):
+                f.write(json.dumps({"step": step, "sums": [value]}) + "\n")
+
+    def test_files_of_two_versions_are_refused_and_of_one_compared(self):
+        same = ["00000000000000aa", "00000000000000bb"]
+        self.assertEqual(replica_check.FORMAT, "gpudiag-replica-sums/2")
+        for versions in (("1", "1"), ("2", "2")):
+            with self.subTest(versions=versions), tempfile.TemporaryDirectory() as d:
+                for rank, v in enumerate(versions):
+                    self.write(d, rank, "gpudiag-replica-sums/" + v, same)
+                r = scan(d)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                self.assertIn("replicas agree: ranks 0-1, 2 steps compared", r.stderr)
+        with tempfile.TemporaryDirectory() as d:
+            self.write(d, 0, "gpudiag-replica-sums/1", same)
+            self.write(d, 1, "gpudiag-replica-sums/2", same)
+            r = scan(d)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn("is gpudiag-replica-sums/2 and", r.stderr)
+            self.assertIn("checksums of two versions are not comparable", r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)

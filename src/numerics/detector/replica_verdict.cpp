@@ -105,6 +105,12 @@ bool check_replica_files(const std::vector<std::string>& files, std::ostream& ou
         throw UsageError(members[i].path + " and " + members[i - 1].path + " are both rank " +
                              std::to_string(members[i].rank) + "'s replica checksums",
                          "keep one file per rank (scan each job's folder on its own)");
+      if (members[i].format != members[0].format)
+        throw UsageError(members[i].path + " is " + members[i].format + " and " + members[0].path +
+                             " is " + members[0].format +
+                             ": checksums of two versions are not comparable",
+                         "compare files written by one version of ReplicaCheck (rerun the job with "
+                         "one gpudiag)");
       if (members[i].names != members[0].names)
         throw UsageError(members[i].path + " lists other tensors than " + members[0].path,
                          "compare the files of one model's replicas");

@@ -1,4 +1,4 @@
-// Reading `gpudiag-replica-sums/1` files (replica_sums.h), one line at a time
+// Reading `gpudiag-replica-sums/2` (and /1) files (replica_sums.h), one line at a time
 // from the file's mapping.
 #include "numerics/formats/replica_sums.h"
 
@@ -76,8 +76,13 @@ std::uint64_t get_step(const json& j, const std::string& path, std::size_t n) {
 }
 
 void read_header(const json& j, ReplicaFile& f, std::size_t n) {
-  if (j.value("format", json()) != kReplicaFormat)
+  const auto format = j.value("format", json());
+  if (format != kReplicaFormat && format != kReplicaFormatV1)
     bad(f.path, n, "the first line's 'format' is not \"" + std::string(kReplicaFormat) + "\"");
+  if (n > 1 && format.get<std::string>() != f.format)
+    bad(f.path, n, "a later header (a restart) names another format than the first: checksums of "
+                   "two versions cannot be compared");
+  f.format = format.get<std::string>();
   const auto rank = j.value("rank", json());
   int r = -1;
   if (!rank.is_null()) {

@@ -1,4 +1,4 @@
-// The replica checksum files, `gpudiag-replica-sums/1`: what ReplicaCheck
+// The replica checksum files, `gpudiag-replica-sums/2`: what ReplicaCheck
 // (scripts/replica_check.py) appends, one file per rank
 // (`rank00003.replica.jsonl`, `replica.jsonl` for a single process), one
 // JSON object per line: a header naming the format, the rank, the global
@@ -11,7 +11,8 @@
 // digests of a group's ranks differ. Every file is untrusted input: each line
 // at most 64 MiB, every field checked, one line naming the file and the line
 // otherwise. A last line without its newline (a writer still appending) is
-// left out.
+// left out. A new checksum multiplier is a new version: /1 files (the
+// multiplier a | 1) are still read, and never compared with /2 files.
 #pragma once
 
 #include <cstdint>
@@ -22,13 +23,16 @@
 
 namespace gpudiag::numerics {
 
-inline constexpr const char* kReplicaFormat = "gpudiag-replica-sums/1";
+inline constexpr const char* kReplicaFormat = "gpudiag-replica-sums/2";
+/// The version before it (checksum multiplier a | 1): read, compared only with its own.
+inline constexpr const char* kReplicaFormatV1 = "gpudiag-replica-sums/1";
 
 /// True for a path the replica reader takes: a name ending in "replica.jsonl".
 bool is_replica_path(const std::string& path);
 
 struct ReplicaFile {
   std::string path;
+  std::string format;              ///< kReplicaFormat or kReplicaFormatV1
   int rank = -1;                   ///< -1: a single process
   std::vector<int> group;          ///< global ranks of its replica group; empty unknown
   std::vector<std::string> names;  ///< the tensors, in checksum order

@@ -6,8 +6,8 @@
 // algorithm for other implementations).
 //
 // How. The bytes are read as little-endian 32-bit words w_k (a last partial
-// word is padded with zero bytes). Word k is multiplied, as a 64-bit product,
-// by m_k = ((k + 1) * 0x9E3779B9 mod 2^32) | 1, an odd 32-bit number from a
+// word is padded with zero bytes). Word k is multiplied, mod 2^64, by
+// m_k = 2 * ((k + 1) * 0x9E3779B9 mod 2^32) + 1, an odd 33-bit number from a
 // Weyl sequence, and the products are summed mod 2^64:
 //     sum = Σ w_k * m_k  (mod 2^64)
 // The checksum is SplitMix64's finalizer applied to sum XOR (bytes *
@@ -20,11 +20,16 @@
 // wherever a tensor's address leaves them (heads, tails, unaligned data): byte
 // j of word k adds (b << 8j) * m_k. Any change confined to one word (every
 // single-bit flip) changes the word by d with 0 < |d| < 2^32, so the sum by
-// d * m_k with 0 < |d * m_k| < 2^64: never zero mod 2^64, always detected;
-// the finalizer is a bijection. Changes to several words go undetected only
-// when their products cancel exactly mod 2^64. Two words with the same
-// multiplier are 2^32 words (16 GiB) apart, so swapping words is detected in
-// any tensor below that. It is not a cryptographic hash: it finds faults,
+// d * m_k, never zero mod 2^64 since m_k is odd and |d| < 2^64: always
+// detected; the finalizer is a bijection. Changes to several words go
+// undetected only when their products cancel exactly mod 2^64. The m_k of
+// 2^32 consecutive words (16 GiB) are all different (k + 1 -> (k + 1) * an odd
+// number is a bijection mod 2^32), and swapping words i and j changes the sum
+// by (w_i - w_j) * 2 * (a_j - a_i), which is never 0 mod 2^64 (each factor
+// below 2^32): a swap is detected in any tensor below 16 GiB. (Version 1's
+// multiplier, a | 1, gave words about 1.27 GiB apart one multiplier.)
+// The product is computed as (w * a << 1) + w: one widening 32x32->64
+// multiply as before. It is not a cryptographic hash: it finds faults,
 // not adversaries. Per 32 bytes it costs about 14 AVX2 instructions (widening
 // multiplies, vpmuludq), so it runs at the memory's rate.
 #pragma once
@@ -35,9 +40,14 @@ namespace gpudiag::numerics {
 
 inline constexpr std::uint32_t kChecksumStep = 0x9E3779B9u;
 
-/// m_k, the odd multiplier of word k.
-constexpr std::uint32_t checksum_multiplier(std::uint64_t k) {
-  return (static_cast<std::uint32_t>(k + 1) * kChecksumStep) | 1u;
+/// a_k = (k + 1) * 0x9E3779B9 mod 2^32: word k's multiplier is 2 * a_k + 1.
+constexpr std::uint32_t checksum_step_of(std::uint64_t k) {
+  return static_cast<std::uint32_t>(k + 1) * kChecksumStep;
+}
+
+/// m_k = 2 * a_k + 1, the odd 33-bit multiplier of word k.
+constexpr std::uint64_t checksum_multiplier(std::uint64_t k) {
+  return 2 * std::uint64_t{checksum_step_of(k)} + 1;
 }
 
 /// What byte `b` at byte offset `o` of a tensor adds to its sum.

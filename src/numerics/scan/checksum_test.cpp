@@ -2,10 +2,12 @@
 // reference written from the algorithm's statement: every length and
 // alignment, both builds of the loops, split across threads with and without
 // the statistics in the same pass; and the property it exists for: every
-// single-bit flip, a swap of two words and a change of length change it.
+// single-bit flip, a swap of two words (near, and 1.27 GiB apart) and a change
+// of length change it.
 #include "numerics/scan/checksum.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <random>
 #include <vector>
@@ -18,14 +20,14 @@ namespace gpudiag::numerics {
 namespace {
 
 /// The algorithm as docs/formats.md states it: little-endian 32-bit words,
-/// the last padded with zeros, word k times ((k + 1) * 0x9E3779B9 mod 2^32) | 1.
+/// the last padded with zeros, word k times 2 * ((k + 1) * 0x9E3779B9 mod 2^32) + 1.
 std::uint64_t reference(const std::uint8_t* p, std::uint64_t bytes) {
   std::uint64_t sum = 0;
   for (std::uint64_t k = 0; 4 * k < bytes; ++k) {
     std::uint64_t w = 0;
     for (std::uint64_t j = 0; j < 4 && 4 * k + j < bytes; ++j)
       w |= std::uint64_t{p[4 * k + j]} << (8 * j);
-    const std::uint64_t m = ((((k + 1) & 0xFFFFFFFFu) * 0x9E3779B9u) & 0xFFFFFFFFu) | 1u;
+    const std::uint64_t m = 2 * ((((k + 1) & 0xFFFFFFFFu) * 0x9E3779B9u) & 0xFFFFFFFFu) + 1;
     sum += w * m;
   }
   return checksum_finish(sum, bytes);
@@ -43,7 +45,7 @@ TEST(Checksum, KnownAnswer) {
   std::vector<std::uint8_t> v(16);
   for (int i = 0; i < 16; ++i) v[i] = static_cast<std::uint8_t>(i);
   EXPECT_EQ(checksum_of(v.data(), 16), reference(v.data(), 16));
-  EXPECT_EQ(checksum_of(v.data(), 16), 0xe2187ab73f1f51eaull)
+  EXPECT_EQ(checksum_of(v.data(), 16), 0x38a1af35fbf38734ull)
       << std::hex << checksum_of(v.data(), 16);
   EXPECT_EQ(checksum_of(nullptr, 0), checksum_finish(0, 0));
 }
@@ -84,6 +86,30 @@ TEST(Checksum, EverySingleBitFlipAndAWordSwapAndALengthChangeIt) {
     changed[7] = static_cast<std::uint8_t>(b);
     EXPECT_NE(checksum_of(changed.data(), changed.size()), clean) << b;
   }
+}
+
+TEST(Checksum, WordsSwappedFarApartChangeIt) {
+  // Version 1's multiplier (a | 1) gave words 1 and 1 + S^-1 (S^-1 the
+  // inverse of 0x9E3779B9 mod 2^32, about 1.27 GiB on) one multiplier, so
+  // swapping them went unseen. A tensor that long, of zero pages but for the
+  // two words, read through the loops a real tensor goes through.
+  std::uint32_t inverse = kChecksumStep;  // Newton: x <- x (2 - S x), 5 rounds give 32 bits
+  for (int i = 0; i < 5; ++i) inverse *= 2u - kChecksumStep * inverse;
+  ASSERT_EQ(inverse * kChecksumStep, 1u);
+  const std::uint64_t i = 1, j = 1 + std::uint64_t{inverse};
+  EXPECT_EQ(checksum_step_of(i) | 1u, checksum_step_of(j) | 1u);  // version 1's
+  EXPECT_NE(checksum_multiplier(i), checksum_multiplier(j));
+  const std::uint64_t bytes = 4 * (j + 1);
+  void* map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                     -1, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  auto* words = static_cast<std::uint32_t*>(map);
+  words[i] = 0x12345678u;
+  words[j] = 0x9abcdef0u;
+  const std::uint64_t before = checksum_of(map, bytes);
+  std::swap(words[i], words[j]);
+  EXPECT_NE(checksum_of(map, bytes), before);
+  ::munmap(map, bytes);
 }
 
 TEST(Checksum, ScanHostSplitsOverThreadsWithOrWithoutStatistics) {

@@ -43,13 +43,14 @@ GPUDIAG_LANES std::uint64_t element_bytes(std::uint8_t dtype) {
 /// Four whole words of one vector, the first being word k of the tensor.
 GPUDIAG_LANES std::uint64_t checksum_vector(Vec16 v, std::uint64_t k) {
   std::uint32_t m = static_cast<std::uint32_t>(k + 1) * kChecksumStep;
-  std::uint64_t s = std::uint64_t{v.x} * (m | 1u);
+  // w * (2m + 1), checksum.h's multiplier, as (w * m << 1) + w.
+  std::uint64_t s = (std::uint64_t{v.x} * m << 1) + v.x;
   m += kChecksumStep;
-  s += std::uint64_t{v.y} * (m | 1u);
+  s += (std::uint64_t{v.y} * m << 1) + v.y;
   m += kChecksumStep;
-  s += std::uint64_t{v.z} * (m | 1u);
+  s += (std::uint64_t{v.z} * m << 1) + v.z;
   m += kChecksumStep;
-  return s + std::uint64_t{v.w} * (m | 1u);
+  return s + (std::uint64_t{v.w} * m << 1) + v.w;
 }
 
 /// The bytes of [q, q + 16) that lie in [begin, end), one at a time.

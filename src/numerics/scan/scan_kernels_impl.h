@@ -137,7 +137,7 @@ std::uint64_t checksum_words(const std::uint8_t* __restrict p, std::uint64_t k0,
     std::uint32_t w;
     std::memcpy(&w, p + 4 * i, 4);
     if constexpr (std::endian::native == std::endian::big) w = __builtin_bswap32(w);
-    s += std::uint64_t{w} * (m | 1u);
+    s += (std::uint64_t{w} * m << 1) + w;  // w * (2m + 1), checksum.h
     m += kChecksumStep;
   }
   return s;
