@@ -325,6 +325,7 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
       short_hostname(),
       ras_plan};
   policy.world_size = job.world_size();
+  policy.timeout_given_s = options.timeout_s;
   Supervisor supervisor(std::move(ranks), options.prefix, policy, watcher, signals);
   Attempt out;
   out.status = supervisor.run();

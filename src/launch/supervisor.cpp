@@ -232,10 +232,10 @@ void Supervisor::stop_for(const std::string& why) {
 
 void Supervisor::act_on_deadlines() {
   if (job_deadline_ && job_deadline_->expired() && phase_ == Phase::running) {
-    report_stacks("--timeout " + seconds(policy_.timeout_s));
+    report_stacks("--timeout " + seconds(timeout_given()));
     timed_out_ = true;
     phase_ = Phase::stopping;
-    say("job still running after --timeout " + seconds(policy_.timeout_s) +
+    say("job still running after --timeout " + seconds(timeout_given()) +
         "; sending SIGTERM to " + ranks_phrase(live_ranks()));
     signal_live(SIGTERM);
     last_request_ = "SIGTERM";
@@ -350,7 +350,7 @@ bool Supervisor::any_output_open() const {
 std::string Supervisor::summary_note(int status) const {
   std::vector<std::string> parts;
   if (interrupted_by_) parts.push_back("interrupted by " + signal_name(interrupted_by_));
-  if (timed_out_) parts.push_back("stopped by --timeout " + seconds(policy_.timeout_s));
+  if (timed_out_) parts.push_back("stopped by --timeout " + seconds(timeout_given()));
   if (hung_) parts.push_back("stopped by --hang-timeout " + seconds(policy_.hang_timeout_s));
   if (stopped_for_) parts.push_back("stopped at the rendezvous");
   if (exit_timed_out_)

@@ -41,7 +41,7 @@ namespace gpudiag::launch {
 struct StopPolicy {
   double grace_s = 5.0;
   double kill_after_s = 3.0;
-  /// 0: no limit.
+  /// What is left of the job's --timeout for this attempt (0: no limit).
   double timeout_s = 0.0;
   /// After a rank printed its status line (OK or broken), the seconds it has
   /// to exit before it is reported as hung in teardown and killed.
@@ -59,6 +59,10 @@ struct StopPolicy {
   RasPlan ras;
   /// Ranks in the whole job (every node); 1: --hang-timeout never stops it (0: unknown).
   int world_size = 0;
+  /// The --timeout as the user gave it, for what the launcher says (0: as timeout_s):
+  /// a restart's attempt has only what is left of it, and even the first attempt
+  /// starts a few microseconds into it (it said "--timeout 0.999999 s").
+  double timeout_given_s = 0.0;
 };
 
 /// A started child and the rank it runs.
@@ -150,6 +154,9 @@ class Supervisor {
   void finish_ras(std::unique_ptr<RasProbe> probe);
   void watch_ras();
   std::vector<LocalRank> local_ranks() const;
+  double timeout_given() const {
+    return policy_.timeout_given_s > 0 ? policy_.timeout_given_s : policy_.timeout_s;
+  }
   std::unique_ptr<RasProbe> failure_ras_;
 
   Sink out_{1};
