@@ -64,6 +64,7 @@ void join_tree(Job& job, const TreePlan& tree, const JobSettings& s) {
                         "the leader of " + tree.layout.node_label(tree.node) +
                             (launch_leads ? " (gpudiag launch)" : " (local rank 0)")};
   id.tree = true;
+  id.timeout_s = timeout_s;
   std::tie(id.node_first, id.node_last) = tree.layout.ranks_of_node(tree.node);
   // The levels above decide after their own waits: up to three of them.
   id.judge_grace = std::chrono::milliseconds(static_cast<long>((3 * timeout_s + 10) * 1000));
@@ -118,6 +119,7 @@ Job join_job(const JobSettings& s, bool allow_tree, bool mpi_tree) {
                                             : job.store.unauthenticated_why;
     StorePlaneIdentity id{w.rank,   w.size,   w.local_rank, job.setup.host,
                           getpid(), job.store.served_by};
+    id.timeout_s = timeout_s;
     job.plane = make_store_plane(std::move(job.store.store), id, deadline);
     job.transport = make_tcp_transport(s.ring_address, s.store.token.value);
   }

@@ -55,6 +55,10 @@ struct StorePlaneIdentity {
   /// Who serves the store ("rank 0", "gpudiag launch", "the torchrun agent"),
   /// until the store says itself (its `server` key: "rank 0 [node1]").
   std::string served_by;
+  /// The rank's --timeout (0: not known): a store that leaves a request
+  /// unanswered is confirmed stopped only after a second request waits up to a
+  /// quarter of it (store_plane_detail.h answered()), so a busy one is slow, not dead.
+  double timeout_s = 0;
   /// In a tree (tree/tree.h, relay.h): the store is this node's, its
   /// leader judges, and every rank (rank 0 too) reads the digest. The node's
   /// ranks are [node_first, node_last]; records of other ranks come from the

@@ -159,14 +159,20 @@ class StorePlane : public Plane {
       return call(Deadline::after(window_));
     } catch (const Error& e) {
       if (e.code() != ExitCode::timeout) throw;
+      // The second request waits longer on a job that gave itself long: a store
+      // busy with hundreds of ranks on a few cores answers late, not never.
+      const auto confirm = std::max<std::chrono::milliseconds>(
+          window_, std::chrono::milliseconds(static_cast<std::int64_t>(
+                       std::min(me_.timeout_s, 240.0) * 1000 / 4)));
       try {
-        store_->try_get("server", Deadline::after(window_));
+        store_->try_get("server", Deadline::after(confirm));
       } catch (const Error& probe) {
         if (probe.code() != ExitCode::timeout) throw;
         Error stopped(ExitCode::broken,
-                      server_ + " serving " + describe() + " stopped answering (two requests " +
+                      server_ + " serving " + describe() + " stopped answering (a request " +
                           human_seconds(std::chrono::duration<double>(window_).count()) +
-                          " each without a reply)",
+                          " and another " + human_seconds(std::chrono::duration<double>(confirm).count()) +
+                          " without a reply)",
                       "look at that process and its host: stopped (SIGSTOP, a debugger), "
                       "swapping, or cut off from the network");
         lost_ = stopped.one_line();
