@@ -188,6 +188,9 @@ class StorePlane : public Plane {
   std::string server_;                ///< who serves the store: "rank 0 [node1]"
   int seq_ = 0;
   std::optional<std::string> failure_, death_, lost_;
+  /// In a tree: this node's judge stopped (its "tree/stopped"), so no digest
+  /// will come; later checkpoints end at once with this.
+  std::optional<std::string> cut_off_;
   std::vector<std::int64_t> own_;  ///< numbers of this rank's own announcements
   std::int64_t seen_ = 0;          ///< announcements read so far
   bool warned_forged_ = false;     ///< the forged-counter warning was logged

@@ -17,8 +17,8 @@ Gathered StorePlane::gather_all(const std::string& name, const std::string& mine
   g.records.resize(me_.size);
   g.notes.resize(me_.size);
   g.records[me_.rank] = mine;
-  if (lost_) {
-    g.aborted = lost_;
+  if (lost_ || cut_off_) {
+    g.aborted = lost_ ? lost_ : cut_off_;
     g.find_missing();
     return g;
   }
@@ -127,9 +127,9 @@ void StorePlane::tree_gather(Gathered& g, const std::string& prefix, Deadline de
   for (int r = me_.node_first; r <= me_.node_last; ++r)
     if (r != me_.rank) g.records[r] = std::move(values[r - me_.node_first]);
   g.find_missing();
-  g.aborted =
-      "no digest from this node's leader by the deadline: the judges above it did not "
-      "answer, so only this node's ranks are known";
+  g.aborted = cut_off_ ? *cut_off_
+                       : "no digest from this node's leader by the deadline: the judges above it "
+                         "did not answer, so only this node's ranks are known";
 }
 
 /// Rank 0: waits for the records, reads them all, reviews the table and
@@ -212,6 +212,12 @@ bool StorePlane::read_digest(Gathered& g, const std::string& prefix, Deadline de
     if (until.expired()) return false;
     poll_failures();
     if (lost_) throw Error(ExitCode::broken, *lost_);  // the store stopped answering
+    if (me_.tree)  // this node's judge stopped: no digest will come
+      if (auto why = answered([&](Deadline d) { return store_->try_get("tree/stopped", d); })) {
+        cut_off_ = "this node's leader stopped judging (" + storelimits::store_text(*why, 512) +
+                   "), so only this node's ranks are known";
+        return false;
+      }
     if (!me_.tree && death_ &&
         answered([&](Deadline d) { return store_->try_get(dead_key(0), d); }))
       return false;

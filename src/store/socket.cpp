@@ -74,7 +74,8 @@ void sleep_for(std::chrono::milliseconds d, Deadline deadline) {
 
 /// One non-blocking connect attempt bounded by `deadline`; returns the
 /// connected socket or an invalid Fd with `error` describing why not.
-Fd try_connect(const addrinfo* ai, Deadline deadline, std::string& error) {
+Fd try_connect(const addrinfo* ai, Deadline deadline, std::string& error, bool& refused) {
+  refused = false;
   Fd s(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
   if (!s && (errno == EMFILE || errno == ENFILE)) {
     // Retrying cannot help, and the deadline's message would blame the network.
@@ -93,6 +94,7 @@ Fd try_connect(const addrinfo* ai, Deadline deadline, std::string& error) {
     return {};
   }
   if (::connect(s.get(), ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
+    refused = errno == ECONNREFUSED;
     error = std::strerror(errno);
     return {};
   }
@@ -115,6 +117,7 @@ Fd try_connect(const addrinfo* ai, Deadline deadline, std::string& error) {
   socklen_t len = sizeof err;
   getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &err, &len);
   if (err != 0) {
+    refused = err == ECONNREFUSED;
     error = std::strerror(err);
     return {};
   }
@@ -182,7 +185,8 @@ std::string route_hint(const sockaddr* addr, socklen_t len) {
   return "from " + ip + (ifname.empty() ? "" : " (" + ifname + ")");
 }
 
-Fd connect_with_retry(const std::string& given_host, int port, Deadline deadline) {
+Fd connect_with_retry(const std::string& given_host, int port, Deadline deadline,
+                      std::optional<Deadline> refused_by) {
   const auto start = Deadline::Clock::now();
   // "[::1]" as written in URLs is "::1" to getaddrinfo.
   std::string host = given_host;
@@ -205,10 +209,13 @@ Fd connect_with_retry(const std::string& given_host, int port, Deadline deadline
     }
     if (rc == EAI_AGAIN) last_error = std::string("name lookup failed: ") + gai_strerror(rc);
     std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> guard(res, freeaddrinfo);
+    bool all_refused = res != nullptr;
     for (auto* ai = res; ai; ai = ai->ai_next) {
       // Cap one attempt so a black-holed address does not eat the whole deadline.
       auto attempt = deadline.min(Deadline::after(std::chrono::seconds(3)));
-      Fd s = try_connect(ai, attempt, last_error);
+      bool refused = false;
+      Fd s = try_connect(ai, attempt, last_error, refused);
+      all_refused = all_refused && refused;
       if (s) {
         set_stream_options(s.get());
         return s;
@@ -216,8 +223,8 @@ Fd connect_with_retry(const std::string& given_host, int port, Deadline deadline
       resolved = sockaddr_text(ai->ai_addr, ai->ai_addrlen);
       route = route_hint(ai->ai_addr, ai->ai_addrlen);
     }
-    if (deadline.expired()) break;
-    sleep_for(backoff, deadline);
+    if (deadline.expired() || (all_refused && refused_by && refused_by->expired())) break;
+    sleep_for(backoff, refused_by && all_refused ? deadline.min(*refused_by) : deadline);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
   }
   std::string what = "cannot reach the store at " + where;

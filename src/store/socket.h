@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -62,12 +63,15 @@ void set_stream_options(int fd);
 std::string route_hint(const sockaddr* addr, socklen_t len);
 
 /// Connects to host:port, retrying refused/unreachable attempts with backoff
-/// until `deadline` (the server may start after the client). Returns a
+/// until `deadline` (the server may start after the client), refused ones
+/// only until `refused_by` when given (an address its server published once
+/// it listened: a refusal there means the server is gone). Returns a
 /// non-blocking socket with set_stream_options applied.
 /// Throws UsageError when the host does not resolve, TimeoutError naming
 /// host:port, the route used, the last error and what to check when the
 /// deadline passes.
-Fd connect_with_retry(const std::string& host, int port, Deadline deadline);
+Fd connect_with_retry(const std::string& host, int port, Deadline deadline,
+                      std::optional<Deadline> refused_by = std::nullopt);
 
 enum class Io { ok, timeout, closed };
 

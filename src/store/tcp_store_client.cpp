@@ -30,7 +30,8 @@ const char* const kServerRemedy =
 const char* const kSecretRemedy = "ranks of one job must share GPUDIAG_SECRET or --secret-file";
 
 TcpStoreClient::TcpStoreClient(std::string host, int port, std::string token, Deadline deadline,
-                               std::string secret, std::uint32_t rank)
+                               std::string secret, std::uint32_t rank,
+                               std::optional<Deadline> refused_by)
     : host_(std::move(host)),
       port_(port),
       token_(std::move(token)),
@@ -42,7 +43,7 @@ TcpStoreClient::TcpStoreClient(std::string host, int port, std::string token, De
                          " bytes long; the store takes at most " +
                          std::to_string(storelimits::kMaxTokenBytes),
                      "set a shorter GPUDIAG_TOKEN");
-  connect(deadline);
+  connect(deadline, refused_by);
 }
 
 void TcpStoreClient::secret_refused(const std::string& why) {
@@ -115,10 +116,10 @@ net::Io TcpStoreClient::finish_handshake(sw::Frame& f, const std::string& client
   return net::Io::ok;
 }
 
-void TcpStoreClient::connect(Deadline deadline) {
+void TcpStoreClient::connect(Deadline deadline, std::optional<Deadline> refused_by) {
   const auto start = Deadline::Clock::now();
   while (true) {
-    fd_ = net::connect_with_retry(host_, port_, deadline);
+    fd_ = net::connect_with_retry(host_, port_, deadline, refused_by);
     in_.clear();
     const std::string client_nonce = secret_.empty() ? std::string() : sw::random_nonce();
     std::string hello(sw::kMagic);

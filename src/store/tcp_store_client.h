@@ -37,8 +37,11 @@ class TcpStoreClient : public Store {
   /// refused ("this store belongs to another job"), or the secret does not
   /// match on both sides ("refused this rank's job secret"), TimeoutError when
   /// nothing answers by the deadline (naming host:port and the local route).
+  /// With `refused_by`, refused connections are retried only until then (an
+  /// address published by a server that listened: refused means it is gone).
   TcpStoreClient(std::string host, int port, std::string token, Deadline deadline,
-                 std::string secret = {}, std::uint32_t rank = storewire::kNoRank);
+                 std::string secret = {}, std::uint32_t rank = storewire::kNoRank,
+                 std::optional<Deadline> refused_by = std::nullopt);
 
   /// True when both sides proved the job's secret at the handshake; false for
   /// an unauthenticated store (no secret), whose keys any local user who can
@@ -59,7 +62,7 @@ class TcpStoreClient : public Store {
     storewire::Type type;
     std::string payload;
   };
-  void connect(Deadline deadline);
+  void connect(Deadline deadline, std::optional<Deadline> refused_by = std::nullopt);
   /// The handshake after HELLO's first answer `f`: CHALLENGE/AUTH when the
   /// job has a secret, then HELLO_OK (`joined`), or an ERROR frame left in `f`.
   /// Returns how the I/O went.

@@ -239,5 +239,16 @@ TEST(TcpStore, NothingListeningFailsAfterTheDeadlineNamingHostPort) {
   EXPECT_LT(since(t0), 5.0);
 }
 
+TEST(TcpStore, ARefusalAtAnAddressItsServerPublishedIsFinalAtOnce) {
+  // A tree judge's address is published once it listens: refused there means
+  // gone, and its children go up a level instead of retrying to the deadline.
+  int port = free_port();
+  auto t0 = Clock::now();
+  EXPECT_THROW(TcpStoreClient("127.0.0.1", port, "job-1", in_s(120), "", storewire::kNoRank,
+                              in_s(0.2)),
+               TimeoutError);
+  EXPECT_LT(since(t0), 60.0);  // not the 120 s a server starting later is given
+}
+
 }  // namespace
 }  // namespace gpudiag

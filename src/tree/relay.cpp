@@ -66,6 +66,7 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
   const auto& L = o_.layout;
   std::vector<Child> kids = children(seq);
   std::optional<Deadline> until;
+  std::optional<Deadline> floor;  // the lost judges' children's time (kLostJudgeGrace)
   std::vector<std::optional<std::string>> vals;
   came = false;
   for (;;) {
@@ -100,6 +101,7 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
     if (absent.empty()) break;
     // A judge whose children found it lost: wait for its children here.
     if (level_ >= 2 && learn_lost(kids, vals)) {
+      floor = Deadline::after(kLostJudgeGrace);
       kids = children(seq);
       vals.clear();
       continue;
@@ -113,6 +115,7 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
       if (any && std::all_of(d.begin(), d.end(), [](const auto& v) { return v.has_value(); }))
         break;
     }
+    if (until && floor && floor->when() > until->when()) until = floor;
     if (until && until->expired()) break;
     if (stop && stop()) return {};
     if (!until && idle.expired()) return {};
@@ -383,6 +386,13 @@ void Relay::run(std::chrono::milliseconds idle, const std::function<bool()>& sto
                    "1", Deadline::after(kAnswer));
   } catch (const Error& e) {
     spdlog::warn("the tree's judge of {} stopped: {}", label(), e.one_line());
+    // A node's ranks would wait for digests that will not come, at every
+    // checkpoint: say so in the node's store (StorePlane::read_digest).
+    if (o_.level == RelayLevel::node) try {
+        o_.below->set("tree/stopped", storelimits::store_text(e.one_line(), 512),
+                      Deadline::after(kAnswer));
+      } catch (const std::exception&) {
+      }
   }
 }
 

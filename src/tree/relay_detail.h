@@ -28,6 +28,12 @@ inline constexpr auto kJudgeSlice = std::chrono::milliseconds(1000);
 inline constexpr std::size_t kFewAbsent = 16;
 inline constexpr auto kForwardEvery = std::chrono::milliseconds(100);
 inline constexpr auto kFailureGrace = std::chrono::seconds(2);
+/// Once a judge learns that a judge below it is lost, that judge's children
+/// have at least this long to report in its place, however soon the wait
+/// would end otherwise (an announced failure cuts it to kFailureGrace): each
+/// first finds its own parent gone, then tries the judges between (a refusal
+/// is final at once, a silence up to 5 s; tree_host.cpp).
+inline constexpr auto kLostJudgeGrace = std::chrono::seconds(8);
 inline constexpr auto kAnswer = std::chrono::seconds(10);
 /// A rank's record a leader passes on, at most (a real one is ~600 bytes).
 inline constexpr std::size_t kMaxRecordBytes = 64 * 1024;

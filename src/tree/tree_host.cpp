@@ -23,6 +23,8 @@ namespace {
 /// for gone: the judge listened before it published, so only a dead (or
 /// unreachable) judge refuses or drops every attempt this long.
 constexpr double kGroupConnectS = 5.0;
+// Refused connections to a judge's published address are retried this long.
+constexpr auto kRefusedIsGone = std::chrono::milliseconds(500);
 
 /// A judge's children get the check's timeout and a second per level below it.
 RelayOptions options(const TreePlan& p, RelayLevel level, int index, double timeout_s) {
@@ -147,8 +149,11 @@ std::unique_ptr<Store> TreeHost::connect_at(const std::string& at, std::uint32_t
   if (!port)
     throw Error(ExitCode::broken,
                 "the root lists a group judge's store at '" + storelimits::store_text(at, 64) + "'");
+  // The judge published its address once it listened: a refusal means it is
+  // gone (a connection left unanswered is waited for, up to `within_s`).
   return std::make_unique<TcpStoreClient>(at.substr(0, colon), static_cast<int>(*port), c_.token,
-                                          Deadline::after_seconds(within_s), c_.secret, claim);
+                                          Deadline::after_seconds(within_s), c_.secret, claim,
+                                          Deadline::after(kRefusedIsGone));
 }
 
 /// The key at the root where judge `index` of `level` says where its store is.
