@@ -95,7 +95,10 @@ std::string summary_table(const CheckResult& result, int max_rows, const std::st
     std::snprintf(bw, sizeof bw, "%.2f GB/s",
                   allreduce_busbw_gbps(r.allreduce_bytes, r.allreduce_seconds, n));
     out += ", all-reduce " + human_bytes(static_cast<std::uint64_t>(r.allreduce_bytes)) +
-           " busbw " + bw + " (slowest: rank " + std::to_string(slowest_rank) + ")";
+           " busbw " + bw +
+           (hosts.size() > 1 ? " (the job's: an all-reduce runs at its slowest link's pace and "
+                               "cannot say which link; gpudiag bench --links names it)"
+                             : "");
   }
   if (auto others = not_ok_phrase(statuses); !others.empty()) out += "; " + others;
   out += "\n";

@@ -68,6 +68,24 @@ TEST(RankStatus, AllOk) {
   for (auto& row : j["ranks"]) EXPECT_EQ(row["status"], "ok");
 }
 
+TEST(RankStatus, TheAllReducesFigureBlamesNoRankAcrossHosts) {
+  // Six hosts of two, one link throttled: every rank's all-reduce takes the
+  // slow link's time, and whichever rank measured the longest says nothing
+  // of where the link is.
+  auto res = all_ok(12);
+  for (int r = 0; r < 12; ++r) {
+    auto& rec = *res.table[r];
+    rec.host = "node" + std::to_string(r / 2 + 1);
+    rec.allreduce_bytes = 64 << 20;
+    rec.allreduce_seconds = r == 8 ? 3.01 : 3.0;
+  }
+  const auto line = summary_table(res).substr(0, summary_table(res).find('\n'));
+  EXPECT_EQ(line.find("rank 8"), std::string::npos) << line;
+  EXPECT_NE(line.find("12/12 ranks OK on 6 hosts"), std::string::npos) << line;
+  EXPECT_NE(line.find("cannot say which link; gpudiag bench --links names it"), std::string::npos)
+      << line;
+}
+
 // At scale the output holds counts per state and the ranks that are not OK;
 // the whole table goes where the last line says.
 TEST(RankStatus, ALargeJobsTableIsCountsAndTheRanksThatAreNotOk) {

@@ -146,7 +146,7 @@ void from_json(const nlohmann::json& j, Fingerprint& f) {
 
 bool is_host_field(const std::string& key) {
   return key == "kernel" || key == "gpu.driver" || key == "shm" || key == "memlock" ||
-         key == "iommu" || key.starts_with("ib.") || key.starts_with("nic.");
+         key == "iommu" || key == "rdma.ports" || key.starts_with("ib.") || key.starts_with("nic.");
 }
 
 bool is_fingerprint_env(const std::string& n) {
@@ -253,7 +253,11 @@ Fingerprint collect_fingerprint(const FingerprintSources& s) {
     ++envs;
   }
   if (skipped) m["env_skipped"] = std::to_string(skipped);
-  for (auto& [k, v] : read_ib_ports(s.sys_root)) m[k] = v;
+  const auto ib = read_ib_ports(s.sys_root);
+  for (auto& [k, v] : ib) m[k] = v;
+  // Each port is compared only between hosts that have it: the count says
+  // when a host lacks one the others have (a dead or unseated HCA).
+  m["rdma.ports"] = std::to_string(ib.size());
   for (auto& [k, v] : read_nic_mtus(s.sys_root)) {
     if (m.size() >= kMaxFields) break;
     m[k] = v;

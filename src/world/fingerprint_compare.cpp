@@ -157,6 +157,11 @@ bool unknown_is_silent(const std::string& key) {
          key == "gpu.clock.mem_max" || key == "gpu.iommu";
 }
 
+/// A device's own field: a host that lacks the device has nothing to compare.
+bool absent_is_silent(const std::string& key) {
+  return (key.starts_with("nic.") || key.starts_with("ib."));
+}
+
 std::string field_title(const std::string& f) {
   if (f == "nccl.version") return "the NCCL version";
   if (f == "nccl.path") return "the libnccl loaded";
@@ -170,6 +175,7 @@ std::string field_title(const std::string& f) {
   if (f == "gpu.clock.sm_max") return "the GPU's maximum SM clock (MHz)";
   if (f == "gpu.clock.mem_max") return "the GPU's maximum memory clock (MHz)";
   if (f == "iommu") return "the IOMMU";
+  if (f == "rdma.ports") return "the number of RDMA ports";
   if (f == "gpu.iommu") return "the GPU's IOMMU domain";
   if (f.starts_with("env.")) return f.substr(4);
   return f;
@@ -225,7 +231,9 @@ FingerprintComparison compare_fingerprints(const std::vector<RankPrint>& prints)
     const bool host = is_host_field(key);
     std::map<std::string, ValueGroup> by_value;
     for (const auto& p : ps) {
-      const std::string v = (host ? host_print[p.host] : p.print)->get(key);
+      const Fingerprint* print = host ? host_print[p.host] : p.print;
+      if (absent_is_silent(key) && !print->fields.count(key)) continue;
+      const std::string v = print->get(key);
       if (v == "unknown" && unknown_is_silent(key)) continue;
       auto& g = by_value[v];
       g.value = v;

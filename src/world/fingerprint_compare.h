@@ -67,9 +67,13 @@ FingerprintComparison compare_fingerprints(const std::vector<RankPrint>& prints)
 /// whether a field is compared at all (some differ by design), whether
 /// "unknown" is left out for it (read only where the driver allows), its
 /// title in a line ("the GPU driver", "NCCL_ALGO"), and a difference's
-/// severity and remedy.
+/// severity and remedy. A field of one device (a NIC's MTU, an RDMA port's
+/// state) is compared like for like: a host without that device is left out
+/// of it (absent_is_silent), and the count of RDMA ports ("rdma.ports") says
+/// when a host lacks one the others have.
 bool compared_field(const std::string& key);
 bool unknown_is_silent(const std::string& key);
+bool absent_is_silent(const std::string& key);
 std::string field_title(const std::string& field);
 void classify_difference(Difference& d);
 

@@ -177,7 +177,9 @@ FingerprintSummary summarize_fingerprints(const std::vector<RankPrint>& prints) 
     };
     std::map<std::string, Holders> by_value;
     for (const auto& p : ps) {
-      const std::string v = (host ? host_print[p.host] : p.print)->get(key);
+      const Fingerprint* print = host ? host_print[p.host] : p.print;
+      if (absent_is_silent(key) && !print->fields.count(key)) continue;
+      const std::string v = print->get(key);
       if (v == "unknown" && unknown_is_silent(key)) continue;
       auto& h = by_value[v];
       h.ranks.push_back(p.rank);

@@ -70,7 +70,7 @@ FingerprintSummary merge_summaries(const std::vector<FingerprintSummary>& parts)
   // A field a complete part did not list: absent on every one of its ranks.
   for (auto& [name, m] : fields) {
     const std::string absent = absent_value(name);
-    if (absent == "unknown" && unknown_is_silent(name)) continue;
+    if ((absent == "unknown" && unknown_is_silent(name)) || absent_is_silent(name)) continue;
     for (const auto& p : parts) {
       if (!p.complete() || p.rank_count == 0) continue;
       const bool listed = std::any_of(p.fields.begin(), p.fields.end(),

@@ -167,6 +167,46 @@ TEST(FingerprintSummary, SilentUnknownsAndIncompletePartsAreNotDefaults) {
   EXPECT_TRUE(job.differences.empty());
 }
 
+TEST(FingerprintLikeForLike, ANicOnlyOneHostHasIsNotDriftButAnotherMtuOnASharedNicIs) {
+  // Eight hosts of eight ranks, each with an interface of its own name (a
+  // namespace's veth end, a host-named bond) and a shared eth0; host 3's
+  // eth0 runs another MTU. Flat, and across two groups merged.
+  auto nics = [](int r, Fingerprint& f) {
+    f.fields["nic.own-" + std::to_string(r / 8) + ".mtu"] = "1500";
+    f.fields["nic.eth0.mtu"] = r / 8 == 3 ? "1500" : "9000";
+    f.fields["rdma.ports"] = "1";
+    f.fields["ib.mlx5_0/1"] = "ACTIVE, 200 Gb/sec (4X HDR), InfiniBand";
+  };
+  Group all(0, 64, nics), a(0, 32, nics), b(32, 32, nics);
+  const auto flat = compare_fingerprints(all.view);
+  const auto merged =
+      compare_summary(merge_summaries({*sent(a.summary(), 0, 31), *sent(b.summary(), 32, 63)}));
+  for (const auto* job : {&flat, &merged}) {
+    ASSERT_EQ(job->differences.size(), 1u) << render_fingerprint(comparison_json(*job));
+    EXPECT_EQ(job->differences[0].field, "nic.eth0.mtu");
+    const auto drift = drift_lines(job->differences[0]);
+    ASSERT_EQ(drift.size(), 1u);
+    EXPECT_EQ(drift[0].rfind("simnode3 (ranks 24-31): nic.eth0.mtu is 1500, not 9000", 0), 0u)
+        << drift[0];
+  }
+}
+
+TEST(FingerprintLikeForLike, AHostMissingAnRdmaPortTheOthersHaveIsNamed) {
+  // Host 5 lost mlx5_1: its other port agrees, and the count names it.
+  Group g(0, 64, [](int r, Fingerprint& f) {
+    f.fields["ib.mlx5_0/1"] = "ACTIVE, 200 Gb/sec (4X HDR), InfiniBand";
+    if (r / 8 != 5) f.fields["ib.mlx5_1/1"] = "ACTIVE, 200 Gb/sec (4X HDR), InfiniBand";
+    f.fields["rdma.ports"] = r / 8 == 5 ? "1" : "2";
+  });
+  const auto job = compare_fingerprints(g.view);
+  ASSERT_EQ(job.differences.size(), 1u);
+  EXPECT_EQ(job.differences[0].field, "rdma.ports");
+  const auto drift = drift_lines(job.differences[0]);
+  ASSERT_EQ(drift.size(), 1u);
+  EXPECT_EQ(drift[0].rfind("simnode5 (ranks 40-47): the number of RDMA ports is 1, not 2", 0), 0u)
+      << drift[0];
+}
+
 TEST(FingerprintSummary, BoundedWhateverTheGroupHolds) {
   // 1,000 fields of 256-byte values, each different on every node; NCCL's
   // version among them with 20 values.

@@ -204,6 +204,33 @@ class SlowHostOnASwitch(unittest.TestCase):
         self.assertNotIn("host node1:", out)
         self.assertNotIn("host node2:", out)
 
+    def test_check_blames_no_rank_for_the_slow_link_and_no_host_for_its_own_nic(self):
+        # A plain check over the same hosts: every rank is OK; the all-reduce's
+        # figure is the slow link's, which a collective cannot place, so no
+        # rank is named for it; each host's own veth end is not drift.
+        procs = []
+        for i in (1, 2, 3):
+            inner = (f"hostname node{i}; exec {BIN} launch --nnodes 3 --node-rank {i - 1} "
+                     "--nproc-per-node 2 --master-addr 10.78.0.1 --master-port 29722 -- check "
+                     "--size 1MiB --iters 2 --timeout 30")
+            procs.append(subprocess.Popen(
+                ["ip", "netns", "exec", f"{self.PREFIX}-{i}", "unshare", "--uts", "sh", "-c", inner],
+                env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        outs = []
+        for p in procs:
+            try:
+                outs.append(p.communicate(timeout=120))
+            finally:
+                p.kill()
+        out = strip_prefix(outs[0][0])
+        self.assertEqual(procs[0].returncode, 0, out + outs[0][1])
+        self.assertIn("summary: 6/6 ranks OK on 3 hosts", out)
+        self.assertNotIn("slowest: rank", out)
+        self.assertIn("cannot say which link; gpudiag bench --links names it", out)
+        self.assertNotIn("drift:", out)
+        self.assertNotIn(".mtu differs", out)
+        self.assertNotIn("RDMA", out)  # none here: no port, memlock or count finding
+
 
 if __name__ == "__main__":
     unittest.main()
