@@ -5,6 +5,7 @@
 // (by the names of wait_frames.h).
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <optional>
 #include <string_view>
 
@@ -103,9 +104,11 @@ std::optional<std::string> native_frame(std::string_view line) {
     while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
   };
   skip_space();
+  std::string_view address;
   if (line.substr(i).starts_with("0x")) {
     std::size_t j = i + 2;
     while (j < line.size() && std::isxdigit(static_cast<unsigned char>(line[j]))) ++j;
+    address = line.substr(i, j - i);
     if (j < line.size() && (line[j] == ' ' || line[j] == '\t')) {
       i = j;
       skip_space();
@@ -117,12 +120,32 @@ std::optional<std::string> native_frame(std::string_view line) {
   }
   std::size_t e = i;
   while (e < line.size() && line[e] != ' ' && line[e] != '\t' && line[e] != '(') ++e;
-  if (e == i) return std::nullopt;
+  if (e == i) return address.empty() ? std::nullopt : std::optional<std::string>(address);
+  // gdb's "in ?? ()": no symbol; the address, for name_addresses.
+  if (line.substr(i, e - i) == "??" && !address.empty()) return std::string(address);
   return std::string(line.substr(i, e - i));
+}
+
+/// "0x55c7b7c374af" -> its value; nullopt unless the whole text is one.
+std::optional<unsigned long long> hex_value(std::string_view t, bool prefixed) {
+  if (prefixed) {
+    if (!t.starts_with("0x")) return std::nullopt;
+    t.remove_prefix(2);
+  }
+  if (t.empty() || t.size() > 16) return std::nullopt;
+  unsigned long long v = 0;
+  for (char c : t) {
+    if (!std::isxdigit(static_cast<unsigned char>(c))) return std::nullopt;
+    v = v * 16 + static_cast<unsigned long long>(std::isdigit(static_cast<unsigned char>(c))
+                                                     ? c - '0'
+                                                     : std::tolower(c) - 'a' + 10);
+  }
+  return v;
 }
 
 /// libc's waits and the thread machinery: not where a rank is.
 bool wait_primitive(std::string_view f) {
+  if (f.find("+0x") != std::string_view::npos) return false;  // a file's own code (name_addresses)
   static constexpr std::string_view kPrefixes[] = {
       "__",    "_dl_",   "syscall",      "epoll_wait",   "poll",
       "ppoll", "select", "pselect",      "nanosleep",    "clock_nanosleep",
@@ -166,6 +189,44 @@ std::vector<std::string> native_frames(const std::string& text, pid_t tid) {
       if (auto f = native_frame(line)) out.push_back(std::move(*f));
   });
   return out;
+}
+
+void name_addresses(std::vector<std::string>& frames, const std::string& maps) {
+  struct Map {
+    unsigned long long start, end, offset;
+    std::string file;
+  };
+  std::vector<Map> mapped;
+  each_line(maps, [&](std::string_view line) {
+    // "55c7b7c33000-55c7b7c39000 r-xp 00002000 08:01 123    /usr/bin/sleep"
+    if (mapped.size() >= 4096) return;
+    std::vector<std::string_view> f;
+    std::size_t i = 0;
+    while (i < line.size() && f.size() < 6) {
+      while (i < line.size() && line[i] == ' ') ++i;
+      std::size_t e = f.size() == 5 ? line.size() : line.find(' ', i);
+      if (e == std::string_view::npos) e = line.size();
+      if (e > i) f.push_back(line.substr(i, e - i));
+      i = e;
+    }
+    if (f.size() < 6 || f[5].empty() || f[5].front() != '/') return;
+    const auto dash = f[0].find('-');
+    if (dash == std::string_view::npos) return;
+    auto a = hex_value(f[0].substr(0, dash), false), b = hex_value(f[0].substr(dash + 1), false),
+         off = hex_value(f[2], false);
+    if (a && b && off && *a < *b) mapped.push_back({*a, *b, *off, std::string(f[5])});
+  });
+  for (auto& frame : frames) {
+    const auto at = hex_value(frame, true);
+    if (!at) continue;
+    for (const auto& m : mapped)
+      if (*at >= m.start && *at < m.end) {
+        char off[24];
+        std::snprintf(off, sizeof off, "+0x%llx", *at - m.start + m.offset);
+        frame = base(m.file) + off;
+        break;
+      }
+  }
 }
 
 void summarise(RankStack& s) {

@@ -126,6 +126,7 @@ RankStack take_stack(pid_t pid, const std::string& python_dump) {
     }
   }
   s.frames = native_frames(s.text, pid);
+  name_addresses(s.frames, read_from("/proc/" + std::to_string(pid) + "/maps", 0));
   if (s.frames.empty()) s.error = s.source + " read no frames (ptrace not permitted?)";
   return s;
 }

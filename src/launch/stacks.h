@@ -61,7 +61,11 @@ std::vector<RankStack> decode_stacks(const std::string& text);
 /// Parses a faulthandler dump: the main thread's frames (the one that runs
 /// <module>), innermost first.
 std::vector<std::string> python_frames(const std::string& dump);
-/// Parses eu-stack's or gdb's output: the frames of thread `tid`.
+/// Parses eu-stack's or gdb's output: the frames of thread `tid` (a frame
+/// without a symbol is its address, "0x55c7b7c374af").
 std::vector<std::string> native_frames(const std::string& text, pid_t tid);
+/// Names each frame that is an address by the file mapped there and its
+/// offset in that file ("sleep+0x44af"), from the text of /proc/PID/maps.
+void name_addresses(std::vector<std::string>& frames, const std::string& maps);
 
 }  // namespace gpudiag::launch

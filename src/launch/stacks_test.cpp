@@ -108,6 +108,38 @@ Thread 1 (Thread 0x7f01 (LWP 76) "python3"):
   EXPECT_EQ(native_frames(gdb, 77), (std::vector<std::string>{"epoll_wait"}));
 }
 
+TEST(Stacks, AFrameWithoutASymbolIsNamedByItsFileAndOffset) {
+  // A stripped binary (Debian's sleep) as eu-stack and gdb show it.
+  const char* eu = R"(PID 42 - process
+TID 42:
+#0  0x00007efcb8617503 clock_nanosleep@GLIBC_2.2.5
+#1  0x000055c7b7c374af
+#2  0x00007f0000000010
+)";
+  const char* gdb = R"(Thread 1 (Thread 0x7f01 (LWP 42) "sleep"):
+#0  __GI___clock_nanosleep (clock_id=0) at clock_nanosleep.c:71
+#1  0x000055c7b7c374af in ?? ()
+)";
+  const std::string maps =
+      "55c7b7c31000-55c7b7c33000 r--p 00000000 08:01 123    /usr/bin/sleep\n"
+      "55c7b7c33000-55c7b7c39000 r-xp 00002000 08:01 123    /usr/bin/sleep\n"
+      "7efcb8500000-7efcb8700000 r-xp 00026000 08:01 456    /usr/lib/x86_64-linux-gnu/libc.so.6\n"
+      "7ffde2240000-7ffde2261000 rw-p 00000000 00:00 0      [stack]\n"
+      "garbage line\n";
+  for (const char* text : {eu, gdb}) {
+    RankStack s;
+    s.frames = native_frames(text, 42);
+    name_addresses(s.frames, maps);
+    ASSERT_GE(s.frames.size(), 2u);
+    EXPECT_EQ(s.frames[1], "sleep+0x64af");
+    summarise(s);
+    EXPECT_EQ(s.where, "in sleep+0x64af");
+  }
+  std::vector<std::string> unmapped{"0x00007f0000000010", "main"};
+  name_addresses(unmapped, maps);  // nothing mapped there: the address stays
+  EXPECT_EQ(unmapped, (std::vector<std::string>{"0x00007f0000000010", "main"}));
+}
+
 // A rank's dump is its own text: a line of any length (a long argument in a
 // frame, a corrupt dump) is read in bounded time and stack, never by a
 // recursive matcher (std::regex overflowed its stack near 30,000 characters).
