@@ -29,6 +29,7 @@
 #include "launch/job.h"
 #include "launch/memory_evidence.h"
 #include "launch/python_hook.h"
+#include "launch/root_cause.h"
 #include "launch/ras_note.h"
 #include "launch/signal_pipe.h"
 #include "launch/supervisor.h"
@@ -329,9 +330,22 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
   Supervisor supervisor(std::move(ranks), options.prefix, policy, watcher, signals);
   Attempt out;
   out.status = supervisor.run();
-  if (out.status != 0 && job.torch_children)
-    say_root_cause(job, supervisor.first_failed_local_rank(), job.error_dir, options.python_entry,
-                   supervisor.first_failure_status(), supervisor.first_failed_pid(), oom_at_start);
+  if (out.status != 0 && job.torch_children) {
+    // The first to exit, unless it failed of a peer's failure and a rank
+    // that raised on its own is the cause (root_cause.h).
+    const int first = supervisor.first_failed_local_rank();
+    const auto outcomes = supervisor.outcomes();
+    const RootCause cause = root_cause(first, outcomes, job.error_dir);
+    if (cause.local == first || cause.local < 0) {
+      say_root_cause(job, first, job.error_dir, options.python_entry,
+                     supervisor.first_failure_status(), supervisor.first_failed_pid(), oom_at_start);
+    } else {
+      say_root_cause(job, cause.local, job.error_dir, options.python_entry,
+                     outcomes[static_cast<std::size_t>(cause.local)].status, 0, oom_at_start);
+      say("  (rank " + std::to_string(job.rank_of(first)) +
+          " ended first, of a peer's failure seen from it: " + cause.first_words + ")");
+    }
+  }
   // The ranks' flight-recorder dumps (torch wrote them at its watchdog's
   // timeout), read as `gpudiag fr` reads them.
   if (out.status != 0 && job.torch_children) {

@@ -109,6 +109,8 @@ class Supervisor {
   std::optional<ExitStatus> first_failure_status() const;
   /// Its pid (0 when none failed).
   pid_t first_failed_pid() const;
+  /// How each local rank ended (index = local rank).
+  std::vector<RankOutcome> outcomes() const;
 
  private:
   struct Slot;
@@ -126,7 +128,6 @@ class Supervisor {
   std::vector<int> live_ranks() const;
   bool all_ended() const;
   bool any_output_open() const;
-  std::vector<RankOutcome> outcomes() const;
   std::string summary_note(int status) const;
   void say(const std::string& message);
   /// Takes every live rank's stack (or uses `taken`, this node's, just
