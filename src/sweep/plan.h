@@ -95,11 +95,19 @@ struct NodeVerdict {
   std::optional<NodeTest> evidence;  ///< the test that decided it
   double threshold_gbps = 0;         ///< below this the evidence's class is slow
   std::string reason;                ///< missing / suspect / failed: in words
+  /// SLOW or FAILED across nodes: how many tests found it so (deciding tests
+  /// in a row against nodes known good, or partners that passed elsewhere).
+  int confirmations = 0;
 };
+
+/// A deciding test speaks against its suspect only when the next one, against
+/// another node known good, says the same: one slow measurement on a busy
+/// machine never excludes a node.
+inline constexpr int kConfirmations = 2;
 
 struct PlannerOptions {
   double time_budget_s = 300;
-  int max_retest_rounds = 2;
+  int max_retest_rounds = 3;
   /// Rounds within nodes. The host backend leaves them out: between two
   /// processes of one host it measures the kernel's loopback and the CPUs,
   /// not a link of the node.

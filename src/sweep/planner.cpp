@@ -27,7 +27,7 @@ struct Planner::Judged {
 };
 
 PlannerOptions planner_options(bool gpu, double time_budget_s) {
-  return PlannerOptions{time_budget_s, 2, gpu, gpu ? 0.5 : 0.25};
+  return PlannerOptions{time_budget_s, 3, gpu, gpu ? 0.5 : 0.25};
 }
 
 Planner::Planner(Layout layout, PlannerOptions options)
@@ -178,11 +178,13 @@ Planner::Judged Planner::judge() const {
   for (int r = 0; r < layout_.ranks(); ++r)
     if (layout_.node_of[r] >= 0 && rank_gone_[r]) ++gone_ranks[layout_.node_of[r]];
   auto gone = [&](int node) { return node >= 0 && gone_round_[node] != 0; };
-  // Class references from the tests that moved data between nodes still here.
+  // Class references from the tests that moved data between nodes still here,
+  // not the deciding tests: those measure suspects again and again, and in a
+  // small pool would pull the reference down to the slow node's own speed.
   std::vector<double> within, cross;
   for (std::size_t i = 0; i < tests_.size(); ++i) {
     const auto [a, b] = test_nodes_[i];
-    if (tests_[i].failed || gone(a) || gone(b)) continue;
+    if (tests_[i].failed || gone(a) || gone(b) || tests_[i].stage == "deciding") continue;
     (a == b ? within : cross).push_back(tests_[i].gbps);
   }
   j.within_ref = upper_quartile(within);
@@ -261,13 +263,38 @@ Planner::Judged Planner::judge() const {
   };
   for (int x = 0; x < n; ++x) {
     if (decided[x]) continue;
+    // Its deciding tests in order: the last decides, and a bad one only
+    // once kConfirmations of them in a row (each against another node
+    // known good) were bad; before that it is a suspect, tested again.
     const Seen* last_deciding = nullptr;
+    std::vector<int> bad_run;  // the partners of the bad deciding tests in a row
     for (const auto& s : seen[x])
-      if (s.deciding_for_me && !gone(s.partner)) last_deciding = &s;
+      if (s.deciding_for_me && !gone(s.partner)) {
+        last_deciding = &s;
+        if (s.test.bad) bad_run.push_back(s.partner);
+        else bad_run.clear();
+      }
     if (last_deciding) {
-      decided[x] = last_deciding->test.bad ? 1 : 2;
-      if (last_deciding->test.bad) j.verdicts[x].state = bad_state(last_deciding->test);
-      j.verdicts[x].evidence = last_deciding->test;
+      auto& v = j.verdicts[x];
+      v.evidence = last_deciding->test;
+      const std::string what = last_deciding->test.failed ? "failed" : "slow";
+      if (bad_run.empty()) {
+        decided[x] = 2;
+      } else if (static_cast<int>(bad_run.size()) >= kConfirmations) {
+        decided[x] = 1;
+        v.state = bad_state(last_deciding->test);
+        v.confirmations = static_cast<int>(bad_run.size());
+        std::string with;
+        for (int p : bad_run) with += (with.empty() ? "" : ", ") + layout_.hosts[p];
+        v.reason = what + " in " + std::to_string(bad_run.size()) +
+                   " deciding tests in a row against nodes known good (" + with + ")";
+      } else {
+        decided[x] = 3;
+        v.state = NodeState::suspect;
+        v.reason = what + " in a deciding test against " + layout_.hosts[bad_run.back()] +
+                   ", a node known good; not confirmed by a second one (a busy moment is not "
+                   "a bad node)";
+      }
       continue;
     }
     std::set<int> bad_partners;
@@ -291,6 +318,7 @@ Planner::Judged Planner::judge() const {
       if (worst->failed) {
         decided[x] = 1;
         j.verdicts[x].state = NodeState::failed;
+        j.verdicts[x].confirmations = static_cast<int>(bad_partners.size());
       } else {  // likely slow: explains its partners' tests, confirmed by a deciding test
         decided[x] = 3;
         j.verdicts[x].state = NodeState::suspect;
@@ -358,18 +386,25 @@ Planner::Judged Planner::judge() const {
 std::vector<std::pair<int, int>> Planner::retest_pairs() const {
   const Judged j = judge();
   const int n = layout_.nodes();
-  std::set<std::pair<int, int>> met;
-  for (auto [a, b] : test_nodes_) met.insert({std::min(a, b), std::max(a, b)});
+  std::set<std::pair<int, int>> met, decided_with;
+  for (std::size_t i = 0; i < test_nodes_.size(); ++i) {
+    const auto [a, b] = test_nodes_[i];
+    met.insert({std::min(a, b), std::max(a, b)});
+    if (tests_[i].stage == "deciding") decided_with.insert({a, b});  // suspect first
+  }
   std::vector<bool> used(n, false);
   std::vector<std::pair<int, int>> out;
-  // A partner it has not met yet first; else one it met (a new measurement of
-  // the same pair still tells a passing suspect from one that fails again).
-  for (bool unmet_only : {true, false})
+  // A partner it has not met yet first; else one it met but not in a deciding
+  // test (a confirmation is against another node known good); else any (a
+  // new measurement of the same pair still tells a passing suspect from one
+  // that fails again).
+  for (int tier = 0; tier < 3; ++tier)
     for (int x = 0; x < n; ++x) {
       if (j.verdicts[x].state != NodeState::suspect || used[x]) continue;
       for (int g = 0; g < n; ++g) {
         if (!j.known_good[g] || used[g]) continue;
-        if (unmet_only && met.count({std::min(x, g), std::max(x, g)})) continue;
+        if (tier == 0 && met.count({std::min(x, g), std::max(x, g)})) continue;
+        if (tier == 1 && decided_with.count({x, g})) continue;
         used[g] = used[x] = true;
         out.emplace_back(x, g);
         break;

@@ -136,7 +136,8 @@ nlohmann::json sweep_json(const SweepOutcome& o) {
   json nodes = json::array();
   for (const auto& v : by_host(o)) {
     json n{{"host", host_of(o, v.node)}, {"state", state_name(v.state)},
-           {"ranks", ranks_of(o, v.node)}, {"reason", v.reason}};
+           {"ranks", ranks_of(o, v.node)}, {"reason", v.reason},
+           {"confirmations", v.confirmations}};
     if (v.evidence) {
       const NodeTest& t = *v.evidence;
       n["test"] = {{"stage", t.stage},
