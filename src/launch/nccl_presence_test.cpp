@@ -1,7 +1,11 @@
 #include "launch/nccl_presence.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <string>
 
 namespace gpudiag::launch {
 namespace {
@@ -28,10 +32,27 @@ TEST(NcclPresence, LibncclOrTorchsCudaLibraryIsNccl) {
 }
 
 TEST(NcclPresence, ARankAlreadyGoneSaysNothing) {
-  // This test's own process maps no NCCL; a rank that ended (its pid gone) adds
-  // nothing: a gloo job whose rank failed first is still a gloo job.
-  EXPECT_FALSE(any_rank_maps_nccl({getpid()}));
-  EXPECT_FALSE(any_rank_maps_nccl({getpid(), 0x7ffffff0}));
+  // A process that maps no NCCL (sleep; not this test's own process, which
+  // other tests may have made load a stand-in libnccl); a rank that ended (its
+  // pid gone) adds nothing: a gloo job whose rank failed first is still a gloo job.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::execlp("sleep", "sleep", "60", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Its maps are sleep's once it has exec'ed: wait for that.
+  for (int i = 0; i < 5000; ++i) {
+    char exe[256] = {};
+    const auto n = ::readlink(("/proc/" + std::to_string(child) + "/exe").c_str(), exe, 255);
+    if (n > 0 && std::string(exe, static_cast<std::size_t>(n)).find("sleep") != std::string::npos)
+      break;
+    ::usleep(1000);
+  }
+  EXPECT_FALSE(any_rank_maps_nccl({child}));
+  EXPECT_FALSE(any_rank_maps_nccl({child, 0x7ffffff0}));
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
 }
 
 }  // namespace
