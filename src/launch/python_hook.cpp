@@ -29,14 +29,24 @@ try:
         _fh.register(_sig.SIGUSR2, file=open(_path, "a"), all_threads=True, chain=False)
 except Exception:
     pass
-def _gpudiag_progress(path):
+def _gpudiag_progress(path, every):
     # --hang-timeout's progress (progress_watch.h): the default process group's
     # sequence number and the main thread's stack by (file, function), written
     # when they change, sampled twice a second. Never imports torch itself.
+    # It ends with the main thread and is joined at shutdown: as a daemon it
+    # could be inside torch's call (which releases the GIL) when the
+    # interpreter finalizes, and a daemon thread taking the GIL back then is
+    # ended by pthread_exit, which aborts the rank ("terminate called without
+    # an active exception") after the user's program finished.
     import threading as _th, time as _time
-    main, last = _th.main_thread(), None
-    while True:
-        _time.sleep(0.5)
+    main, last, waited = _th.main_thread(), None, 0.0
+    while main.is_alive():
+        if every > 0:
+            _time.sleep(0.05)
+            waited += 0.05
+            if waited < every:
+                continue
+        waited = 0.0
         seq = -1
         try:
             dist = _sys.modules.get("torch.distributed")
@@ -59,8 +69,13 @@ def _gpudiag_progress(path):
 try:
     if _os.environ.get("GPUDIAG_PROGRESS_FILE"):
         import threading as _threading
-        _threading.Thread(target=_gpudiag_progress, args=(_os.environ["GPUDIAG_PROGRESS_FILE"],),
-                          name="gpudiag-progress", daemon=True).start()
+        try:  # how often it samples (tests sample without a pause)
+            _every = min(max(float(_os.environ.get("GPUDIAG_PROGRESS_EVERY_S", "0.5")), 0.0), 60.0)
+        except ValueError:
+            _every = 0.5
+        _threading.Thread(target=_gpudiag_progress,
+                          args=(_os.environ["GPUDIAG_PROGRESS_FILE"], _every),
+                          name="gpudiag-progress", daemon=False).start()
 except Exception:
     pass
 _here = _os.path.dirname(_os.path.abspath(__file__))

@@ -73,6 +73,22 @@ def pipe_holders(fileobj):
     return held
 
 
+def native_stacks(tree, most=4):
+    """Every thread's native stack of the first few processes still running
+    (eu-stack, else nothing): where a hang waits, for the failure's text."""
+    if not shutil.which("eu-stack"):
+        return ""
+    out = ""
+    for line in tree[:most]:
+        pid = line.split()[0]
+        try:
+            r = subprocess.run(["eu-stack", "-p", pid], capture_output=True, text=True, timeout=20)
+            out += f"\n--- eu-stack -p {pid} ---\n" + (r.stdout or r.stderr)[-6000:]
+        except (OSError, subprocess.TimeoutExpired) as e:
+            out += f"\n--- eu-stack -p {pid}: {e}"
+    return out
+
+
 def run(args, timeout=120, env=None, **kw):
     """Runs a command; a hang fails the test instead of blocking the suite, and
     says what was still running (with each process's wait channel) and the
@@ -92,6 +108,7 @@ def run(args, timeout=120, env=None, **kw):
         tree = descendants(p.pid)
         ended = p.poll() is not None
         holders = pipe_holders(p.stdout) + pipe_holders(p.stderr)
+        stacks = "" if ended else native_stacks(tree)
         if kw["start_new_session"]:
             try:
                 os.killpg(p.pid, 9)
@@ -110,7 +127,7 @@ def run(args, timeout=120, env=None, **kw):
                 f"after {timeout} s by:\n" + "\n".join(sorted(set(holders)))) if ended else \
                (f"{args} did not end within {timeout} s; still running:\n" + "\n".join(tree))
         raise AssertionError(what + f"\n--- stdout (tail) ---\n{out[-3000:]}" +
-                             f"\n--- stderr (tail) ---\n{err[-3000:]}") from None
+                             f"\n--- stderr (tail) ---\n{err[-3000:]}" + stacks) from None
     return subprocess.CompletedProcess(args, p.returncode, out, err)
 
 

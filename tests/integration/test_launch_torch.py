@@ -34,8 +34,10 @@ def env_without_threads():
     return env
 
 
-def launch(*args, timeout=240):
-    return run([BIN, "launch", *args], env=env_without_threads(), timeout=timeout)
+def launch(*args, timeout=240, extra_env=None):
+    env = env_without_threads()
+    env.update(extra_env or {})
+    return run([BIN, "launch", *args], env=env, timeout=timeout)
 
 
 def torchrun(*args, timeout=240):

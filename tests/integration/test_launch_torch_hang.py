@@ -67,3 +67,21 @@ class ARankWaitingForAnotherIsStopped(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@unittest.skipUnless(have_torch(), "Debian's python3-torch is not installed (install-deps.sh --test)")
+class TheProgressThreadEndsWithTheRank(unittest.TestCase):
+    """The hook's progress thread reads torch's sequence number while the rank
+    runs; when the rank's program ends with its process group alive, the thread
+    is joined at shutdown, never ended inside torch's call (as a daemon it was:
+    'terminate called without an active exception', status 134, 1 run in 5)."""
+
+    def test_a_rank_that_ends_with_its_group_alive_exits_cleanly(self):
+        env = {"GPUDIAG_PROGRESS_EVERY_S": "0"}  # sample without a pause
+        for _ in range(3):
+            p = launch("--nproc-per-node", "1", "--hang-timeout", "600",
+                       os.path.join(FIXTURES, "ends_with_group.py"), extra_env=env)
+            self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+            self.assertIn("progress thread: daemon=False", p.stdout)
+            self.assertIn("all-reduces done", p.stdout)
+            self.assertNotIn("terminate called", p.stderr)
