@@ -19,7 +19,10 @@ import unittest
 from harness import BIN, Ranks, free_port, rank_env
 
 TIMEOUT = 5
-LIMIT = TIMEOUT + 5 + 3 + 12  # --timeout, the launcher's grace, SIGTERM to SIGKILL, margin
+# --timeout, the launcher's grace, SIGTERM to SIGKILL, and a margin for a busy
+# machine (25 s was missed by 0.05 s under load): far below a hang's, which is
+# the run's own timeout. The verdicts are what is asserted, not the speed.
+LIMIT = 4 * TIMEOUT + 5 + 3 + 12
 CHECK = ["check", "--backend", "host", "--size", "1MiB", "--mem", "1MiB", "--iters", "2",
          "--timeout", str(TIMEOUT)]
 BENCH = ["bench", "all_reduce", "--backend", "host", "-b", "1K", "-e", "8K", "-n", "2", "-w", "1",
