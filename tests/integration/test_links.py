@@ -169,33 +169,40 @@ class SlowHostOnASwitch(unittest.TestCase):
         if p.returncode != 0:
             self.skipTest("tc tbf (sch_tbf) is not available here: " + p.stderr.strip())
 
-    def test_the_throttled_host_is_named(self):
+    def on_hosts(self, port, command):
+        """`gpudiag launch` of 2 ranks on each host, node1 the master: each
+        launcher's (returncode, stdout, stderr)."""
         procs = []
         for i in (1, 2, 3):
             inner = (f"hostname node{i}; exec {BIN} launch --nnodes 3 --node-rank {i - 1} "
-                     "--nproc-per-node 2 --master-addr 10.78.0.1 --master-port 29720 -- bench "
-                     "--links --link-size 1MiB --iters 3 --timeout 30 --link-schedule serial")
+                     f"--nproc-per-node 2 --master-addr 10.78.0.1 --master-port {port} -- {command}")
             procs.append(subprocess.Popen(
                 ["ip", "netns", "exec", f"{self.PREFIX}-{i}", "unshare", "--uts", "sh", "-c", inner],
                 env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
         outs = []
         for p in procs:
             try:
-                outs.append(p.communicate(timeout=120))
+                out, err = p.communicate(timeout=120)
+                outs.append((p.returncode, out, err))
             finally:
                 p.kill()
-        out = strip_prefix(outs[0][0])
-        self.assertEqual(procs[0].returncode, 1, out + outs[0][1])
+        return outs
+
+    def test_the_throttled_host_is_named(self):
+        outs = self.on_hosts(29720, "bench --links --link-size 1MiB --iters 3 --timeout 30 "
+                                    "--link-schedule serial")
+        out = strip_prefix(outs[0][1])
+        self.assertEqual(outs[0][0], 1, out + outs[0][2])
         self.assertIn("6 ranks on 3 hosts", out)
         self.assertIn("host node3: all 8 links to other hosts are slow", out)
         # The measured rate is the configured one: 200 Mbit/s = 0.025 GB/s each way.
-        rows = matrix_rows(outs[0][0])
+        rows = matrix_rows(outs[0][1])
         for r in (4, 5):
             for peer in (0, 1, 2, 3):
                 self.assertLess(float(rows[r][peer]), 0.05, out)
                 self.assertGreater(float(rows[r][peer]), 0.01, out)
         # The host matrix: node3's row is slow to both others, node1-node2 is not.
-        hosts = matrix_rows(outs[0][0], by_host=True)
+        hosts = matrix_rows(outs[0][1], by_host=True)
         self.assertEqual(sorted(hosts), [0, 1, 2], out)
         self.assertLess(float(hosts[2][0]), 0.05, out)
         self.assertLess(float(hosts[2][1]), 0.05, out)
@@ -208,22 +215,9 @@ class SlowHostOnASwitch(unittest.TestCase):
         # A plain check over the same hosts: every rank is OK; the all-reduce's
         # figure is the slow link's, which a collective cannot place, so no
         # rank is named for it; each host's own veth end is not drift.
-        procs = []
-        for i in (1, 2, 3):
-            inner = (f"hostname node{i}; exec {BIN} launch --nnodes 3 --node-rank {i - 1} "
-                     "--nproc-per-node 2 --master-addr 10.78.0.1 --master-port 29722 -- check "
-                     "--size 1MiB --iters 2 --timeout 30")
-            procs.append(subprocess.Popen(
-                ["ip", "netns", "exec", f"{self.PREFIX}-{i}", "unshare", "--uts", "sh", "-c", inner],
-                env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-        outs = []
-        for p in procs:
-            try:
-                outs.append(p.communicate(timeout=120))
-            finally:
-                p.kill()
-        out = strip_prefix(outs[0][0])
-        self.assertEqual(procs[0].returncode, 0, out + outs[0][1])
+        outs = self.on_hosts(29722, "check --size 1MiB --iters 2 --timeout 30")
+        out = strip_prefix(outs[0][1])
+        self.assertEqual(outs[0][0], 0, out + outs[0][2])
         self.assertIn("summary: 6/6 ranks OK on 3 hosts", out)
         self.assertNotIn("slowest: rank", out)
         self.assertIn("cannot say which link; gpudiag bench --links names it", out)
