@@ -126,7 +126,10 @@ RankStack take_stack(pid_t pid, const std::string& python_dump) {
     }
   }
   s.frames = native_frames(s.text, pid);
-  name_addresses(s.frames, read_from("/proc/" + std::to_string(pid) + "/maps", 0));
+  // Frames without a symbol are named from the process's mappings (read only then).
+  if (std::any_of(s.frames.begin(), s.frames.end(),
+                  [](const std::string& f) { return f.rfind("0x", 0) == 0; }))
+    name_addresses(s.frames, read_from("/proc/" + std::to_string(pid) + "/maps", 0));
   if (s.frames.empty()) s.error = s.source + " read no frames (ptrace not permitted?)";
   return s;
 }
