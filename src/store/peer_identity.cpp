@@ -1,13 +1,22 @@
-// peer_identity.h: /proc/net/tcp{,6} parsed line by line, descendants found
-// through /proc/<pid>/task/<tid>/children, descriptors through readlink.
+// peer_identity.h: the peer's socket asked of the kernel by its 4-tuple
+// (NETLINK_SOCK_DIAG, one exact lookup), else /proc/net/tcp{,6} parsed line by
+// line; descendants found through /proc/<pid>/task/<tid>/children,
+// descriptors through readlink.
 #include "store/peer_identity.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -84,6 +93,55 @@ std::optional<PeerSocket> find_in(const std::string& file, const unsigned char l
   return std::nullopt;
 }
 
+/// The kernel's answer for the TCP socket whose local end is `src`:`sport`
+/// and remote end `dst`:`dport` (inet_diag_find_one_icsk: an exact lookup, no
+/// dump). `answered` is false when the kernel could not be asked (no
+/// sock_diag), so the caller falls back to /proc/net.
+std::optional<PeerSocket> ask_kernel(bool v6, const unsigned char src[16], int sport,
+                                     const unsigned char dst[16], int dport, bool& answered) {
+  answered = false;
+  const int fd = ::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+  if (fd < 0) return std::nullopt;
+  timeval tv{0, 200000};  // the kernel answers at once; never hang the store on it
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  struct {
+    nlmsghdr nlh;
+    inet_diag_req_v2 req;
+  } msg{};
+  msg.nlh.nlmsg_len = sizeof msg;
+  msg.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  msg.nlh.nlmsg_flags = NLM_F_REQUEST;
+  msg.req.sdiag_family = v6 ? AF_INET6 : AF_INET;
+  msg.req.sdiag_protocol = IPPROTO_TCP;
+  msg.req.idiag_states = ~0u;
+  msg.req.id.idiag_sport = htons(static_cast<std::uint16_t>(sport));
+  msg.req.id.idiag_dport = htons(static_cast<std::uint16_t>(dport));
+  std::memcpy(msg.req.id.idiag_src, src, v6 ? 16 : 4);
+  std::memcpy(msg.req.id.idiag_dst, dst, v6 ? 16 : 4);
+  msg.req.id.idiag_cookie[0] = msg.req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+  std::optional<PeerSocket> out;
+  alignas(nlmsghdr) char buf[8192];
+  if (::send(fd, &msg, sizeof msg, 0) == static_cast<ssize_t>(sizeof msg)) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    const auto* h = reinterpret_cast<const nlmsghdr*>(buf);
+    if (n >= static_cast<ssize_t>(sizeof(nlmsghdr)) && NLMSG_OK(h, static_cast<std::size_t>(n))) {
+      if (h->nlmsg_type == NLMSG_ERROR) {
+        const auto* e = static_cast<const nlmsgerr*>(NLMSG_DATA(h));
+        // ENOENT: no such socket (the peer already closed it). Anything else
+        // (no inet_diag in this kernel) leaves the question to /proc/net.
+        answered = h->nlmsg_len >= NLMSG_LENGTH(sizeof(nlmsgerr)) && e->error == -ENOENT;
+      } else if (h->nlmsg_type == SOCK_DIAG_BY_FAMILY &&
+                 h->nlmsg_len >= NLMSG_LENGTH(sizeof(inet_diag_msg))) {
+        const auto* m = static_cast<const inet_diag_msg*>(NLMSG_DATA(h));
+        answered = true;
+        if (m->idiag_inode != 0) out = PeerSocket{m->idiag_inode, m->idiag_uid};
+      }
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
 std::vector<pid_t> children_of(pid_t pid, const std::string& proc) {
   std::vector<pid_t> out;
   const std::string task = proc + "/" + std::to_string(pid) + "/task";
@@ -140,7 +198,7 @@ std::string peer_address(int fd, bool& loopback) {
   return text;
 }
 
-std::optional<PeerSocket> loopback_peer_socket(int fd, const std::string& proc_root) {
+std::optional<PeerSocket> local_peer_socket(int fd, const std::string& proc_root) {
   sockaddr_storage mine{}, theirs{};
   socklen_t a = sizeof mine, b = sizeof theirs;
   if (::getsockname(fd, reinterpret_cast<sockaddr*>(&mine), &a) != 0 ||
@@ -150,12 +208,20 @@ std::optional<PeerSocket> loopback_peer_socket(int fd, const std::string& proc_r
   int mp = 0, tp = 0;
   bool v6 = false, v6b = false;
   if (!addr_bytes(mine, m, mp, v6) || !addr_bytes(theirs, t, tp, v6b)) return std::nullopt;
-  // The peer's socket: its local end is our peer, its remote end is us.
-  if (auto s = find_in(proc_root + (v6 ? "/net/tcp6" : "/net/tcp"), t, tp, m, mp, v6)) return s;
-  // A dual-stack listener sees an IPv4 client as ::ffff:a.b.c.d; that
-  // client's own socket is IPv4, listed in /proc/net/tcp.
+  // The peer's socket: its local end is our peer, its remote end is us. The
+  // kernel is asked first; a dual-stack listener sees an IPv4 client as
+  // ::ffff:a.b.c.d, whose own socket is IPv4.
   static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  if (v6 && std::memcmp(m, mapped, 12) == 0 && std::memcmp(t, mapped, 12) == 0) {
+  const bool folded = v6 && std::memcmp(m, mapped, 12) == 0 && std::memcmp(t, mapped, 12) == 0;
+  if (proc_root == "/proc") {
+    bool answered = false;
+    unsigned char m4[16] = {}, t4[16] = {};
+    if (folded) std::memcpy(m4, m + 12, 4), std::memcpy(t4, t + 12, 4);
+    auto s = folded ? ask_kernel(false, t4, tp, m4, mp, answered) : ask_kernel(v6, t, tp, m, mp, answered);
+    if (answered) return s;
+  }
+  if (auto s = find_in(proc_root + (v6 ? "/net/tcp6" : "/net/tcp"), t, tp, m, mp, v6)) return s;
+  if (folded) {
     unsigned char m4[16] = {}, t4[16] = {};
     std::memcpy(m4, m + 12, 4);
     std::memcpy(t4, t + 12, 4);
@@ -166,6 +232,22 @@ std::optional<PeerSocket> loopback_peer_socket(int fd, const std::string& proc_r
 
 bool held_by_process(pid_t pid, std::uint64_t inode, const std::string& proc_root) {
   return holds(pid, "socket:[" + std::to_string(inode) + "]", proc_root);
+}
+
+std::vector<std::uint32_t> descendant_uids(pid_t root, int max_procs,
+                                           const std::string& proc_root) {
+  std::vector<std::uint32_t> uids;
+  std::vector<pid_t> todo = children_of(root, proc_root);
+  for (int seen = 0; !todo.empty() && seen < max_procs; ++seen) {
+    const pid_t p = todo.back();
+    todo.pop_back();
+    struct stat st{};
+    if (::stat((proc_root + "/" + std::to_string(p)).c_str(), &st) == 0 &&
+        std::find(uids.begin(), uids.end(), st.st_uid) == uids.end())
+      uids.push_back(st.st_uid);
+    for (pid_t c : children_of(p, proc_root)) todo.push_back(c);
+  }
+  return uids;
 }
 
 bool held_by_descendant(pid_t root, std::uint64_t inode, int max_procs,

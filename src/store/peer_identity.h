@@ -2,9 +2,11 @@
 // rule that only the job's own processes keep connections without proving
 // the job secret (a torch client cannot: it has no handshake).
 //
-// On loopback the peer's socket is found in /proc/net/tcp or tcp6 (its local
-// address and port are our connection's peer address and port; the line
-// gives its owner's uid and the socket's inode), and it belongs to the job
+// On this host the peer's socket is asked of the kernel by its 4-tuple
+// (sock_diag: its local address and port are our connection's peer address
+// and port; the answer gives its owner's uid and the socket's inode), one
+// lookup however many sockets the host holds; only a kernel without
+// sock_diag has /proc/net/tcp or tcp6 read instead. It belongs to the job
 // when a descendant of the serving process (the launcher: its ranks and
 // their children) holds that inode among its descriptors (/proc/<pid>/fd).
 // SO_PEERCRED says nothing on TCP. Elsewhere the peer is known by its
@@ -16,6 +18,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace gpudiag::net {
 
@@ -28,13 +31,22 @@ struct PeerSocket {
 /// whether it is a loopback address.
 std::string peer_address(int fd, bool& loopback);
 
-/// The peer's own socket of loopback connection `fd`, from /proc/net (under
-/// `proc_root`, "/proc" but for tests); nullopt when not found.
-std::optional<PeerSocket> loopback_peer_socket(int fd, const std::string& proc_root = "/proc");
+/// The peer's own socket of connection `fd` when the peer is on this host
+/// (loopback or one of the host's addresses, in this network namespace;
+/// nullopt for a peer elsewhere): the kernel's answer
+/// when `proc_root` is "/proc" and the kernel has sock_diag, else read from
+/// `proc_root`/net (any other `proc_root` is a test's); nullopt when not found.
+std::optional<PeerSocket> local_peer_socket(int fd, const std::string& proc_root = "/proc");
 
 /// Whether process `pid` itself holds socket `inode` (the store's own
 /// process: its judges' connections to the store it serves).
 bool held_by_process(pid_t pid, std::uint64_t inode, const std::string& proc_root = "/proc");
+
+/// The distinct owners (uids of /proc/<pid>) of the processes descended from
+/// `root`, at most `max_procs` looked at: a connection of a uid not among them
+/// cannot be held by a descendant, so no descriptor need be read to say so.
+std::vector<std::uint32_t> descendant_uids(pid_t root, int max_procs = 4096,
+                                           const std::string& proc_root = "/proc");
 
 /// Whether a process descended from `root` (not `root` itself) holds socket
 /// `inode`; at most `max_procs` processes are looked at.

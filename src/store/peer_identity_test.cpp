@@ -66,9 +66,14 @@ TEST(PeerIdentity, OwnSocketIsFoundButIsNotADescendants) {
     bool loop = false;
     EXPECT_NE(peer_address(s, loop), "?");
     EXPECT_TRUE(loop);
-    auto sock = loopback_peer_socket(s);
+    auto sock = local_peer_socket(s);
     ASSERT_TRUE(sock) << (v6 ? "IPv6" : "IPv4");
     EXPECT_EQ(sock->uid, ::getuid());
+    // The kernel's exact lookup and a read of /proc/net agree.
+    auto read = local_peer_socket(s, "/proc/.");
+    ASSERT_TRUE(read);
+    EXPECT_EQ(read->inode, sock->inode);
+    EXPECT_EQ(read->uid, sock->uid);
     EXPECT_FALSE(held_by_descendant(::getpid(), sock->inode));  // this process holds it
     ::close(s), ::close(c);
   }
@@ -97,10 +102,23 @@ TEST(PeerIdentity, AnIpv4ClientOfADualStackListenerIsFound) {
   bool loop = false;
   EXPECT_EQ(peer_address(s, loop), "::ffff:127.0.0.1");
   EXPECT_TRUE(loop);
-  auto sock = loopback_peer_socket(s);
+  auto sock = local_peer_socket(s);
   ASSERT_TRUE(sock);
   EXPECT_TRUE(held_by_process(::getpid(), sock->inode));
+  auto read = local_peer_socket(s, "/proc/.");
+  ASSERT_TRUE(read);
+  EXPECT_EQ(read->inode, sock->inode);
   ::close(s), ::close(c), ::close(l);
+}
+
+// A peer that has closed its end is nobody's: its socket is orphaned.
+TEST(PeerIdentity, APeerThatClosedIsNotFound) {
+  Listener l(false);
+  const int c = l.connect_to(false);
+  const int s = ::accept(l.fd, nullptr, nullptr);
+  ::close(c);
+  EXPECT_FALSE(local_peer_socket(s).has_value());  // orphaned: no inode, nobody's
+  ::close(s);
 }
 
 TEST(PeerIdentity, AChildsSocketIsTheJobs) {
@@ -120,10 +138,12 @@ TEST(PeerIdentity, AChildsSocketIsTheJobs) {
   char b = 0;
   ASSERT_EQ(::read(ready[0], &b, 1), 1);
   const int s = ::accept(l.fd, nullptr, nullptr);
-  auto sock = loopback_peer_socket(s);
+  auto sock = local_peer_socket(s);
   ASSERT_TRUE(sock);
   EXPECT_TRUE(held_by_descendant(::getpid(), sock->inode));
   EXPECT_FALSE(held_by_descendant(child, sock->inode));  // the child has no children
+  EXPECT_EQ(descendant_uids(::getpid()), std::vector<std::uint32_t>{::geteuid()});
+  EXPECT_TRUE(descendant_uids(child).empty());
   (void)!::write(done[1], &b, 1);
   ::waitpid(child, nullptr, 0);
   ::close(s);

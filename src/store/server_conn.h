@@ -21,12 +21,14 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "store/key_owners.h"
+#include "store/peer_identity.h"
 #include "store/socket.h"
 #include "store/store_state.h"
 #include "store/store_wire.h"
@@ -63,6 +65,7 @@ struct Conn {
   bool torch_validated = false;  ///< ... its later dialect (VALIDATE first, types + 1)
   bool job_peer = false;         ///< held by the job's own processes (peer_identity.h)
   bool own_process = false;      ///< held by the serving process itself (own_process_trusted)
+  std::optional<net::PeerSocket> peer_socket;  ///< on loopback: the peer's socket, if found
   std::string outsider;          ///< else, with job_peers_by_process: its peer ("uid 65534")
   std::string job_address;       ///< a remote job connection's address (job_by_ip_)
   std::size_t pending_out() const { return out.size() - out_off; }

@@ -12,6 +12,12 @@
 // the newcomer is told the store is full. Should accept() fail with EMFILE or
 // ENFILE all the same (descriptors taken elsewhere in the process), that is
 // logged as what it is and accepting pauses briefly.
+//
+// A flood of connections cannot starve the job: at most kAcceptBatch are
+// accepted per wakeup before the loop serves its clients again (the listener
+// is level-triggered, so the rest wait in the backlog), a newcomer is
+// identified by one kernel lookup of its socket, and an outsider whose uid
+// owns no process of the job is known as one without reading any descriptor.
 #include "store/tcp_store_server.h"
 
 #include <netdb.h>
@@ -44,6 +50,10 @@ namespace {
 constexpr std::uint64_t kListenerTag = 0, kStopTag = 1;
 /// Connections accepted past the cap only to be told "overloaded" at their HELLO.
 constexpr std::size_t kRefusedAtOnce = 16;
+/// Connections accepted per wakeup of the loop before it serves its clients.
+constexpr int kAcceptBatch = 64;
+/// How long the owners of the job's processes are taken as known.
+constexpr auto kUidsFresh = std::chrono::seconds(1);
 
 /// The descriptor budget for clients; throws when it cannot hold the job.
 std::size_t connection_cap(const TcpStoreServerOptions& o, std::string& why) {
@@ -152,13 +162,17 @@ class TcpStoreServer::Loop : public ServerCore {
   bool identify(Conn& c) {
     bool loopback = false;
     const std::string address = net::peer_address(c.fd.get(), loopback);
-    if (loopback) {
-      const auto sock = net::loopback_peer_socket(c.fd.get());
+    // A peer on this host (loopback, or any of the host's own addresses:
+    // its socket is found here) is known by its process, not its address.
+    if (loopback || c.peer_socket) {
+      const auto& sock = c.peer_socket;
       // A process of our own user is trusted as the job's: it could signal
       // or trace the launcher anyway (another node's launcher and ranks when
-      // several "nodes" share this host). Other users are outsiders.
+      // several "nodes" share this host). Other users are outsiders, but for
+      // a descendant's socket (a rank run as another user).
       c.job_peer = sock && (sock->uid == ::geteuid() ||
-                            net::held_by_descendant(::getpid(), sock->inode));
+                            (owns_a_descendant(sock->uid) &&
+                             net::held_by_descendant(::getpid(), sock->inode)));
       if (!c.job_peer) c.outsider = sock ? "uid " + std::to_string(sock->uid) : "loopback " + address;
     } else if (job_by_ip_[address] < opts_.job_conns_per_ip) {
       ++job_by_ip_[address];
@@ -181,6 +195,18 @@ class TcpStoreServer::Loop : public ServerCore {
     return true;
   }
 
+  /// Whether `uid` owns a process descended from this one (cached a while:
+  /// a flood of one outsider costs one walk of the process tree a second).
+  bool owns_a_descendant(std::uint32_t uid) {
+    const auto now = Clock::now();
+    if (now - uids_at_ >= kUidsFresh) {
+      descendant_uids_ = net::descendant_uids(::getpid());
+      uids_at_ = now;
+    }
+    return std::find(descendant_uids_.begin(), descendant_uids_.end(), uid) !=
+           descendant_uids_.end();
+  }
+
   /// At the connection cap: drops the oldest connection still in its
   /// handshake to make room. False when every connection has joined.
   bool make_room() {
@@ -201,7 +227,7 @@ class TcpStoreServer::Loop : public ServerCore {
 
   void accept_all() {
     bury();  // connections already leaving do not count against the cap
-    while (true) {
+    for (int batch = 0; batch < kAcceptBatch; ++batch) {
       int fd = accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
@@ -222,12 +248,12 @@ class TcpStoreServer::Loop : public ServerCore {
       net::set_stream_options(fd);
       auto id = next_conn_id_++;
       auto conn = std::make_unique<Conn>(net::Fd(fd), id, net::peer_text(fd));
-      if (opts_.own_process_trusted) {
-        bool loopback = false;
-        (void)net::peer_address(fd, loopback);
-        if (loopback)
-          if (auto sock = net::loopback_peer_socket(fd))
-            conn->own_process = net::held_by_process(::getpid(), sock->inode);
+      if (opts_.own_process_trusted || opts_.job_peers_by_process) {
+        conn->peer_socket = net::local_peer_socket(fd);
+        // Only a socket of our own user can be one this process holds.
+        if (opts_.own_process_trusted && conn->peer_socket &&
+            conn->peer_socket->uid == ::geteuid())
+          conn->own_process = net::held_by_process(::getpid(), conn->peer_socket->inode);
       }
       if (opts_.job_peers_by_process && !identify(*conn)) continue;  // `conn` closes the socket
       if (conns_.size() - refused_open_ >= max_conns_ && !make_room()) {
@@ -292,6 +318,8 @@ class TcpStoreServer::Loop : public ServerCore {
   std::uint64_t next_conn_id_ = 2;
   bool accept_paused_ = false;
   Clock::time_point accept_resume_{};
+  std::vector<std::uint32_t> descendant_uids_;
+  Clock::time_point uids_at_{};
 };
 
 TcpStoreServer::TcpStoreServer(TcpStoreServerOptions options)
