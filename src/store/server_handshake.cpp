@@ -5,6 +5,8 @@
 // goodbye, announced as a launcher would.
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "store/server_conn.h"
@@ -72,6 +74,20 @@ void ServerCore::hello(Conn& c, const sw::Frame& f) {
     ++refused_;
     return refuse_hello(c, f.id, sw::ErrorCode::overloaded,
                         "it holds all the connections it may (" + overloaded_why() + ")");
+  }
+  if (!has_secret && sw::is_tree_claim(c.rank) && !c.job_peer && c.peer_socket &&
+      c.peer_socket->uid != static_cast<std::uint32_t>(::geteuid())) {
+    // A judge's place, claimed from this host by another user's process: no
+    // judge of this job runs there (the job's processes are this user's, or
+    // proved the secret). Without a secret an outsider would own the place
+    // and write its deaths and parts.
+    if (log_budget())
+      spdlog::warn("store: rejecting {}: it claims a judge's place from a process of uid {}, "
+                   "not of this job", who(c), c.peer_socket->uid);
+    return refuse_hello(c, f.id, sw::ErrorCode::secret_refused,
+                        "a judge's place is claimed only by the job's own processes (this "
+                        "connection is uid " + std::to_string(c.peer_socket->uid) +
+                            "'s): give the job a secret (GPUDIAG_SECRET) to meet across users");
   }
   if (has_secret) {
     if (c.client_nonce.size() != sw::kNonceBytes)
