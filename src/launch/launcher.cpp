@@ -34,6 +34,7 @@
 #include "launch/signal_pipe.h"
 #include "launch/supervisor.h"
 #include "util/error.h"
+#include "util/file_out.h"
 #include "world/host.h"
 
 namespace gpudiag::launch {
@@ -72,7 +73,7 @@ std::shared_ptr<LogFile> open_log(const std::string& dir, const char* name) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   auto path = dir + "/" + name;
-  net::Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644));
+  net::Fd fd(open_own_file(path));
   if (!fd)
     throw UsageError("launch: cannot write the rank log " + path + ": " + std::strerror(errno),
                      "give --log-dir a folder this user may write");

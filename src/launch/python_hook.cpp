@@ -10,6 +10,7 @@
 
 #include "store/socket.h"
 #include "util/error.h"
+#include "util/file_out.h"
 
 namespace gpudiag::launch {
 
@@ -99,7 +100,7 @@ finally:
 void write_python_hook(const std::string& dir) {
   std::filesystem::create_directories(dir);
   const std::string path = dir + "/sitecustomize.py";
-  net::Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644));
+  net::Fd fd(open_own_file(path));
   if (!fd || ::write(fd.get(), kPythonHook, std::strlen(kPythonHook)) < 0)
     throw UsageError("launch: cannot write " + path + ": " + std::strerror(errno),
                      "give --log-dir a folder this user may write, or pass --no-stack-hook");

@@ -15,6 +15,9 @@
 #include "launch/stacks.h"
 #include "launch/supervisor_detail.h"
 #include "launch/wait_frames.h"
+#include "store/socket.h"
+#include "util/fd_write.h"
+#include "util/file_out.h"
 
 namespace gpudiag::launch {
 
@@ -156,8 +159,11 @@ std::string Supervisor::stack_files(const std::vector<RankStack>& stacks) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   for (const auto& st : stacks) {
-    std::ofstream f(dir + "/rank" + std::to_string(st.rank) + ".txt");
-    f << "# rank " << st.rank << " pid " << st.pid << " (" << st.source << ")\n" << st.text;
+    // Never through a link or into a FIFO planted in a shared folder.
+    net::Fd fd(open_own_file(dir + "/rank" + std::to_string(st.rank) + ".txt"));
+    if (!fd) continue;
+    (void)write_all(fd.get(), "# rank " + std::to_string(st.rank) + " pid " +
+                                  std::to_string(st.pid) + " (" + st.source + ")\n" + st.text);
   }
   return dir;
 }

@@ -2,6 +2,7 @@
 #include "util/file_out.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -33,6 +34,42 @@ bool own_descriptor(const std::string& path) {
 
 bool through_kind(mode_t m) { return S_ISREG(m) || S_ISCHR(m) || S_ISFIFO(m); }
 
+/// A FIFO's reader that takes nothing for this long is taken as none.
+constexpr int kFifoStallMs = 10000;
+
+/// Another user's file reached through a second name: a hard link planted in
+/// a folder this user writes (where fs.protected_hardlinks is off).
+bool foreign_hard_link(const struct stat& st) {
+  return S_ISREG(st.st_mode) && st.st_nlink > 1 && st.st_uid != ::geteuid();
+}
+constexpr const char* kForeignLink =
+    "is a hard link to a file of another user (gpudiag writes through no second name of "
+    "another user's file)";
+
+/// Writes all of `text` to the non-blocking FIFO `fd`, waiting for its reader
+/// at most kFifoStallMs at a time; false with errno ETIMEDOUT when it stalls.
+bool write_fifo(int fd, const std::string& text) {
+  std::size_t off = 0;
+  while (off < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + off, text.size() - off);
+    if (n > 0) {
+      off += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN) return false;
+    pollfd p{fd, POLLOUT, 0};
+    const int r = ::poll(&p, 1, kFifoStallMs);
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) errno = ETIMEDOUT;
+    if (r <= 0 || (p.revents & (POLLERR | POLLHUP))) {
+      if (r > 0) errno = EPIPE;
+      return false;
+    }
+  }
+  return true;
+}
+
 std::string why_refused(const std::string& path, WriteMode mode) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) return {};  // absent: created
@@ -47,6 +84,7 @@ std::string why_refused(const std::string& path, WriteMode mode) {
                                   "/dev/stdout, /dev/stderr and /dev/fd/N)";
   if (S_ISDIR(st.st_mode)) return "is a folder";
   if (!through_kind(st.st_mode)) return "is " + file_kind(st.st_mode) + ", not a file to write";
+  if (foreign_hard_link(st)) return kForeignLink;
   return {};
 }
 
@@ -76,8 +114,24 @@ int write_through(const std::string& option, const std::string& path, const std:
     ::close(fd);
     return refuse(option, path, "is " + file_kind(st.st_mode) + ", not a file to write");
   }
-  // Blocking again for the write; a regular file is emptied first (not at
-  // open: a device or FIFO has nothing to truncate).
+  if (foreign_hard_link(st)) {
+    ::close(fd);
+    return refuse(option, path, kForeignLink);
+  }
+  // A FIFO stays non-blocking (a reader that holds it open and never reads
+  // is a stall, not a hang); anything else blocks again for the write. A
+  // regular file is emptied first (not at open: a device or FIFO has
+  // nothing to truncate).
+  const bool fifo = S_ISFIFO(st.st_mode) && !own;
+  if (fifo) {
+    const bool ok = write_fifo(fd, text);
+    const int e = errno;
+    ::close(fd);
+    if (!ok && e == ETIMEDOUT)
+      return refuse(option, path, "is a FIFO whose reader took nothing for " +
+                                      std::to_string(kFifoStallMs / 1000) + " s");
+    return ok ? 0 : failed(option, path, "write", e);
+  }
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   if (S_ISREG(st.st_mode) && !own && ::ftruncate(fd, 0) != 0) {
     const int e = errno;
@@ -132,6 +186,29 @@ int write_replace(const std::string& option, const std::string& path, const std:
 }
 
 }  // namespace
+
+int open_own_file(const std::string& path, int mode) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+                        static_cast<mode_t>(mode));
+  if (fd < 0) return -1;
+  struct stat st {};
+  int err = 0;
+  if (::fstat(fd, &st) != 0)
+    err = errno;
+  else if (!S_ISREG(st.st_mode))
+    err = EINVAL;
+  else if (foreign_hard_link(st))
+    err = EPERM;
+  else if (::ftruncate(fd, 0) != 0)
+    err = errno;
+  if (err) {
+    ::close(fd);
+    errno = err;
+    return -1;
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
 
 void check_file_target(const std::string& option, const std::string& path, WriteMode mode) {
   if (path.empty() || path == "-") return;

@@ -10,7 +10,13 @@ cannot hide a bug; the links are planted by user `nobody` (setpriv).
 - --json, --exclude-file (written in place): a link at PATH to the victim is
   refused; a character device and a FIFO with a reader are written through
   and stay what they are; /dev/stdout is written; a FIFO nobody reads is an
-  error, not a hang."""
+  error, not a hang.
+- scan --json (issue 53): a link planted at PATH to a file that does not
+  exist yet is refused and nothing is created (root followed it before); a
+  FIFO whose reader holds it open and never reads is an error once its
+  4 KiB buffer is full, not a hang; and a hard link to another user's file is
+  refused and that file kept, for check --json too."""
+import fcntl
 import os
 import shutil
 import stat
@@ -122,6 +128,49 @@ class HostileFolder(unittest.TestCase):
         p = self.check("--json", fifo)
         self.assertEqual(p.returncode, 2, p.stderr[-2000:])
         self.assertIn("a FIFO no process reads", p.stderr)
+
+    def scan_inputs(self):
+        """60 small .npy files: a scan report of about 24 KB."""
+        d = tempfile.mkdtemp(prefix="gpudiag-scan-in-")
+        self.addCleanup(shutil.rmtree, d, True)
+        r = subprocess.run(["/usr/bin/python3", "-c",
+                            "import numpy as np, sys\n"
+                            "for i in range(60): np.save(f'{sys.argv[1]}/t{i}.npy', np.ones(4, 'f4'))",
+                            d], capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            self.skipTest("no numpy at /usr/bin/python3: " + r.stderr[-300:])
+        return d
+
+    def test_scan_json_refuses_a_link_to_a_file_that_does_not_exist_yet(self):
+        target = os.path.join(os.path.dirname(self.victim), "created-by-root")
+        link = os.path.join(self.dir, "scan.json")
+        self.assertEqual(as_nobody("ln", "-s", target, link).returncode, 0)
+        p = run([BIN, "scan", "--json", link, self.scan_inputs()], env=clean_env(), timeout=120)
+        self.one_line_refusal(p, "--json", link)
+        self.assertFalse(os.path.exists(target), "the link was followed")
+
+    def test_scan_json_into_a_fifo_held_open_and_never_read_is_an_error(self):
+        fifo = os.path.join(self.dir, "held.json")
+        os.mkfifo(fifo)
+        held = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader that never reads
+        self.addCleanup(os.close, held)
+        fcntl.fcntl(held, fcntl.F_SETPIPE_SZ, 4096)
+        p = run([BIN, "scan", "--json", fifo, self.scan_inputs()], env=clean_env(), timeout=120)
+        self.assertEqual(p.returncode, 2, p.stdout[-2000:] + p.stderr[-2000:])
+        self.assertIn("is a FIFO whose reader took nothing for 10 s", p.stderr)
+
+    def test_a_hard_link_to_another_users_file_is_refused(self):
+        theirs = os.path.join(self.dir, "theirs.txt")
+        self.assertEqual(as_nobody("sh", "-c", f"echo mine > {theirs}").returncode, 0)
+        link = os.path.join(self.dir, "report.json")
+        os.link(theirs, link)  # as root: fs.protected_hardlinks does not stop it
+        p = self.check("--json", link)
+        self.one_line_refusal(p, "--json", link)
+        self.assertIn("a hard link to a file of another user", p.stderr)
+        p = run([BIN, "scan", "--json", link, self.scan_inputs()], env=clean_env(), timeout=120)
+        self.one_line_refusal(p, "--json", link)
+        with open(theirs) as f:
+            self.assertEqual(f.read(), "mine\n")
 
     def test_sweep_files_name_their_own_option(self):
         link = os.path.join(self.dir, "exclude.txt")

@@ -27,6 +27,7 @@
 #include "numerics/formats/replica_sums.h"
 #include "numerics/formats/stats_dump.h"
 #include "util/error.h"
+#include "util/file_out.h"
 #include "util/strings.h"
 #include "util/text.h"
 
@@ -277,9 +278,10 @@ int scan_dumps(const ScanOptions& o, const std::vector<std::string>& files, std:
 }  // namespace
 
 int run_scan(const ScanOptions& o, std::ostream& out) {
-  if (!o.json_path.empty() && o.json_path != "-" && !std::ofstream(o.json_path, std::ios::app))
-    throw UsageError("--json " + o.json_path + ": cannot open for writing: " + std::strerror(errno),
-                     "check that the directory exists and is writable");
+  // Refused before the scan as the writer would refuse it (a link, a folder,
+  // another user's hard link); nothing is created or opened here.
+  if (!o.json_path.empty() && o.json_path != "-")
+    check_file_target("--json", o.json_path, WriteMode::through);
   auto files = expand_paths(o.paths);
   // Replica checksum files first: their line goes before any dump's report.
   std::vector<std::string> replica_files;
