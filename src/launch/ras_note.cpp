@@ -3,6 +3,7 @@
 
 #include <ifaddrs.h>
 #include <netdb.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -13,6 +14,7 @@
 
 #include "nccl_ras/findings.h"
 #include "nccl_ras/motion.h"
+#include "store/peer_identity.h"
 #include "util/deadline.h"
 #include "util/strings.h"
 #include "util/text.h"
@@ -63,6 +65,40 @@ std::set<std::string> local_addresses() {
   return out;
 }
 
+/// Lines of RAS findings printed at most; the rest are counted.
+constexpr std::size_t kMaxLines = 40;
+
+/// QueryOptions::vet for the launcher: an answer is the job's when the socket
+/// that answered is held by one of this node's ranks (or a child of one: NCCL
+/// runs in the rank's process), or by another process of the job's user (it
+/// could signal the launcher anyway). Another user's listener on the RAS port
+/// is not believed; a RAS on another host cannot be checked, and is said to be
+/// unchecked.
+std::string vet_answer(int fd, std::string& who, const std::vector<LocalRank>& ranks,
+                       const std::string& host) {
+  const auto sock = net::local_peer_socket(fd);
+  if (!sock) {
+    who = "a process on another host (not checked to be a rank of this job)";
+    return {};
+  }
+  for (const auto& r : ranks)
+    if (net::held_by_process(r.pid, sock->inode) || net::held_by_descendant(r.pid, sock->inode)) {
+      who = "rank " + std::to_string(r.rank) + " [" + host + "-" + std::to_string(r.local_rank) +
+            "] pid " + std::to_string(r.pid);
+      return {};
+    }
+  // The job's user may run its own RAS elsewhere in its process tree (or a
+  // model of it); another user's listener on the port is not believed.
+  if (sock->uid == static_cast<std::uint32_t>(::geteuid())) {
+    who = "a process of this job's user (uid " + std::to_string(sock->uid) +
+          ") that is not one of this node's ranks";
+    return {};
+  }
+  return "the process that answered is no rank of this job (its socket is uid " +
+         std::to_string(sock->uid) +
+         "'s: another user's NCCL, or a listener on the RAS port): its answer is not used";
+}
+
 std::string where(const RasPlan& plan, const std::string& why) {
   std::string from =
       plan.settings.from.starts_with("NCCL_RAS_ADDR") ? plan.settings.from : "the default";
@@ -90,6 +126,7 @@ std::vector<std::string> ras_note_lines(const ras::Outcome& o, const RasPlan& pl
     return {head +
             ": nothing listens there (the ranks run no NCCL 2.24 or later with RAS on this "
             "node, or not yet): nothing is known from it"};
+  if (o.untrusted) return {head + ": " + clean_text(o.error)};
   if (!o.answered)
     return {head + ": no answer: " + clean_text(o.error) + "; nothing is known from it"};
   const auto local = local_addresses();
@@ -109,6 +146,7 @@ std::vector<std::string> ras_note_lines(const ras::Outcome& o, const RasPlan& pl
     if (rank_of(p.pid, ranks)) ++ours;
   }
   std::vector<std::string> out{head + ": " + ras::summary_line(o.report)};
+  if (!o.answered_by.empty()) out.push_back("  answered by " + o.answered_by);
   if (here > 0 && ours == 0) {
     out.push_back("  it names " + std::to_string(here) +
                   " process(es) on this host and none is a "
@@ -132,6 +170,11 @@ std::vector<std::string> ras_note_lines(const ras::Outcome& o, const RasPlan& pl
         "  note: RAS names no process of this node, so it cannot be told from "
         "another job's NCCL on this host");
   for (const auto& c : ras::caveat_lines(o.report)) out.push_back("  note: " + c);
+  if (out.size() > kMaxLines) {
+    const std::size_t cut = out.size() - (kMaxLines - 1);
+    out.resize(kMaxLines - 1);
+    out.push_back("  ... and " + std::to_string(cut) + " more lines of RAS's report left out");
+  }
   return out;
 }
 
@@ -166,6 +209,7 @@ struct RasProbe::State {
   std::vector<LocalRank> ranks;
   std::string host, why;
   ras::Outcome outcome;
+  std::vector<std::string> lines;  ///< made on the probe's thread, off the launcher's loop
   std::atomic<bool> finished{false};
   std::thread thread;
 };
@@ -183,11 +227,16 @@ RasProbe::RasProbe(const RasPlan& plan, std::vector<LocalRank> ranks, std::strin
   // RAS waits for the other processes about half of it: its answer must still get here.
   q.collect_timeout_s = std::max(1, static_cast<int>(q.deadline_s / 2));
   q.greeting_s = std::min(1.0, q.deadline_s / 3);
-  state_->thread = std::thread([s = state_, q] {
+  // Read and parsed off the loop, and bounded: a reply past this is cut, not
+  // parsed for ever (a real one is far smaller).
+  q.max_reply = std::size_t{16} << 20;
+  state_->thread = std::thread([s = state_, q]() mutable {
     const auto start = Deadline::Clock::now();
+    q.vet = [&s](int fd, std::string& who) { return vet_answer(fd, who, s->ranks, s->host); };
     s->outcome = ras::query(s->plan.settings.endpoint, q);
     if (s->outcome.answered && ras::counts_differ(s->outcome.report))
       second_sample(s->outcome, s->plan, q, start);
+    s->lines = ras_note_lines(s->outcome, s->plan, s->ranks, s->host, s->why);
     s->finished = true;
   });
 }
@@ -200,7 +249,7 @@ bool RasProbe::done() const { return state_->finished; }
 
 std::vector<std::string> RasProbe::lines() {
   if (state_->thread.joinable()) state_->thread.join();
-  return ras_note_lines(state_->outcome, state_->plan, state_->ranks, state_->host, state_->why);
+  return state_->lines;
 }
 
 }  // namespace gpudiag::launch

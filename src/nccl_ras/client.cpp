@@ -91,6 +91,7 @@ class Session {
  public:
   Session(net::Fd fd, const QueryOptions& o, Deadline deadline)
       : fd_(std::move(fd)), o_(o), deadline_(deadline) {}
+  int fd() const { return fd_.get(); }
 
   /// Sends `line`; the one-line answer within `wait_s`, or nullopt with `why` set (`silent`
   /// when it timed out).
@@ -252,6 +253,13 @@ Outcome query(const Endpoint& endpoint, const QueryOptions& o) {
     }
     if (auto v = parse_int(trim(std::string_view(*greeting).substr(16))))
       out.protocol = static_cast<int>(*v);
+    if (o.vet) {
+      if (auto no = o.vet(s.fd(), out.answered_by); !no.empty()) {
+        out.untrusted = true;
+        out.error = std::move(no);
+        break;
+      }
+    }
     if (!converse(s, o, out)) break;
   }
   if (out.answered && out.protocol != 2)

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 
 #include "nccl_ras/endpoint.h"
@@ -39,6 +40,11 @@ struct QueryOptions {
   Format format = Format::automatic;
   std::size_t max_reply = std::size_t{64} << 20;
   bool verbose = true;  ///< VERBOSE STATUS (names every outlier) or STATUS
+  /// Whose answer this is, asked once the other side has greeted (so it has
+  /// accepted the connection): "" to go on, setting `who` to how the answer
+  /// is to be attributed, or why it is not to be believed (the exchange then
+  /// stops there, Outcome::untrusted). Unset: anyone's answer is read.
+  std::function<std::string(int fd, std::string& who)> vet;
   /// The wait for SET FORMAT's answer, and for the report after STATUS.
   double reply_s() const { return 1.0 + collect_timeout_s + 5.0; }
   double cap_s() const {
@@ -51,6 +57,8 @@ struct Outcome {
   bool answered = false;    ///< a reply arrived and was read into `report`
   std::string error;        ///< why not, one line ending in "; try: ..." when a remedy is known
   bool refused = false;     ///< nothing listens there: every address refused the connection
+  bool untrusted = false;   ///< QueryOptions::vet refused whoever answered (`error` says why)
+  std::string answered_by;  ///< QueryOptions::vet's `who`
   std::string format;       ///< "json" or "text": what RAS was asked for
   std::string format_note;  ///< why text when JSON was wanted
   int protocol = -1;        ///< the number after SERVER PROTOCOL

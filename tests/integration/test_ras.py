@@ -222,6 +222,9 @@ class LaunchAsksRas(unittest.TestCase):
         self.assertRegex(err, r"\n  mismatch: communicator 5a1e4c0ffee12345 \(2 ranks\): AllReduce counts "
                               r"differ: rank 0 \(rank 0 \[[^\]]+-0\] pid \d+\) issued 8, rank 1 \(rank 1 "
                               r"\[[^\]]+-1\] pid \d+\) issued 7; behind: rank 1\n")
+        # Who answered: the model is this test, a process of the job's user.
+        self.assertIn("\n  answered by a process of this job's user (uid %d) that is not one of this "
+                      "node's ranks\n" % os.geteuid(), err)
         # After the stacks, before the job is stopped.
         self.assertLess(err.index("where the ranks are"), err.index("NCCL RAS at"))
         self.assertLess(err.index("NCCL RAS at"), err.index("job still running after --timeout"))
