@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 namespace gpudiag::launch {
 namespace {
@@ -25,6 +26,23 @@ TEST(FlightRecorderNote, NothingWithoutDumps) {
   const auto d = std::filesystem::temp_directory_path() / "gpudiag-fr-empty-note";
   std::filesystem::create_directories(d);
   EXPECT_TRUE(flight_recorder_findings(d.string()).empty());
+  std::filesystem::remove_all(d);
+}
+
+// A rank's dump is its output, not ours: one that does not parse is one line
+// saying which and why, not silence and not an exception.
+TEST(FlightRecorderNote, AnUnreadableDumpIsOneLine) {
+  const auto d = std::filesystem::temp_directory_path() / "gpudiag-fr-bad-note";
+  std::filesystem::create_directories(d);
+  {
+    std::ofstream f(d / "nccl_trace_rank_0", std::ios::binary);
+    f << std::string("\x80\x04\x95\x05\x00\x00\x00\x00\x00\x00\x00(((((", 16);
+  }
+  const auto lines = flight_recorder_findings(d.string());
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("no dump could be read (1 file(s)): nccl_trace_rank_0: the file ends at byte 16"),
+            std::string::npos)
+      << lines[0];
   std::filesystem::remove_all(d);
 }
 
