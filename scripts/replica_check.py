@@ -303,6 +303,14 @@ class ReplicaCheck:
         if self.dist is None:
             return
         signed = [s - (1 << 64) if s >= 1 << 63 else s for s in sums]
+        # The lists are compared before their sums are gathered: ranks with
+        # different numbers of parameters would gather rows of different
+        # lengths, which the backend aborts on (gloo: SIGABRT) or hangs.
+        head = self._gather_ints([self.digest, len(signed)])
+        if bool((head != head[0]).any()):
+            raise ValueError(f"ReplicaCheck: {ranks_text(self.group_ranks)} hold different parameter "
+                             f"lists (names, dtypes, shapes): is the model pipeline or tensor parallel? "
+                             f"pass group= the data-parallel group")
         rows = self._gather_ints([self.digest] + signed)
         if bool((rows[:, 0] != rows[0, 0]).any()):
             raise ValueError(f"ReplicaCheck: {ranks_text(self.group_ranks)} hold different parameter "

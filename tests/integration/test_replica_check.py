@@ -21,7 +21,7 @@ import unittest
 import numpy as np
 import torch
 
-from harness import BIN, TORCH_PYTHON, clean_env, free_port, have_torch, run
+from harness import BIN, SOURCE_DIR, TORCH_PYTHON, clean_env, free_port, have_torch, run
 from scanlib import BUILD_DIR, scan
 import gpudiag_scan  # scripts/, put on sys.path by scanlib
 import replica_check
@@ -231,6 +231,30 @@ class DataParallel(unittest.TestCase):
         self.assertEqual(self.offline().stdout, "replicas diverged at step 3: rank 0 vs rank 1, no majority says "
                                                 "which is wrong (2 replicas: a third would decide), in 1 of 4 "
                                                 "tensors: 0.bias\n")
+
+    def test_ranks_with_different_numbers_of_parameters_raise_the_documented_error(self):
+        # Rank 1's model has one layer more: its row of sums is longer. Every
+        # rank must raise ValueError, not die in the backend (SIGABRT in gloo).
+        script = os.path.join(self.out, "uneven.py")
+        with open(script, "w") as f:
+            f.write("import os, sys, torch, torch.distributed as dist\n"
+                    "sys.path.insert(0, %r)\n"
+                    "from replica_check import ReplicaCheck\n"
+                    "dist.init_process_group('gloo')\n"
+                    "layers = [torch.nn.Linear(4, 4)] * (2 + dist.get_rank())\n"
+                    "model = torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in layers])\n"
+                    "check = ReplicaCheck(model, sys.argv[1])\n"
+                    "try:\n"
+                    "    check.step(0)\n"
+                    "except ValueError as e:\n"
+                    "    print('ValueError:', e, flush=True)\n"
+                    "    sys.exit(5)\n" % os.path.join(SOURCE_DIR, "scripts"))
+        p = run([BIN, "launch", "--nproc-per-node", "2", "--master-port", str(free_port()), script,
+                 os.path.join(self.out, "replicas")], env=env(), timeout=300)
+        self.assertEqual(p.returncode, 5, p.stderr[-3000:])
+        self.assertEqual(p.stdout.count("ValueError: ReplicaCheck: ranks 0-1 hold different parameter "
+                                        "lists"), 2, p.stdout + p.stderr[-3000:])
+        self.assertNotIn("SIGABRT", p.stderr)
 
     def test_under_torchs_own_torchrun_every_rank_raises_it(self):
         # torch 1.13's default --redirects/--tee "0" does not parse under Python 3.11.
