@@ -68,6 +68,33 @@ class HostileText(unittest.TestCase):
         self.assertEqual(raw_controls(r.stdout + r.stderr), [], r.stdout + r.stderr)
         self.assertIn("\\x1b]0;pwned\\x07layer", (r.stdout + r.stderr).decode())
 
+    def test_a_statistics_label_that_clears_the_screen_is_escaped(self):
+        stats = {"count": 2, "abs_min": 0.5, "abs_max": "inf", "nan": 0, "pos_inf": 1, "neg_inf": 0,
+                 "zero": 0, "subnormal": 0, "ge_1e2": 1, "ge_1e3": 1, "ge_1e4": 1}
+        doc = {"format": "gpudiag-frames-stats/1", "batch_number": 0,
+               "frames": [{"module": "m", "class": "C",
+                           "entries": [{"label": "x\x1b[2J\nFAKE line", "dtype": "F32", "shape": [2],
+                                        "stats": stats}]}]}
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "batch-000000.stats.json"), "w") as f:
+                json.dump(doc, f)
+            r = subprocess.run([BIN, "scan", d], capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 1, r.stderr)  # the inf was found
+        self.assertEqual(raw_controls(r.stdout + r.stderr), [], r.stdout + r.stderr)
+        self.assertIn("x\\x1b[2J\\x0aFAKE line has infs", (r.stdout + r.stderr).decode())
+
+    def test_a_loop_of_links_named_like_a_tensor_is_one_line_not_an_internal_error(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.symlink("b.npy", os.path.join(d, "a.npy"))
+            os.symlink("a.npy", os.path.join(d, "b.npy"))
+            r = subprocess.run([BIN, "scan", d], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertNotIn("internal error", r.stderr)
+        lines = r.stderr.strip().splitlines()  # one line a file, naming it
+        self.assertEqual(len(lines), 2, r.stderr)
+        for line, name in zip(lines, ("a.npy", "b.npy")):
+            self.assertIn(name + ": cannot open: Too many levels of symbolic links", line)
+
     def test_a_setting_that_is_not_utf8_is_one_line_and_exit_2(self):
         env = dict(os.environ)
         env_b = {k.encode(): v.encode() for k, v in env.items()}

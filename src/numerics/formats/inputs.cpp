@@ -34,7 +34,10 @@ std::vector<std::string> expand_paths(const std::vector<std::string>& paths) {
       const auto ext = e.path().extension();
       const auto name = e.path().filename().string();
       const bool stats = name.ends_with(".stats.json") || name.ends_with("replica.jsonl");
-      if ((ext == ".safetensors" || ext == ".npy" || stats) && !e.is_directory())
+      // A link loop or a dangling link is taken by name too: opening it says
+      // what it is, on its own line (is_directory() would throw here).
+      std::error_code kind;
+      if ((ext == ".safetensors" || ext == ".npy" || stats) && !e.is_directory(kind))
         found.push_back(e.path().string());
     }
     if (ec) throw UsageError(p + ": cannot list the directory: " + ec.message());

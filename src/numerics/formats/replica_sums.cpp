@@ -8,6 +8,7 @@
 #include "numerics/formats/quote.h"
 #include "numerics/scan/checksum.h"
 #include "util/error.h"
+#include "util/text.h"
 
 namespace gpudiag::numerics {
 
@@ -106,7 +107,7 @@ void read_header(const json& j, ReplicaFile& f, std::size_t n) {
   for (const auto& x : t) {
     if (!x.is_object() || !x.contains("name") || !x["name"].is_string())
       bad(f.path, n, "a tensor has no 'name'");
-    names.push_back(x["name"].get<std::string>());
+    names.push_back(clean_text(x["name"].get<std::string>()).substr(0, 512));  // printed later
   }
   if (n > 1 && (names != f.names || r != f.rank || group != f.group))
     bad(f.path, n, "a later header (a restart) names other tensors, rank or group than the first");

@@ -154,7 +154,7 @@ void build_batch(const Parsed& p, StatsDump& out) {
       const std::string at = where + ", entry " + std::to_string(e);
       if (!en.is_object()) bad(p.path, at + ": not an object");
       Entry entry;
-      entry.label = get_str(en, "label", p.path, at, 512);
+      entry.label = clean_text(get_str(en, "label", p.path, at, 512));  // a stranger's bytes
       const std::string kind = en.contains("kind") ? get_str(en, "kind", p.path, at, 32) : "tensor";
       if (kind == "None" || kind == "not a tensor") {
         entry.kind = kind == "None" ? EntryKind::none : EntryKind::not_a_tensor;
