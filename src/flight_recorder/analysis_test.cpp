@@ -192,6 +192,68 @@ TEST(FrAnalysis, VersionsThatDifferAreNoted) {
   EXPECT_EQ(rep.notes[0], "the dumps differ in version: 2.10 (rank 0), 2.4 (rank 1)");
 }
 
+TEST(FrAnalysis, ManyGroupsEachCountTheirOwnEntries) {
+  // 300 groups of four ranks, their entries interleaved in each buffer (seq 1 of every group,
+  // then seq 2, ...): each member's counters come from its group's entries only. Rank 2
+  // stops at seq 3 of group 123: it alone is named.
+  std::vector<RankDump> dumps;
+  for (int r = 0; r < 4; ++r) {
+    RankDump d = rank_dump(r, {});
+    d.groups.clear();
+    for (int g = 0; g < 300; ++g) d.groups[std::to_string(g)] = GroupConfig{"", {0, 1, 2, 3}};
+    for (int seq = 1; seq <= 5; ++seq)
+      for (int g = 0; g < 300; ++g) {
+        Entry e = rank_dump(r, {State::completed}).entries[0];
+        e.group = std::to_string(g);
+        e.pg_id = g;
+        e.seq = seq;
+        e.record_id = static_cast<std::int64_t>(d.entries.size());
+        if (r == 2 && g == 123 && seq > 3) e.state = State::scheduled, e.start_recorded = false;
+        d.entries.push_back(e);
+      }
+    dumps.push_back(std::move(d));
+  }
+  auto rep = analyze_dumps(std::move(dumps));
+  ASSERT_EQ(rep.groups.size(), 300u);
+  for (int g = 0; g < 300; ++g) {
+    const auto& gr = rep.groups[g];
+    EXPECT_EQ(gr.name, std::to_string(g));
+    ASSERT_EQ(gr.tracks.size(), 4u);
+    for (const auto& t : gr.tracks) {
+      EXPECT_EQ(t.enqueued, 5);
+      EXPECT_EQ(t.completed, g == 123 && t.rank == 2 ? 3 : 5) << g << " " << t.rank;
+    }
+  }
+  EXPECT_EQ(rep.suspect_ranks, std::vector<int>{2});
+  ASSERT_EQ(rep.findings.size(), 1u);
+  EXPECT_EQ(rep.findings[0].group, "123");
+}
+
+TEST(FrAnalysis, ManySubgroupsSharingANameAreApart) {
+  // 200 pairs all named "1" (split_group): one note, 200 groups, none mixed with another.
+  std::vector<RankDump> dumps;
+  for (int r = 0; r < 400; ++r) {
+    RankDump d = rank_dump(r, run(2), 400);
+    d.groups["1"] = GroupConfig{"mesh_tp", {r - r % 2, r - r % 2 + 1}};
+    for (auto e : rank_dump(r, run(3)).entries) {
+      e.group = "1";
+      d.entries.push_back(e);
+    }
+    dumps.push_back(std::move(d));
+  }
+  auto rep = analyze_dumps(std::move(dumps));
+  ASSERT_EQ(rep.groups.size(), 201u);
+  for (int k = 1; k <= 200; ++k) {
+    EXPECT_EQ(rep.groups[k].ranks, (std::vector<int>{2 * k - 2, 2 * k - 1}));
+    EXPECT_EQ(rep.groups[k].tracks[0].completed, 3);
+  }
+  ASSERT_EQ(rep.notes.size(), 1u);
+  EXPECT_EQ(rep.notes[0],
+            "group 1 (mesh_tp) is the name of 200 process groups with different members "
+            "(split_group or DeviceMesh subgroups): each is analysed apart");
+  EXPECT_TRUE(rep.findings.empty());
+}
+
 TEST(FrAnalysis, Describe) {
   Op op;
   op.name = "nccl:_all_gather_base";

@@ -1,10 +1,16 @@
 // read_dump (dump.h): torch's dump layout, typed. Every field is read defensively: a value
 // of another type than torch writes is treated as absent, never as an error of gpudiag.
+//
+// A pickle can share one value among all entries through its memo, at the cost of one value
+// a reference for a str whatever its size: so a str is cut where it is read (a name of 1 MB
+// shared by 4,000 entries is never copied 4,000 times), a number longer than any int64 is not
+// parsed, and a ranks str is parsed once however many groups share it.
 #include "flight_recorder/dump.h"
 
 #include <algorithm>
 #include <charconv>
 #include <limits>
+#include <map>
 #include <optional>
 #include <variant>
 
@@ -16,7 +22,7 @@ std::optional<std::int64_t> as_int(const Value* v) {
   if (!v) return std::nullopt;
   if (v->kind == Value::Kind::integer) return v->i;
   if (v->kind == Value::Kind::boolean) return v->b ? 1 : 0;
-  if (v->kind == Value::Kind::text) {  // dump_json writes pg_status as strs
+  if (v->kind == Value::Kind::text && v->str().size() <= 20) {  // dump_json: pg_status as strs
     std::int64_t out = 0;
     auto s = v->str();
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
@@ -25,16 +31,27 @@ std::optional<std::int64_t> as_int(const Value* v) {
   return std::nullopt;
 }
 
-std::string as_text(const Value* v) {
-  return v && v->kind == Value::Kind::text ? std::string(v->str()) : std::string();
+/// A str's first `max` bytes, empty for another type.
+std::string as_text(const Value* v, std::size_t max) {
+  return v && v->kind == Value::Kind::text ? std::string(v->str().substr(0, max)) : std::string();
+}
+
+std::string_view as_view(const Value* v) {
+  return v && v->kind == Value::Kind::text ? v->str() : std::string_view();
 }
 
 /// "[0, 1, 2, 3]" (ranks_str in TraceUtils.h; the analyser reads it with ast.literal_eval,
 /// builder.py build_groups_memberships) or a list of ints; ranks outside 0..2^31-1 dropped.
-std::vector<int> parse_ranks(const Value* v) {
+/// Refuses a list of more than kMaxGroupRanks ranks as soon as it finds one more.
+std::vector<int> parse_ranks(const Value* v, std::string_view group) {
   std::vector<int> out;
   auto keep = [&](std::int64_t r) {
-    if (r >= 0 && r <= std::numeric_limits<int>::max()) out.push_back(static_cast<int>(r));
+    if (r < 0 || r > std::numeric_limits<int>::max()) return;
+    if (out.size() == kMaxGroupRanks)
+      throw FormatError("pg_config lists more than " + std::to_string(kMaxGroupRanks) +
+                        " ranks in group " + std::string(group.substr(0, 64)) +
+                        ": the limit of one group");
+    out.push_back(static_cast<int>(r));
   };
   if (!v) return out;
   if (v->is_list_like()) {
@@ -58,6 +75,31 @@ std::vector<int> parse_ranks(const Value* v) {
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
+
+/// pg_config's member lists: a str shared by many groups (through a pickle's memo) is parsed
+/// once, and every group's ranks count against kMaxDumpRanks.
+class RankLists {
+ public:
+  std::vector<int> read(const Value* v, std::string_view group) {
+    std::vector<int> out;
+    if (v && v->is_text()) {
+      auto it = parsed_.find(v->shared_id());
+      if (it == parsed_.end()) it = parsed_.emplace(v->shared_id(), parse_ranks(v, group)).first;
+      out = it->second;
+    } else {
+      out = parse_ranks(v, group);
+    }
+    total_ += out.size();
+    if (total_ > kMaxDumpRanks)
+      throw FormatError("pg_config lists more than " + std::to_string(kMaxDumpRanks) +
+                        " ranks in all its groups: the limit of one dump");
+    return out;
+  }
+
+ private:
+  std::map<const void*, std::vector<int>> parsed_;
+  std::size_t total_ = 0;
+};
 
 void read_sizes(const Value* v, std::vector<std::vector<std::int64_t>>& out, bool& cut) {
   if (!v || !v->is_list_like()) return;
@@ -84,7 +126,7 @@ void read_dtypes(const Value* v, std::vector<std::string>& out, bool& cut) {
       cut = true;
       return;
     }
-    out.push_back(as_text(&t).substr(0, 64));
+    out.push_back(as_text(&t, 64));
   }
 }
 
@@ -100,8 +142,8 @@ std::variant<Entry, std::string> read_entry(const Value& e) {
   if (!e.is_dict()) return std::string("not a dict");
   Entry out;
   if (const Value* pg = e.get("process_group"); pg && pg->is_list_like() && !pg->items().empty()) {
-    out.group = as_text(&pg->items()[0]);
-    if (pg->items().size() > 1) out.group_desc = as_text(&pg->items()[1]);
+    out.group = as_text(&pg->items()[0], kMaxNameBytes);
+    if (pg->items().size() > 1) out.group_desc = as_text(&pg->items()[1], kMaxNameBytes);
   }
   out.pg_id = as_int(e.get("pg_id")).value_or(-1);
   if (out.group.empty()) {  // 1.x: no process_group; the pg_id names the group
@@ -112,9 +154,9 @@ std::variant<Entry, std::string> read_entry(const Value& e) {
   if (!seq) seq = as_int(e.get("seq_id"));  // 1.x
   if (!seq) return std::string("no collective_seq_id");
   out.seq = *seq;
-  out.op.name = as_text(e.get("profiling_name")).substr(0, 200);
+  out.op.name = as_text(e.get("profiling_name"), 200);
   if (out.op.name.empty()) return std::string("no profiling_name");
-  auto state = parse_state(as_text(e.get("state")));
+  auto state = parse_state(as_view(e.get("state")));
   if (!state) return std::string("no state");
   out.state = *state;
   out.record_id = as_int(e.get("record_id")).value_or(-1);
@@ -171,20 +213,21 @@ RankDump read_dump(const Value& root, int rank, std::string path, std::string fo
   d.rank = rank;
   d.path = std::move(path);
   d.format = std::move(format);
-  d.version = as_text(version).substr(0, 32);
+  d.version = as_text(version, 32);
   if (d.version.empty())
     d.notes.push_back("no version string: read as the 2.x layout");
   else if (!known_version(d.version))
     d.notes.push_back("version " + d.version +
                       " is not one gpudiag knows (2.0 to 2.10): read as the 2.x layout");
   if (config && config->is_dict()) {
+    RankLists lists;
     const auto& kv = config->items();
     for (std::size_t k = 0; k + 1 < kv.size(); k += 2) {
       if (!kv[k].is_text()) continue;
       GroupConfig g;
-      g.desc = as_text(kv[k + 1].get("desc"));
-      g.ranks = parse_ranks(kv[k + 1].get("ranks"));
-      d.groups[std::string(kv[k].str())] = std::move(g);
+      g.desc = as_text(kv[k + 1].get("desc"), kMaxNameBytes);
+      g.ranks = lists.read(kv[k + 1].get("ranks"), kv[k].str());
+      d.groups[as_text(&kv[k], kMaxNameBytes)] = std::move(g);
     }
   }
   if (const Value* status = root.get("pg_status"); status && status->is_dict()) {

@@ -19,6 +19,11 @@
 // Versions 1.x named collective_seq_id "seq_id" and had no process_group: read with those.
 // An entry without the fields the analysis needs is skipped and counted in a note; a root
 // that is not such a dict is a FormatError.
+//
+// What a dump may make gpudiag hold (docs/fr.md, "Limits"): group names and descriptions
+// are cut to kMaxNameBytes where they are read, and pg_config may list at most
+// kMaxGroupRanks ranks in one group and kMaxDumpRanks in all its groups; past either the
+// dump is refused (a member list cut short would misplace ranks, so none is cut).
 #pragma once
 
 #include <cstdint>
@@ -30,6 +35,13 @@
 #include "flight_recorder/value.h"
 
 namespace gpudiag::fr {
+
+/// Torch names groups "0", "1", ... and describes them "default_pg", "mesh_tp": longer is cut.
+inline constexpr std::size_t kMaxNameBytes = 256;
+/// A job of a million ranks fits in one group twice over, and a rank's world group and three
+/// more of that size in one dump (4 bytes a rank, 16 MiB).
+inline constexpr std::size_t kMaxGroupRanks = std::size_t{1} << 21;
+inline constexpr std::size_t kMaxDumpRanks = std::size_t{1} << 22;
 
 /// Where a collective got on one rank. Ordered: each state implies the ones before it.
 enum class State : std::uint8_t { not_scheduled, scheduled, started, completed };

@@ -15,6 +15,8 @@
 namespace gpudiag::fr {
 namespace {
 
+using namespace std::string_literals;
+
 std::string fixture(const std::string& rel) { return std::string(GPUDIAG_FR_FIXTURES) + "/" + rel; }
 
 std::string bytes_of(const std::string& path) {
@@ -118,6 +120,72 @@ TEST(FrDump, JsonLimitsAndTruncation) {
   Limits tiny;
   tiny.max_values = 5;
   EXPECT_THROW(decode_json("[1,2,3,4,5,6]", tiny), FormatError);
+}
+
+std::string pstr(const std::string& s) {  // BINUNICODE
+  std::string p = "X";
+  for (int k = 0; k < 4; ++k) p += static_cast<char>(s.size() >> (8 * k));
+  return p + s;
+}
+
+std::string refusal(const std::string& pickle) {
+  try {
+    decode_dump(pickle, 0, "x", Limits{});
+  } catch (const FormatError& e) {
+    return e.what();
+  }
+  return "decoded";
+}
+
+TEST(FrDump, ANameSharedByEveryEntryIsCutWhereItIsRead) {
+  // One 64 KiB name, memoized once (BINPUT 0) and referenced by pg_config and by every
+  // entry's process_group (one tuple, BINPUT 1): each entry once held its own copies.
+  const std::string name(64 << 10, 'g');
+  std::string p = "\x80\x02}(" + pstr("version") + pstr("2.10") + pstr("pg_config") + "}(" +
+                  pstr(name) + "q\x00}("s + pstr("desc") + "h\x00"s + pstr("ranks") + pstr("[0]") +
+                  "uu" + pstr("entries") + "](";
+  for (int k = 0; k < 200; ++k)
+    p += "}(" + pstr("process_group") + (k ? "h\x01"s : "h\x00h\x00\x86q\x01"s) +
+         pstr("collective_seq_id") + "K" + static_cast<char>(k % 100 + 1) + pstr("profiling_name") +
+         pstr("nccl:all_reduce") + pstr("state") + pstr("completed") + "u";
+  RankDump d = decode_dump(p + "eu.", 0, "x", Limits{});
+  ASSERT_EQ(d.entries.size(), 200u);
+  for (const auto& e : d.entries) {
+    EXPECT_EQ(e.group, name.substr(0, kMaxNameBytes));
+    EXPECT_EQ(e.group_desc, name.substr(0, kMaxNameBytes));
+  }
+  ASSERT_EQ(d.groups.size(), 1u);
+  EXPECT_EQ(d.groups.begin()->first, name.substr(0, kMaxNameBytes));
+  EXPECT_EQ(d.groups.begin()->second.desc.size(), kMaxNameBytes);
+  EXPECT_EQ(d.groups.begin()->second.ranks, std::vector<int>{0});
+}
+
+/// A dump whose pg_config gives `groups` groups one ranks str, memoized and shared.
+std::string shared_ranks_dump(int groups, const std::string& ranks) {
+  std::string p = "\x80\x02}(" + pstr("version") + pstr("2.10") + pstr("pg_config") + "}(";
+  for (int g = 0; g < groups; ++g)
+    p += pstr(std::to_string(g)) + "}(" + pstr("ranks") + (g ? "h\x00"s : pstr(ranks) + "q\x00"s) +
+         "u";
+  return p + "u" + pstr("entries") + "]u.";
+}
+
+TEST(FrDump, RankListsAreBoundedPerGroupAndPerDump) {
+  // A shared str is read for every group that shares it.
+  RankDump d = decode_dump(shared_ranks_dump(3, "[0, 2]"), 0, "x", Limits{});
+  ASSERT_EQ(d.groups.size(), 3u);
+  for (const auto& [name, g] : d.groups) EXPECT_EQ(g.ranks, (std::vector<int>{0, 2})) << name;
+  // A million ranks in one str, shared by five groups: five million, past the dump's limit.
+  std::string million = "[0";
+  for (int r = 1; r < 1000000; ++r) million += ", " + std::to_string(r);
+  million += "]";
+  EXPECT_EQ(decode_dump(shared_ranks_dump(4, million), 0, "x", Limits{}).groups.size(), 4u);
+  EXPECT_EQ(refusal(shared_ranks_dump(5, million)),
+            "pg_config lists more than 4194304 ranks in all its groups: the limit of one dump");
+  // One group listing more ranks than any job has: refused once it lists one too many.
+  std::string many;
+  for (std::size_t k = 0; k <= kMaxGroupRanks; ++k) many += "7,";
+  EXPECT_EQ(refusal(shared_ranks_dump(1, many)),
+            "pg_config lists more than 2097152 ranks in group 0: the limit of one group");
 }
 
 TEST(FrFiles, RankFromTheFileName) {

@@ -23,10 +23,10 @@ class Builder final : public nlohmann::json_sax<nlohmann::json> {
     return add(Value::real(static_cast<double>(v)));
   }
   bool number_float(number_float_t v, const string_t&) override { return add(Value::real(v)); }
-  bool string(string_t& v) override { return add(Value::text(std::move(v))); }
+  bool string(string_t& v) override { return add(Value::text(v)); }
   bool binary(binary_t&) override { return fail("binary data in JSON"); }
   bool start_object(std::size_t) override { return open(Value::Kind::dict); }
-  bool key(string_t& v) override { return add(Value::text(std::move(v))); }
+  bool key(string_t& v) override { return add(Value::text(v)); }
   bool end_object() override { return close(); }
   bool start_array(std::size_t) override { return open(Value::Kind::list); }
   bool end_array() override { return close(); }

@@ -3,6 +3,7 @@
 // load_* methods, define what each opcode does); only the plain-value opcodes are implemented.
 #include "flight_recorder/pickle.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -130,13 +131,11 @@ class Decoder {
     return v;
   }
   std::size_t floor() const { return marks_.empty() ? 0 : marks_.back(); }
-  std::vector<Value> pop_mark() {  // the values above the last MARK, and the MARK
+  std::size_t pop_mark() {  // removes the last MARK; the values above it start at the index
     if (marks_.empty()) fail("no MARK to close");
-    std::vector<Value> out(std::make_move_iterator(stack_.begin() + marks_.back()),
-                           std::make_move_iterator(stack_.end()));
-    stack_.resize(marks_.back());
+    const std::size_t at = marks_.back();
     marks_.pop_back();
-    return out;
+    return at;
   }
   Value& top() {
     if (stack_.size() <= floor()) fail("the stack is empty");
@@ -154,34 +153,44 @@ class Decoder {
   }
   void text(std::uint64_t n, bool bytes) {
     auto s = take(n);
-    push(bytes ? Value::bytes(std::string(s)) : Value::text(std::string(s)));
+    push(bytes ? Value::bytes(s) : Value::text(s));
   }
-  void add_items(Value& target, std::vector<Value> items, Value::Kind want) {
-    if (target.kind != want)
+  /// Moves the stack's values from index `from` up into `target` (a list, tuple or dict),
+  /// checked against `want` (a list or dict; none: a new container), and drops them from the
+  /// stack. They go straight from the stack into the container, never through a copy.
+  void add_items(Value& target, std::size_t from, Value::Kind want = Value::Kind::none) {
+    const std::size_t n = stack_.size() - from;
+    if (want != Value::Kind::none && target.kind != want)
       fail(std::string("adds items to a ") + target.type_name() + ", not a " +
            (want == Value::Kind::list ? "list" : "dict"));
     if (want == Value::Kind::dict) {
-      if (items.size() % 2) fail("a dict item without its value");
-      for (std::size_t k = 0; k < items.size(); k += 2)
-        if (items[k].kind == Value::Kind::list || items[k].kind == Value::Kind::dict)
-          fail(std::string("a dict key that is a ") + items[k].type_name() + " (unhashable)");
+      if (n % 2) fail("a dict item without its value");
+      for (std::size_t k = from; k < stack_.size(); k += 2)
+        if (stack_[k].kind == Value::Kind::list || stack_[k].kind == Value::Kind::dict)
+          fail(std::string("a dict key that is a ") + stack_[k].type_name() + " (unhashable)");
     }
-    for (auto& v : items) budget_.append(target, std::move(v));
+    auto& items = target.box()->items;
+    if (items.size() + n > items.capacity())  // exact for one batch, doubling for many
+      items.reserve(std::max(items.size() + n, 2 * items.capacity()));
+    for (std::size_t k = from; k < stack_.size(); ++k) budget_.append(target, std::move(stack_[k]));
+    stack_.resize(from);
   }
-  void make(Value::Kind kind, std::vector<Value> items) {
+  void make(Value::Kind kind, std::size_t from) {
     Value v = Value::container(kind);
-    add_items_unchecked(v, std::move(items));
+    add_items(v, from, kind == Value::Kind::dict ? kind : Value::Kind::none);
     push(std::move(v));
   }
-  void add_items_unchecked(Value& target, std::vector<Value> items) {
-    for (auto& v : items) budget_.append(target, std::move(v));
+  void memo_put(std::uint64_t key) {
+    const Value& v = top();
+    auto [it, added] = memo_.try_emplace(key);
+    if (added) budget_.charge(1);  // a new slot holds a value as a list's item does
+    it->second = v;
   }
-  void memo_put(std::uint64_t key) { memo_[key] = top(); }
   void memo_get(std::uint64_t key) {
     auto it = memo_.find(key);
     if (it == memo_.end()) fail("refers to memo slot " + std::to_string(key) + ", never stored");
     Value v = it->second;
-    if (v.c) v.c->shared = true;
+    if (Container* c = v.box()) c->shared = true;
     budget_.charge(v.weight() > 1 ? v.weight() - 1 : 0);  // push() charges the first
     push(std::move(v));
   }
@@ -215,31 +224,22 @@ class Decoder {
     if (v < 2 || v > 5) fail("pickle protocol " + std::to_string(v) + ", not 2 to 5");
     protocol_ = v;
   }
-  void make_dict(std::vector<Value> items) {
-    Value v = Value::container(Value::Kind::dict);
-    add_items(v, std::move(items), Value::Kind::dict);
-    push(std::move(v));
-  }
   void small_tuple(std::size_t n) {
-    std::vector<Value> items(n);
-    for (auto k = n; k-- > 0;) items[k] = pop();
-    make(Value::Kind::tuple, std::move(items));
+    if (stack_.size() < floor() + n) fail("the stack is empty");
+    make(Value::Kind::tuple, stack_.size() - n);
   }
-  void append_one() {
-    Value v = pop();
-    add_items(top(), {std::move(v)}, Value::Kind::list);
+  // APPEND, SETITEM: the top one or two values into the value below them.
+  void append_top(std::size_t n, Value::Kind want) {
+    if (stack_.size() < floor() + n) fail("the stack is empty");
+    add_items(below(stack_.size() - n), stack_.size() - n, want);
   }
-  void append_marked(Value::Kind kind) {  // APPENDS, SETITEMS: into the value below the MARK
-    auto items = pop_mark();
-    add_items(top(), std::move(items), kind);
+  void append_marked(Value::Kind want) {  // APPENDS, SETITEMS: into the value below the MARK
+    const std::size_t from = pop_mark();
+    add_items(below(from), from, want);
   }
-  void set_item() {
-    Value v = pop();
-    Value k = pop();
-    std::vector<Value> kv;
-    kv.push_back(std::move(k));
-    kv.push_back(std::move(v));
-    add_items(top(), std::move(kv), Value::Kind::dict);
+  Value& below(std::size_t from) {  // the value under stack index `from`, above any MARK
+    if (from <= floor()) fail("the stack is empty");
+    return stack_[from - 1];
   }
 
   std::string_view d_;
@@ -282,7 +282,7 @@ Value Decoder::run(int* protocol) {
         if (!marks_.empty() && marks_.back() == stack_.size()) marks_.pop_back();
         else pop();
         break;
-      case '1': pop_mark(); break;                        // POP_MARK
+      case '1': stack_.resize(pop_mark()); break;         // POP_MARK
       case 'N': push(Value::none()); break;
       case 0x88: push(Value::boolean(true)); break;       // NEWTRUE
       case 0x89: push(Value::boolean(false)); break;      // NEWFALSE
@@ -306,11 +306,11 @@ Value Decoder::run(int* protocol) {
       case ')': push(Value::container(Value::Kind::tuple)); break;  // EMPTY_TUPLE
       case 'l': make(Value::Kind::list, pop_mark()); break;         // LIST
       case 't': make(Value::Kind::tuple, pop_mark()); break;        // TUPLE
-      case 'd': make_dict(pop_mark()); break;                       // DICT
+      case 'd': make(Value::Kind::dict, pop_mark()); break;         // DICT
       case 0x85: case 0x86: case 0x87: small_tuple(op - 0x84); break;  // TUPLE1, 2, 3
-      case 'a': append_one(); break;                      // APPEND
+      case 'a': append_top(1, Value::Kind::list); break;  // APPEND
       case 'e': append_marked(Value::Kind::list); break;  // APPENDS
-      case 's': set_item(); break;                        // SETITEM
+      case 's': append_top(2, Value::Kind::dict); break;  // SETITEM
       case 'u': append_marked(Value::Kind::dict); break;  // SETITEMS
       case 'q': memo_put(le(1)); break;                   // BINPUT
       case 'r': memo_put(le(4)); break;                   // LONG_BINPUT

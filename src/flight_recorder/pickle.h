@@ -18,8 +18,10 @@
 //     file, or a length field of 2^60), a dict key that is a list or dict;
 //   - past the Limits of value.h: nesting deeper than max_depth, more than max_values values
 //     (a memo reference to a container costs what the container holds, so a file of a few
-//     bytes cannot expand into billions of values), and a container changed after a second
-//     reference to it was taken (the only way a pickle can make a container hold itself).
+//     bytes cannot expand into billions of values; each memo slot filled costs one, so a file
+//     of MEMOIZE opcodes cannot fill memory with slots either), and a container changed after
+//     a second reference to it was taken (the only way a pickle can make a container hold
+//     itself).
 // Decoding is a loop over the bytes with an explicit stack: no recursion, whatever the input.
 #pragma once
 

@@ -216,5 +216,62 @@ TEST(FrPickle, ValueLimitCountsEveryValue) {
   }
 }
 
+TEST(FrPickle, EveryNewMemoSlotCountsAgainstTheValueLimit) {
+  // One None memoized again and again: each MEMOIZE fills a new slot, and a file of them
+  // once filled gigabytes of memo without a value more than the None.
+  Limits tiny;
+  tiny.max_values = 10;
+  auto refused = [&](const std::string& p) {
+    try {
+      decode_pickle(p, tiny);
+      ADD_FAILURE() << "decoded";
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find("more than 10 values"), std::string::npos) << e.what();
+    }
+  };
+  refused("\x80\x04N" + std::string(20, '\x94') + ".");
+  std::string binput = "\x80\x02N", long_binput = binput, put = binput;
+  for (int k = 0; k < 20; ++k) {
+    binput += "q"s + static_cast<char>(k);
+    long_binput += "r" + u32(static_cast<std::uint32_t>(k) << 16);
+    put += "p" + std::to_string(k) + "\n";
+  }
+  refused(binput + ".");
+  refused(long_binput + ".");
+  refused(put + ".");
+  // A slot written again costs nothing new: the None and one slot, 20 times over.
+  std::string again = "\x80\x02N";
+  for (int k = 0; k < 20; ++k) again += "q\x00"s;
+  EXPECT_EQ(decode_pickle(again + ".", tiny).kind, Value::Kind::none);
+}
+
+TEST(FrPickle, ItemsMoveFromTheStackIntoTheirContainer) {
+  // APPENDS and SETITEMS in batches, LIST, TUPLE, DICT, TUPLE1-3, APPEND and SETITEM: each
+  // takes exactly the values above its MARK (or its one or two), in order.
+  auto k = [](int n) { return "K"s + static_cast<char>(n); };                   // BININT1
+  std::string p = "\x80\x02](" + k(1) + k(2) + "e(" + k(3) + "e" + k(4) + "a";  // [1, 2] [3] 4
+  p += "(" + k(5) + k(6) + "la(" + k(7) + k(8) + "ta";                          // [5, 6] (7, 8)
+  p += "(" + str("k") + k(10) + "da" + k(9) + k(10) + k(11) + '\x87' + "a";  // {k: 10} (9, 10, 11)
+  p += "}" + str("a") + k(12) + "s(" + str("b") + k(13) + str("c") + k(14) + "ua.";  // {a: 12, ..}
+  Value v = decode_pickle(p, Limits{});
+  const auto& items = v.items();
+  ASSERT_EQ(items.size(), 9u);
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(items[k].i, k + 1);
+  EXPECT_EQ(items[4].kind, Value::Kind::list);
+  EXPECT_EQ(items[4].items()[1].i, 6);
+  EXPECT_EQ(items[5].kind, Value::Kind::tuple);
+  EXPECT_EQ(items[5].items()[1].i, 8);
+  EXPECT_EQ(items[6].get("k")->i, 10);
+  EXPECT_EQ(items[7].items()[2].i, 11);
+  EXPECT_EQ(items[8].get("a")->i, 12);
+  EXPECT_EQ(items[8].get("c")->i, 14);
+  EXPECT_EQ(v.weight(), 1u + 4 + 3 + 3 + 3 + 4 + 7);
+  // A MARK is a floor: APPEND, TUPLE2 and SETITEM cannot reach below it.
+  expect_refused("\x80\x02](" + k(1) + "a.", "the stack is empty");
+  expect_refused("\x80\x02" + k(1) + "(" + k(2) + "\x86.", "the stack is empty");
+  expect_refused("\x80\x02}(" + k(1) + k(2) + "s.", "the stack is empty");
+  expect_refused("\x80\x02(" + k(1) + "e.", "the stack is empty");
+}
+
 }  // namespace
 }  // namespace gpudiag::fr

@@ -2,6 +2,7 @@
 #include "flight_recorder/value.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 namespace gpudiag::fr {
@@ -9,6 +10,8 @@ namespace gpudiag::fr {
 namespace {
 const std::vector<Value> kNoItems;
 }  // namespace
+
+static_assert(sizeof(Value) == 32, "a dump holds millions of Values: keep one at 32 bytes");
 
 Value Value::boolean(bool v) {
   Value x;
@@ -31,15 +34,22 @@ Value Value::real(double v) {
   return x;
 }
 
-Value Value::text(std::string v) {
+Value Value::text(std::string_view v) {
   Value x;
   x.kind = Kind::text;
-  x.s = std::make_shared<const std::string>(std::move(v));
+  if (v.empty()) return x;
+  // One allocation: the length, then the bytes (a std::string behind a shared_ptr took two;
+  // a dump can hold millions of short strs).
+  const std::uint64_t n = v.size();
+  auto block = std::make_shared_for_overwrite<char[]>(sizeof n + v.size());
+  std::memcpy(block.get(), &n, sizeof n);
+  std::memcpy(block.get() + sizeof n, v.data(), v.size());
+  x.ref_ = std::move(block);
   return x;
 }
 
-Value Value::bytes(std::string v) {
-  Value x = text(std::move(v));
+Value Value::bytes(std::string_view v) {
+  Value x = text(v);
   x.kind = Kind::bytes;
   return x;
 }
@@ -47,13 +57,29 @@ Value Value::bytes(std::string v) {
 Value Value::container(Kind k) {
   Value x;
   x.kind = k;
-  x.c = std::make_shared<Container>();
+  x.ref_ = std::make_shared<Container>();
   return x;
 }
 
-const std::vector<Value>& Value::items() const { return c ? c->items : kNoItems; }
+Container* Value::box() const {
+  return is_container() ? static_cast<Container*>(ref_.get()) : nullptr;
+}
+
+std::string_view Value::str() const {
+  if ((kind != Kind::text && kind != Kind::bytes) || !ref_) return {};
+  const char* block = static_cast<const char*>(ref_.get());
+  std::uint64_t n = 0;
+  std::memcpy(&n, block, sizeof n);
+  return {block + sizeof n, static_cast<std::size_t>(n)};
+}
+
+const std::vector<Value>& Value::items() const {
+  const Container* c = box();
+  return c ? c->items : kNoItems;
+}
 
 const Value* Value::get(std::string_view key) const {
+  const Container* c = box();
   if (kind != Kind::dict || !c) return nullptr;
   const auto& v = c->items;
   for (std::size_t n = v.size() / 2; n-- > 0;)
@@ -61,9 +87,15 @@ const Value* Value::get(std::string_view key) const {
   return nullptr;
 }
 
-std::uint32_t Value::height() const { return c ? c->height : 0; }
+std::uint32_t Value::height() const {
+  const Container* c = box();
+  return c ? c->height : 0;
+}
 
-std::uint64_t Value::weight() const { return c ? c->weight : 1; }
+std::uint64_t Value::weight() const {
+  const Container* c = box();
+  return c ? c->weight : 1;
+}
 
 const char* Value::type_name() const {
   switch (kind) {
@@ -99,7 +131,7 @@ void Budget::charge(std::uint64_t n) {
 }
 
 void Budget::append(Value& parent, Value child) {
-  Container& c = *parent.c;
+  Container& c = *parent.box();
   if (c.shared)
     throw FormatError(
         "a container changed after it was referenced again (a structure that "

@@ -9,7 +9,10 @@
 // of it visits, shared parts counted each time they are reached), so the
 // readers can refuse a dump whose depth or expanded size passes the limits
 // before anything walks it: any walk of what a reader returned visits at most
-// Limits::max_values values.
+// Limits::max_values values. A Value is 32 bytes (an int and a float share
+// their place, a str and a container their pointer), a container 40 more and a
+// str one allocation of its length and bytes: a reader holds at most about 150
+// bytes a value besides the file (docs/fr.md, "Limits", has the figures).
 #pragma once
 
 #include <cstdint>
@@ -36,17 +39,17 @@ struct Value {
 
   Kind kind = Kind::none;
   bool b = false;
-  std::int64_t i = 0;
-  double d = 0;
-  std::shared_ptr<const std::string> s;  ///< text (str) and bytes
-  std::shared_ptr<Container> c;          ///< list, tuple, dict
+  union {
+    std::int64_t i = 0;  ///< integer
+    double d;            ///< real
+  };
 
   static Value none() { return {}; }
   static Value boolean(bool v);
   static Value integer(std::int64_t v);
   static Value real(double v);
-  static Value text(std::string v);
-  static Value bytes(std::string v);
+  static Value text(std::string_view v);
+  static Value bytes(std::string_view v);
   static Value container(Kind k);  ///< an empty list, tuple or dict
 
   bool is_container() const { return kind >= Kind::list; }
@@ -54,7 +57,13 @@ struct Value {
   bool is_text() const { return kind == Kind::text; }
   bool is_int() const { return kind == Kind::integer; }
   bool is_dict() const { return kind == Kind::dict; }
-  std::string_view str() const { return s ? std::string_view(*s) : std::string_view(); }
+  /// A str's or bytes' bytes; empty for any other kind.
+  std::string_view str() const;
+  /// What this value holds, shared: values a pickle shares through its memo give the same
+  /// address (nullptr for a scalar, and for an empty str).
+  const void* shared_id() const { return ref_.get(); }
+  /// The list, tuple or dict this value holds, nullptr for a scalar.
+  Container* box() const;
   /// Items of a list or tuple; a dict's keys and values alternate (key, value, key, ...).
   const std::vector<Value>& items() const;
   /// The value of `key` (a str key) in a dict, the last one when a key repeats (as Python's
@@ -64,12 +73,16 @@ struct Value {
   std::uint64_t weight() const;  ///< 1 for a scalar
   /// "dict", "list", "str", ... as Python names the type.
   const char* type_name() const;
+
+ private:
+  /// A str's or bytes' length (8 bytes) then its bytes, or a Container, by kind.
+  std::shared_ptr<void> ref_;
 };
 
 struct Container {
   std::vector<Value> items;
-  std::uint32_t height = 1;
   std::uint64_t weight = 1;
+  std::uint32_t height = 1;
   /// Set once the container is referenced a second time (a memo GET): a reader then refuses
   /// to change it, so what is shared stays what was shared and no container can come to
   /// hold itself.
@@ -90,7 +103,8 @@ class FormatError : public std::runtime_error {
 };
 
 /// What a reader has built so far, against Limits: every value it makes is charged once,
-/// every reference to a value it already made is charged that value's weight, and
+/// every reference to a value it already made is charged that value's weight, every memo
+/// slot a pickle fills is charged once (the memo holds what it names as a list would), and
 /// append() refuses a container deeper than max_depth or a change to a shared one.
 class Budget {
  public:
