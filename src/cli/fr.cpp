@@ -95,7 +95,7 @@ Runner setup_fr(CLI::App& app) {
                   "refuse a dump of more values than this (lists, dicts, strings, numbers; a "
                   "shared one each time it is used)")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 34))
-      ->default_str("8388608");
+      ->default_str("4194304");
   return [opt]() -> int { return run_fr(*opt); };
 }
 

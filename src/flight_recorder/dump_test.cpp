@@ -216,7 +216,7 @@ TEST(FrFiles, HostileFilesAreRefusedEachWithItsReason) {
   EXPECT_NE(in.problems[0].detail.find("GLOBAL builtins.print"), std::string::npos);
   EXPECT_NE(in.problems[1].detail.find("nested deeper than 64"), std::string::npos);
   EXPECT_NE(in.problems[2].detail.find("corrupt"), std::string::npos);
-  EXPECT_NE(in.problems[3].detail.find("more than 8388608 values"), std::string::npos);
+  EXPECT_NE(in.problems[3].detail.find("more than 4194304 values"), std::string::npos);
   for (const auto& p : in.problems) EXPECT_EQ(p.kind, "not-a-dump");
 }
 

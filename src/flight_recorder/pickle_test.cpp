@@ -181,7 +181,7 @@ TEST(FrPickle, MemoExpansionBombIsRefused) {
          static_cast<char>(k - 1) + "e";
     if (k < 64) p += "0";
   }
-  expect_refused(p + ".", "more than 8388608 values");
+  expect_refused(p + ".", "more than 4194304 values");
   // Below the limit the same sharing decodes, and its weight counts every path.
   Limits small;
   std::string q =

@@ -29,7 +29,7 @@ namespace gpudiag::fr {
 struct Limits {
   std::uint64_t max_file_bytes = std::uint64_t{256} << 20;  ///< 256 MiB
   std::uint32_t max_depth = 64;                             ///< containers inside containers
-  std::uint64_t max_values = std::uint64_t{8} << 20;        ///< values, shared ones each time
+  std::uint64_t max_values = std::uint64_t{4} << 20;        ///< values, shared ones each time
 };
 
 struct Container;

@@ -117,7 +117,7 @@ class Faults(unittest.TestCase):
         self.assertNotIn("owned", r.stdout + r.stderr.replace("print", ""))
         self.assertIn("nested deeper than 64 levels", lines[1])
         self.assertIn("1152921504606846976", lines[2])
-        self.assertIn("more than 8388608 values", lines[3])
+        self.assertIn("more than 4194304 values", lines[3])
         self.assertTrue(lines[-1].startswith("gpudiag: no readable flight-recorder dump"))
 
     def test_a_hostile_file_beside_good_ones_leaves_them_read(self):

@@ -331,8 +331,12 @@ class HostileStore(unittest.TestCase):
     def test_one_wait_of_millions_of_keys_neither_freezes_nor_bloats_the_store(self):
         self.by_hand([0, 1, 2])
         out = attack("huge-wait", self.port, BY_HAND_TOKEN)
-        seconds = float(out.split("seconds")[1])
-        self.assertLess(seconds, 1.0, out)  # a TRY_GET beside it is answered at once
+        # A TRY_GET beside it is answered: the store went on serving while the
+        # WAIT was refused. The deadline (the attack socket's 10 s) is far above
+        # the expected time, so a loaded machine does not fail it; a frozen
+        # store does.
+        self.assertRegex(out, r"try_get 1\d\d seconds", out)
+        self.assertLess(float(out.split("seconds")[1]), 10.0, out)
         rss = peak_rss_mib(self.job.procs[0].pid)
         self.by_hand([3])
         self.assert_all_ok()
