@@ -168,6 +168,15 @@ class StorePlane : public Plane {
         store_->try_get("server", Deadline::after(confirm));
       } catch (const Error& probe) {
         if (probe.code() != ExitCode::timeout) throw;
+        // Its process is on this host and running (this one, or another that
+        // is not stopped): a busy store, not a stopped one. The checkpoint's
+        // own deadline judges it.
+        if (store_->server_running() == true) {
+          if (!said_slow_) spdlog::warn("{}", server_ + " serving " + describe() +
+                                                 " answers slowly; its process runs: waiting");
+          said_slow_ = true;
+          throw;
+        }
         Error stopped(ExitCode::broken,
                       server_ + " serving " + describe() + " stopped answering (a request " +
                           human_seconds(std::chrono::duration<double>(window_).count()) +
@@ -198,6 +207,7 @@ class StorePlane : public Plane {
   bool published_ = false;         ///< publish() set the next checkpoint's record
   long long wait_ms_ = 0;          ///< the checkpoint's wait, for a tree's leader
   bool patient_ = false;           ///< set_patient (plane.h)
+  bool said_slow_ = false;         ///< the slow-store warning was logged
   std::string checkpoint_;  ///< the name of the checkpoint being gathered, for progress lines
   Deadline::Clock::time_point next_failure_poll_{};
 };

@@ -29,6 +29,7 @@ class LazyStore : public Store {
     return s().multi_get(k, d);
   }
   std::string address() const override { return address_; }
+  std::optional<bool> server_running() override { return s().server_running(); }
 
  private:
   Store& s() {

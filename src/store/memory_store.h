@@ -53,6 +53,7 @@ class StoreView : public Store {
     return s_.multi_get(k, d);
   }
   std::string address() const override { return s_.address(); }
+  std::optional<bool> server_running() override { return s_.server_running(); }
 
  private:
   Store& s_;

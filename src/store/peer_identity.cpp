@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <vector>
@@ -248,6 +249,33 @@ std::vector<std::uint32_t> descendant_uids(pid_t root, int max_procs,
     for (pid_t c : children_of(p, proc_root)) todo.push_back(c);
   }
   return uids;
+}
+
+std::optional<pid_t> holder_of(std::uint64_t inode, int max_procs, const std::string& proc_root) {
+  const std::string want = "socket:[" + std::to_string(inode) + "]";
+  DIR* d = ::opendir(proc_root.c_str());
+  if (!d) return std::nullopt;
+  std::optional<pid_t> found;
+  int seen = 0;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    if (++seen > max_procs) break;
+    const pid_t pid = static_cast<pid_t>(std::atol(e->d_name));
+    if (holds(pid, want, proc_root)) {
+      found = pid;
+      break;
+    }
+  }
+  ::closedir(d);
+  return found;
+}
+
+char process_state(pid_t pid, const std::string& proc_root) {
+  std::ifstream in(proc_root + "/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(in, stat);
+  const auto close = stat.rfind(')');  // the command may hold spaces and parentheses
+  return close != std::string::npos && close + 2 < stat.size() ? stat[close + 2] : 0;
 }
 
 bool held_by_descendant(pid_t root, std::uint64_t inode, int max_procs,

@@ -48,6 +48,15 @@ bool held_by_process(pid_t pid, std::uint64_t inode, const std::string& proc_roo
 std::vector<std::uint32_t> descendant_uids(pid_t root, int max_procs = 4096,
                                            const std::string& proc_root = "/proc");
 
+/// The process that holds socket `inode` among its descriptors, looking at
+/// at most `max_procs` processes of /proc; nullopt when none was found.
+std::optional<pid_t> holder_of(std::uint64_t inode, int max_procs = 65536,
+                               const std::string& proc_root = "/proc");
+
+/// The state letter of /proc/<pid>/stat ('R', 'S', 'D', 'T' stopped, 't'
+/// traced, 'Z', ...), 0 when the process is gone.
+char process_state(pid_t pid, const std::string& proc_root = "/proc");
+
 /// Whether a process descended from `root` (not `root` itself) holds socket
 /// `inode`; at most `max_procs` processes are looked at.
 bool held_by_descendant(pid_t root, std::uint64_t inode, int max_procs = 4096,

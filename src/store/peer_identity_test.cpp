@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <csignal>
 #include <unistd.h>
 
 namespace gpudiag::net {
@@ -147,6 +148,39 @@ TEST(PeerIdentity, AChildsSocketIsTheJobs) {
   (void)!::write(done[1], &b, 1);
   ::waitpid(child, nullptr, 0);
   ::close(s);
+}
+
+// The process that holds a socket is found, and whether it runs: a child
+// that holds the server's end of a connection, running, then stopped.
+TEST(PeerIdentity, TheHolderOfASocketAndItsState) {
+  Listener l(false);
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {  // a store's process: accepts, says so, waits
+    const int s = ::accept(l.fd, nullptr, nullptr);
+    char b = s >= 0 ? 'x' : 'n';
+    (void)!::write(ready[1], &b, 1);
+    ::pause();
+    ::_exit(0);
+  }
+  const int c = l.connect_to(false);
+  char b = 0;
+  ASSERT_EQ(::read(ready[0], &b, 1), 1);
+  ASSERT_EQ(b, 'x');
+  auto sock = local_peer_socket(c);  // the child's accepted end
+  ASSERT_TRUE(sock);
+  EXPECT_EQ(holder_of(sock->inode), std::optional<pid_t>(child));
+  const char running = process_state(child);
+  EXPECT_TRUE(running == 'S' || running == 'R') << running;
+  ::kill(child, SIGSTOP);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, WUNTRACED), child);  // the stop has happened
+  EXPECT_EQ(process_state(child), 'T');
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  EXPECT_EQ(process_state(child), 0);  // gone
+  ::close(c);
 }
 
 }  // namespace

@@ -39,6 +39,10 @@ class Store {
                                                             Deadline deadline) = 0;
   /// "host:port" of the server, for messages.
   virtual std::string address() const = 0;
+  /// Whether the process serving the store is known to be running (true:
+  /// slow, not dead), known to be stopped or gone (false), or cannot be told
+  /// (nullopt: it runs on another host, or this store has no server).
+  virtual std::optional<bool> server_running() { return std::nullopt; }
 };
 
 }  // namespace gpudiag

@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "store/peer_identity.h"
 #include "store/store_limits.h"
 #include "util/error.h"
 #include "util/strings.h"
@@ -215,6 +216,17 @@ void TcpStoreClient::server_error(const std::string& payload) {
     default:
       throw Error(ExitCode::usage, "the store at " + address_ + " refused a request: " + message);
   }
+}
+
+std::optional<bool> TcpStoreClient::server_running() {
+  if (!fd_) return std::nullopt;
+  const auto sock = net::local_peer_socket(fd_.get());
+  if (!sock) return std::nullopt;  // another host's, or already closed
+  if (net::held_by_process(::getpid(), sock->inode)) return true;  // served in this process
+  const auto pid = net::holder_of(sock->inode);
+  if (!pid) return std::nullopt;
+  const char state = net::process_state(*pid);
+  return state != 0 && state != 'T' && state != 't' && state != 'Z' && state != 'X';
 }
 
 std::optional<TcpStoreClient::Reply> TcpStoreClient::call(sw::Writer request, std::uint32_t id,

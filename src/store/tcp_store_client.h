@@ -55,6 +55,9 @@ class TcpStoreClient : public Store {
   bool wait(const std::vector<std::string>& keys, Deadline deadline) override;
   std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>& keys,
                                                     Deadline deadline) override;
+  /// From the server's end of this client's connection, when it is on this
+  /// host: the state of the process that holds it (peer_identity.h).
+  std::optional<bool> server_running() override;
   std::string address() const override { return address_; }
 
  private:
