@@ -1,8 +1,14 @@
 // analyze (analysis.h): the rules, over the groups of groups.h, and each finding's line; the
 // causes among the ranks they name come from causes.h.
+//
+// Near-linear in a group's members: a rule asks what it asks of every member's peers (did
+// any complete this seq, did any complete `lag` more) of aggregates made once a group (the
+// census of causes.h, the two furthest completed counters), not of each peer in turn; the
+// work left per finding is the finding's own size (its states name every member).
 #include "flight_recorder/analysis.h"
 
 #include <algorithm>
+#include <climits>
 #include <set>
 
 #include "flight_recorder/causes.h"
@@ -75,38 +81,39 @@ void missing_ranks(Report& rep, const Group& g, bool starts) {
   add(rep, g, f, describe(f.seq, f.op) + ": " + states_text(f.states, starts));
 }
 
-/// gpu-stopped: the first seq a rank queued and did not start while a peer got further.
-void gpu_stopped(Report& rep, const Group& g) {
-  std::map<std::int64_t, std::pair<std::vector<int>, std::set<int>>> at;  // seq -> ranks, peers
+/// gpu-stopped: the first seq a rank queued and did not start while a peer got further. A
+/// peer is ahead at seq s where it completed s, or started it and the rank times starts; the
+/// rank itself is neither (it queued s and never started it, or never completed it where it
+/// does not time starts), so the group's census at s says whether anyone is.
+void gpu_stopped(Report& rep, const Group& g, const Census& census) {
+  std::map<std::int64_t, std::vector<const Track*>> at;  // seq -> the ranks stopped before it
   for (const auto& tr : g.tracks) {
     const bool starts = tr.t.starts_recorded;
     const std::int64_t s = (starts ? tr.t.started : tr.t.completed) + 1;
     if (s < 1 || s > tr.t.enqueued) continue;
-    std::set<int> ahead;
-    for (const auto& peer : g.tracks) {
-      const State ps = peer.state(s);
-      if (peer.t.rank != tr.t.rank && (ps == State::completed || (ps == State::started && starts)))
-        ahead.insert(peer.t.rank);
-    }
-    if (ahead.empty()) continue;
-    at[s].first.push_back(tr.t.rank);
-    at[s].second.insert(ahead.begin(), ahead.end());
+    const auto n = census.count(s);
+    if (n[static_cast<int>(State::completed)] + (starts ? n[static_cast<int>(State::started)] : 0))
+      at[s].push_back(&tr);
   }
-  for (auto& [seq, v] : at) {
+  for (const auto& [seq, stopped] : at) {
     Finding f;
     f.kind = "gpu-stopped";
     f.seq = seq;
-    if (const Op* op = g.op(seq)) f.op = *op;
-    f.ranks = v.first;
+    if (const Op* op = census.op(seq)) f.op = *op;
+    bool starts = true, any_starts = false;  // all, any of the stopped ranks time starts
+    for (const Track* tr : stopped) {
+      f.ranks.push_back(tr->t.rank);  // by rank, as the tracks are
+      starts = starts && tr->t.starts_recorded;
+      any_starts = any_starts || tr->t.starts_recorded;
+    }
     f.states = g.states(seq);
-    for (int p : v.second)
-      if (!std::count(f.ranks.begin(), f.ranks.end(), p)) f.peers.push_back(p);
-    bool starts = true;
-    for (const auto& tr : g.tracks)
-      if (std::count(f.ranks.begin(), f.ranks.end(), tr.t.rank))
-        starts = starts && tr.t.starts_recorded;
     std::map<int, State> ahead;
-    for (int p : f.peers) ahead[p] = f.states.at(p);
+    for (const auto& [p, ps] : f.states)
+      if ((ps == State::completed || (ps == State::started && any_starts)) &&
+          !std::binary_search(f.ranks.begin(), f.ranks.end(), p)) {
+        f.peers.push_back(p);
+        ahead[p] = ps;
+      }
     add(rep, g, f,
         describe(seq, f.op) + ": " + who(f.ranks) +
             (starts ? " queued it and never started it; " : " queued it and never completed it; ") +
@@ -114,10 +121,26 @@ void gpu_stopped(Report& rep, const Group& g) {
   }
 }
 
-/// queued-far-past: a CPU that kept queueing while its GPU stopped completing.
-void queued_far_past(Report& rep, const Group& g, std::int64_t lag) {
+/// queued-far-past: a CPU that kept queueing while its GPU stopped completing. Whether any
+/// peer completed `lag` more is a question for the furthest other peer (the two furthest
+/// found once); the peers are listed only for a rank that gets a finding.
+void queued_far_past(Report& rep, const Group& g, std::int64_t lag, const Census& census) {
+  const Track* first = nullptr;  // the furthest completed, and the furthest of the others
+  std::int64_t second = INT64_MIN;
+  for (const auto& tr : g.tracks) {
+    if (!first || tr.t.completed > first->t.completed) {
+      if (first) second = first->t.completed;
+      first = &tr;
+    } else {
+      second = std::max(second, tr.t.completed);
+    }
+  }
   for (const auto& tr : g.tracks) {
     if (tr.t.enqueued - tr.t.completed < lag) continue;
+    const std::int64_t furthest = &tr == first ? second : first->t.completed;
+    if (furthest == INT64_MIN ||
+        static_cast<__int128>(furthest) - tr.t.completed < static_cast<__int128>(lag))
+      continue;  // no peer is that far
     Finding f;
     f.kind = "queued-far-past";
     for (const auto& peer : g.tracks)
@@ -127,7 +150,7 @@ void queued_far_past(Report& rep, const Group& g, std::int64_t lag) {
       }
     if (f.peers.empty()) continue;
     f.seq = tr.t.completed + 1;
-    if (const Op* op = g.op(f.seq)) f.op = *op;
+    if (const Op* op = census.op(f.seq)) f.op = *op;
     f.ranks = {tr.t.rank};
     f.states = g.states(f.seq);
     add(rep, g, f,
@@ -209,10 +232,11 @@ Report analyze(Inputs inputs, const Options& options) {
   }
   auto groups = build_groups(rep.inputs, rep.notes);
   for (auto& g : groups) {
+    const Census census(g);
     waits(g);
     missing_ranks(rep, g, starts);
-    gpu_stopped(rep, g);
-    queued_far_past(rep, g, options.lag);
+    gpu_stopped(rep, g, census);
+    queued_far_past(rep, g, options.lag, census);
     no_dump(rep, g, starts);
   }
   reduce_causes(rep, groups);

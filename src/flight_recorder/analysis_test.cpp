@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <tuple>
+#include <utility>
+
 namespace gpudiag::fr {
 namespace {
 
@@ -252,6 +256,54 @@ TEST(FrAnalysis, ManySubgroupsSharingANameAreApart) {
             "group 1 (mesh_tp) is the name of 200 process groups with different members "
             "(split_group or DeviceMesh subgroups): each is analysed apart");
   EXPECT_TRUE(rep.findings.empty());
+}
+
+TEST(FrAnalysis, ManyMembersStoppedAtOneSeqGiveTheFindingsTheyAlwaysGave) {
+  // Ranks 0,2,4 queued seq 5 and 6 and started neither; rank 6 (no start times) queued 5;
+  // ranks 1,3,5 completed 5 and started 6; rank 7 started 5. Answers as the pairwise rules
+  // gave them, before the rules counted a group's states once (tests/fixtures: none).
+  const auto stopped = run(4, {State::scheduled, State::scheduled});
+  const auto ahead = run(5, {State::started});
+  auto rep = analyze_dumps({rank_dump(0, stopped, 8), rank_dump(1, ahead, 8),
+                            rank_dump(2, stopped, 8), rank_dump(3, ahead, 8),
+                            rank_dump(4, stopped, 8), rank_dump(5, ahead, 8),
+                            rank_dump(6, run(4, {State::scheduled}), 8, false),
+                            rank_dump(7, run(4, {State::started}), 8)},
+                           Options{1});
+  std::vector<std::string> kinds;
+  for (const auto& f : rep.findings) kinds.push_back(f.kind);
+  EXPECT_EQ(kinds, (std::vector<std::string>{"missing-ranks", "gpu-stopped", "queued-far-past",
+                                             "queued-far-past", "queued-far-past",
+                                             "queued-far-past", "queued-far-past"}));
+  const Finding* m = find(rep, "missing-ranks");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ((std::pair{m->seq, m->ranks}), (std::pair{std::int64_t{6}, std::vector<int>{6, 7}}));
+  EXPECT_EQ(m->in_flight, std::vector<int>{7});
+  const Finding* g = find(rep, "gpu-stopped");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->seq, 5);
+  EXPECT_EQ(g->ranks, (std::vector<int>{0, 2, 4, 6}));
+  EXPECT_EQ(g->peers, (std::vector<int>{1, 3, 5, 7}));
+  EXPECT_EQ(g->text,
+            "group 0 (default_pg): seq 5 nccl:all_reduce [[1024]] Float: ranks 0,2,4,6 queued it "
+            "and never completed it; ranks 1,3,5 completed it; rank 7 started it: the GPU "
+            "stopped before this collective");
+  std::vector<int> far;
+  for (const auto& f : rep.findings)
+    if (f.kind == "queued-far-past") {
+      far.push_back(f.ranks.at(0));
+      EXPECT_EQ((std::tuple{f.seq, f.peers, f.peers_completed}),
+                (std::tuple{std::int64_t{5}, std::vector<int>{1, 3, 5}, std::int64_t{5}}));
+    }
+  EXPECT_EQ(far, (std::vector<int>{0, 2, 4, 6, 7}));
+  EXPECT_EQ(rep.suspect_ranks, (std::vector<int>{0, 2, 4, 6}));
+  EXPECT_EQ(rep.waiting_ranks, (std::vector<int>{1, 3, 5}));
+  EXPECT_EQ(rep.in_flight_ranks, std::vector<int>{7});
+  ASSERT_EQ(rep.waits.size(), 3u);
+  for (const auto& w : rep.waits) {
+    EXPECT_EQ(w.seq, 6);
+    EXPECT_EQ(w.for_ranks, (std::vector<int>{0, 2, 4, 6, 7}));
+  }
 }
 
 TEST(FrAnalysis, Describe) {

@@ -27,12 +27,43 @@
 // dumps cannot single out). Every rank that waits and is not a cause is in waiting_ranks.
 #pragma once
 
+#include <array>
+#include <cstdint>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "flight_recorder/analysis.h"
 #include "flight_recorder/groups.h"
 
 namespace gpudiag::fr {
+
+/// A group's tracked members by their state at any seq, without visiting each member per
+/// question: the counters sorted once, and the seqs their buffers hold (which override the
+/// counters: Track::state) indexed by seq. What the rules ask once a member stays near-linear
+/// in the members and entries, where asking every peer would take the square of them.
+class Census {
+ public:
+  explicit Census(const Group& g);
+  /// How many tracked members are in each state at `seq`, indexed by State.
+  std::array<std::size_t, 4> count(std::int64_t seq) const;
+  /// Group::op(seq).
+  const Op* op(std::int64_t seq) const;
+  /// The tracked member `rank`, or nullptr.
+  const Track* track(int rank) const;
+  /// The members other than `x` that hold `x` at `seq`: never scheduled it, or never started
+  /// it where they time starts and `x` started it; by rank.
+  std::vector<int> holding(const Track& x, std::int64_t seq) const;
+
+ private:
+  const Group* g_;
+  std::vector<std::int64_t> completed_, started_, enqueued_;  ///< each sorted
+  std::vector<const Track*> by_started_, by_enqueued_, rest_by_enqueued_;  ///< see holding
+  std::map<std::int64_t, std::vector<const Track*>> held_;  ///< seq -> buffers holding it
+  std::map<std::int64_t, std::array<std::size_t, 4>> held_count_;
+  std::map<std::int64_t, const Op*> ops_;
+  mutable std::map<std::pair<std::int64_t, bool>, std::vector<int>> holding_;  ///< a cache
+};
 
 /// Fills rep.waits, rep.suspect_ranks, rep.waiting_ranks, rep.in_flight_ranks and each
 /// finding's causes, waiting and in_flight, from rep.findings and the groups they came from.

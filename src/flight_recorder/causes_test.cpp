@@ -261,5 +261,27 @@ TEST(FrCauses, ABusyJobSkewedByOneCollectiveInFlightHasNoSuspect) {
   EXPECT_EQ(stopped.waiting_ranks, (std::vector<int>{0, 1, 3}));
 }
 
+TEST(FrCauses, AChainOfRanksEachWaitingForTheNextEndsAtTheLast) {
+  // Rank k started seq 1 of the pair group {k, k+1}, which rank k+1 never scheduled: rank k
+  // waits for rank k+1, 200,000 ranks deep, and only the last waits for nobody. Tarjan's
+  // algorithm walks the whole chain from rank 0: it must not recurse that deep.
+  constexpr int n = 200000;
+  std::vector<RankDump> dumps;
+  for (int k = 0; k < n; ++k) {
+    std::map<std::string, std::vector<int>> pairs;
+    if (k > 0) pairs[std::to_string(k - 1)] = {k - 1, k};
+    if (k + 1 < n) pairs[std::to_string(k)] = {k, k + 1};
+    dumps.push_back(dump(k, pairs, k + 1 < n ? std::vector<Rec>{{std::to_string(k), 1,
+                                                                 State::started}}
+                                             : std::vector<Rec>{}));
+  }
+  auto rep = run(std::move(dumps));
+  EXPECT_EQ(rep.suspect_ranks, std::vector<int>{n - 1});
+  ASSERT_EQ(rep.waiting_ranks.size(), static_cast<std::size_t>(n - 1));
+  EXPECT_EQ(rep.waiting_ranks.back(), n - 2);
+  ASSERT_EQ(rep.waits.size(), static_cast<std::size_t>(n - 1));
+  EXPECT_EQ(rep.waits[0].for_ranks, std::vector<int>{1});
+}
+
 }  // namespace
 }  // namespace gpudiag::fr
