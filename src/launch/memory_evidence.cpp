@@ -1,14 +1,11 @@
 // memory_evidence.h: /proc/self/cgroup's v2 path, its memory.events, and the
-// kernel log through /dev/kmsg (non-blocking, at most 4 MiB read).
+// kernel log through /dev/kmsg (hw/kmsg.h: non-blocking, at most 4 MiB read).
 #include "launch/memory_evidence.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <fstream>
 #include <sstream>
 
+#include "hw/kmsg.h"
 #include "util/text.h"
 
 namespace gpudiag::launch {
@@ -24,27 +21,19 @@ std::string cgroup_dir(const std::string& proc, const std::string& sys) {
   return "";
 }
 
-/// The kernel log's last line about killing `pid` for memory ("" none).
+/// The kernel log's last line about killing `pid` for memory ("" none), read
+/// by the shared reader (hw/kmsg.h) with at most 4 MiB taken.
 std::string kernel_oom_line(pid_t pid) {
-  const int fd = ::open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return "";
   const std::string want = "Killed process " + std::to_string(pid) + " ";
   std::string found;
-  char buf[8192];
-  std::size_t total = 0;
-  while (total < (4u << 20)) {
-    const ssize_t r = ::read(fd, buf, sizeof buf);  // one record per read
-    if (r < 0 && errno == EPIPE) continue;           // a record was overwritten: go on
-    if (r <= 0) break;
-    total += static_cast<std::size_t>(r);
-    std::string rec(buf, static_cast<std::size_t>(r));
-    if (const auto at = rec.find(want); at != std::string::npos) {
-      const auto semi = rec.find(';');
-      found = rec.substr(semi == std::string::npos ? 0 : semi + 1);
-      if (!found.empty() && found.back() == '\n') found.pop_back();
-    }
-  }
-  ::close(fd);
+  hw::KmsgLimits limits;
+  limits.max_read_bytes = 4u << 20;
+  hw::scan_kernel_log(
+      "/dev/kmsg",
+      [&](const hw::KmsgRecord& r) {
+        if (r.message.find(want) != std::string::npos) found = r.message;
+      },
+      limits);
   return clean_text(found.substr(0, 300));
 }
 
