@@ -3,10 +3,18 @@
 // records a rank needs, the communicator, the verified all-reduce and its
 // large-message timing, and bench's sweep.
 #include "checks/check_run.h"
+#include "hw/evidence.h"
 
 namespace gpudiag::check_run {
 
 void CheckRun::device() {
+  // A node whose kernel log shows it unfit (an Xid 79, an uncorrected memory
+  // error, ...) fails here, whatever the backend and whether or not the GPU
+  // at that address is still visible; a workload Xid never does (hw/evidence.h).
+  const auto hw = hw::collect_hw_evidence({.sysfs = false});
+  for (const auto& why : hw.unreadable) spdlog::debug("rank {}: {}", me().rank, why);
+  if (const auto why = hw::unfit_reason(hw, hw::usec_since_boot()); !why.empty())
+    throw Error(ExitCode::broken, why);
   if (me().backend == "nccl") {
     // Both missing pieces in one line: a user fixes them in one go.
     if (!me().backend_why.empty()) throw Error(ExitCode::broken, me().backend_why);

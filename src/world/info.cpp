@@ -2,10 +2,13 @@
 
 #include <unistd.h>
 
+#include <utility>
+
 #include "comm/mpi.h"
 #include "comm/nccl_api.h"
 #include "comm/nccl_env.h"
 #include "gpu/cuda.h"
+#include "hw/evidence.h"
 #include "util/error.h"
 #include "util/secret.h"
 #include "util/text.h"
@@ -102,6 +105,8 @@ nlohmann::json collect_info(const Env& env, int forced_device, const std::string
   // What `gpudiag check` compares across the job (world/fingerprint.h).
   const int ordinal = j["gpu"].value("ordinal", -1);
   j["fingerprint"] = collect_fingerprint(live_sources(env, short_hostname(), ordinal, nccl_lib));
+  // The kernel log's and sysfs's evidence about this node (hw/evidence.h).
+  j["hardware"] = hw::hw_evidence_json(hw::collect_hw_evidence());
   return j;
 }
 
@@ -183,6 +188,10 @@ std::string render_info(const nlohmann::json& j) {
                              field("gpu.nvlink_bw") + ")"
                        : field("gpu.nvml"));
     line("fingerprint", std::to_string(f.size()) + " fields (--json shows them; check compares them)");
+  }
+  if (j.contains("hardware") && j["hardware"].is_object()) {
+    bool head = true;
+    for (const auto& l : hw::hw_evidence_lines(j["hardware"])) line(std::exchange(head, false) ? "hardware" : "", l);
   }
   if (j.contains("warnings"))
     for (const auto& w : j["warnings"]) line("warning", w.get<std::string>());
