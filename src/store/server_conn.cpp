@@ -54,6 +54,7 @@ ServerCore::ServerCore(TcpStoreServerOptions opts)
     : opts_(std::move(opts)),
       max_frame_(opts_.max_message_bytes ? opts_.max_message_bytes
                                          : storelimits::max_request_frame(opts_.world_size)),
+      pause_at_(std::min(kPauseOutput, opts_.max_pending_output / 2)),
       max_keys_(storelimits::max_keys_per_request(opts_.world_size)),
       scratch_(kReadChunk),
       owners_(opts_.owned_keys ? opts_.world_size : 0, opts_.launcher_clients,
@@ -112,9 +113,43 @@ void ServerCore::close_conn(Conn& c) {
 }
 
 void ServerCore::on_event(Conn& c, std::uint32_t events) {
-  if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) on_readable(c);
+  if (c.paused && (events & (EPOLLHUP | EPOLLERR))) {
+    // Gone while paused: its socket is not read, so say so here.
+    c.doomed = true;
+    doomed_.push_back(c.id);
+  }
+  if (!c.paused && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) on_readable(c);
   if (!c.doomed && (events & EPOLLOUT)) flush(c);
+  if (!c.doomed && c.paused && c.pending_out() <= pause_at_ / 2) {
+    // It read: its waiting requests are served, and its socket read again.
+    c.paused = false;
+    parse(c);
+    if (!c.doomed && !c.paused) on_readable(c);
+    if (!c.doomed) watch_events(c);
+  }
   account(c);
+}
+
+bool ServerCore::pause_if_unread(Conn& c) {
+  if (c.paused) return true;
+  if (c.pending_out() < pause_at_) return false;
+  c.paused = true;
+  ++paused_;
+  if (log_budget())
+    spdlog::warn("store: client {} does not read its replies ({} bytes unread): its requests wait "
+                 "until it does",
+                 who(c), c.pending_out());
+  watch_events(c);
+  return true;
+}
+
+void ServerCore::watch_events(Conn& c) {
+  std::uint32_t want = c.paused ? 0u : std::uint32_t(EPOLLIN | EPOLLRDHUP);
+  if (c.pending_out() > 0) want |= EPOLLOUT;
+  c.writing = (want & EPOLLOUT) != 0;
+  if (want == c.events) return;
+  c.events = want;
+  set_events(c.fd.get(), c.id, want);
 }
 
 void ServerCore::on_readable(Conn& c) {
@@ -123,7 +158,7 @@ void ServerCore::on_readable(Conn& c) {
   // client can never make the server hold more than a frame for it.
   bool eof = false;
   std::size_t got = 0;
-  while (got < kReadPerEvent && !c.doomed) {
+  while (got < kReadPerEvent && !c.doomed && !c.paused) {
     const std::size_t cap = sw::kMagic.size() + sw::kLenBytes + frame_cap(c);
     const std::size_t held = c.in.size() - c.in_off;
     const std::size_t room = c.closing ? scratch_.size() : cap - std::min(cap, held);
@@ -176,7 +211,7 @@ void ServerCore::parse(Conn& c) {
     c.in_off += sw::kMagic.size();
     buf.remove_prefix(sw::kMagic.size());
   }
-  while (!c.doomed && !c.closing) {
+  while (!c.doomed && !c.closing && !pause_if_unread(c)) {
     sw::Frame f{};
     try {
       if (!sw::next_frame(buf, f, frame_cap(c))) break;
@@ -371,8 +406,7 @@ void ServerCore::flush(Conn& c) {
   if (c.pending_out() == 0) {
     release(c.out);
     c.out_off = 0;
-    if (c.writing) set_events(c.fd.get(), c.id, EPOLLIN | EPOLLRDHUP);
-    c.writing = false;
+    if (c.writing) watch_events(c);
     if (c.closing && !c.doomed) {
       c.doomed = true;
       doomed_.push_back(c.id);
@@ -383,8 +417,7 @@ void ServerCore::flush(Conn& c) {
     c.out.erase(0, c.out_off);
     c.out_off = 0;
   }
-  if (!c.writing) set_events(c.fd.get(), c.id, EPOLLIN | EPOLLRDHUP | EPOLLOUT);
-  c.writing = true;
+  if (!c.writing) watch_events(c);
 }
 
 }  // namespace gpudiag

@@ -14,8 +14,14 @@
 // answered with ERROR over_limit; every connection's buffered bytes (input,
 // output, parked keys) are accounted, and shed_over_budget() condemns the
 // largest holder while the total is over its cap; a condemned connection's
-// queued output is freed at once.
+// queued output is freed at once. A connection whose unread replies reach
+// kPauseOutput (4 MiB) is paused: its socket is not read and its requests not parsed
+// until it has read them down to half of that (flow control, as TCP's own), so
+// a client that asks for much and reads nothing costs a few MiB and no copying,
+// and a rank that reads slowly is slowed, never dropped.
 #pragma once
+
+#include <sys/epoll.h>
 
 #include <atomic>
 #include <chrono>
@@ -53,6 +59,8 @@ struct Conn {
   bool greeted = false;     ///< the handshake succeeded
   bool closing = false;     ///< close once `out` is flushed (after an ERROR)
   bool writing = false;     ///< EPOLLOUT is being watched
+  bool paused = false;      ///< its requests wait until it reads its replies
+  std::uint32_t events = EPOLLIN | EPOLLRDHUP;  ///< what the loop watches on its socket
   bool doomed = false;      ///< to be closed at the end of this event batch
   bool refused = false;     ///< accepted past the connection cap: answer HELLO "overloaded"
   bool challenged = false;  ///< CHALLENGE sent; its AUTH answer is awaited
@@ -75,7 +83,12 @@ class ServerCore {
  public:
   explicit ServerCore(TcpStoreServerOptions opts);
   virtual ~ServerCore() = default;
-  TcpStoreServer::Stats stats() const { return {connections_, dropped_, requests_, refused_}; }
+  TcpStoreServer::Stats stats() const {
+    return {connections_, dropped_, requests_, refused_, paused_};
+  }
+  /// Unread replies at which a connection's requests wait for it to read
+  /// (half of max_pending_output when that is smaller).
+  static constexpr std::size_t kPauseOutput = 4u << 20;
 
  protected:
   /// Asks the loop to watch `fd` (tagged `tag`) for `events` (EPOLL* bits).
@@ -109,7 +122,7 @@ class ServerCore {
 
   TcpStoreServerOptions opts_;
   std::unordered_map<std::uint64_t, std::unique_ptr<Conn>> conns_;
-  std::atomic<std::size_t> connections_{0}, dropped_{0}, requests_{0}, refused_{0};
+  std::atomic<std::size_t> connections_{0}, dropped_{0}, requests_{0}, refused_{0}, paused_{0};
   std::size_t refused_open_ = 0;  ///< open connections with `refused` set
   std::unordered_map<std::string, int> outsiders_open_;  ///< by peer (Conn::outsider)
   std::unordered_map<std::string, int> job_by_ip_;       ///< job connections per remote address
@@ -117,6 +130,12 @@ class ServerCore {
  private:
   void on_readable(Conn& c);
   void flush(Conn& c);
+  /// True (and `c` paused, its socket no longer read) when its unread replies
+  /// have reached kPauseOutput: the parsers stop before the next request.
+  bool pause_if_unread(Conn& c);
+  /// Asks the loop for what `c` needs now: input unless paused, output while
+  /// replies are pending.
+  void watch_events(Conn& c);
   void parse(Conn& c);
   void hello(Conn& c, const storewire::Frame& f);
   /// Checks the AUTH answer to `c`'s challenge; greets or refuses `c`.
@@ -159,6 +178,7 @@ class ServerCore {
     bool torch = false;  ///< a torch WAIT: its reply is the byte 0 (STOP_WAITING)
   };
   std::uint32_t max_frame_;  ///< after the handshake
+  std::size_t pause_at_;     ///< kPauseOutput, or half of max_pending_output
   std::size_t max_keys_;     ///< per WAIT / MULTI_GET
   std::size_t buffered_total_ = 0;
   std::vector<char> scratch_;  ///< recv buffer, so idle connections hold no read capacity

@@ -86,7 +86,7 @@ std::string vec(const std::string& v) { return le64(v.size()) + v; }
 }  // namespace
 
 void ServerCore::parse_torch(Conn& c) {
-  while (!c.doomed && !c.closing) {
+  while (!c.doomed && !c.closing && !pause_if_unread(c)) {
     std::string_view buf(c.in);
     buf.remove_prefix(c.in_off);
     if (buf.empty()) break;

@@ -46,6 +46,20 @@ class RawPeer {
     char reply[64];
     EXPECT_GT(::recv(fd_, reply, sizeof reply, 0), 0);
   }
+  /// Reads until `n` bytes came, the server closed, or `limit` passed; how many came.
+  std::size_t read_bytes(std::size_t n, std::chrono::milliseconds limit) {
+    auto end = Clock::now() + limit;
+    std::vector<char> buf(1 << 16);
+    std::size_t got = 0;
+    while (got < n && Clock::now() < end) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      auto r = ::recv(fd_, buf.data(), buf.size(), 0);
+      if (r <= 0) break;
+      got += static_cast<std::size_t>(r);
+    }
+    return got;
+  }
   /// True when the server closes the connection within `limit` (data is discarded).
   bool closed_within(std::chrono::milliseconds limit) {
     auto end = Clock::now() + limit;
@@ -145,24 +159,56 @@ TEST(TcpStoreRobustness, HalfOpenConnectionsAreDroppedAfterTheHandshakeDeadline)
   EXPECT_EQ(server.stats().dropped, 2u);
 }
 
-TEST(TcpStoreRobustness, ClientThatDoesNotReadIsDroppedWithoutStallingOthers) {
-  auto o = local();
-  o.max_pending_output = 1u << 20;
-  TcpStoreServer server(o);
+TEST(TcpStoreRobustness, ClientThatDoesNotReadWaitsWithoutStallingOthersAndGetsEverything) {
+  TcpStoreServer server(local());
   TcpStoreClient writer("127.0.0.1", server.port(), "job-1", Deadline::after(5s));
-  writer.set("big", std::string(256 * 1024, 'b'), Deadline::after(5s));
+  const std::string big(256 * 1024, 'b');
+  writer.set("big", big, Deadline::after(5s));
   RawPeer slow(server.port(), /*rcvbuf=*/4096);
   slow.handshake("job-1");
   std::string requests;
-  for (std::uint32_t id = 1; id <= 400; ++id)  // 100 MiB of replies it never reads
+  std::size_t replies = 0;
+  for (std::uint32_t id = 1; id <= 400; ++id) {  // 100 MiB of replies, not read for now
     requests += sw::Writer(sw::Type::get, id).str("big").finish();
+    replies += sw::Writer(sw::Type::value, id).str(big).finish().size();
+  }
   slow.send(requests);
-  auto others = others_work(server.port(), "s");
   auto t0 = Clock::now();
-  while (server.stats().dropped == 0 && Clock::now() - t0 < 10s) std::this_thread::sleep_for(20ms);
+  while (server.stats().paused == 0 && Clock::now() - t0 < 20s)
+    std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(server.stats().paused, 1u);  // its requests wait; the server holds ~4 MiB for it
+  EXPECT_EQ(others_work(server.port(), "s").get(), 8);
+  EXPECT_EQ(writer.get("big", Deadline::after(5s)).size(), big.size());
+  // Once it reads, every reply comes, in full: it was slowed, not dropped.
+  EXPECT_EQ(slow.read_bytes(replies, 60s), replies);
+  EXPECT_EQ(server.stats().dropped, 0u);
+}
+
+TEST(TcpStoreRobustness, ClientWhoseWokenRepliesPassTheCapIsDropped) {
+  auto o = local();
+  o.max_pending_output = 1u << 20;
+  TcpStoreServer server(o);
+  RawPeer slow(server.port(), /*rcvbuf=*/4096);
+  slow.handshake("job-1");
+  std::string requests;
+  for (std::uint32_t id = 1; id <= 16; ++id)  // parked (the most a connection may): the key does not exist yet
+    requests += sw::Writer(sw::Type::get, id).str("late").finish();
+  slow.send(requests);
+  auto t0 = Clock::now();
+  while (server.stats().requests < 16 && Clock::now() - t0 < 20s)
+    std::this_thread::sleep_for(20ms);
+  ASSERT_EQ(server.stats().requests, 16u);  // all parked before the key is set
+  TcpStoreClient writer("127.0.0.1", server.port(), "job-1", Deadline::after(5s));
+  const std::string late(1000 * 1000, 'l');
+  writer.set("late", late, Deadline::after(5s));  // 16 MB of replies at once, cap 1 MiB
+  // Not read before the verdict: a reader draining as they come would keep
+  // them under the cap.
+  t0 = Clock::now();
+  while (server.stats().dropped == 0 && Clock::now() - t0 < 20s)
+    std::this_thread::sleep_for(20ms);
   EXPECT_EQ(server.stats().dropped, 1u);
-  EXPECT_EQ(others.get(), 8);
-  EXPECT_EQ(writer.get("big", Deadline::after(5s)).size(), 256u * 1024);
+  EXPECT_TRUE(slow.closed_within(20s));
+  EXPECT_EQ(writer.get("late", Deadline::after(5s)).size(), late.size());
 }
 
 TEST(TcpStoreRobustness, ClientLeavingWhileParkedIsForgotten) {

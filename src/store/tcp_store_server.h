@@ -126,6 +126,7 @@ class TcpStoreServer {
     std::size_t dropped = 0;      ///< misbehaving peers dropped so far
     std::size_t requests = 0;     ///< requests served so far
     std::size_t refused = 0;      ///< requests and clients refused at a limit
+    std::size_t paused = 0;       ///< times a client's requests waited for it to read
   };
   Stats stats() const;
 
