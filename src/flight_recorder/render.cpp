@@ -17,7 +17,7 @@ using ojson = nlohmann::ordered_json;
 
 std::string ranks_or_none(const std::vector<int>& r) { return r.empty() ? "none" : rank_list(r); }
 
-std::string who(const std::vector<int>& r) {
+std::string ranks_who(const std::vector<int>& r) {
   return (r.size() == 1 ? "rank " : "ranks ") + rank_list(r);
 }
 
@@ -39,13 +39,13 @@ std::string waiting_text(const Report& rep) {
     const Wait& w = *v.second;
     bool shared = false;
     for (const auto& g : rep.groups) shared = shared || (g.name == w.group && g.shared_name);
-    std::string line = "waiting: " + who(v.first) + (v.first.size() == 1 ? " waits" : " wait") +
+    std::string line = "waiting: " + ranks_who(v.first) + (v.first.size() == 1 ? " waits" : " wait") +
                        " in " + clean_text(group_label(w.group, w.group_desc, w.group_ranks, shared)) +
                        " at " + (w.p2p ? "p2p " : "") + clean_text(describe(w.seq, w.op)) +
                        " for ";
     std::vector<std::string> parts;
-    if (!w.for_ranks.empty()) parts.push_back(who(w.for_ranks));
-    if (!w.for_no_dump.empty()) parts.push_back(who(w.for_no_dump) + " (no dump)");
+    if (!w.for_ranks.empty()) parts.push_back(ranks_who(w.for_ranks));
+    if (!w.for_no_dump.empty()) parts.push_back(ranks_who(w.for_no_dump) + " (no dump)");
     lines.emplace_back(v.first.front(), line + join(parts, " and ") + "\n");
   }
   std::sort(lines.begin(), lines.end());
@@ -100,8 +100,8 @@ std::string render_text(const Report& rep) {
   // The causes lead, then what explains them.
   for (const auto& f : rep.findings) {
     if (f.causes.empty()) continue;
-    out += "cause: " + who(f.causes) + ": " + f.kind + ": " + clean_text(f.text);
-    if (!f.waiting.empty()) out += " (" + who(f.waiting) + " waiting elsewhere)";
+    out += "cause: " + ranks_who(f.causes) + ": " + f.kind + ": " + clean_text(f.text);
+    if (!f.waiting.empty()) out += " (" + ranks_who(f.waiting) + " waiting elsewhere)";
     out += "\n";
   }
   for (const auto& n : rep.notes) out += "note: " + clean_text(n) + "\n";
@@ -112,9 +112,9 @@ std::string render_text(const Report& rep) {
   for (const auto& f : rep.findings) {
     if (!f.causes.empty()) continue;
     out += f.kind + ": " + clean_text(f.text);
-    if (!f.waiting.empty()) out += " (" + who(f.waiting) + " waiting elsewhere: not a cause)";
+    if (!f.waiting.empty()) out += " (" + ranks_who(f.waiting) + " waiting elsewhere: not a cause)";
     if (!f.in_flight.empty())
-      out += " (" + who(f.in_flight) + " in flight: nobody holds the work it is in)";
+      out += " (" + ranks_who(f.in_flight) + " in flight: nobody holds the work it is in)";
     out += "\n";
   }
   out += waiting_text(rep);

@@ -49,7 +49,7 @@ void validate_command(const LaunchOptions& o, const std::vector<std::string>& su
 
 namespace {
 
-int parse_int(const std::string& flag, const std::string& text, int lo, int hi) {
+int parse_int_flag(const std::string& flag, const std::string& text, int lo, int hi) {
   char* end = nullptr;
   errno = 0;
   long v = text.empty() ? 0 : std::strtol(text.c_str(), &end, 10);
@@ -113,18 +113,18 @@ int parse_nproc(const std::string& text, int gpus, int cpus) {
   if (text.empty() || text.find_first_not_of("0123456789-+") != std::string::npos)
     throw UsageError("launch: --nproc-per-node '" + text + "' is not a number, gpu, cpu or auto");
   // The range is validate()'s to check, with the same words as for a test's LaunchOptions.
-  return parse_int("--nproc-per-node", text, -1000000000, 1000000000);
+  return parse_int_flag("--nproc-per-node", text, -1000000000, 1000000000);
 }
 
 void parse_nnodes(const std::string& text, LaunchOptions& o) {
   auto colon = text.find(':');
   if (colon == std::string::npos) {
-    o.nnodes = parse_int("--nnodes", text, -1000000000, 1000000000);  // range: validate()
+    o.nnodes = parse_int_flag("--nnodes", text, -1000000000, 1000000000);  // range: validate()
     o.min_nodes = 0;
     return;
   }
-  int lo = parse_int("--nnodes MIN", text.substr(0, colon), 1, kMaxNodes);
-  int hi = parse_int("--nnodes MAX", text.substr(colon + 1), 1, kMaxNodes);
+  int lo = parse_int_flag("--nnodes MIN", text.substr(0, colon), 1, kMaxNodes);
+  int hi = parse_int_flag("--nnodes MAX", text.substr(colon + 1), 1, kMaxNodes);
   if (lo > hi)
     throw UsageError("launch: --nnodes " + text + " has MIN above MAX",
                      "write MIN:MAX, e.g. --nnodes 1:4");
@@ -149,7 +149,7 @@ std::vector<int> parse_std_spec(const std::string& flag, const std::string& text
         item[colon + 1] > '3' || colon == 0 ||
         item.substr(0, colon).find_first_not_of("0123456789") != std::string::npos)
       throw bad();
-    int local = parse_int(flag + " local rank", item.substr(0, colon), 0, kMaxProcPerNode);
+    int local = parse_int_flag(flag + " local rank", item.substr(0, colon), 0, kMaxProcPerNode);
     if (local >= nproc)
       throw UsageError("launch: " + flag + " names local rank " + std::to_string(local) +
                        ", but --nproc-per-node is " + std::to_string(nproc));
@@ -177,7 +177,7 @@ std::pair<std::string, int> parse_endpoint(const std::string& text) {
     throw UsageError("launch: --rdzv-endpoint '" + text + "' names no host",
                      "give HOST:PORT of the node that serves the rendezvous, e.g. node0:29400");
   // Port 0: a free port, on a single node (resolve_job picks it).
-  int p = port.empty() ? kDefaultRdzvPort : parse_int("--rdzv-endpoint port", port, 0, 65535);
+  int p = port.empty() ? kDefaultRdzvPort : parse_int_flag("--rdzv-endpoint port", port, 0, 65535);
   return {host, p};
 }
 
@@ -185,7 +185,7 @@ std::vector<int> parse_local_ranks(const std::string& text, int nproc) {
   std::vector<int> out;
   for (const auto& item : split(text, ',')) {
     if (item.empty()) continue;
-    const int r = parse_int("--local-ranks-filter", item, 0, std::max(0, nproc - 1));
+    const int r = parse_int_flag("--local-ranks-filter", item, 0, std::max(0, nproc - 1));
     if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
   }
   if (out.empty())

@@ -66,7 +66,7 @@ std::set<std::string> local_addresses() {
 }
 
 /// Lines of RAS findings printed at most; the rest are counted.
-constexpr std::size_t kMaxLines = 40;
+constexpr std::size_t kMaxRasLines = 40;
 
 /// QueryOptions::vet for the launcher: an answer is the job's when the socket
 /// that answered is held by one of this node's ranks (or a child of one: NCCL
@@ -170,9 +170,9 @@ std::vector<std::string> ras_note_lines(const ras::Outcome& o, const RasPlan& pl
         "  note: RAS names no process of this node, so it cannot be told from "
         "another job's NCCL on this host");
   for (const auto& c : ras::caveat_lines(o.report)) out.push_back("  note: " + c);
-  if (out.size() > kMaxLines) {
-    const std::size_t cut = out.size() - (kMaxLines - 1);
-    out.resize(kMaxLines - 1);
+  if (out.size() > kMaxRasLines) {
+    const std::size_t cut = out.size() - (kMaxRasLines - 1);
+    out.resize(kMaxRasLines - 1);
     out.push_back("  ... and " + std::to_string(cut) + " more lines of RAS's report left out");
   }
   return out;

@@ -11,7 +11,7 @@ namespace gpudiag::nccl_log {
 
 namespace {
 
-constexpr std::size_t kEvidenceCap = 400;
+constexpr std::size_t kSideEvidenceCap = 400;
 constexpr std::size_t kDiagKept = 64;
 constexpr std::size_t kPrintedRanksKept = 8;
 
@@ -101,7 +101,7 @@ std::string TorchRank::timeout_group() const {
 
 void SideCollector::add(const SideLine& line, const std::string& file, std::size_t lineno,
                         std::string_view raw) {
-  SideEvent e{line, {file, lineno, std::string(trim(raw).substr(0, kEvidenceCap))}};
+  SideEvent e{line, {file, lineno, std::string(trim(raw).substr(0, kSideEvidenceCap))}};
   if (line.kind == SideKind::diag) {
     if (diag_.size() < kDiagKept) diag_.push_back(std::move(e));
     return;

@@ -13,7 +13,7 @@ namespace gpudiag {
 namespace {
 
 /// Ranks a rank, a node's bundle or a group asks for, at most.
-constexpr std::size_t kMaxNeeds = 4096;
+constexpr std::size_t kMaxJudgeNeeds = 4096;
 
 std::string dump(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -26,12 +26,12 @@ std::optional<std::pair<std::string, std::string>> first_line(const std::string&
   return std::make_pair(text.substr(0, nl), text.substr(nl + 1));
 }
 
-/// A JSON array of ranks in [0, size), at most kMaxNeeds of them.
+/// A JSON array of ranks in [0, size), at most kMaxJudgeNeeds of them.
 std::vector<int> ranks_of(const nlohmann::json& a, int size) {
   std::vector<int> out;
   if (!a.is_array()) return out;
   for (const auto& v : a)
-    if (v.is_number_integer() && out.size() < kMaxNeeds && v.get<long long>() >= 0 &&
+    if (v.is_number_integer() && out.size() < kMaxJudgeNeeds && v.get<long long>() >= 0 &&
         v.get<long long>() < size)
       out.push_back(v.get<int>());
   return out;
@@ -117,7 +117,7 @@ std::string encode_group_report(const LevelTable& t, const std::string& review,
   std::set<int> outside;
   for (const auto& [r, need] : t.needs)
     for (int n : need)
-      if (n >= 0 && n < s.size && s.group_of_rank(n) != g && outside.size() < kMaxNeeds)
+      if (n >= 0 && n < s.size && s.group_of_rank(n) != g && outside.size() < kMaxJudgeNeeds)
         outside.insert(n);
   nlohmann::json head;
   head["needs"] = std::vector<int>(outside.begin(), outside.end());

@@ -21,7 +21,7 @@
 namespace gpudiag::mpi_tree {
 
 namespace {
-void pause() { std::this_thread::sleep_for(std::chrono::microseconds(200)); }
+void pause_a_moment() { std::this_thread::sleep_for(std::chrono::microseconds(200)); }
 }  // namespace
 
 Gathered MpiTreePlane::as_root(Gathered& g, NodeBundle& own, const std::vector<int>& need,
@@ -76,7 +76,7 @@ Gathered MpiTreePlane::as_root(Gathered& g, NodeBundle& own, const std::vector<i
         (!groups_pending() || groups_by.expired()))
       break;
     forward_failures();
-    if (!got) pause();
+    if (!got) pause_a_moment();
   }
   spdlog::debug("rank 0 at the {} checkpoint: {} messages, {} bytes from {} members, {} leaders "
                 "and {} group judges ({} bytes of reports)",
@@ -143,7 +143,7 @@ void MpiTreePlane::take_asked(Gathered& g, const std::map<int, std::vector<int>>
           if (shape_.group_of_rank(r) == gr) g.records[r] = std::move(rec);
     });
     forward_failures();
-    if (!got) pause();
+    if (!got) pause_a_moment();
   }
 }
 

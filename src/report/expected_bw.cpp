@@ -26,37 +26,37 @@ std::string lower(std::string s) {
   return s;
 }
 
-[[noreturn]] void bad(const std::string& file, const std::string& what) {
+[[noreturn]] void bad_table(const std::string& file, const std::string& what) {
   throw Error(ExitCode::internal, "data/expected-bw/" + file + ": " + what,
               "fix the file (data/expected-bw/README.md) and rebuild");
 }
 
 const json& field(const std::string& file, const json& j, const char* key) {
-  if (!j.is_object() || !j.contains(key)) bad(file, std::string("no field \"") + key + "\"");
+  if (!j.is_object() || !j.contains(key)) bad_table(file, std::string("no field \"") + key + "\"");
   return j.at(key);
 }
 
 std::string text(const std::string& file, const json& j, const char* key) {
   const auto& v = field(file, j, key);
   if (!v.is_string() || v.get_ref<const std::string&>().empty())
-    bad(file, std::string("\"") + key + "\" is not a non-empty string");
+    bad_table(file, std::string("\"") + key + "\" is not a non-empty string");
   return v.get<std::string>();
 }
 
 double figure(const std::string& file, const json& j, const char* key) {
   const auto& v = field(file, j, key);
   if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
-    bad(file, std::string("\"") + key + "\" is not a positive number");
+    bad_table(file, std::string("\"") + key + "\" is not a positive number");
   return v.get<double>();
 }
 
 std::vector<std::string> texts(const std::string& file, const json& j, const char* key) {
   const auto& v = field(file, j, key);
-  if (!v.is_array()) bad(file, std::string("\"") + key + "\" is not a list");
+  if (!v.is_array()) bad_table(file, std::string("\"") + key + "\" is not a list");
   std::vector<std::string> out;
   for (const auto& s : v) {
     if (!s.is_string() || s.get_ref<const std::string&>().empty())
-      bad(file, std::string("\"") + key + "\" holds something other than names");
+      bad_table(file, std::string("\"") + key + "\" holds something other than names");
     out.push_back(lower(s.get<std::string>()));
   }
   return out;
@@ -146,15 +146,15 @@ std::string title(const BwMeasurement& m) {
 
 GpuFamily parse_gpu_family(const std::string& file, std::string_view json_text) {
   json j = json::parse(json_text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) bad(file, "not a JSON object");
+  if (j.is_discarded() || !j.is_object()) bad_table(file, "not a JSON object");
   GpuFamily f;
   f.file = file;
   f.family = text(file, j, "family");
   f.match = texts(file, j, "match");
   f.exclude = texts(file, j, "exclude");
-  if (f.match.empty()) bad(file, "\"match\" is empty");
+  if (f.match.empty()) bad_table(file, "\"match\" is empty");
   const auto& from = field(file, j, "judged_from_bytes");
-  if (!from.is_number_unsigned()) bad(file, "\"judged_from_bytes\" is not a byte count");
+  if (!from.is_number_unsigned()) bad_table(file, "\"judged_from_bytes\" is not a byte count");
   f.judged_from_bytes = from.get<std::uint64_t>();
   const auto& intra = field(file, j, "intra_node");
   f.intra_fabric = text(file, intra, "fabric");
@@ -162,19 +162,19 @@ GpuFamily parse_gpu_family(const std::string& file, std::string_view json_text) 
   f.intra_link_pair = figure(file, intra, "link_pair");
   f.intra_source = text(file, intra, "source");
   const auto& inter = field(file, j, "inter_node");
-  if (!inter.is_array()) bad(file, "\"inter_node\" is not a list");
+  if (!inter.is_array()) bad_table(file, "\"inter_node\" is not a list");
   for (const auto& n : inter) {
     NicExpectation e;
     const auto& rate = field(file, n, "rate_gbps");
     if (!rate.is_number_unsigned() || rate.get<int>() <= 0)
-      bad(file, "\"rate_gbps\" is not a rate");
+      bad_table(file, "\"rate_gbps\" is not a rate");
     e.rate_gbps = rate.get<int>();
     e.allreduce_busbw_per_nic = figure(file, n, "allreduce_busbw_per_nic");
     e.link_pair = figure(file, n, "link_pair");
     e.source = text(file, n, "source");
     if (auto from = n.find("judged_from_bytes"); from != n.end()) {
       if (!from->is_number_unsigned() || from->get<std::uint64_t>() == 0)
-        bad(file, "\"inter_node.judged_from_bytes\" is not a byte count");
+        bad_table(file, "\"inter_node.judged_from_bytes\" is not a byte count");
       e.judged_from_bytes = from->get<std::uint64_t>();
     }
     f.inter.push_back(std::move(e));
@@ -182,13 +182,13 @@ GpuFamily parse_gpu_family(const std::string& file, std::string_view json_text) 
   std::sort(f.inter.begin(), f.inter.end(),
             [](auto& a, auto& b) { return a.rate_gbps < b.rate_gbps; });
   if (auto d = j.find("nvlink_domain"); d != j.end()) {
-    if (!d->is_object()) bad(file, "\"nvlink_domain\" is not an object");
+    if (!d->is_object()) bad_table(file, "\"nvlink_domain\" is not an object");
     f.has_domain = true;
     f.domain_fabric = text(file, *d, "fabric");
     f.domain_allreduce_busbw = figure(file, *d, "allreduce_busbw");
     f.domain_link_pair = figure(file, *d, "link_pair");
     const auto& dfrom = field(file, *d, "judged_from_bytes");
-    if (!dfrom.is_number_unsigned()) bad(file, "\"nvlink_domain.judged_from_bytes\" is not a byte count");
+    if (!dfrom.is_number_unsigned()) bad_table(file, "\"nvlink_domain.judged_from_bytes\" is not a byte count");
     f.domain_judged_from_bytes = dfrom.get<std::uint64_t>();
     f.domain_source = text(file, *d, "source");
   }

@@ -116,16 +116,16 @@ bool mul_overflows(std::uint64_t a, std::uint64_t b, std::uint64_t* out) {
   return __builtin_mul_overflow(a, b, out);
 }
 
-struct Entry {
+struct TensorEntry {
   TensorInfo info;
   std::uint64_t begin = 0, end = 0;
 };
 
-Entry parse_entry(const std::string& name, const json& v) {
+TensorEntry parse_entry(const std::string& name, const json& v) {
   const std::string where = "tensor " + quote(name);
   if (!v.is_object())
     throw HeaderProblem{where + ": expected an object with dtype, shape, data_offsets"};
-  Entry e;
+  TensorEntry e;
   e.info.name = clean_text(name);  // a stranger's bytes: escaped once, here (util/text.h)
   auto dt = v.find("dtype");
   if (dt == v.end() || !dt->is_string()) throw HeaderProblem{where + ": missing \"dtype\""};
@@ -191,14 +191,14 @@ SafetensorsFile parse(Bytes file) {
   if (!header.is_object()) throw HeaderProblem{"header is not a JSON object"};
 
   SafetensorsFile out;
-  std::vector<Entry> entries;
+  std::vector<TensorEntry> entries;
   for (const auto& [key, value] : header.items()) {
     if (key == "__metadata__")
       out.metadata = parse_metadata(value);
     else
       entries.push_back(parse_entry(key, value));
   }
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+  std::sort(entries.begin(), entries.end(), [](const TensorEntry& a, const TensorEntry& b) {
     if (a.begin != b.begin) return a.begin < b.begin;
     if (a.end != b.end) return a.end < b.end;
     return a.info.name < b.info.name;

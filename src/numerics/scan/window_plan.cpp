@@ -27,7 +27,7 @@ namespace gpudiag::numerics {
 
 namespace {
 
-constexpr std::uint64_t kMinSplitBytes = std::uint64_t{1} << 20;
+constexpr std::uint64_t kMinWindowSplitBytes = std::uint64_t{1} << 20;
 
 std::uint64_t round_up(std::uint64_t x, std::uint64_t a) { return (x + a - 1) / a * a; }
 
@@ -58,7 +58,7 @@ class WindowPlanner {
       const std::uint64_t left = v.count - first;
       const bool fits_fresh = s % kStagingAlign + left * es <= l_.chunk_bytes;
       const bool fresh = chunk().pieces.empty();
-      if (room < left && (fits_fresh || room * es < kMinSplitBytes) && !fresh) {
+      if (room < left && (fits_fresh || room * es < kMinWindowSplitBytes) && !fresh) {
         open();
         continue;
       }
