@@ -1,8 +1,9 @@
 // The check's phases (see check.h), run as a fixed pipeline of named passes:
 // backend choice (backend_choice.h), device and memory (memory_checks.h),
 // the exchange, the communicator, the verified collectives
-// (collective_checks.h), bench's sweep or link test, and the barrier, each
-// followed by a checkpoint at which the ranks learn who is still with them.
+// (collective_checks.h), bench's sweep or link test, the barrier and a
+// second read of the node's hardware evidence, each followed by a checkpoint
+// at which the ranks learn who is still with them.
 // Here: the pipeline, the timing and watchdog of a phase, and the checkpoint;
 // the phases' own work is in check_phases.cpp.
 #include "checks/check.h"
@@ -34,6 +35,9 @@ CheckResult CheckRun::run() {
     checkpoint("links", [] {});
   }
   timed("barrier", [&] { comm_->barrier(wait_deadline()); });
+  // After the last collective and before the checkpoint that carries every
+  // record to rank 0's report: what the hardware did during the check.
+  timed("hardware", [&] { hardware(); });
   checkpoint("barrier", [] {});
   if (comm_ && comm_->buffers_in_flight()) {
     // The library may still write into the workspace: keep it for good,

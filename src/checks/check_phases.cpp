@@ -1,4 +1,5 @@
-// The check's phases' own work (check.cpp runs them): the device and its
+// The check's phases' own work (check.cpp runs them): the node's hardware
+// evidence (read at the start and again at the end), the device and its
 // memory, this rank's fingerprint, what the exchange's review says and which
 // records a rank needs, the communicator, the verified all-reduce and its
 // large-message timing, and bench's sweep.
@@ -11,10 +12,17 @@ void CheckRun::device() {
   // A node whose kernel log shows it unfit (an Xid 79, an uncorrected memory
   // error, ...) fails here, whatever the backend and whether or not the GPU
   // at that address is still visible; a workload Xid never does (hw/evidence.h).
-  const auto hw = hw::collect_hw_evidence({.sysfs = false});
+  // Its sysfs counters are read now and compared at the end (hardware()).
+  hw_sources_ = hw::hw_sources_from_env(setup_.env);
+  hw_since_ = hw::usec_since_boot();
+  auto hw = hw::collect_hw_evidence(hw_sources_);
+  hw_start_ = std::move(hw.sysfs);
+  me().hw_findings = hw::finding_counts(hw);
   for (const auto& why : hw.unreadable) spdlog::debug("rank {}: {}", me().rank, why);
-  if (const auto why = hw::unfit_reason(hw, hw::usec_since_boot()); !why.empty())
+  if (const auto why = hw::unfit_reason(hw, hw_since_); !why.empty()) {
+    me().hardware = why;
     throw Error(ExitCode::broken, why);
+  }
   if (me().backend == "nccl") {
     // Both missing pieces in one line: a user fixes them in one go.
     if (!me().backend_why.empty()) throw Error(ExitCode::broken, me().backend_why);
@@ -44,6 +52,15 @@ void CheckRun::device() {
     test_host_memory(opt_.mem_bytes ? opt_.mem_bytes : kDefaultHostMem, me().rank, me().host);
     workspace_ = make_host_workspace();
     me().endpoint = setup_.host_transport->prepare();
+  }
+}
+
+void CheckRun::hardware() {
+  const auto hw = hw::collect_hw_changes(hw_sources_, hw_start_);
+  me().hw_findings = hw::finding_counts(hw);
+  if (const auto why = hw::unfit_reason(hw, hw_since_); !why.empty()) {
+    me().hardware = why;
+    throw Error(ExitCode::broken, why);
   }
 }
 

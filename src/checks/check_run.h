@@ -25,6 +25,7 @@
 #include "comm/nccl.h"
 #include "gpu/cuda.h"
 #include "gpu/cuda_ops.h"
+#include "hw/evidence.h"
 #include "util/error.h"
 #include "util/strings.h"
 #include "world/fingerprint.h"
@@ -102,6 +103,13 @@ class CheckRun {
 
   void device();
 
+  /// The second read of the node's hardware evidence, at the end of the
+  /// check: kernel-log findings logged since the check started (a link that
+  /// flapped, an Xid) and sysfs counters that moved since device() read them
+  /// (carrier_changes of a physical NIC, InfiniBand link_downed, AER counts)
+  /// fail the rank with the evidence and its action (hw/evidence.h).
+  void hardware();
+
   /// Publishes this rank's record and decides whether it can go on. Rank 0
   /// (the plane's judge) reviews the whole table; the others read its review
   /// and the few records they need (see plane.h), or, when rank 0 is missing,
@@ -174,6 +182,9 @@ class CheckRun {
   CheckResult result_;
   bool degraded_ = false;
   CheckpointReview review_;      ///< the last checkpoint's, from the judge
+  hw::HwSources hw_sources_;     ///< where device() and hardware() read
+  hw::SysfsSnapshot hw_start_;   ///< sysfs as device() read it
+  std::uint64_t hw_since_ = 0;   ///< the check's start in the kernel log's clock
   bool oversubscribed_ = false;  ///< from the exchange's review
   /// The GPU's stream and the barrier's scratch float, shared by the
   /// workspace and the communicator (each keeps it alive).

@@ -8,7 +8,7 @@ namespace gpudiag {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RankRecord, rank, world_size, local_rank, host, host_cpus, pid,
                                                 launcher, backend, backend_why, gpu_ordinal,
                                                 gpu_name, gpu_bus_id, gpu_uuid, phase, seconds, ok,
-                                                failed_phase, reason, timed_out, nccl_id, nccl_roots, endpoint,
+                                                failed_phase, reason, timed_out, hardware, hw_findings, nccl_id, nccl_roots, endpoint,
                                                 cuda_runtime, cuda_driver, nccl_version,
                                                 mpi_version, nccl_path, nccl_hostid, nvlink_domain,
                                                 allreduce_bytes,
@@ -26,8 +26,13 @@ RankRecord cleaned(RankRecord r) {
                          &r.gpu_bus_id, &r.gpu_uuid, &r.phase, &r.failed_phase, &r.reason,
                          &r.nccl_id, &r.endpoint, &r.cuda_runtime, &r.cuda_driver,
                          &r.nccl_version, &r.mpi_version, &r.nccl_path, &r.nccl_hostid, &r.nvlink_domain,
-                         &r.link_schedule})
+                         &r.link_schedule, &r.hardware})
     if (!is_clean_text(*f)) *f = escape_text(*f);
+  if (r.hardware.size() > kMaxHardwareText) r.hardware = clean_text(r.hardware.substr(0, kMaxHardwareText)) + "...";
+  std::map<std::string, int> counts;
+  for (auto& [k, v] : r.hw_findings)
+    if (counts.size() < kMaxHwFindingKeys && k.size() <= 64 && v > 0) counts[clean_text(k)] = v;
+  r.hw_findings = std::move(counts);
   std::map<std::string, double> seconds;
   for (auto& [k, v] : r.seconds) seconds[clean_text(k)] = v;
   r.seconds = std::move(seconds);

@@ -17,6 +17,10 @@ namespace gpudiag {
 inline constexpr const char* kPhases[] = {"device", "exchange", "communicator", "all-reduce",
                                           "barrier"};
 
+/// Bounds on a record's hardware fields (a peer's record is a stranger's bytes).
+inline constexpr std::size_t kMaxHwFindingKeys = 32;
+inline constexpr std::size_t kMaxHardwareText = 1024;
+
 struct RankRecord {
   int rank = 0;
   int world_size = 1;
@@ -37,6 +41,13 @@ struct RankRecord {
   std::string failed_phase;
   std::string reason;       ///< one line: what failed and what to try
   bool timed_out = false;   ///< the failure was a wait that ran out
+  /// The node's hardware evidence that failed this rank (hw/evidence.h):
+  /// "Xid 79 (GPU fallen off the bus) on 0000:3b:00 at 12:03:44: reboot the
+  /// node"; "" when its hardware did not fail it.
+  std::string hardware;
+  /// The node's hardware findings by "class/action" ("node/reboot": 1), for
+  /// the metrics' gauge per class; at most kMaxHwFindingKeys entries.
+  std::map<std::string, int> hw_findings;
 
   std::string nccl_id;      ///< the NCCL unique id this rank made (hex): rank 0's, a root's
   /// The bootstrap roots this rank initialises NCCL with (comm/nccl_roots.h):

@@ -20,8 +20,8 @@ constexpr struct {
                 {"INT", SIGINT},   {"ABRT", SIGABRT}, {"SEGV", SIGSEGV},
                 {"HANG", TestRaise::kHang}};
 
-constexpr const char* kHookPhases[] = {"device", "exchange", "communicator", "all-reduce",
-                                       "sweep",  "links",    "barrier",      "pool-round"};
+constexpr const char* kHookPhases[] = {"device", "exchange", "communicator", "all-reduce", "sweep",
+                                       "links",  "barrier",  "hardware",     "pool-round"};
 
 /// A whole non-negative decimal number up to `max`, nothing else.
 std::optional<int> whole_number(const std::string& s, int max) {
@@ -72,7 +72,8 @@ std::optional<TestRaise> parse_test_raise(const std::string& value, std::string&
     if (rest == p) t.phase = p;
   if (t.phase.empty()) {
     error = "unknown phase '" + rest +
-            "' (device, exchange, communicator, all-reduce, sweep, links, barrier, pool-round)";
+            "' (device, exchange, communicator, all-reduce, sweep, links, barrier, hardware, "
+            "pool-round)";
     return std::nullopt;
   }
   if (t.iteration && t.phase != "all-reduce" && t.phase != "pool-round") {

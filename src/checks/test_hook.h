@@ -7,10 +7,12 @@
 //           or HANG: the thread blocks for ever there, as a call that cannot be
 //           given a deadline would (cudaFree on a hung GPU, an NCCL abort that
 //           never returns); only a watchdog ends the rank then
-//   PHASE   device, exchange, communicator, all-reduce, sweep, links or barrier:
-//           the signal is raised as the rank enters the phase, after it has
-//           published the phase to its peers (so "last phase: PHASE" is what
-//           the others report); pool-round is gpudiag sweep's (with #N)
+//   PHASE   device, exchange, communicator, all-reduce, sweep, links, barrier or
+//           hardware (the second read of the node's hardware evidence, after
+//           the barrier): the signal is raised as the rank enters the phase,
+//           after it has published the phase to its peers (so "last phase:
+//           PHASE" is what the others report); pool-round is gpudiag sweep's
+//           (with #N)
 //   #N      all-reduce: raise at the start of the N-th timed iteration
 //           (1-based) instead, i.e. inside the all-reduce, while the other
 //           ranks are in the same collective; needs --iters >= N.

@@ -2,6 +2,8 @@
 // Text and JSON say the same things; the JSON keeps each field apart.
 #include "hw/evidence.h"
 
+#include <spdlog/spdlog.h>
+
 #include <ctime>
 
 #include "hw/kmsg_findings.h"
@@ -34,6 +36,30 @@ HwEvidence collect_hw_evidence(const HwSources& sources) {
     for (auto& f : sysfs_state_findings(e.sysfs)) e.findings.push_back(std::move(f));
   }
   return e;
+}
+
+HwEvidence collect_hw_changes(const HwSources& sources, const SysfsSnapshot& start) {
+  HwEvidence e = collect_hw_evidence(sources);
+  if (sources.sysfs)
+    for (auto& f : sysfs_changes(start, e.sysfs)) e.findings.push_back(std::move(f));
+  return e;
+}
+
+HwSources hw_sources_from_env(const Env& env) {
+  HwSources s;
+  if (const auto root = env.get("GPUDIAG_TEST_SYSFS_ROOT"); root && !root->empty()) {
+    if (root->front() == '/' && root->size() <= 4096 && root->find('\0') == std::string::npos)
+      s.root = *root;
+    else
+      spdlog::warn("ignoring GPUDIAG_TEST_SYSFS_ROOT: not an absolute path");
+  }
+  return s;
+}
+
+std::map<std::string, int> finding_counts(const HwEvidence& e) {
+  std::map<std::string, int> out;
+  for (const auto& f : e.findings) ++out[class_name(f.cls) + "/" + action_id(f.action)];
+  return out;
 }
 
 std::vector<Finding> unfit_findings(const HwEvidence& e, std::optional<std::uint64_t> since_usec) {

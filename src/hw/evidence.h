@@ -3,9 +3,13 @@
 // shows by itself, each source that could not be read as one line saying
 // why. What `gpudiag info` prints and what makes each rank of `gpudiag
 // check` on an unfit node say `is broken: Xid 79 (...) on ... at ...: ...`.
+// A check reads twice: at its start (the kernel log since boot, a sysfs
+// snapshot) and at its end (the kernel log again, and what sysfs's counters
+// did in between: collect_hw_changes).
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -14,6 +18,7 @@
 #include "hw/finding.h"
 #include "hw/kmsg.h"
 #include "hw/sysfs.h"
+#include "util/env.h"
 
 namespace gpudiag::hw {
 
@@ -33,6 +38,21 @@ struct HwEvidence {
 };
 
 HwEvidence collect_hw_evidence(const HwSources& sources = {});
+
+/// The end of a window opened by `start` (a collect_hw_evidence of the same
+/// sources): the kernel log read again, and sysfs's counters compared with
+/// `start.sysfs` (sysfs_changes), their changes added as untimed findings.
+HwEvidence collect_hw_changes(const HwSources& sources, const SysfsSnapshot& start);
+
+/// The sources a rank reads: /dev/kmsg and "/", unless GPUDIAG_TEST_SYSFS_ROOT
+/// names another root for sysfs (for tests only: a copied tree whose counters
+/// a test changes; an absolute path of at most 4096 bytes, else ignored with
+/// one warning).
+HwSources hw_sources_from_env(const Env& env);
+
+/// How many findings of each "class/action" ("node/reboot", "workload/none")
+/// the evidence holds: the metrics' gauge per class.
+std::map<std::string, int> finding_counts(const HwEvidence& e);
 
 /// Now, in the kernel log's clock (CLOCK_MONOTONIC, microseconds).
 std::uint64_t usec_since_boot();

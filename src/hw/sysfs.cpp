@@ -150,7 +150,7 @@ std::vector<Finding> sysfs_changes(const SysfsSnapshot& a, const SysfsSnapshot& 
     if (const long long d = moved(it->carrier_changes, n.carrier_changes)) {
       Finding f = sysfs_finding("nic-link", n.name, "network link flapped");
       f.message = "carrier_changes " + std::to_string(it->carrier_changes) + " -> " + std::to_string(n.carrier_changes);
-      f.count = static_cast<std::uint64_t>(d);
+      f.count = static_cast<std::uint64_t>((d + 1) / 2);  // a flap is two changes: down, then up
       f.cls = FindingClass::node, f.action = Action::check_cable;
       out.push_back(std::move(f));
     }

@@ -1,8 +1,11 @@
 // The sysfs readers against a tree shaped like a node's (made here: this
 // machine has no InfiniBand or GPU): a physical NIC and a veth, an
 // InfiniBand port, a GPU and a NIC function with link widths and AER
-// counters. Counters are judged only by their change between two reads.
+// counters. Counters are judged only by their change between two reads, as
+// a check's two reads of the evidence (hw/evidence.h) judge them.
 #include "hw/sysfs.h"
+
+#include "hw/evidence.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -100,7 +103,7 @@ TEST(HwSysfs, CountersAreJudgedByTheirChangeOnly) {
   for (const auto& f : fs) by[f.device + " " + f.what] = &f;
   ASSERT_EQ(fs.size(), 4u);
   const Finding* flap = by.at("eth0 network link flapped");
-  EXPECT_EQ(flap->count, 2u);
+  EXPECT_EQ(flap->count, 1u);  // down and up: one flap
   EXPECT_EQ(flap->cls, FindingClass::node);
   EXPECT_TRUE(makes_unfit(*flap, 0));
   EXPECT_FALSE(makes_unfit(*flap, std::nullopt));
@@ -120,6 +123,43 @@ TEST(HwSysfs, AerFilesAndHostileValues) {
   EXPECT_EQ(s.nics[0].carrier_changes, -1);
   EXPECT_LE(s.nics[0].operstate.size(), 64u);
   EXPECT_TRUE(read_sysfs("/nonexistent-root").nics.empty());
+}
+
+TEST(HwSysfs, ACheckWindowFailsOnlyOnAPhysicalLinksChange) {
+  HwSysfsTree t;
+  const fs::path kmsg = t.root / "kmsg.txt";
+  t.put(kmsg, "6,0,1000000,-;EDAC MC: Ver: 3.0.0");
+  const HwSources src{.kmsg = kmsg.string(), .root = t.root.string()};
+  const auto start = collect_hw_evidence(src);
+  EXPECT_EQ(unfit_reason(start, 0), "");
+  // Healthy: nothing moved; the narrow link is a notice, never a failure.
+  auto end = collect_hw_changes(src, start.sysfs);
+  EXPECT_EQ(unfit_reason(end, 0), "");
+  EXPECT_EQ(finding_counts(end), (std::map<std::string, int>{{"notice/none", 1}}));
+  // A virtual interface's carrier moving, and an IB symbol error, fail nothing.
+  t.put(t.root / "sys/class/net/veth1/carrier_changes", "40");
+  t.ib("0", "13", "0");
+  end = collect_hw_changes(src, start.sysfs);
+  EXPECT_EQ(unfit_reason(end, 0), "");
+  // The physical NIC's carrier went down and up once.
+  t.put(t.root / "sys/class/net/eth0/carrier_changes", "9");
+  end = collect_hw_changes(src, start.sysfs);
+  EXPECT_EQ(unfit_reason(end, 0), "network link flapped on eth0: check the cable");
+  EXPECT_EQ(finding_counts(end).at("node/check_cable"), 1);
+  // A source read without sysfs compares nothing.
+  EXPECT_EQ(unfit_reason(collect_hw_changes({.kmsg = kmsg.string(), .sysfs = false}, start.sysfs), 0), "");
+}
+
+Env root_env(const std::string& root) {
+  return Env(std::map<std::string, std::string>{{"GPUDIAG_TEST_SYSFS_ROOT", root}});
+}
+
+TEST(HwSysfs, TheTestRootComesFromTheEnvironmentOnlyWhenAbsolute) {
+  EXPECT_EQ(hw_sources_from_env(Env{}).root, "/");
+  EXPECT_EQ(hw_sources_from_env(root_env("/tmp/tree")).root, "/tmp/tree");
+  EXPECT_EQ(hw_sources_from_env(root_env("relative/tree")).root, "/");
+  EXPECT_EQ(hw_sources_from_env(root_env("/" + std::string(5000, 'a'))).root, "/");
+  EXPECT_EQ(hw_sources_from_env(root_env("/tmp/tree")).kmsg, "/dev/kmsg");
 }
 
 }  // namespace

@@ -225,6 +225,26 @@ TEST(RankStatus, OwnFailureIsBrokenAndItsVictimsStopped) {
   EXPECT_NE(summary_table(res).find("TIMEOUT in all-reduce"), std::string::npos);
 }
 
+TEST(RankStatus, TheSummaryNamesTheHardwareThatBrokeANode) {
+  auto res = all_ok(4);
+  const std::string xid = "Xid 79 (GPU fallen off the bus) on 0000:3b:00 at 12:03:44: reboot the node";
+  for (int r : {0, 1}) {
+    res.table[r]->host = "node7";
+    res.table[r]->fail("device", xid);
+    res.table[r]->hardware = xid;
+  }
+  res.table[2]->fail("exchange", "stopped at the exchange checkpoint: rank 0 [node7-0] failed in device: " + xid);
+  res.table[3]->fail("exchange", "12 of 4096 words of GPU memory read back wrong");  // not hardware evidence
+  res.me = *res.table[0];
+  auto s = rank_statuses(res);
+  EXPECT_EQ(s[0].hardware, "node7: " + xid);
+  EXPECT_EQ(s[2].kind, Kind::stopped);
+  EXPECT_EQ(not_ok_phrase(s), "ranks 0,1 broken in device (node node7: " + xid +
+                                  "); rank 3 broken in exchange; rank 2 stopped by rank 0");
+  EXPECT_NE(summary_table(res).find("; ranks 0,1 broken in device (node node7: Xid 79"), std::string::npos);
+  EXPECT_EQ(job_json(res)["ranks"][1]["hardware"], xid);
+}
+
 TEST(RankStatus, NamingAnOkRankIsNotBeingStoppedByIt) {
   auto res = all_ok(4);
   res.table[0]->fail("all-reduce", "all-reduce of 1 MiB returned wrong values: the contribution "

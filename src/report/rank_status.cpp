@@ -92,6 +92,7 @@ std::vector<RankStatus> rank_statuses(const CheckResult& result) {
       }
       s.kind = rec->timed_out ? Kind::timeout : Kind::broken;
       s.failed_phase = rec->failed_phase;
+      if (!rec->hardware.empty()) s.hardware = rec->host + ": " + rec->hardware;
       if (auto k = first_named_rank(rec->reason, r, n)) blames[r] = *k;
       continue;
     }
@@ -143,6 +144,7 @@ std::string not_ok_phrase(const std::vector<RankStatus>& statuses) {
     std::string what = status_name(s.kind);
     if (s.stopped_by) what += " by rank " + std::to_string(*s.stopped_by);
     if (s.kind == Kind::broken || s.kind == Kind::timeout) what += " in " + s.failed_phase;
+    if (s.kind == Kind::broken && !s.hardware.empty()) what += " (node " + s.hardware + ")";
     if (s.vanished()) what += ": " + (s.death.empty() ? "" : s.death + ", ") + whereabouts(s);
     auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == what; });
     if (it == groups.end())

@@ -33,6 +33,9 @@ struct RankStatus {
   std::string last_phase;         ///< dead/gone: the last phase it reported
   std::string missed_at;          ///< dead/gone/missing: the checkpoint it did not reach
   std::string death;              ///< dead: "killed by SIGKILL", "exited with status 1"
+  /// broken: the node's hardware evidence that failed it, with the node:
+  /// "node7: Xid 79 (GPU fallen off the bus) on 0000:3b:00 at 12:03:44: reboot the node"
+  std::string hardware;
 
   bool ok() const { return kind == Kind::ok; }
   bool vanished() const { return kind == Kind::dead || kind == Kind::gone || kind == Kind::missing; }
@@ -52,7 +55,10 @@ int count_ok(const std::vector<RankStatus>& statuses);
 
 /// What became of the ranks that are not OK, grouped when alike: "rank 2
 /// dead: killed by SIGKILL, last phase: all-reduce, did not reach the
-/// all-reduce checkpoint; ranks 0,1,3 stopped by rank 2"; "" when all are OK.
+/// all-reduce checkpoint; ranks 0,1,3 stopped by rank 2"; a rank its node's
+/// hardware broke says it: "ranks 0,1 broken in device (node node7: Xid 79 (GPU
+/// fallen off the bus) on 0000:3b:00 at 12:03:44: reboot the node)"; "" when
+/// all are OK.
 std::string not_ok_phrase(const std::vector<RankStatus>& statuses);
 
 }  // namespace gpudiag
