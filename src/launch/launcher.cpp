@@ -283,6 +283,7 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
     if (options.python_entry && options.stack_hook && !job.error_dir.empty()) {
       stack_file = job.error_dir + "/" + std::to_string(local) + "/stack.txt";
       child_env.set("GPUDIAG_STACK_FILE", stack_file);
+      child_env.set("GPUDIAG_ERROR_HOOK_PID", "");  // the rank claims it (python_hook.cpp)
       if (options.hang_timeout_s > 0) {  // the hook's progress thread runs only when asked
         progress_file = job.error_dir + "/" + std::to_string(local) + "/progress";
         child_env.set("GPUDIAG_PROGRESS_FILE", progress_file);

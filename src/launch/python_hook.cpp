@@ -18,10 +18,12 @@ namespace {
 
 /// The startup file that lets the launcher ask a Python rank for its stack:
 /// faulthandler dumps every thread to GPUDIAG_STACK_FILE on SIGUSR2; the
-/// user's own sitecustomize (the next one on sys.path) still runs.
+/// user's own sitecustomize (the next one on sys.path) still runs; then an
+/// uncaught exception is recorded in the rank's error file (below).
 constexpr const char* kPythonHook =
     R"PY(# gpudiag launch's startup file (docs/launch.md, --no-stack-hook turns it off):
-# on SIGUSR2 this rank writes every thread's Python stack to GPUDIAG_STACK_FILE.
+# on SIGUSR2 this rank writes every thread's Python stack to GPUDIAG_STACK_FILE;
+# an uncaught exception is written to TORCHELASTIC_ERROR_FILE as torch's @record does.
 import os as _os, sys as _sys
 try:
     import faulthandler as _fh, signal as _sig
@@ -93,6 +95,53 @@ except ImportError:
         _sys.modules["sitecustomize"] = _me
 finally:
     _sys.path[:] = _saved
+def _gpudiag_error_hooks(path):
+    # An uncaught exception of the rank's own process (the main thread's, or a
+    # thread's) is written to its error file in torch's @record format, so the
+    # launcher knows it without @record; a file @record wrote first is kept
+    # (O_EXCL). The hooks installed before (the user's sitecustomize's, the
+    # interpreter's) still run after; a hook the script installs replaces these.
+    # GPUDIAG_ERROR_HOOK_PID names the rank's process: a Python process it
+    # starts inherits it and records nothing, nor does a forked child.
+    claimed = _os.environ.get("GPUDIAG_ERROR_HOOK_PID")
+    if claimed and claimed != str(_os.getpid()):
+        return
+    me = _os.getpid()
+    _os.environ["GPUDIAG_ERROR_HOOK_PID"] = str(me)
+    def record(tp, value, tb):
+        try:
+            if _os.getpid() != me or not isinstance(tp, type) or not issubclass(tp, Exception):
+                return
+            import json, time, traceback
+            data = {"message": {"message": "%s: %s" % (tp.__name__, value), "extraInfo": {
+                "py_callstack": "".join(traceback.format_exception(tp, value, tb)),
+                "timestamp": str(int(time.time()))}}}
+            text = json.dumps(data)
+            fd = _os.open(path, _os.O_WRONLY | _os.O_CREAT | _os.O_EXCL | _os.O_CLOEXEC |
+                          getattr(_os, "O_NOFOLLOW", 0), 0o644)
+            try:
+                _os.write(fd, text.encode("utf-8", "backslashreplace"))
+            finally:
+                _os.close(fd)
+        except Exception:
+            pass
+    before = _sys.excepthook
+    def excepthook(tp, value, tb):
+        record(tp, value, tb)
+        before(tp, value, tb)
+    _sys.excepthook = excepthook
+    import threading
+    thread_before = getattr(threading, "excepthook", None)
+    if thread_before is not None:
+        def thread_excepthook(args):
+            record(args.exc_type, args.exc_value, args.exc_traceback)
+            thread_before(args)
+        threading.excepthook = thread_excepthook
+try:
+    if _os.environ.get("TORCHELASTIC_ERROR_FILE"):
+        _gpudiag_error_hooks(_os.environ["TORCHELASTIC_ERROR_FILE"])
+except Exception:
+    pass
 )PY";
 
 }  // namespace
