@@ -40,6 +40,7 @@ struct TorchrunText {
   std::string redirects;
   std::string local_ranks_filter;
   std::string exit_code = "gpudiag";
+  std::string restart_policy = "on-new-error";
 };
 
 void read_torchrun_text(const TorchrunText& t, launch::LaunchOptions& o) {
@@ -59,6 +60,8 @@ void read_torchrun_text(const TorchrunText& t, launch::LaunchOptions& o) {
   if (!t.local_ranks_filter.empty())
     o.console_ranks = launch::parse_local_ranks(t.local_ranks_filter, o.nproc_per_node);
   o.torchrun_exit_code = t.exit_code == "torchrun";
+  o.restart_policy = t.restart_policy == "always" ? launch::RestartPolicy::always
+                                                  : launch::RestartPolicy::on_new_error;
 }
 
 }  // namespace
@@ -101,6 +104,12 @@ Runner setup_launch(CLI::App& app) {
                   "for more, default 3)");
   sub->add_option("--max-restarts,--max_restarts", options->max_restarts,
                   "Restart the whole local group up to N times after a rank fails")
+      ->capture_default_str();
+  sub->add_option("--restart-policy", text->restart_policy,
+                  "on-new-error: stop restarting when a rank raised the same exception at the "
+                  "same line of its code as in the attempt before (a workload error); always: "
+                  "restart every failure, as torchrun")
+      ->check(CLI::IsMember({"on-new-error", "always"}))
       ->capture_default_str();
   sub->add_option("-t,--tee", text->tee,
                   "Also write rank output to --log-dir: 1 stdout, 2 stderr, 3 both, or "

@@ -28,6 +28,24 @@ nlohmann::json exit_json(const launch::ExitStatus& s) {
           {"describe", s.describe()}};
 }
 
+/// What the launcher decided after each attempt (launch/restart_policy.h).
+nlohmann::json attempts_json(const std::vector<launch::AttemptEnd>& attempts) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& a : attempts) {
+    nlohmann::json error = nullptr;
+    if (a.error)
+      error = {{"rank", a.error->rank},
+               {"message", a.error->message},
+               {"file", a.error->file},
+               {"line", a.error->line}};
+    out.push_back({{"attempt", a.attempt},
+                   {"exit_status", a.exit_status},
+                   {"error", error},
+                   {"then", launch::after_attempt_name(a.then)}});
+  }
+  return out;
+}
+
 }  // namespace
 
 void JobRecorder::on_job_start(launch::JobInfo& job) {
@@ -83,6 +101,7 @@ nlohmann::json JobRecorder::document(const std::vector<std::string>& command,
     outcomes.push_back(outcome);
     ranks.push_back(std::move(r));
   }
+  const launch::AttemptEnd* last = attempts_.empty() ? nullptr : &attempts_.back();
   return {{"command", command},
           {"nnodes", job_.nnodes},
           {"node_rank", job_.node_rank},
@@ -96,7 +115,11 @@ nlohmann::json JobRecorder::document(const std::vector<std::string>& command,
           {"ranks_ok", ok},
           {"first_failure", first},
           {"summary", launch::job_summary(outcomes, "")},
-          {"ranks", std::move(ranks)}};
+          {"ranks", std::move(ranks)},
+          {"restart_policy", last ? nlohmann::json(last->policy) : nlohmann::json()},
+          {"attempts", attempts_json(attempts_)},
+          {"restarts_stopped",
+           last && !last->line.empty() ? nlohmann::json(last->line) : nlohmann::json()}};
 }
 
 }  // namespace gpudiag::cli

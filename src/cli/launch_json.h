@@ -3,7 +3,8 @@
 // launcher is given: it passes every event on to the store host (first, so a
 // death is published as early as before) and notes the times, the pids and
 // how each rank ended; document() turns that and the launcher's exit status
-// into the summary, the same words as the launcher's last line.
+// into the summary, the same words as the launcher's last line, and what the
+// launcher decided after each attempt (restarted, or not and why).
 #pragma once
 
 #include <chrono>
@@ -26,6 +27,7 @@ class JobRecorder : public launch::LaunchObserver {
 
   void on_job_start(launch::JobInfo& job) override;
   void on_child_exit(const launch::ChildExit& exit) override;
+  void on_attempt_end(const launch::AttemptEnd& end) override { attempts_.push_back(end); }
 
   /// The summary once the launch returned `exit_status`.
   nlohmann::json document(const std::vector<std::string>& command, int exit_status) const;
@@ -42,6 +44,7 @@ class JobRecorder : public launch::LaunchObserver {
   std::chrono::system_clock::time_point wall_start_;
   std::chrono::steady_clock::time_point start_;
   std::map<int, End> ends_;  ///< by global rank
+  std::vector<launch::AttemptEnd> attempts_;
 };
 
 /// One attempt's observer when the launcher makes one per attempt (restarts):
@@ -74,6 +77,10 @@ class RecordingObserver : public launch::LaunchObserver {
   }
   std::optional<std::string> final_stop_reason() override {
     return inner_ ? inner_->final_stop_reason() : std::nullopt;
+  }
+  void on_attempt_end(const launch::AttemptEnd& end) override {
+    if (inner_) inner_->on_attempt_end(end);
+    recorder_.on_attempt_end(end);
   }
 
  private:

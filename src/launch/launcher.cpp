@@ -1,8 +1,9 @@
 // run_launch(): one attempt resolves the job, lets the observer settle it
 // (store, rendezvous), opens the rank log files (torchrun's layout under
 // --log-dir), spawns the ranks and supervises them; run_attempts() repeats
-// that for --max-restarts while the job ends by a rank's failure, with the
-// remaining --timeout, saying so once per restart.
+// that for --max-restarts while the job ends by a rank's failure and the
+// restart policy (restart_policy.h) does not call it a repeated workload
+// error, with the remaining --timeout, saying so once per restart.
 #include "launch/launcher.h"
 
 #include <fcntl.h>
@@ -31,6 +32,7 @@
 #include "launch/python_hook.h"
 #include "launch/root_cause.h"
 #include "launch/ras_note.h"
+#include "launch/restart_policy.h"
 #include "launch/signal_pipe.h"
 #include "launch/supervisor.h"
 #include "util/error.h"
@@ -183,6 +185,7 @@ struct Attempt {
   int status = 0;
   bool restartable = false;
   std::string failure;
+  std::optional<AttemptError> error;  ///< the named cause's exception (restart_policy.h)
 };
 
 Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver& watcher,
@@ -347,6 +350,10 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
       say("  (rank " + std::to_string(job.rank_of(first)) +
           " ended first, of a peer's failure seen from it: " + cause.first_words + ")");
     }
+    if (const int named = cause.local; named >= 0)  // the restart policy's word on it
+      out.error = attempt_error(
+          job.rank_of(named), outcomes[static_cast<std::size_t>(named)].status,
+          read_child_error(job.error_dir + "/" + std::to_string(named) + "/error.json"));
   }
   // The ranks' flight-recorder dumps (torch wrote them at its watchdog's
   // timeout), read as `gpudiag fr` reads them.
@@ -368,6 +375,7 @@ int run_attempts(const LaunchOptions& options, const Env& env,
                  const std::function<LaunchObserver&(int)>& observer_for) {
   const auto started = std::chrono::steady_clock::now();
   LogPlan logs{{}, &options, {}};
+  RestartJudge judge(options.restart_policy, options.max_restarts);
   for (int restart = 0;; ++restart) {
     double timeout_s = options.timeout_s;
     if (timeout_s > 0) {
@@ -375,8 +383,13 @@ int run_attempts(const LaunchOptions& options, const Env& env,
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       if (timeout_s <= 0.001) timeout_s = 0.001;
     }
-    auto attempt = run_attempt(options, env, observer_for(restart), restart, timeout_s, logs);
-    if (attempt.status == 0 || !attempt.restartable || restart >= options.max_restarts) {
+    LaunchObserver& observer = observer_for(restart);
+    auto attempt = run_attempt(options, env, observer, restart, timeout_s, logs);
+    const AttemptEnd end =
+        judge.decide(restart, attempt.status, attempt.restartable, std::move(attempt.error));
+    if (!end.line.empty()) say(end.line);
+    observer.on_attempt_end(end);
+    if (end.then != AfterAttempt::restart) {
       // The private folder made for error files and the stack hook is kept
       // only when something failed (its error files are the evidence).
       // gpudiag's own ranks leave only their verdicts there, read already.

@@ -11,7 +11,8 @@
 // before the launcher acts on it (so a death is published before the other ranks are stopped); an
 // exception from it is logged and otherwise ignored, because supervising the remaining children
 // matters more. stop_reason() is polled by the loop, for a verdict an observer reaches
-// on its own thread.
+// on its own thread. on_attempt_end() hears, after each attempt, what the launcher
+// decided (restart_policy.h): restart it, or not, and why.
 #pragma once
 
 #include <sys/types.h>
@@ -21,6 +22,7 @@
 
 #include "launch/exit_status.h"
 #include "launch/job.h"
+#include "launch/restart_policy.h"
 #include "util/deadline.h"
 
 namespace gpudiag::launch {
@@ -52,6 +54,8 @@ class LaunchObserver {
   /// Asked once when every child has ended and the job failed without a
   /// stop_reason(): the same question, answered now (it may take a second).
   virtual std::optional<std::string> final_stop_reason() { return stop_reason(); }
+  /// An attempt has ended, its ranks all gone, and the launcher decided what comes next.
+  virtual void on_attempt_end(const AttemptEnd& end) { (void)end; }
 
   // Where the ranks of every node are (stacks.h), through a store the
   // launchers share: the first node's launcher asks, the others answer.

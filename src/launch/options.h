@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "launch/restart_policy.h"
+
 namespace gpudiag::launch {
 
 /// Upper bound for --nproc-per-node: each child costs the launcher two pipes
@@ -97,6 +99,9 @@ struct LaunchOptions {
   double last_call_s = 3.0;
   /// Restarts of the whole local group after a rank fails.
   int max_restarts = 0;
+  /// --restart-policy: on-new-error stops restarting when an attempt's cause
+  /// raised as the attempt before's did (restart_policy.h); always restarts.
+  RestartPolicy restart_policy = RestartPolicy::on_new_error;
   /// Per local rank (index), the streams copied to --log-dir files (tee) and
   /// the streams sent only there (redirects); empty: none.
   std::vector<int> tee;

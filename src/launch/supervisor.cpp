@@ -16,6 +16,8 @@
 #include <sstream>
 #include <thread>
 
+#include "hw/evidence.h"
+#include "hw/kernel_note.h"
 #include "launch/job_status.h"
 #include "launch/stacks.h"
 #include "launch/summary.h"
@@ -42,6 +44,7 @@ constexpr int kDrainReadsOnExit = 64;
 Supervisor::Supervisor(std::vector<RankProcess> ranks, bool prefix, StopPolicy policy,
                        LaunchObserver& observer, SignalPipe& signals)
     : policy_(policy), observer_(observer), signals_(signals), progress_(policy.hang_timeout_s) {
+  started_usec_ = hw::usec_since_boot();
   slots_.reserve(ranks.size());
   for (auto& r : ranks) {
     auto tag = prefix ? rank_prefix(r.rank) : std::string();
@@ -181,6 +184,9 @@ void Supervisor::on_exit(std::size_t index) {
     message += "; " + ranks_phrase(live) + (live.size() == 1 ? " has " : " have ") +
                seconds(policy_.grace_s) + " to finish, then SIGTERM";
   say(message);
+  // What the node's kernel log says near it: a SIGKILL is the OOM killer's,
+  // a GPU's that fell off the bus, or someone's; other ends only when it says something.
+  say_kernel_note(s.child.pid(), 60, !(s.status->signaled && s.status->value == SIGKILL));
   term_at_ = Deadline::after_seconds(policy_.grace_s);
   // The survivors' NCCL RAS, while they still live (at most --grace, or 1 s).
   if (!live.empty())
@@ -359,6 +365,16 @@ std::string Supervisor::summary_note(int status) const {
   std::string note;
   for (const auto& p : parts) note += (note.empty() ? "" : "; ") + p;
   return note;
+}
+
+void Supervisor::say_kernel_note(pid_t pid, double before_s, bool quiet_ok) {
+  hw::KernelNoteWindow w;
+  w.at_usec = hw::usec_since_boot();
+  w.job_start_usec = started_usec_;
+  w.before_s = before_s;
+  w.pid = pid;
+  if (const auto text = hw::kernel_note_text(hw::kernel_note(w), policy_.host, quiet_ok); !text.empty())
+    say(text);
 }
 
 void Supervisor::say(const std::string& message) {

@@ -193,6 +193,13 @@ class Supervisor {
   /// The signal the next SIGKILL message says the ranks ignored.
   std::string last_request_;
   std::optional<Deadline> job_deadline_, term_at_, kill_at_, give_up_at_, drain_until_;
+  /// When supervision began, in the kernel log's clock: the failure and hang
+  /// reports quote no kernel line from before it (hw/kernel_note.h).
+  std::uint64_t started_usec_ = 0;
+  /// The node's kernel log near a failure now: a rank killed next to an Xid
+  /// or an OOM kill says which. `pid`: the rank that died (0 for a hang);
+  /// `quiet_ok`: say nothing when the log shows nothing.
+  void say_kernel_note(pid_t pid, double before_s, bool quiet_ok);
 };
 
 }  // namespace gpudiag::launch

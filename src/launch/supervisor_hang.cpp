@@ -74,6 +74,8 @@ void Supervisor::watch_progress() {
                     ": no rank made progress for that long (no output, no collective completed, "
                     "no change of where its code is) and some rank waits for another",
                 std::move(stacks));
+  // The node's kernel log since the ranks last progressed, and a minute before.
+  say_kernel_note(0, 60 + progress_.idle_s(), false);
   // Another node's launcher keeps its ranks alive until the first node has
   // asked for their stacks (it hangs too, so it asks within seconds).
   if (observer_.answers_stacks()) {
