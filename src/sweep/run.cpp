@@ -45,6 +45,15 @@ void SweepRun::device() {
   watchdog_.arm("device", Deadline::after_seconds(kDeviceLimitS));
   Disarm disarm{watchdog_};
   try {
+    // A node whose kernel log makes it unfit (an Xid 79, an uncorrected
+    // memory error, ...) is FAILED with that evidence and its action, and
+    // excluded, as a check's ranks are broken by it (hw/evidence.h).
+    const auto hw = hw::collect_hw_evidence(hw::hw_sources_from_env(s_.env));
+    me_.hw_findings = hw::finding_counts(hw);
+    if (const auto why = hw::unfit_reason(hw, hw::usec_since_boot()); !why.empty()) {
+      me_.hardware = why;
+      throw Error(ExitCode::broken, why);
+    }
     if (me_.backend == "nccl") {
       if (!me_.backend_why.empty()) throw Error(ExitCode::broken, me_.backend_why);
       auto cuda = probe_cuda();
@@ -125,8 +134,10 @@ void SweepRun::exchange() {
     for (int r = 0; r < n_; ++r)
       if (table[r] && !table[r]->ok && layout.node_of[r] >= 0) {
         const int node = layout.node_of[r];
-        planner_->node_failed(node, rank_label(*table[r]) + " failed in " + table[r]->failed_phase +
-                                        ": " + table[r]->reason);
+        planner_->node_failed(node, table[r]->hardware.empty()
+                                        ? rank_label(*table[r]) + " failed in " + table[r]->failed_phase +
+                                              ": " + table[r]->reason
+                                        : "its hardware: " + table[r]->hardware);
         skip.push_back(node);
       }
     // A node whose launcher says it has L ranks, of which fewer arrived.

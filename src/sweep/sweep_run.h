@@ -18,6 +18,7 @@
 #include "checks/verdict.h"
 #include "checks/watchdog.h"
 #include "gpu/cuda.h"
+#include "hw/evidence.h"
 #include "report/status_line.h"
 #include "sweep/pair_meter.h"
 #include "sweep/run.h"

@@ -1,4 +1,5 @@
-"""The kernel log's hardware evidence in `gpudiag launch`'s failure report, with a file in /dev/kmsg's format bind-mounted
+"""The kernel log's hardware evidence in `gpudiag launch`'s failure report and
+in `gpudiag sweep`'s verdict, with a file in /dev/kmsg's format bind-mounted
 over /dev/kmsg in a private mount namespace (as test_hw_evidence does).
 
 launch: a rank killed by SIGKILL is quoted the node's kernel log within a
@@ -6,16 +7,20 @@ minute before it, so a SIGKILL beside an Xid 79 or an OOM kill says which;
 what was logged before the job is not quoted, and a log with nothing says so.
 The lines that must be quoted are appended while the rank is stopped at its
 all-reduce (GPUDIAG_TEST_RAISE=SIGSTOP@all-reduce:1, waited for by its state),
-with the kernel log's clock, then the test kills it: no sleep picks a moment."""
+with the kernel log's clock, then the test kills it: no sleep picks a moment.
+
+sweep: a node whose kernel log holds an Xid 79 is FAILED with that evidence
+and in the exclude file; workload Xids and old link flaps exclude nothing."""
 import os
 import re
 import signal
 import subprocess
+import tempfile
 import time
 import unittest
 
 from harness import BIN, clean_env, descendants, resume, wait_stopped
-from test_hw_evidence import FALLEN, INFORMATIONAL, NAMESPACE_PROBLEM, WORKLOAD, XID79_LINE, kmsg_file
+from test_hw_evidence import FALLEN, INFORMATIONAL, NAMESPACE_PROBLEM, WORKLOAD, XID79_LINE, kmsg_file, with_kmsg
 
 IN_NAMESPACE = ("unshare", "-m", "sh", "-c", 'mount --bind "$0" /dev/kmsg && exec "$@"')
 
@@ -98,6 +103,35 @@ class LaunchQuotesTheKernelLog(unittest.TestCase):
         self.assertRegex(err, r"gpudiag launch: the kernel log of \S+ shows no hardware error and no OOM kill "
                               r"within a minute before it\n")
         self.assertNotIn("within a minute before it:", err)
+
+
+@unittest.skipIf(NAMESPACE_PROBLEM, NAMESPACE_PROBLEM)
+class SweepExcludesAnUnfitNode(unittest.TestCase):
+    def sweep(self, records):
+        path = kmsg_file(records)
+        self.addCleanup(os.unlink, path)
+        exclude = tempfile.NamedTemporaryFile(prefix="gpudiag-exclude-", delete=False).name
+        self.addCleanup(os.unlink, exclude)
+        p = with_kmsg(path, "launch", "--nproc-per-node", "2", "--", "sweep", "--backend", "host",
+                      "--exclude-file", exclude, "--json", exclude + ".json")
+        self.addCleanup(lambda: os.path.exists(exclude + ".json") and os.unlink(exclude + ".json"))
+        with open(exclude) as f:
+            return p, f.read()
+
+    def test_an_xid_79_fails_the_node_with_its_evidence(self):
+        p, excluded = self.sweep(INFORMATIONAL + WORKLOAD + FALLEN)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        row = [l for l in p.stdout.splitlines() if " FAILED " in l]
+        self.assertEqual(len(row), 1, p.stdout)
+        self.assertRegex(row[0], r"FAILED +its hardware: " + XID79_LINE.pattern + "$")
+        host = row[0].split("]: ", 1)[-1].split()[0]
+        self.assertEqual(excluded.strip(), host)
+
+    def test_workload_xids_and_an_old_link_flap_exclude_nothing(self):
+        p, excluded = self.sweep(INFORMATIONAL + WORKLOAD)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("no node to exclude", p.stdout)
+        self.assertEqual(excluded.strip(), "")
 
 
 if __name__ == "__main__":
