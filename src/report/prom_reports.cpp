@@ -5,6 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <map>
+
 #include "report/prometheus.h"
 #include "util/error.h"
 
@@ -29,6 +31,52 @@ bool number(const json& j, const char* key, double& out) {
   return true;
 }
 
+/// The gauge per finding class: gpudiag_hw_findings{host,class,action} (how
+/// many distinct findings the node's kernel log and sysfs hold) and
+/// gpudiag_hw_node_unfit{host}. `counts` is a record's "hw_findings" object
+/// ("node/reboot": 1); a key or count out of shape is left out.
+void hw_metrics(PromText& p, const std::string& host, const json& counts, bool unfit) {
+  if (counts.is_object())
+    for (const auto& [key, n] : counts.items()) {
+      const auto slash = key.find('/');
+      if (slash == std::string::npos || key.size() > 64 || !n.is_number_integer() || n.get<long long>() < 0)
+        continue;
+      p.gauge("gpudiag_hw_findings",
+              "hardware findings of the node's kernel log and sysfs, by class (workload, notice, node) "
+              "and action (docs/hardware.md)",
+              {{"host", host}, {"class", key.substr(0, slash)}, {"action", key.substr(slash + 1)}},
+              static_cast<double>(n.get<long long>()));
+    }
+  p.gauge("gpudiag_hw_node_unfit", "1 when the node's hardware evidence makes it unfit until its action is taken",
+          {{"host", host}}, unfit ? 1 : 0);
+}
+
+/// A check's: one node's counts from the first of its ranks that sent them;
+/// unfit when any of its ranks was failed by its hardware.
+void check_hw_metrics(PromText& p, const json& ranks) {
+  std::map<std::string, std::pair<json, bool>> nodes;  // host -> counts, unfit
+  for (const auto& r : ranks) {
+    if (!r.is_object() || !r.contains("hw_findings")) continue;
+    auto& node = nodes[text(r, "host")];
+    if (node.first.is_null() || node.first.empty()) node.first = r["hw_findings"];
+    node.second = node.second || !text(r, "hardware").empty();
+  }
+  for (const auto& [host, node] : nodes) hw_metrics(p, host, node.first, node.second);
+}
+
+/// `gpudiag info --prometheus`: this node's findings (its "hardware" object).
+void info_metrics(PromText& p, const json& doc) {
+  const json hw = doc.value("hardware", json::object());
+  json counts = json::object();
+  for (const auto& f : hw.value("findings", json::array()))
+    if (f.is_object()) {
+      const std::string key = text(f, "class") + "/" + text(f, "action");
+      counts[key] = counts.value(key, 0) + 1;
+    }
+  const json host = doc.value("host", json());
+  hw_metrics(p, host.is_string() ? host.get<std::string>() : "", counts, hw.value("verdict", "") == "unfit");
+}
+
 void check_metrics(PromText& p, const json& doc) {
   const json ranks = doc.value("ranks", json::array());
   double v = 0;
@@ -49,6 +97,7 @@ void check_metrics(PromText& p, const json& doc) {
                 {{"host", text(r, "host")}, {"rank", text(r, "rank")}, {"phase", phase}},
                 s.get<double>());
   }
+  check_hw_metrics(p, ranks);
   p.gauge("gpudiag_check_ok", "1 when every rank of the job passed", {}, doc.value("ok", false) ? 1 : 0);
   if (number(doc, "world_size", v)) p.gauge("gpudiag_check_ranks", "ranks in the job", {}, v);
   if (number(doc, "ranks_ok", v)) p.gauge("gpudiag_check_ranks_ok", "ranks that passed", {}, v);
@@ -106,12 +155,14 @@ std::string prometheus_from_report(const std::string& schema, const json& doc,
   PromText p;
   const std::string report = schema.rfind("gpudiag-check/", 0) == 0   ? "check"
                              : schema.rfind("gpudiag-links/", 0) == 0 ? "links"
+                             : schema.rfind("gpudiag-info/", 0) == 0  ? "info"
                                                                       : "bench";
   p.gauge("gpudiag_info", "gpudiag's version and the NCCL it loaded", prom_info_labels(report, nccl),
           1);
   if (schema.rfind("gpudiag-check/", 0) == 0) check_metrics(p, doc);
   if (schema.rfind("gpudiag-bench/", 0) == 0) bench_metrics(p, doc);
   if (schema.rfind("gpudiag-links/", 0) == 0) links_metrics(p, doc);
+  if (schema.rfind("gpudiag-info/", 0) == 0) info_metrics(p, doc);
   return p.text();
 }
 

@@ -2,7 +2,9 @@
 // JSON document (docs/json.md), so the file says exactly what the report
 // says, with labels a dashboard joins on (host, rank, peer, op, bytes).
 //   gpudiag-check/1  per rank: ok, all-reduce bus bandwidth, phase seconds;
-//                    the job: ok, ranks, ranks ok
+//                    the job: ok, ranks, ranks ok; per node: hardware
+//                    findings by class and action, and whether they make it unfit
+//   gpudiag-info/1   this node's hardware findings by class and action, unfit
 //   gpudiag-bench/2  per size: bus bandwidth and time, out of place and in
 //                    place; the average bus bandwidth; wrong values
 //   gpudiag-links/1  per link: GB/s each way, slow; slow links

@@ -2,6 +2,7 @@
 // per family, samples together, labels escaped, non-finite values left out;
 // and the atomic write (a reader sees the old file or the new one). The real
 // node_exporter reads these files in tests/integration/test_prometheus.py.
+// The hardware gauges per finding class, from a check's and info's documents.
 #include "report/prometheus.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "report/prom_reports.h"
 #include "util/error.h"
 
 namespace gpudiag {
@@ -55,6 +57,36 @@ TEST(Prometheus, WrittenWholeByRename) {
   EXPECT_TRUE(std::filesystem::is_symlink(link));
   std::filesystem::remove(link);
   std::filesystem::remove_all(dir);
+}
+
+TEST(Prometheus, HardwareFindingsByClassPerNode) {
+  const nlohmann::json check = {
+      {"ok", false},
+      {"ranks",
+       {{{"rank", 0}, {"host", "n1"}, {"ok", false}, {"hardware", "Xid 79 (GPU fallen off the bus) on 0000:3b:00"},
+         {"hw_findings", {{"node/reboot", 1}, {"workload/none", 4}}}},
+        {{"rank", 1}, {"host", "n1"}, {"ok", false}, {"hardware", "Xid 79"}, {"hw_findings", {{"node/reboot", 1}}}},
+        {{"rank", 2}, {"host", "n2"}, {"ok", true}, {"hw_findings", nlohmann::json::object()}},
+        {{"rank", 3}, {"host", "n3"}, {"ok", true}, {"hw_findings", {{"bogus", 1}, {"node/reboot", -2}}}}}}};
+  const std::string t = prometheus_from_report("gpudiag-check/1", check, "");
+  EXPECT_NE(t.find("gpudiag_hw_findings{host=\"n1\",class=\"node\",action=\"reboot\"} 1\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("gpudiag_hw_findings{host=\"n1\",class=\"workload\",action=\"none\"} 4\n"), std::string::npos);
+  EXPECT_NE(t.find("gpudiag_hw_node_unfit{host=\"n1\"} 1\n"), std::string::npos);
+  EXPECT_NE(t.find("gpudiag_hw_node_unfit{host=\"n2\"} 0\n"), std::string::npos);  // healthy: no finding, fit
+  EXPECT_EQ(t.find("gpudiag_hw_findings{host=\"n2\""), std::string::npos);
+  EXPECT_EQ(t.find("gpudiag_hw_findings{host=\"n3\""), std::string::npos);  // out of shape: left out
+  EXPECT_EQ(t.find("# TYPE gpudiag_hw_findings gauge"), t.rfind("# TYPE gpudiag_hw_findings gauge"));
+  const nlohmann::json info = {{"host", "n4"},
+                               {"hardware",
+                                {{"verdict", "fit"},
+                                 {"findings", {{{"class", "notice"}, {"action", "none"}},
+                                               {{"class", "notice"}, {"action", "none"}},
+                                               {{"class", "node"}, {"action", "check_cable"}, {"unfit", false}}}}}}};
+  const std::string i = prometheus_from_report("gpudiag-info/1", info, "");
+  EXPECT_NE(i.find("report=\"info\""), std::string::npos) << i;
+  EXPECT_NE(i.find("gpudiag_hw_findings{host=\"n4\",class=\"notice\",action=\"none\"} 2\n"), std::string::npos) << i;
+  EXPECT_NE(i.find("gpudiag_hw_findings{host=\"n4\",class=\"node\",action=\"check_cable\"} 1\n"), std::string::npos);
+  EXPECT_NE(i.find("gpudiag_hw_node_unfit{host=\"n4\"} 0\n"), std::string::npos);
 }
 
 }  // namespace

@@ -120,6 +120,21 @@ class KernelLogOverDevKmsg(unittest.TestCase):
         for l in broken:
             self.assertRegex(l, r"^\[[^\]]+-[01]\] is broken: " + XID79_LINE.pattern + "$")
 
+    def test_metrics_have_a_gauge_per_finding_class(self):
+        d = tempfile.mkdtemp(prefix="gpudiag-hwprom-")
+        self.addCleanup(shutil.rmtree, d)
+        host = None
+        for name, args in (("info", ["info"]),
+                           ("check", ["launch", "--nproc-per-node", "2", "--", "check", "--backend", "host"])):
+            path = os.path.join(d, name + ".prom")
+            with_kmsg(self.path, *args, "--prometheus", path)
+            with open(path) as f:
+                text = f.read()
+            host = host or re.search(r'gpudiag_hw_node_unfit\{host="([^"]+)"\} 1$', text, re.M).group(1)
+            self.assertIn(f'gpudiag_hw_node_unfit{{host="{host}"}} 1\n', text, name)
+            self.assertIn(f'gpudiag_hw_findings{{host="{host}",class="node",action="reboot"}} 1\n', text, name)
+            self.assertIn(f'gpudiag_hw_findings{{host="{host}",class="workload",action="none"}} 4\n', text, name)
+
     def test_workload_xids_and_an_old_link_flap_fail_nothing(self):
         path = kmsg_file(INFORMATIONAL + WORKLOAD)
         self.addCleanup(os.unlink, path)

@@ -1,4 +1,4 @@
-"""--prometheus for check, bench, bench --links and sweep, read by the real
+"""--prometheus for check, bench, bench --links, sweep and info, read by the real
 node_exporter (Debian's prometheus-node-exporter) through its textfile
 collector, as a cluster's monitoring reads it: every file in one directory,
 scraped over HTTP, without a collector error."""
@@ -67,19 +67,25 @@ class NodeExporterReadsEveryReport(unittest.TestCase):
             p = self.launch(*args, "--prometheus", path)
             self.assertEqual(p.returncode, 0, (name, p.stdout, p.stderr))
             self.assertTrue(os.path.exists(path), name)
+        p = run([BIN, "info", "--prometheus", os.path.join(self.dir, "info.prom")], env=clean_env())
+        self.assertEqual(p.returncode, 0, p.stderr)
         # The atomic write leaves no temporary file behind.
         self.assertEqual(sorted(os.listdir(self.dir)),
-                         ["bench.prom", "check.prom", "links.prom", "sweep.prom"])
+                         ["bench.prom", "check.prom", "info.prom", "links.prom", "sweep.prom"])
         status, text = self.scrape()
         self.assertEqual(status, 200)
         s = samples(text)
-        for name in ("bench", "check", "links", "sweep"):
+        for name in ("bench", "check", "info", "links", "sweep"):
             f = os.path.join(self.dir, name + ".prom")
             self.assertEqual(s.get(("node_textfile_scrape_error", frozenset())), 0.0, text[-2000:])
             self.assertIn(("node_textfile_mtime_seconds", frozenset({("file", f)})), s, name)
             info = [k for k in s if k[0] == "gpudiag_info" and ("report", name) in k[1]]
             self.assertEqual(len(info), 1, (name, [k for k in s if k[0] == "gpudiag_info"]))
         self.assertEqual(s[("gpudiag_check_ok", frozenset())], 1.0)
+        host = frozenset({("host", os.uname().nodename.split(".")[0])})
+        self.assertEqual(s[("gpudiag_hw_node_unfit", host)], 0.0)  # this machine's own kernel log
+        unfit = [k for k in s if k[0] == "gpudiag_hw_findings" and ("class", "node") in k[1]]
+        self.assertFalse([k for k in unfit if s[k] > 0 and dict(k[1])["action"] != "check_cable"], unfit)
         self.assertEqual(s[("gpudiag_check_ranks_ok", frozenset())], 2.0)
         for rank in ("0", "1"):
             bw = s[("gpudiag_check_allreduce_busbw_gbps", frozenset({("host", os.uname().nodename.split(".")[0]), ("rank", rank)}))]
