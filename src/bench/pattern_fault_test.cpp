@@ -10,7 +10,7 @@
 #include "bench/pattern_sim.h"
 
 namespace gpudiag {
-namespace {
+namespace pattern_fault_test {  // named: the unity build puts this folder's tests in one unit
 
 using testing::Fault;
 using testing::simulate;

@@ -16,7 +16,7 @@
 #include "util/error.h"
 
 namespace gpudiag {
-namespace {
+namespace nccl_comm_test {  // named: the unity build puts this folder's tests in one unit
 
 using nccl_abi::Result;
 

@@ -16,7 +16,7 @@
 #include "comm/nccl_contract_fixture.h"
 
 namespace gpudiag {
-namespace {
+namespace nccl_contract_lifecycle_test {  // named: the unity build puts this folder's tests in one unit
 
 using nccl_abi::Result;
 constexpr std::size_t kSmall = NcclContract::kSmall;

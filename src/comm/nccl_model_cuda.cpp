@@ -51,12 +51,12 @@ void M::unstick(Comm& c) {
 
 namespace {
 
-M& cur() { return *M::current; }
-#define LOCK std::lock_guard<std::recursive_mutex> lock(cur().m)
+M& cuda_model() { return *M::current; }
+#define LOCK std::lock_guard<std::recursive_mutex> lock(cuda_model().m)
 
 int stream_query(void*) {
   LOCK;
-  M& m = cur();
+  M& m = cuda_model();
   if (m.stuck || (m.gate_held && !m.gate_lapsed())) {
     m.host += 1;  // a kernel (the gate's, or one waiting for peers) holds the stream
     return CudaOps::kNotReady;
@@ -68,13 +68,13 @@ int stream_query(void*) {
 int memcpy_async(void* dst, const void* src, std::size_t bytes, int, void*) {
   LOCK;
   std::memmove(dst, src, bytes);  // host memory stands in for device memory
-  cur().to_stream(cur().kernel_us(bytes));
+  cuda_model().to_stream(cuda_model().kernel_us(bytes));
   return CudaOps::kSuccess;
 }
 int memset_async(void* dst, int value, std::size_t bytes, void*) {
   LOCK;
   std::memset(dst, value, bytes);
-  cur().to_stream(cur().kernel_us(bytes));
+  cuda_model().to_stream(cuda_model().kernel_us(bytes));
   return CudaOps::kSuccess;
 }
 const char* cuda_name(int e) {
@@ -85,14 +85,14 @@ const char* cuda_text(int e) {
 }
 int ev_create(void** ev) {
   LOCK;
-  cur().events.emplace_back();
-  *ev = &cur().events.back();
+  cuda_model().events.emplace_back();
+  *ev = &cuda_model().events.back();
   return CudaOps::kSuccess;
 }
 int ev_destroy(void*) { return CudaOps::kSuccess; }
 int ev_record(void* ev, void*) {
   LOCK;
-  M& m = cur();
+  M& m = cuda_model();
   auto* e = static_cast<M::Event*>(ev);
   m.host += 1;
   e->recorded = true;
@@ -110,13 +110,13 @@ int ev_record(void* ev, void*) {
   return CudaOps::kSuccess;
 }
 int gate_create(void** g) {
-  *g = &cur();
+  *g = &cuda_model();
   return CudaOps::kSuccess;
 }
 int gate_destroy(void*) { return CudaOps::kSuccess; }
 int gate_hold(void*, void*, unsigned cap_us) {
   LOCK;
-  M& m = cur();
+  M& m = cuda_model();
   m.host += 1;
   m.gate_lapsed();
   if (m.gate_held) return 400;  // one gate, one hold at a time: a bug in the caller
@@ -128,21 +128,21 @@ int gate_hold(void*, void*, unsigned cap_us) {
 }
 int gate_open(void*) {
   LOCK;
-  M& m = cur();
+  M& m = cuda_model();
   m.host += 1;
   if (m.gate_held && !m.gate_lapsed()) m.release(std::max(m.gate_start, m.host), false);
   return CudaOps::kSuccess;
 }
 int gate_expired(void*) {
   LOCK;
-  cur().gate_lapsed();
-  return cur().gate_expired ? 1 : 0;
+  cuda_model().gate_lapsed();
+  return cuda_model().gate_expired ? 1 : 0;
 }
 int ev_elapsed(float* ms, void* a, void* b) {
   LOCK;
   auto *x = static_cast<M::Event*>(a), *y = static_cast<M::Event*>(b);
   if (!x->recorded || !y->recorded) return 400;  // cudaErrorInvalidResourceHandle
-  if (x->t > cur().host || y->t > cur().host) return CudaOps::kNotReady;
+  if (x->t > cuda_model().host || y->t > cuda_model().host) return CudaOps::kNotReady;
   *ms = static_cast<float>((y->t - x->t) / 1e3);
   return CudaOps::kSuccess;
 }

@@ -9,7 +9,7 @@
 #include "nccl_log/findings.h"
 
 namespace gpudiag::nccl_log {
-namespace {
+namespace evidence_test {  // named: the unity build puts this folder's tests in one unit
 
 Job build(std::initializer_list<std::pair<const char*, const char*>> files) {
   JobBuilder b;

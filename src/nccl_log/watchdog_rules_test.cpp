@@ -10,7 +10,7 @@
 #include "nccl_log/findings.h"
 
 namespace gpudiag::nccl_log {
-namespace {
+namespace watchdog_rules_test {  // named: the unity build puts this folder's tests in one unit
 
 Job build(const std::string& text, const std::string& name = "job.log") {
   JobBuilder b;

@@ -10,7 +10,7 @@
 #include "nccl_ras/motion.h"
 
 namespace gpudiag::ras {
-namespace {
+namespace findings_test {  // named: the unity build puts this folder's tests in one unit
 
 Report fixture(const std::string& name) {
   std::ifstream in(std::string(GPUDIAG_RAS_FIXTURES) + "/" + name, std::ios::binary);

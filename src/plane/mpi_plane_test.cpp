@@ -13,7 +13,7 @@
 #include "tree/tree.h"
 
 namespace gpudiag {
-namespace {
+namespace mpi_plane_test {  // named: the unity build puts this folder's tests in one unit
 
 std::string record(int r) {
   return (r == 2 ? "bad" : "ok!") + std::string(297, static_cast<char>('a' + r % 26));

@@ -20,7 +20,7 @@
 #include "util/error.h"
 
 namespace gpudiag {
-namespace {
+namespace tcp_store_limits_test {  // named: the unity build puts this folder's tests in one unit
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;

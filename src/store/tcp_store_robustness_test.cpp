@@ -15,7 +15,7 @@
 #include "store/tcp_store_server.h"
 
 namespace gpudiag {
-namespace {
+namespace tcp_store_robustness_test {  // named: the unity build puts this folder's tests in one unit
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;

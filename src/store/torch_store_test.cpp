@@ -18,7 +18,7 @@
 #include "util/error.h"
 
 namespace gpudiag {
-namespace {
+namespace torch_store_test {  // named: the unity build puts this folder's tests in one unit
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;

@@ -10,7 +10,7 @@
 #include <random>
 
 namespace gpudiag {
-namespace {
+namespace fingerprint_summary_test {  // named: the unity build puts this folder's tests in one unit
 
 Fingerprint base() {
   Fingerprint f;

@@ -9,7 +9,7 @@
 #include <string>
 
 namespace gpudiag {
-namespace {
+namespace pcie_test {  // named: the unity build puts this folder's tests in one unit
 
 const std::string kSys = std::string(GPUDIAG_TEST_DATA) + "/sysfs/";
 const std::string kGpu = "0000:1B:00.0";  // as CUDA writes it

@@ -5,7 +5,7 @@
 #include "util/error.h"
 
 namespace gpudiag::numerics {
-namespace {
+namespace npy_test {  // named: the unity build puts this folder's tests in one unit
 
 std::vector<std::uint8_t> npy(const std::string& dict, std::size_t data_bytes, int major = 1) {
   std::vector<std::uint8_t> out = {0x93, 'N', 'U', 'M', 'P', 'Y', static_cast<std::uint8_t>(major),
