@@ -1,9 +1,10 @@
 // The check's phases (see check.h), run as a fixed pipeline of named passes:
 // backend choice (backend_choice.h), device and memory (memory_checks.h),
 // the exchange, the communicator, the verified collectives
-// (collective_checks.h), bench's sweep or link test, the barrier and a
-// second read of the node's hardware evidence, each followed by a checkpoint
-// at which the ranks learn who is still with them.
+// (collective_checks.h), bench's sweep or link test, a second read of the
+// node's hardware evidence and the barrier, each followed by a checkpoint at
+// which the ranks learn who is still with them (the hardware read shares the
+// barrier's).
 // Here: the pipeline, the timing and watchdog of a phase, and the checkpoint;
 // the phases' own work is in check_phases.cpp.
 #include "checks/check.h"
@@ -34,10 +35,11 @@ CheckResult CheckRun::run() {
     timed("links", [&] { links(); });
     checkpoint("links", [] {});
   }
-  timed("barrier", [&] { comm_->barrier(wait_deadline()); });
-  // After the last collective and before the checkpoint that carries every
-  // record to rank 0's report: what the hardware did during the check.
+  // What the hardware did during the check, before the last collective: a
+  // rank it fails announces that, and its peers leave the barrier at once
+  // (stopped by it), so rank 0's report and every status line agree.
   timed("hardware", [&] { hardware(); });
+  timed("barrier", [&] { comm_->barrier(wait_deadline()); });
   checkpoint("barrier", [] {});
   if (comm_ && comm_->buffers_in_flight()) {
     // The library may still write into the workspace: keep it for good,

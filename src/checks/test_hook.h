@@ -7,9 +7,9 @@
 //           or HANG: the thread blocks for ever there, as a call that cannot be
 //           given a deadline would (cudaFree on a hung GPU, an NCCL abort that
 //           never returns); only a watchdog ends the rank then
-//   PHASE   device, exchange, communicator, all-reduce, sweep, links, barrier or
-//           hardware (the second read of the node's hardware evidence, after
-//           the barrier): the signal is raised as the rank enters the phase,
+//   PHASE   device, exchange, communicator, all-reduce, sweep, links, hardware
+//           (the second read of the node's hardware evidence, just before the
+//           barrier) or barrier: the signal is raised as the rank enters the phase,
 //           after it has published the phase to its peers (so "last phase:
 //           PHASE" is what the others report); pool-round is gpudiag sweep's
 //           (with #N)

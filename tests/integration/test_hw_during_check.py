@@ -1,5 +1,5 @@
 """What the hardware did while a check ran: `gpudiag check` reads the node's
-evidence a second time at its end (its `hardware` phase, after the barrier)
+evidence a second time at its end (its `hardware` phase, before the barrier)
 and fails every rank of a node whose physical links flapped or whose error
 counters moved in between, with the evidence and its action, and rank 0's
 summary names it. Nothing here waits for a moment with a sleep: every rank
@@ -22,7 +22,8 @@ import tempfile
 import time
 import unittest
 
-from harness import BIN, clean_env, descendants, process_state, resume, strip_prefix, wait_stopped
+from harness import (BIN, Ranks, clean_env, descendants, free_port, process_state, rank_env, resume, strip_prefix,
+                     wait_stopped)
 from test_hw_evidence import INFORMATIONAL, NAMESPACE_PROBLEM, kmsg_file
 
 
@@ -159,6 +160,35 @@ class DuringTheCheck(StoppedAtHardware):
         rc, out, err = self.check(change, prefix=("unshare", "-m", "sh", "-c",
                                                   'mount --bind "$0" /dev/kmsg && exec "$@"', path))
         self.assert_node_broken(rc, out, err, r"network link down on ens1f0np0 at \d\d:\d\d:\d\d: check the cable")
+
+
+class OneNodesHardwareStopsTheOthers(unittest.TestCase):
+    """Two ranks started by hand as two nodes would be: only rank 1 reads the
+    tree whose NIC flaps. Rank 1 is broken by it; rank 0, whose node is
+    healthy, leaves the final barrier stopped by rank 1, and rank 0's summary
+    and both status lines agree."""
+
+    def test_the_healthy_rank_is_stopped_by_the_broken_one(self):
+        root = sysfs_tree()
+        self.addCleanup(shutil.rmtree, root)
+        port = free_port()
+        envs = [rank_env(0, 2, port),
+                rank_env(1, 2, port, extra={"GPUDIAG_TEST_SYSFS_ROOT": root, "GPUDIAG_TEST_RAISE": "SIGSTOP@hardware:1"})]
+        ranks = Ranks(envs, ["check", "--backend", "host", "--timeout", "60"])
+        try:
+            wait_stopped(ranks.procs[1].pid)
+            write(f"{root}/sys/class/net/eth0/carrier_changes", "9")
+            os.kill(ranks.procs[1].pid, signal.SIGCONT)
+            ranks.wait(120)
+        finally:
+            resume(ranks.procs[1].pid)
+            ranks.kill()
+        out = ranks.stdout()
+        self.assertEqual(ranks.codes, [1, 1], out)
+        self.assertRegex(out, r"\[[^\]]+-1\] is broken: network link flapped on eth0: check the cable\n")
+        self.assertRegex(out, r"\[[^\]]+-0\] is broken: .*rank 1 \[[^\]]+\] failed in hardware: network link flapped")
+        self.assertRegex(out, r"summary: 0/2 ranks OK.*; rank 1 broken in hardware \(node [^:]+: network link flapped on "
+                              r"eth0: check the cable\); rank 0 stopped by rank 1\n")
 
 
 def netns_problem():
