@@ -30,6 +30,17 @@ try:
     _path = _os.environ.get("GPUDIAG_STACK_FILE")
     if _path:
         _fh.register(_sig.SIGUSR2, file=open(_path, "a"), all_threads=True, chain=False)
+        # At exit SIGUSR2 is ignored, not left to its default action (the end of
+        # the process) when finalization takes faulthandler's handler away: a
+        # stack asked for then costs nothing.
+        import atexit as _ae
+        def _gpudiag_usr2_quiet():
+            try:
+                _fh.unregister(_sig.SIGUSR2)
+                _sig.signal(_sig.SIGUSR2, _sig.SIG_IGN)
+            except Exception:
+                pass
+        _ae.register(_gpudiag_usr2_quiet)
 except Exception:
     pass
 def _gpudiag_progress(path, every):

@@ -13,6 +13,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -88,9 +89,26 @@ std::string read_from(const std::string& path, off_t from) {
 
 }  // namespace
 
+bool catches_signal(pid_t pid, int sig, const std::string& proc_root) {
+  std::ifstream in(proc_root + "/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("SigCgt:", 0) != 0) continue;
+    std::string hex = line.substr(7);
+    hex.erase(0, hex.find_first_not_of(" \t"));
+    if (hex.empty() || hex.size() > 16 || hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+      return false;
+    const unsigned long long mask = std::stoull(hex, nullptr, 16);
+    return sig >= 1 && sig <= 64 && ((mask >> (sig - 1)) & 1ULL) != 0;
+  }
+  return false;
+}
+
 RankStack take_stack(pid_t pid, const std::string& python_dump) {
   RankStack s;
-  if (!python_dump.empty() && file_size(python_dump) >= 0) {
+  // SIGUSR2's default action ends the process: only a rank whose startup file
+  // has its handler installed now (not yet starting, not finalizing) is sent it.
+  if (!python_dump.empty() && file_size(python_dump) >= 0 && catches_signal(pid, SIGUSR2)) {
     const off_t before = file_size(python_dump);
     if (::kill(pid, SIGUSR2) == 0) {
       // The dump is written by the rank's signal handler: wait until it has

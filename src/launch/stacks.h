@@ -45,6 +45,10 @@ struct RankStack {
 /// The stack of `pid`; `python_dump` is the rank's GPUDIAG_STACK_FILE ("" none).
 RankStack take_stack(pid_t pid, const std::string& python_dump);
 
+/// True when process `pid` has a handler installed for signal `sig` now
+/// (SigCgt of /proc/PID/status under `proc_root`); false when unknown.
+bool catches_signal(pid_t pid, int sig, const std::string& proc_root = "/proc");
+
 /// Fills where/waiting from frames (exposed for tests).
 void summarise(RankStack& s);
 

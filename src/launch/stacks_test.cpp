@@ -2,6 +2,13 @@
 #include "launch/stacks.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
 
 namespace gpudiag::launch {
 namespace {
@@ -156,6 +163,44 @@ TEST(Stacks, HugeLinesAreCutNotRecursedInto) {
   ASSERT_EQ(nf.size(), 2u);
   EXPECT_EQ(nf[0].size(), 4096u - 8);  // "#0  0x0 " then the name, cut with the line
   EXPECT_EQ(nf[1], "main");
+}
+
+TEST(Stacks, OnlyAProcessCatchingSigusr2IsSentIt) {
+  // The rank's startup file has not installed its handler yet, or finalization
+  // took it away: SIGUSR2 would end the process (a healthy rank killed by a
+  // request for its stack). Its stack comes from eu-stack instead.
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::execlp("sleep", "sleep", "60", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ASSERT_GT(child, 0);
+  const std::string dump = testing::TempDir() + "/stacks-usr2-" + std::to_string(child) + ".txt";
+  std::ofstream(dump).put('\n');
+  // The child has exec'd once /proc shows sleep's image (its handlers reset).
+  for (int i = 0; i < 500; ++i) {
+    std::ifstream comm("/proc/" + std::to_string(child) + "/comm");
+    std::string name;
+    if (std::getline(comm, name) && name == "sleep") break;
+    ::usleep(10000);
+  }
+  EXPECT_FALSE(catches_signal(child, SIGUSR2));
+  take_stack(child, dump);
+  int status = 0;
+  EXPECT_EQ(::waitpid(child, &status, WNOHANG), 0) << "the process ended: status " << status;
+  ::kill(child, SIGKILL);
+  ::waitpid(child, &status, 0);
+  std::remove(dump.c_str());
+}
+
+TEST(Stacks, AHandlerInstalledNowIsSeen) {
+  struct sigaction sa {}, old {};
+  sa.sa_handler = [](int) {};
+  ASSERT_EQ(::sigaction(SIGUSR2, &sa, &old), 0);
+  EXPECT_TRUE(catches_signal(::getpid(), SIGUSR2));
+  ::sigaction(SIGUSR2, &old, nullptr);
+  EXPECT_FALSE(catches_signal(::getpid(), SIGUSR2));
+  EXPECT_FALSE(catches_signal(::getpid(), SIGUSR2, "/nonexistent"));
 }
 
 }  // namespace
