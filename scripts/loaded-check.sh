@@ -57,6 +57,8 @@ for i in $(seq 1 "$runs"); do
       echo "--- run $i: $t FAILED (load $(cut -d' ' -f1-3 /proc/loadavg))"
       grep -E "^(FAIL|ERROR):" "$log"
       tail -n 40 "$log"
+      keep=${TMPDIR:-/tmp}/loaded-check-run$i-$$.log
+      cp "$log" "$keep" && echo "--- the whole output of run $i: $keep"
     fi
   done
   echo "run $i/$runs: $passed passed, $failed failed so far (load $(cut -d' ' -f1 /proc/loadavg))"
