@@ -17,6 +17,7 @@
 #include "store/tcp_store_client.h"
 #include "store/tcp_store_server.h"
 #include "sim/sim_common.h"
+#include "sim/sim_traffic.h"
 #include "sim/sim_tree.h"
 
 namespace gpudiag::sim {
@@ -44,20 +45,24 @@ Uplinks uplinks(const Plan& p, const Ports& ports, const std::string& secret, in
                                             Deadline::after_seconds(within_s), secret);
   };
   const int top = L.levels() + 1;  // the root's level
-  u.above = client(ports.of(level + 1, L.judge_above(std::min(level + 1, top - 1), level, index)),
-                   60);
+  // Every connection counted as one to the store of its level (sim_traffic.h).
+  u.above = std::make_unique<CountingStore>(
+      client(ports.of(level + 1, L.judge_above(std::min(level + 1, top - 1), level, index)), 60),
+      level + 1, 0);
   for (int l = level + 2; l <= top; ++l) {
     const int port = ports.of(l, l < top ? L.judge_above(l, level, index) : 0);
     // A judge's store on loopback accepts at once; one that refuses for a
     // moment is gone (a real leader gives it a few seconds, in parallel with
     // every other: the simulator's threads take its leaders in turn).
     const double within_s = l < top ? 0.2 : 30;
-    u.beyond.push_back(std::make_unique<LazyStore>(
-        [port, secret, within_s]() -> std::unique_ptr<Store> {
-          return std::make_unique<TcpStoreClient>("127.0.0.1", port, kTreeToken,
-                                                  Deadline::after_seconds(within_s), secret);
-        },
-        "127.0.0.1:" + std::to_string(port)));
+    u.beyond.push_back(std::make_unique<CountingStore>(
+        std::make_unique<LazyStore>(
+            [port, secret, within_s]() -> std::unique_ptr<Store> {
+              return std::make_unique<TcpStoreClient>("127.0.0.1", port, kTreeToken,
+                                                      Deadline::after_seconds(within_s), secret);
+            },
+            "127.0.0.1:" + std::to_string(port)),
+        l, 0));
   }
   return u;
 }
@@ -67,7 +72,9 @@ void root_process(const Plan& p, const SimOptions& o, const std::string& secret,
                   int control) {
   auto server = judge_store(secret, p.layout.groups() + 2 * p.layout.group_nodes + 16);
   write_line(out, std::to_string(server->port()));
-  TcpStoreClient self("127.0.0.1", server->port(), kTreeToken, Deadline::after_seconds(30), secret);
+  TcpStoreClient self_tcp("127.0.0.1", server->port(), kTreeToken, Deadline::after_seconds(30),
+                          secret);
+  CountingStore self(self_tcp, p.layout.levels() + 1, 1);
   CheckTreeReviewer reviewer;
   auto ro = relay_options(p, o, RelayLevel::root, 0);
   ro.below = &self;
@@ -75,6 +82,7 @@ void root_process(const Plan& p, const SimOptions& o, const std::string& secret,
   Relay root(ro);
   for (int seq = 0; seq < kCheckpointCount; ++seq) root.collect(seq, Deadline::after_seconds(300));
   write_line(out, "bytes " + std::to_string(root.bytes_below()));
+  write_line(out, traffic().line());
   wait_released(control);
   write_line(out, std::to_string(peak_rss_kib()));
 }
@@ -93,8 +101,9 @@ void judges_process(const Plan& p, const SimOptions& o, const std::string& secre
   for (int j = j0; j < j1; ++j)
     judges.emplace_back([&, j] {
       try {
-        TcpStoreClient self("127.0.0.1", servers[j - j0]->port(), kTreeToken,
-                            Deadline::after_seconds(30), secret);
+        TcpStoreClient self_tcp("127.0.0.1", servers[j - j0]->port(), kTreeToken,
+                                Deadline::after_seconds(30), secret);
+        CountingStore self(self_tcp, level, 1);
         Uplinks links = uplinks(p, ports, secret, level, j);
         CheckTreeReviewer reviewer;
         auto ro = relay_options(p, o, RelayLevel::group, j, level);
@@ -120,6 +129,7 @@ void judges_process(const Plan& p, const SimOptions& o, const std::string& secre
   long long total = 0;
   for (auto b : up) total += b;
   write_line(out, "bytes " + std::to_string(total));
+  write_line(out, traffic().line());
   wait_released(control);
   write_line(out, std::to_string(peak_rss_kib()));
 }

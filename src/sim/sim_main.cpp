@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include "sim/simulator.h"
 #include "util/error.h"
@@ -80,7 +81,7 @@ int main(int argc, char** argv) {
                  "some ranks to report\n", o.missing + o.stop + o.die, o.ranks);
     return 2;
   }
-  spdlog::set_level(spdlog::level::warn);
+  spdlog::set_level(std::getenv("GPUDIAG_SIM_DEBUG") ? spdlog::level::info : spdlog::level::warn);
   if (o.sweep) return gpudiag::sim::sweep_main(o);
   try {
     if (o.nccl_roots > o.ranks) {

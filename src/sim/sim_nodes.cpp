@@ -20,6 +20,7 @@
 #include "plane/store_plane.h"
 #include "store/tcp_store_client.h"
 #include "sim/sim_common.h"
+#include "sim/sim_traffic.h"
 #include "sim/sim_tree.h"
 #include "util/error.h"
 
@@ -29,6 +30,7 @@ namespace {
 
 struct SimNode {
   std::unique_ptr<MemoryStore> store;
+  std::unique_ptr<CountingStore> counted;  ///< the leader's view of it, counted
   Uplinks links;
   std::unique_ptr<Relay> leader;
 };
@@ -48,7 +50,8 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
     node.store = std::make_unique<MemoryStore>("the store of simnode" + std::to_string(k));
     node.links = uplinks(p, ports, secret, 0, k);
     auto ro = relay_options(p, o, RelayLevel::node, k);
-    ro.below = node.store.get();
+    node.counted = std::make_unique<CountingStore>(*node.store, 0, 1);
+    ro.below = node.counted.get();
     node.links.fill(ro);
     node.leader = std::make_unique<Relay>(ro);
   });
@@ -64,8 +67,9 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
     id.served_by = "the leader of simnode" + std::to_string(k);
     // The node's store is this process's memory: a view of it per rank, as
     // a rank's own connection would be.
-    planes[i] = make_store_plane(std::make_unique<StoreView>(*nodes[k - k0].store), id,
-                                 Deadline::after_seconds(60));
+    planes[i] = make_store_plane(std::make_unique<CountingStore>(
+                                     std::make_unique<StoreView>(*nodes[k - k0].store), 0, 0),
+                                 id, Deadline::after_seconds(60));
     RankRecord rec = sim_record(r, n, o.record_bytes, o.nccl_roots, L.per_node, o.drift_node);
     records[i] = encode(rec);
     // As the check: ids and fingerprints only in exchange records. Made
@@ -88,6 +92,7 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
   std::size_t book_peak = 0;
   std::atomic<int> roots_ok{0}, roots_of{0}, drift_named{0}, drift_of{0};
   std::atomic<std::size_t> most_missing{0};
+  std::vector<std::size_t> named_most(kCheckpointCount, 0);  // by checkpoint
   const auto drifting =
       drift_ranks(o, L.nodes(), L.per_node, [&](int r) { return p.arrives(r, 0); });
   const std::string drift = drifting.empty() ? "" : sim_drift_line(o.drift_node, drifting);
@@ -174,6 +179,7 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
       if (sim_got_root_ids(g, decode(records[i]))) ++roots_ok;
     });
     lap("ranks read the digest");
+    named_most[seq] = most_missing.exchange(0);
     if (k0 == 0) {
       auto digest = nodes[0].store->try_get("cp/" + std::to_string(seq) + "/digest",
                                             Deadline::after_seconds(1));
@@ -188,7 +194,7 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
                    "sim: %s: %s (node 0's digest %zu bytes%s; a rank's named at most %zu "
                    "missing)\n",
                    name, steps.c_str(), digest ? digest->size() : 0, ranges.c_str(),
-                   most_missing.exchange(0));
+                   named_most[seq]);
     }
   }
 
@@ -210,6 +216,10 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
   write_line(out, "state " + std::to_string(book_peak));
   write_line(out,
              "drift " + std::to_string(drift_named.load()) + " " + std::to_string(drift_of.load()));
+  write_line(out, traffic().line());
+  std::string most = "most";
+  for (auto m : named_most) most += " " + std::to_string(m);
+  write_line(out, most);
   planes.clear();
   write_line(out, std::to_string(peak_rss_kib()));
 }

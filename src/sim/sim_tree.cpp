@@ -25,6 +25,8 @@
 #include "store/tcp_store_client.h"
 #include "store/tcp_store_server.h"
 #include "sim/sim_common.h"
+#include "sim/sim_limits.h"
+#include "sim/sim_traffic.h"
 #include "util/error.h"
 
 namespace gpudiag::sim {
@@ -95,6 +97,36 @@ std::vector<long long> numbers_after(const std::string& line, const std::string&
   return out;
 }
 
+/// Checks the machine gives the busiest process of the run the descriptors
+/// it needs, and says on stderr what it has (sim_limits.h).
+void check_tree_limits(const Plan& p, const SimOptions& o) {
+  const auto& L = p.layout;
+  const int units = L.grouped() ? L.groups() : L.nodes();
+  const int workers = std::max(1, std::min(o.workers, units));
+  const long long per_unit = L.grouped() ? L.group_nodes : 1;
+  // A leader's connection to its group's store, and, under a lost judge, to
+  // the stores above it (a group's worth of leaders per lost judge and level).
+  const int upper = o.dead_upper_judges < 0 ? o.dead_judges : o.dead_upper_judges;
+  const long long lost = static_cast<long long>(L.group_nodes) * std::max(1, L.levels()) *
+                         (1 + o.dead_judges + upper);
+  long long fds = (units + workers - 1) / workers * per_unit + lost;
+  // A store process: per judge its listener, epoll and wake-up, a connection
+  // per child (and its lost children's), its own and those up.
+  for (int level = 1; level <= L.levels(); ++level) {
+    const int n = L.judges(level), procs = std::max(1, std::min(o.store_procs, n));
+    fds = std::max(fds, (n + procs - 1) / procs * (L.group_nodes + 8 + L.levels()) + lost);
+  }
+  const long long root = L.judges(L.levels()) + 2LL * L.group_nodes + 16;
+  fds = std::max(fds, root + lost);
+  const MachineLimits m = read_machine_limits();
+  std::fprintf(stderr, "sim: this machine: %s\n", describe(m).c_str());
+  check_machine_limits(m, fds, std::max<long long>(L.group_nodes + 16, root),
+                       std::to_string(o.ranks) + " ranks in " + std::to_string(workers) +
+                           " processes of nodes",
+                       workers < units ? "give more --workers (now " + std::to_string(workers) + ")"
+                                       : "");
+}
+
 }  // namespace
 
 SimResult run_tree(const SimOptions& o) {
@@ -105,7 +137,7 @@ SimResult run_tree(const SimOptions& o) {
                      "lower them");
   const auto drifting =
       drift_ranks(o, L.nodes(), L.per_node, [&](int r) { return p.arrives(r, 0); });
-  raise_descriptor_limit();
+  check_tree_limits(p, o);
   const std::string secret = random_secret();
   const auto t0 = std::chrono::steady_clock::now();
 
@@ -158,6 +190,8 @@ SimResult run_tree(const SimOptions& o) {
   const auto absent = p.absent();
   std::map<int, int> named_by;  // absent rank -> workers that named it everywhere
   long long rank_bytes = 0, leader_bytes = 0, group_bytes = 0, root_bytes = 0;
+  TrafficTable traffic_sum;
+  std::vector<long long> named_most(kCheckpointCount, 0);  // the most a rank named missing
   double workers_rss = 0;
   for (auto& w : worker_procs) {
     for (long long a : numbers_after(w->read_line(), "named")) ++named_by[static_cast<int>(a)];
@@ -170,6 +204,10 @@ SimResult run_tree(const SimOptions& o) {
     auto dr = numbers_after(w->read_line(), "drift");
     if (dr.size() == 2)
       res.drift_named += static_cast<int>(dr[0]), res.drift_of += static_cast<int>(dr[1]);
+    traffic_sum.add_line(w->read_line());
+    auto most = numbers_after(w->read_line(), "most");
+    for (std::size_t seq = 0; seq < most.size() && seq < named_most.size(); ++seq)
+      named_most[seq] = std::max(named_most[seq], most[seq]);
     workers_rss = std::max(workers_rss, std::stod("0" + w->read_line()) / 1024.0);
     if (!w->wait()) {
       // Its own line on stderr said why (out of descriptors, out of memory):
@@ -185,10 +223,12 @@ SimResult run_tree(const SimOptions& o) {
   for (auto& g : group_procs) {
     auto b = numbers_after(g->read_line(), "bytes");
     if (!b.empty()) group_bytes += b[0];
+    traffic_sum.add_line(g->read_line());
   }
   {
     auto b = numbers_after(root.read_line(), "bytes");
     if (!b.empty()) root_bytes = b[0];
+    traffic_sum.add_line(root.read_line());
   }
   std::vector<double> rss;
   root.release();
@@ -217,6 +257,36 @@ SimResult run_tree(const SimOptions& o) {
                rank_bytes / cps / 1048576, rank_bytes / cps / o.ranks,
                leader_bytes / cps / 1048576, leader_bytes / cps / L.nodes(),
                group_bytes / cps / 1048576, root_bytes / cps / 1048576);
+  // A checkpoint whose ranks named more missing than were: the simulated
+  // steps outran the wait (the machine too busy for the tree's deadlines),
+  // and the bytes and times of this run are not the tree's.
+  for (int seq = 0; seq < kCheckpointCount; ++seq) {
+    long long planned = 0;
+    for (int r = 0; r < o.ranks; ++r) planned += p.arrives(r, seq) ? 0 : 1;
+    if (named_most[static_cast<std::size_t>(seq)] > planned)
+      std::fprintf(stderr,
+                   "sim: warning: at the %s checkpoint a rank named %lld ranks missing where %lld "
+                   "were absent: judges' waits ran out before their children came (this machine "
+                   "was too busy for a --timeout of %.2f s); this run's bytes and time are not "
+                   "the tree's: run it on a quieter machine or with a longer --timeout\n",
+                   kTreeCheckpoints[seq], named_most[static_cast<std::size_t>(seq)], planned,
+                   o.timeout_s);
+  }
+  // Every level's requests, as the stores saw them (sim_traffic.h).
+  for (int level = 0; level <= L.levels() + 1; ++level) {
+    const bool root = level == L.levels() + 1;
+    const long long members = level == 0 ? o.ranks : level == 1 ? L.nodes() : L.judges(level - 1);
+    const long long judges = level == 0 ? L.nodes() : root ? 1 : L.judges(level);
+    const std::string stores = level == 0 ? "nodes' stores"
+                               : root     ? "the root's store"
+                                          : TreeLayout::level_name(level) + "s' stores";
+    std::fprintf(stderr, "%s\n",
+                 traffic_line(traffic_sum, level, stores,
+                              level == 0 ? "rank" : TreeLayout::level_name(level - 1),
+                              members, level == 0 ? "leader" : root ? "root" : TreeLayout::level_name(level),
+                              judges, kCheckpointCount)
+                     .c_str());
+  }
   std::fprintf(stderr,
                "sim: a rank's check state at most %.0f KiB (the records it read, the missing "
                "ranks' bookkeeping, its list of live ranks; the last rank of each process's block)\n",

@@ -12,6 +12,7 @@
 #include "store/tcp_store_client.h"
 #include "store/tcp_store_server.h"
 #include "sim/sim_common.h"
+#include "sim/sim_limits.h"
 #include "sim/sim_tree.h"
 #include "util/error.h"
 
@@ -71,7 +72,12 @@ SimResult run_flat(const SimOptions& o) {
   }
   const auto drifting =
       drift_ranks(o, (n + 7) / 8, 8, [&](int r) { return fate[r] != Fate::missing; });
-  raise_descriptor_limit();
+  {
+    // This process holds a connection per rank, and the store one per rank.
+    const MachineLimits m = read_machine_limits();
+    std::fprintf(stderr, "sim: this machine: %s\n", describe(m).c_str());
+    check_machine_limits(m, n, n, std::to_string(n) + " ranks on one store", "");
+  }
   // As gpudiag launch on one node: a random job secret, proven at each handshake.
   const std::string secret = random_secret();
   Child store = store_process(n, secret);

@@ -51,6 +51,13 @@
 //   sim: N ranks, K checkpoints, T s, store peak RSS M MiB (all stores A MiB),
 //   bytes through the store B, missing named: X/Y
 // (M: the largest store process; B: every level's keys and values.)
+// Before it, in the tree, a line a level of stores counts every request the
+// stores served, polls and retries included (sim_traffic.h: "sim: traffic at
+// level L ..."), and a warning says when a checkpoint's ranks named more
+// ranks missing than were absent (the machine too busy for the wait). The
+// first line says what the machine allows (sim_limits.h); a run that needs
+// more descriptors than that stops at once, saying how to get them.
+// GPUDIAG_SIM_DEBUG=1 shows the judges' info lines (lost judges, hops up).
 #pragma once
 
 #include <cstdint>

@@ -270,7 +270,11 @@ void Relay::forward_announcements(bool now) {
     }
   };
   try {
-    Store* up = o_.level == RelayLevel::root ? nullptr : &parent();
+    // A parent found gone is not asked again: its client would reconnect,
+    // and a refused port is retried for the whole answer's wait (kAnswer),
+    // every time, while this relay still waits for its children.
+    const bool gone = parent_gone_ && parent_gone_->first == hop_;
+    Store* up = o_.level == RelayLevel::root || gone ? nullptr : &parent();
     copy(*o_.below, up, seen_below_, own_below_, own_above_, true);
     if (up) copy(*up, o_.below, seen_above_, own_above_, own_below_, false);
   } catch (const TimeoutError&) {

@@ -12,7 +12,10 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "store/memory_store.h"
 #include "tree/relay.h"
@@ -185,6 +188,50 @@ TEST(TreeLevels, ASilentLeaderIsNamedWithItsRangeThreeLevelsUp) {
   auto seen = c.checkpoint(0, {});
   EXPECT_EQ(seen[47], (std::vector<int>{26, 27}));
   EXPECT_EQ(seen[0], (std::vector<int>{26, 27}));
+}
+
+/// A parent judge's store that is gone, counting the calls made to it.
+struct CountedGone : GoneStore {
+  int calls = 0;
+  std::optional<std::string> try_get(const std::string& k, Deadline d) override {
+    ++calls;
+    return GoneStore::try_get(k, d);
+  }
+  bool wait(const std::vector<std::string>& k, Deadline d) override {
+    ++calls;
+    return GoneStore::wait(k, d);
+  }
+  void set(const std::string& k, const std::string& v, Deadline d) override {
+    ++calls;
+    GoneStore::set(k, v, d);
+  }
+  std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>& k,
+                                                    Deadline d) override {
+    ++calls;
+    return GoneStore::multi_get(k, d);
+  }
+};
+
+TEST(TreeLevels, AJudgeThatFindsItsParentGoneWhileItWaitsGoesUpAtOnceAndAsksItNoMore) {
+  // Group 0's judge waits for its nodes, none of which came yet, when it
+  // finds supergroup 0's store gone: it says so at the root at once (the
+  // root then waits for supergroup 0's groups), and never asks the gone
+  // store again: a real client would reconnect to a refused port for the
+  // whole of a request's wait, every time, and the group would reach the
+  // root after the root's deadline (its ranks named missing by every rank).
+  TreeLayout L{16, 2, 2};  // 8 nodes, 4 groups, 2 supergroups
+  ASSERT_EQ(L.levels(), 2);
+  MemoryStore own("group 0"), root("the root");
+  CountedGone parent;
+  RelayOptions o = relay_options(L, RelayLevel::group, 0, std::chrono::milliseconds(300),
+                                 std::chrono::milliseconds(0), 1);
+  o.below = &own;
+  o.above = &parent;
+  o.beyond = {&root};
+  Relay judge(o);
+  EXPECT_FALSE(judge.collect(0, Deadline::after(std::chrono::milliseconds(700))));
+  EXPECT_EQ(parent.calls, 1);
+  EXPECT_TRUE(root.try_get("tree/lost/group2/0", Deadline::after_seconds(1)));
 }
 
 }  // namespace
