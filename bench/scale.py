@@ -19,7 +19,14 @@ the five checkpoints measured here.
                    [--flat-upto 16384] [--runs 1] [--timeout S]
 
 Prints a Markdown table; the load column is this machine's 1-minute load
-average before each run (it is shared: the times mean little without it)."""
+average before each run (it is shared: the times mean little without it).
+Then, for the tree, every request the stores served (the simulator's
+"sim: traffic at level L" lines: polls and retries too), per member of each
+level a checkpoint and by checkpoint, which must stay flat as N grows; a run
+whose ranks named more ranks missing than were absent is marked (its judges'
+waits ran out: the machine was too busy). The machine's limits (cores,
+`ulimit -n`, ephemeral ports, somaxconn) come first, as the simulator read
+them."""
 import argparse
 import os
 import re
@@ -33,6 +40,11 @@ LAST = re.compile(r"sim: (\d+) ranks, (\d+) checkpoints, ([\d.]+) s, store peak 
                   r"(\d+)/(\d+)")
 LEVELS = re.compile(r"ranks<->leaders ([\d.]+) MiB \((\d+) B a rank\), leaders<->parents "
                     r"([\d.]+) MiB \((\d+) B a node\), groups<->root ([\d.]+) MiB")
+TRAFFIC = re.compile(r"^sim: traffic at level (\d+) \(([^)]+)\): a ([\w -]+?) (\d+) B in ([\d.]+) "
+                     r"requests, .*'s by checkpoint: ([\d ]+), else (\d+)$", re.M)
+MACHINE = re.compile(r"^sim: this machine: (.*)$", re.M)
+WARNED = re.compile(r"^sim: warning: at the ([\w-]+) checkpoint a rank named (\d+) ranks missing "
+                    r"where (\d+) were absent", re.M)
 SHAPE = re.compile(r"(\d+) groups of \d+ nodes, (\d+) levels of judges; (\d+) processes of nodes "
                    r"\(peak RSS (\d+) MiB each at most\), (\d+) store processes")
 
@@ -46,6 +58,7 @@ def main():
     ap.add_argument("--timeout", help="the checkpoints' wait (the simulator's default: 2 s, or "
                     "a second per 40,000 ranks past 80,000), the same for every size")
     a = ap.parse_args()
+    traffic = []  # (n, the last run's stderr) for the second table
     print("| ranks | shape | time | load | largest store process RSS (all) | per checkpoint: "
           "rank<->leader | leader<->parent | group<->parent | through one store (flat) | "
           "missing named |")
@@ -73,6 +86,7 @@ def main():
                 print(f"| {n} | flat | {when} | {load} | {rss} MiB | - | - | - | "
                       f"{int(total) / int(cps) / 2**20:.1f} MiB | {named}/{of} |", flush=True)
                 continue
+            traffic.append((n, p.stderr))
             lv = LEVELS.search(p.stderr)
             sh = SHAPE.search(p.stderr)
             groups = f"{sh.group(1)} groups, " if sh and sh.group(1) != "0" else ""
@@ -82,6 +96,30 @@ def main():
             print(f"| {n} | tree ({groups}{n // 8} nodes{wait}) | {when} | {load} | {rss} MiB ({total_rss} MiB) | "
                   f"{lv.group(1)} MiB ({lv.group(2)} B a rank) | {lv.group(3)} MiB ({lv.group(4)} B "
                   f"a node) | {lv.group(5)} MiB | - | {named}/{of} |", flush=True)
+
+    print_traffic(traffic)
+
+
+def print_traffic(runs):
+    """Every level's requests a member a checkpoint (the last run of each size)."""
+    if not runs:
+        return
+    machine = MACHINE.search(runs[-1][1])
+    if machine:
+        print(f"\nThe machine (as the simulator read it before the last run): {machine.group(1)}")
+    depth = max(len(TRAFFIC.findall(err)) for _, err in runs)
+    print("\nEvery request the stores served, a member of each level a checkpoint "
+          "(by checkpoint: exchange/communicator/all-reduce/barrier/report):\n")
+    print("| ranks | " + " | ".join(f"level {lv}" for lv in range(depth)) +
+          " | named beyond the absent |")
+    print("|---:|" + "---:|" * depth + "---|")
+    for n, err in runs:
+        cells = []
+        for lv, stores, member, b, req, cps, _ in TRAFFIC.findall(err):
+            cells.append(f"{stores}: {b} B a {member} ({'/'.join(cps.split())}), {req} requests")
+        cells += ["-"] * (depth - len(cells))
+        warned = ", ".join(f"{w[0]}: {w[1]} named, {w[2]} absent" for w in WARNED.findall(err))
+        print(f"| {n} | " + " | ".join(cells) + f" | {warned or 'none'} |", flush=True)
 
 
 if __name__ == "__main__":
