@@ -107,9 +107,7 @@ TreePart Relay::gather(int seq, Deadline idle, const std::function<bool()>& stop
       continue;
     }
     forward_announcements();
-    // Its parent gone: report one level up now, so the judge there learns of
-    // the loss (and waits for the lost judge's children) while this relay
-    // still waits for its own; announcements go there from now on.
+    // Parent gone: go up now, so the judge there waits for the lost one's children.
     up_if_parent_gone();
     if (aborted_below_ && until) until = until->min(Deadline::after(kFailureGrace));
     if (o_.level == RelayLevel::node && !absent_ranks.empty()) {
