@@ -225,6 +225,24 @@ def clean_env():
             and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
 
 
+def launch_torch_python(*args, timeout=300, extra_env=None):
+    """`gpudiag launch ARGS` with a clean environment and the Python that has torch."""
+    env = clean_env()
+    env["PYTHON_EXEC"] = TORCH_PYTHON
+    env.update(extra_env or {})
+    return run([BIN, "launch", *args], env=env, timeout=timeout)
+
+
+def write_scripts(prefix, scripts):
+    """A new temporary folder holding {name: text}; returns its path."""
+    import tempfile
+    d = tempfile.mkdtemp(prefix=prefix)
+    for name, text in scripts.items():
+        with open(os.path.join(d, name), "w") as f:
+            f.write(text)
+    return d
+
+
 def strip_prefix(out):
     """Output relayed by gpudiag launch without its "[rankN]: " prefixes (only a
     line's leading one: rank 0's bench report goes out unprefixed, and its lines

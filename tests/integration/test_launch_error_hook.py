@@ -13,7 +13,7 @@ import shutil
 import tempfile
 import unittest
 
-from harness import BIN, TORCH_PYTHON, clean_env, have_torch, run
+from harness import BIN, TORCH_PYTHON, clean_env, have_torch, run, launch_torch_python, write_scripts
 
 TRAIN = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "fixtures", "torch",
                                      "train.py"))
@@ -50,11 +50,7 @@ USER_SITE = ('import sys\n'
              'sys.excepthook = _hook\n')
 
 
-def launch(*args, timeout=300, extra_env=None):
-    env = clean_env()
-    env["PYTHON_EXEC"] = TORCH_PYTHON
-    env.update(extra_env or {})
-    return run([BIN, "launch", *args], env=env, timeout=timeout)
+launch = launch_torch_python
 
 
 def error_file(err):
@@ -68,10 +64,7 @@ def error_file(err):
 class PlainScripts(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="gpudiag-error-hook-")
-        for name, text in SCRIPTS.items():
-            with open(os.path.join(cls.dir, name), "w") as f:
-                f.write(text)
+        cls.dir = write_scripts("gpudiag-error-hook-", SCRIPTS)
         os.makedirs(os.path.join(cls.dir, "site"))
         with open(os.path.join(cls.dir, "site", "sitecustomize.py"), "w") as f:
             f.write(USER_SITE)

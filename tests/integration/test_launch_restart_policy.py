@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import unittest
 
-from harness import BIN, TORCH_PYTHON, clean_env, have_torch, run
+from harness import BIN, TORCH_PYTHON, clean_env, have_torch, run, launch_torch_python, write_scripts
 
 TRAIN = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "fixtures", "torch",
                                      "train.py"))
@@ -53,11 +53,7 @@ SCRIPTS = {
 }
 
 
-def launch(*args, timeout=300, extra_env=None):
-    env = clean_env()
-    env["PYTHON_EXEC"] = TORCH_PYTHON
-    env.update(extra_env or {})
-    return run([BIN, "launch", *args], env=env, timeout=timeout)
+launch = launch_torch_python
 
 
 def restarts(err):
@@ -75,10 +71,7 @@ def error_file(err, attempt):
 class PlainScripts(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="gpudiag-restart-")
-        for name, text in SCRIPTS.items():
-            with open(os.path.join(cls.dir, name), "w") as f:
-                f.write(text)
+        cls.dir = write_scripts("gpudiag-restart-", SCRIPTS)
 
     @classmethod
     def tearDownClass(cls):
