@@ -22,7 +22,12 @@ Gathered StorePlane::gather_all(const std::string& name, const std::string& mine
     g.find_missing();
     return g;
   }
-  try {
+  // A store that answers late but whose process runs (answered() lets its
+  // timeout through) is busy, not gone: every step here is a SET or a read, so
+  // the checkpoint starts again until its deadline (and the judge's grace)
+  // rather than calling every rank missing after one slow reply.
+  const Deadline retry_until = Deadline::at(deadline.when() + kJudgeGrace);
+  for (;;) try {
     // A SET is answered at once: the answer window, not the checkpoint's
     // deadline, so a store that stops now is named within seconds.
     if (!published_) publish_now(prefix, name, mine, need);
@@ -43,8 +48,17 @@ Gathered StorePlane::gather_all(const std::string& name, const std::string& mine
       for (std::size_t i = 0; i < need.size(); ++i)
         if (need[i] != me_.rank) g.records[need[i]] = std::move(values[i]);
     }
+    break;
   } catch (const Error& e) {
     note_lost(e);
+    if (e.code() == ExitCode::timeout && !lost_ && !retry_until.expired()) {
+      spdlog::debug("rank {}: the store answered late at {}; again", me_.rank, prefix);
+      g = Gathered{};
+      g.records.resize(me_.size);
+      g.notes.resize(me_.size);
+      g.records[me_.rank] = mine;
+      continue;
+    }
     g.records.assign(me_.size, std::nullopt);
     g.records[me_.rank] = mine;
     g.judged = false;
@@ -52,6 +66,7 @@ Gathered StorePlane::gather_all(const std::string& name, const std::string& mine
     g.find_missing();
     // The announced failure, when there is one, is why the store went away.
     g.aborted = failure_ ? failure_ : lost_;
+    break;
   }
   return g;
 }

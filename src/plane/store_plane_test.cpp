@@ -10,6 +10,8 @@
 #include <set>
 #include <thread>
 
+#include "store/memory_store.h"
+#include "util/error.h"
 #include "store/tcp_store_client.h"
 #include "store/tcp_store_server.h"
 
@@ -282,6 +284,44 @@ TEST(StorePlaneDigest, TheRecordsARankNeedsComeWithTheDigest) {
       EXPECT_EQ(g.records[p].has_value(), wanted) << "rank " << r << " record " << p;
     }
   }
+}
+
+/// A node's store that leaves the first request for one key unanswered (a
+/// busy store on loaded cores: its process runs), then answers as usual.
+class LateOnce : public StoreView {
+ public:
+  LateOnce(Store& s, std::string key) : StoreView(s), key_(std::move(key)) {}
+  void set(const std::string& k, const std::string& v, Deadline d) override {
+    if (k == key_ && !late_) {
+      late_ = true;
+      throw Error(ExitCode::timeout, "no reply to SET " + k + " in time");
+    }
+    StoreView::set(k, v, d);
+  }
+  std::optional<bool> server_running() override { return true; }
+
+ private:
+  std::string key_;
+  bool late_ = false;
+};
+
+TEST(StorePlane, AStoreThatAnswersOneRequestLateDoesNotMakeEveryRankMissing) {
+  MemoryStore shared;
+  auto p0 = make_store_plane(std::make_unique<StoreView>(shared), {0, 2, 0, "node", 100},
+                             Deadline::after_seconds(5));
+  auto p1 = make_store_plane(std::make_unique<LateOnce>(shared, "cp/0/1"),
+                             {1, 2, 1, "node", 101}, Deadline::after_seconds(5));
+  auto g1 = std::async(std::launch::async, [&] {
+    return p1->gather_all("exchange", "r1", Deadline::after_seconds(30), {});
+  });
+  auto g0 = p0->gather_all("exchange", "r0", Deadline::after_seconds(30), {});
+  auto other = g1.get();
+  for (const auto& g : {g0, other}) {
+    EXPECT_TRUE(g.judged);
+    EXPECT_TRUE(g.complete()) << "missing: " << g.missing.size();
+    EXPECT_FALSE(g.aborted);
+  }
+  EXPECT_EQ(g0.records[1], "r1");
 }
 
 }  // namespace
