@@ -20,6 +20,7 @@
 #include "launch/entry.h"
 #include "launch/launcher.h"
 #include "launch/options.h"
+#include "launch/rounds.h"
 #include "launch/store_host.h"
 #include "store/job_token.h"
 #include "settings/job_settings.h"
@@ -228,6 +229,7 @@ Runner setup_launch(CLI::App& app) {
                       : std::optional(read_secret_file(*secret_file, "--secret-file"));
     const bool meets = launch::meeting(*options) == launch::Meeting::rendezvous;
     JobRecorder recorder(nullptr);  // --json: the summary across attempts
+    std::unique_ptr<launch::Rounds> rounds;
     int status;
     // A torch program under the static rendezvous gets the launcher's store as
     // its agent store, as under torchrun: the launcher serves one then.
@@ -235,18 +237,21 @@ Runner setup_launch(CLI::App& app) {
       status = launch::run_launch(*options, env, &recorder);
     } else {
       launch::RendezvousTimes times{options->join_timeout_s, options->last_call_s};
+      // At a rendezvous the rounds (and the store serving them) span the attempts.
+      if (meets) rounds = std::make_unique<launch::Rounds>(short_hostname(), times);
       status = launch::run_launch(*options, env, [&]() -> std::unique_ptr<launch::LaunchObserver> {
         return std::make_unique<RecordingObserver>(
             std::make_unique<launch::StoreHost>(short_hostname(), secret, !options->no_gpudiag,
-                                                times),
+                                                times, rounds.get()),
             recorder);
       });
     }
     // torchrun's launcher ends in ChildFailedError: exit 1, whatever the rank's status.
     if (options->torchrun_exit_code && status != 0) status = 1;
     if (json_path->empty()) return status;
-    const int json_status =
-        emit_json(*json_path, kLaunchSchema, recorder.document(options->command, status));
+    auto doc = recorder.document(options->command, status);
+    if (rounds) doc["rounds"] = rounds_json(rounds->history());
+    const int json_status = emit_json(*json_path, kLaunchSchema, doc);
     return status != 0 ? status : json_status;
   };
 }

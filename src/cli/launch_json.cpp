@@ -28,6 +28,28 @@ nlohmann::json exit_json(const launch::ExitStatus& s) {
           {"describe", s.describe()}};
 }
 
+}  // namespace
+
+nlohmann::json rounds_json(const std::vector<launch::RoundRecord>& rounds) {
+  auto faulty = [](const std::vector<launch::FaultyNode>& nodes) {
+    auto out = nlohmann::json::array();
+    for (const auto& f : nodes)
+      out.push_back({{"host", f.node.host}, {"pid", f.node.pid}, {"why", f.why}});
+    return out;
+  };
+  auto out = nlohmann::json::array();
+  for (const auto& r : rounds)
+    out.push_back({{"round", r.round},
+                   {"nnodes", r.nnodes},
+                   {"node_rank", r.node_rank >= 0 ? nlohmann::json(r.node_rank) : nlohmann::json()},
+                   {"late", r.late},
+                   {"excluded", faulty(r.left_out)},
+                   {"kept_at_fault", faulty(r.kept)}});
+  return out;
+}
+
+namespace {
+
 /// What the launcher decided after each attempt (launch/restart_policy.h).
 nlohmann::json attempts_json(const std::vector<launch::AttemptEnd>& attempts) {
   nlohmann::json out = nlohmann::json::array();
@@ -41,6 +63,7 @@ nlohmann::json attempts_json(const std::vector<launch::AttemptEnd>& attempts) {
     out.push_back({{"attempt", a.attempt},
                    {"exit_status", a.exit_status},
                    {"error", error},
+                   {"node_fault", a.node_fault.empty() ? nlohmann::json() : nlohmann::json(a.node_fault)},
                    {"then", launch::after_attempt_name(a.then)}});
   }
   return out;

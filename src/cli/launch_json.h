@@ -17,8 +17,14 @@
 #include <optional>
 
 #include "launch/observer.h"
+#include "launch/rounds.h"
 
 namespace gpudiag::cli {
+
+/// The rounds of a rendezvous as this launcher saw them (launch/rounds.h):
+/// [{"round", "nnodes", "node_rank" (null: not admitted), "late",
+///   "excluded": [{"host", "pid", "why"}], "kept_at_fault": [...]}].
+nlohmann::json rounds_json(const std::vector<launch::RoundRecord>& rounds);
 
 class JobRecorder : public launch::LaunchObserver {
  public:

@@ -29,10 +29,12 @@
 #include "launch/flight_recorder_note.h"
 #include "launch/job.h"
 #include "launch/memory_evidence.h"
+#include "launch/node_fault.h"
 #include "launch/python_hook.h"
 #include "launch/root_cause.h"
 #include "launch/ras_note.h"
 #include "launch/restart_policy.h"
+#include "launch/rounds.h"
 #include "launch/signal_pipe.h"
 #include "launch/supervisor.h"
 #include "util/error.h"
@@ -186,6 +188,7 @@ struct Attempt {
   bool restartable = false;
   std::string failure;
   std::optional<AttemptError> error;  ///< the named cause's exception (restart_policy.h)
+  std::string node_fault;             ///< why this node is at fault (node_fault.h), else ""
 };
 
 Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver& watcher,
@@ -368,6 +371,13 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
   }
   out.restartable = supervisor.restartable();
   out.failure = supervisor.failure();
+  if (out.status != 0)
+    out.node_fault = node_fault(supervisor.outcomes(), job.rank_of(0), short_hostname(), [&](int l) {
+                       return oom_kill_seen(
+                           l == supervisor.first_failed_local_rank() ? supervisor.first_failed_pid()
+                                                                      : 0,
+                           oom_at_start);
+                     }).value_or("");
   return out;
 }
 
@@ -384,9 +394,16 @@ int run_attempts(const LaunchOptions& options, const Env& env,
       if (timeout_s <= 0.001) timeout_s = 0.001;
     }
     LaunchObserver& observer = observer_for(restart);
-    auto attempt = run_attempt(options, env, observer, restart, timeout_s, logs);
-    const AttemptEnd end =
+    Attempt attempt;
+    try {
+      attempt = run_attempt(options, env, observer, restart, timeout_s, logs);
+    } catch (const JobEndedWithout& e) {  // left out, or late, until the job ended (rounds.h)
+      say(e.what());
+      return e.status();
+    }
+    AttemptEnd end =
         judge.decide(restart, attempt.status, attempt.restartable, std::move(attempt.error));
+    end.node_fault = attempt.node_fault;
     if (!end.line.empty()) say(end.line);
     observer.on_attempt_end(end);
     if (end.then != AfterAttempt::restart) {

@@ -68,4 +68,11 @@ std::string sigkill_memory_note(pid_t pid, long at_start, const std::string& pro
   return note;
 }
 
+bool oom_kill_seen(pid_t pid, long at_start, const std::string& proc_root,
+                   const std::string& sys_root) {
+  const long now = oom_kill_count(proc_root, sys_root);
+  if (now >= 0 && at_start >= 0 && now > at_start) return true;
+  return pid > 0 && !kernel_oom_line(pid).empty();
+}
+
 }  // namespace gpudiag::launch

@@ -22,4 +22,9 @@ std::string sigkill_memory_note(pid_t pid, long oom_kills_at_start,
                                 const std::string& proc_root = "/proc",
                                 const std::string& sys_root = "/sys");
 
+/// Whether an OOM kill explains a SIGKILL: the cgroup counted one since the
+/// attempt started, or the kernel log names `pid` (0: not asked) as killed.
+bool oom_kill_seen(pid_t pid, long oom_kills_at_start, const std::string& proc_root = "/proc",
+                   const std::string& sys_root = "/sys");
+
 }  // namespace gpudiag::launch

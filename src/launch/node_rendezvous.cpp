@@ -4,6 +4,7 @@
 // same published views (disagreements, node ranks), which needs no agreement
 // protocol beyond the store itself.
 #include "launch/node_rendezvous.h"
+#include "launch/round_meeting.h"
 
 #include <algorithm>
 #include <chrono>
@@ -18,25 +19,14 @@ namespace gpudiag::launch {
 
 namespace {
 
-constexpr const char* kArrivals = "rdzv/arrivals";
-constexpr const char* kSize = "rdzv/size";
-constexpr const char* kClose = "rdzv/close";
 constexpr const char* kAcks = "rdzv/acks";
 constexpr auto kPollWait = std::chrono::milliseconds(100);
 constexpr auto kCall = std::chrono::seconds(5);
-
-std::string node_key(int arrival) { return "rdzv/node/" + std::to_string(arrival); }
 
 std::string nodes_text(const NodeView& v) {
   return v.min_nodes == v.max_nodes
              ? std::to_string(v.max_nodes)
              : std::to_string(v.min_nodes) + ":" + std::to_string(v.max_nodes);
-}
-
-std::string hosts_of(const std::vector<NodeView>& views) {
-  std::string out;
-  for (const auto& v : views) out += (out.empty() ? "" : ", ") + v.who();
-  return out.empty() ? "none" : out;
 }
 
 std::int64_t parse_count(const std::optional<std::string>& text) {
@@ -55,7 +45,7 @@ std::string NodeView::who() const { return host + " (launcher pid " + std::to_st
 std::string encode_view(const NodeView& v) {
   return "gpudiag-node/1 " + v.host + " " + std::to_string(v.pid) + " " + std::to_string(v.nproc) +
          " " + std::to_string(v.min_nodes) + " " + std::to_string(v.max_nodes) + " " +
-         std::to_string(v.node_rank) + (v.serves ? " serves" : "");
+         std::to_string(v.node_rank) + (v.serves ? " serves" : "") + (v.faulty ? " fault" : "");
 }
 
 std::optional<NodeView> decode_view(const std::string& text) {
@@ -65,12 +55,18 @@ std::optional<NodeView> decode_view(const std::string& text) {
   if (!(in >> tag >> v.host >> v.pid >> v.nproc >> v.min_nodes >> v.max_nodes >> v.node_rank) ||
       tag != "gpudiag-node/1" || v.nproc < 1 || v.min_nodes < 1 || v.max_nodes < v.min_nodes)
     return std::nullopt;
+  if (v.host.empty() || v.host.size() > 255) return std::nullopt;
   std::string rest;
-  if (in >> rest) {
-    if (rest != "serves") return std::nullopt;
+  if (in >> rest && rest == "serves") {
     v.serves = true;
-    if (in >> rest) return std::nullopt;
+    if (!(in >> rest)) return v;
   }
+  if (!rest.empty() && rest == "fault") {
+    v.faulty = true;
+    rest.clear();
+    if (!(in >> rest)) return v;
+  }
+  if (!rest.empty()) return std::nullopt;
   return v;
 }
 
@@ -136,9 +132,6 @@ std::vector<int> assign_node_ranks(const std::vector<NodeView>& views) {
 
 Membership meet_nodes(Store& store, const NodeView& mine, RendezvousTimes times,
                       const std::string& where) {
-  auto call = [] { return Deadline::after(kCall); };
-  const auto arrival = store.add(kArrivals, 1, call());
-  store.set(node_key(static_cast<int>(arrival)), encode_view(mine), call());
   struct Ack {  // every verdict, good or bad, is acknowledged once
     Store& store;
     ~Ack() {
@@ -148,65 +141,12 @@ Membership meet_nodes(Store& store, const NodeView& mine, RendezvousTimes times,
       }
     }
   } ack{store};
-
-  const auto join_by = Deadline::after_seconds(times.join_timeout_s);
-  std::optional<Deadline> last_call;
-  std::vector<NodeView> views;
-  std::int64_t joined = 0;
-  WaitNotice notice(
-      [&] {
-        return "the other nodes at the rendezvous at " + where + ": " + std::to_string(joined) +
-               " of " + nodes_text(mine) + " joined";
-      },
-      join_by);
-  for (;;) {
-    notice.poll();
-    const auto arrivals = store.add(kArrivals, 0, call());
-    joined = arrivals;
-    std::vector<std::string> keys{kSize};
-    for (std::int64_t a = 1; a <= arrivals; ++a) keys.push_back(node_key(static_cast<int>(a)));
-    auto values = store.multi_get(keys, call());
-    views.clear();
-    for (std::size_t i = 1; i < values.size(); ++i) {
-      if (!values[i]) break;  // arrived, view not yet written: keep arrival order whole
-      if (auto v = decode_view(*values[i])) views.push_back(*v);
-    }
-    if (auto why = disagreement(views)) throw UsageError(*why);
-    if (auto size = parse_count(values[0]); size > 0) {
-      if (arrival > size)
-        throw UsageError(
-            "launch: the rendezvous at " + where + " closed with " + std::to_string(size) +
-                " node(s) (" +
-                hosts_of({views.begin(),
-                          views.begin() + std::min<std::ptrdiff_t>(
-                                              size, static_cast<std::ptrdiff_t>(views.size()))}) +
-                ") before this node joined",
-            "start every node within --rdzv-conf last_call_timeout of the first " +
-                std::to_string(mine.min_nodes) + ", or raise --nnodes MAX");
-      if (static_cast<std::int64_t>(views.size()) >= size) {
-        views.resize(static_cast<std::size_t>(size));
-        break;
-      }
-    } else if (arrival > mine.max_nodes) {
-      throw UsageError("launch: the rendezvous at " + where + " already has --nnodes " +
-                           nodes_text(mine) + " nodes: " + hosts_of(views),
-                       "this node is one too many; check --nnodes, or use another --rdzv-id "
-                       "or port for another job");
-    } else if (arrivals >= mine.min_nodes) {
-      if (!last_call) last_call = Deadline::after_seconds(times.last_call_s);
-      if ((arrivals >= mine.max_nodes || last_call->expired()) && store.add(kClose, 1, call()) == 1)
-        store.set(kSize, std::to_string(std::min<std::int64_t>(arrivals, mine.max_nodes)), call());
-    } else if (join_by.expired()) {
-      throw TimeoutError(
-          "launch: only " + std::to_string(arrivals) + " of " + std::to_string(mine.min_nodes) +
-              " nodes joined the rendezvous at " + where + " within " +
-              std::to_string(static_cast<int>(times.join_timeout_s)) + " s: " + hosts_of(views),
-          "start the other nodes with the same --rdzv-endpoint, or lower --nnodes");
-    }
-    store.wait({kSize}, Deadline::after(kPollWait));
-  }
-  auto ranks = assign_node_ranks(views);
-  return {ranks[static_cast<std::size_t>(arrival - 1)], static_cast<int>(views.size()), views};
+  auto round = meet_round(store, mine, "", times, where, "rdzv/");
+  if (round.late)
+    throw UsageError("launch: the rendezvous at " + where + " " + round.late_why,
+                     "start every node within --rdzv-conf last_call_timeout of the first " +
+                         std::to_string(mine.min_nodes) + ", or raise --nnodes MAX");
+  return {round.node_rank, round.nnodes, round.nodes};
 }
 
 std::optional<std::string> watch_hand_numbered(Store& store, const NodeView& mine, int nnodes,
@@ -249,12 +189,12 @@ std::optional<std::string> watch_hand_numbered(Store& store, const NodeView& min
   return verdict;
 }
 
-void wait_for_acks(Store& store, double seconds) {
+void wait_for_acks(Store& store, double seconds, const std::string& prefix) {
   const auto until = Deadline::after_seconds(seconds);
   try {
     while (!until.expired()) {
-      auto arrivals = store.add(kArrivals, 0, until);
-      if (store.add(kAcks, 0, until) >= arrivals) return;
+      auto arrivals = store.add(prefix + "arrivals", 0, until);
+      if (store.add(prefix + "acks", 0, until) >= arrivals) return;
       store.wait({"rdzv/never"}, Deadline::after(std::chrono::milliseconds(50)).min(until));
     }
   } catch (const std::exception&) {

@@ -42,6 +42,8 @@ struct NodeView {
   int node_rank = -1;
   /// This launcher serves the rendezvous store (the endpoint is its host).
   bool serves = false;
+  /// Its node was at fault in the attempt before (round_meeting.h).
+  bool faulty = false;
 
   /// "host (launcher pid N)", for messages.
   std::string who() const;
@@ -91,7 +93,7 @@ std::optional<std::string> watch_hand_numbered(Store& store, const NodeView& min
                                                bool serving, const std::function<bool()>& stop);
 
 /// For the launcher that serves the store: waits (at most `seconds`) until
-/// every launcher that arrived has acknowledged its verdict.
-void wait_for_acks(Store& store, double seconds);
+/// every launcher that arrived in round `prefix` has acknowledged its verdict.
+void wait_for_acks(Store& store, double seconds, const std::string& prefix = "rdzv/");
 
 }  // namespace gpudiag::launch

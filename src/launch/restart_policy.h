@@ -80,6 +80,8 @@ struct AttemptEnd {
   AfterAttempt then = AfterAttempt::done;
   std::string policy;  ///< restart_policy_name()
   std::string line;    ///< what the launcher said of a repeated error, else ""
+  /// Why this node was at fault in the attempt (node_fault.h), else "".
+  std::string node_fault;
 };
 
 /// Decides after each attempt, remembering the one before.

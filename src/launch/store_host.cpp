@@ -42,6 +42,8 @@ bool is_local_address(const std::string& host) {
 
 void StoreHost::on_job_start(JobInfo& job) {
   // One node (under any rendezvous): no other launcher needs the secret.
+  if (!secret_ && rounds_ && rounds_->connected() && !rounds_->secret().empty())
+    secret_ = JobSecret{rounds_->secret(), "drawn by gpudiag launch"};  // the rounds' store's
   if (!secret_ && job.nnodes == 1)
     secret_ = JobSecret{random_secret(), "drawn by gpudiag launch"};
   if (!secret_)
@@ -76,7 +78,7 @@ void StoreHost::lead_node(JobInfo& job) {
   TreeConnect c;
   c.token = job.token;
   if (secret_) c.secret = secret_->key;
-  const std::string addr = server_ ? "127.0.0.1" : job.master_addr;
+  const std::string addr = serving() ? "127.0.0.1" : job.master_addr;
   c.root = [addr, port = job.master_port, token = c.token, key = c.secret](std::uint32_t claim) {
     return std::unique_ptr<Store>(std::make_unique<TcpStoreClient>(
         addr, port, token, Deadline::after_seconds(60), key, claim));
@@ -96,6 +98,11 @@ void StoreHost::lead_node(JobInfo& job) {
 }
 
 void StoreHost::start_server(JobInfo& job, int port) {
+  server_ = make_server(job, port);
+  job.master_port = server_->port();
+}
+
+std::unique_ptr<TcpStoreServer> StoreHost::make_server(JobInfo& job, int port) {
   TcpStoreServerOptions o;
   o.port = port;
   o.token = job.token;
@@ -122,36 +129,51 @@ void StoreHost::start_server(JobInfo& job, int port) {
       o.own_process_trusted = true;
     }
   }
-  server_ = std::make_unique<TcpStoreServer>(o);
-  job.master_port = server_->port();
+  return std::make_unique<TcpStoreServer>(o);
 }
 
 void StoreHost::meet(JobInfo& job) {
   const auto where = net::host_port(job.master_addr, job.master_port);
-  if (is_local_address(job.master_addr)) {
+  // The first launcher on the endpoint's host to bind its port serves it. The
+  // socket layer says "already in use" for EADDRINUSE: then another launcher
+  // on this host serves the endpoint (or a stranger holds the port, which the
+  // token check at connection time tells apart).
+  auto serve = [&](int port) -> std::unique_ptr<TcpStoreServer> {
+    if (!is_local_address(job.master_addr)) return nullptr;
     try {
-      start_server(job, job.master_port);
+      return make_server(job, port);
     } catch (const UsageError& e) {
-      // The socket layer says "already in use" for EADDRINUSE: then another
-      // launcher on this host serves the endpoint (or a stranger holds the
-      // port, which the token check at connection time tells apart).
       if (std::string(e.what()).find("already in use") == std::string::npos) throw;
+      return nullptr;
     }
+  };
+  const std::string key = secret_ ? secret_->key : std::string();
+  if (rounds_) {
+    rounds_->connect(job, key, serve);
+    job.master_port = rounds_->port();
+  } else {
+    server_ = serve(job.master_port);
+    if (server_) job.master_port = server_->port();
+    client_ = std::make_unique<TcpStoreClient>(server_ ? "127.0.0.1" : job.master_addr,
+                                               job.master_port, job.token,
+                                               Deadline::after_seconds(times_.join_timeout_s), key);
   }
-  client_ = std::make_unique<TcpStoreClient>(
-      server_ ? "127.0.0.1" : job.master_addr, job.master_port, job.token,
-      Deadline::after_seconds(times_.join_timeout_s), secret_ ? secret_->key : std::string());
   NodeView mine{
       host_,        static_cast<int>(::getpid()), job.nproc_per_node, job.min_nodes, job.nnodes,
       job.node_rank};
   // Node 0 (rank 0's report and files) goes to a host named in advance.
-  mine.serves = job.report_node.empty() ? server_ != nullptr : job.report_node == host_;
+  mine.serves = job.report_node.empty() ? serving() : job.report_node == host_;
   Membership m;
-  try {
-    m = meet_nodes(*client_, mine, times_, where);
-  } catch (const Error&) {
-    if (server_) wait_for_acks(*client_, 3.0);  // let the others read the verdict first
-    throw;
+  if (rounds_) {
+    auto got = rounds_->join(job, mine);
+    m = {got.node_rank, got.nnodes, got.nodes};
+  } else {
+    try {
+      m = meet_nodes(*client_, mine, times_, where);
+    } catch (const Error&) {
+      if (server_) wait_for_acks(*client_, 3.0);  // let the others read the verdict first
+      throw;
+    }
   }
   job.node_rank = m.node_rank;
   job.nnodes = m.nnodes;
@@ -161,22 +183,25 @@ void StoreHost::meet(JobInfo& job) {
     spdlog::warn("launch: --report-node {} is none of the {} node(s) that met; node 0 is {}",
                  clean_text(job.report_node.substr(0, 128)), m.nnodes, host_);
   spdlog::info("launch: the rendezvous at {} ({}) settled {} node(s); this one is node {}", where,
-               server_ ? "served here" : "a client", m.nnodes, m.node_rank);
+               serving() ? "served here" : "a client", m.nnodes, m.node_rank);
   if (gpudiag_ranks_) return;
   // A foreign program meets its peers on its own MASTER_ADDR:MASTER_PORT, which
   // must not be the rendezvous store's: node 0 picks one and tells the others.
   const auto call = Deadline::after_seconds(times_.join_timeout_s);
+  const std::string master_key =
+      rounds_ ? "rdzv/" + std::to_string(job.restart_count) + "/master" : "rdzv/master";
+  auto* store = client();
   if (m.node_rank == 0) {
     auto addr = net::local_ip_towards(job.master_addr, job.master_port);
     job.master_addr = addr.empty() ? "127.0.0.1" : addr;
     job.master_port = pick_free_port();
-    client_->set("rdzv/master", job.master_addr + " " + std::to_string(job.master_port), call);
+    store->set(master_key, job.master_addr + " " + std::to_string(job.master_port), call);
   } else {
-    auto text = client_->get("rdzv/master", call);
+    auto text = store->get(master_key, call).substr(0, 300);
     auto space = text.rfind(' ');
     int port = space == std::string::npos ? 0 : std::atoi(text.c_str() + space + 1);
     if (port < 1 || port > 65535)
-      throw UsageError("launch: node 0 published a bad master address '" + text + "'");
+      throw UsageError("launch: node 0 published a bad master address '" + clean_text(text) + "'");
     job.master_addr = text.substr(0, space);
     job.master_port = port;
   }
@@ -232,9 +257,10 @@ void StoreHost::watch(JobInfo job) {
 }
 
 Store* StoreHost::client() {
+  if (rounds_ && rounds_->connected()) return rounds_->store();
   if (!client_ && !client_failed_) {
     try {
-      std::string host = server_ ? "127.0.0.1" : job_.master_addr;
+      std::string host = serving() ? "127.0.0.1" : job_.master_addr;
       client_ = std::make_unique<TcpStoreClient>(host, job_.master_port, job_.token,
                                                  Deadline::after(std::chrono::seconds(3)),
                                                  secret_ ? secret_->key : std::string());
@@ -339,6 +365,10 @@ std::vector<std::string> StoreHost::collect_stacks(int n, Deadline deadline,
     spdlog::warn("launch: the other nodes' stacks: {}", e.one_line());
   }
   return out;
+}
+
+void StoreHost::on_attempt_end(const AttemptEnd& end) {
+  if (rounds_ && job_.rendezvous) rounds_->after_attempt(end, end.node_fault);
 }
 
 std::string death_notice(const ChildExit& exit, const std::string& host) {

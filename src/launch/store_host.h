@@ -36,6 +36,7 @@
 #include "tree/tree_host.h"
 #include "launch/node_rendezvous.h"
 #include "launch/observer.h"
+#include "launch/rounds.h"
 #include "store/job_token.h"
 #include "store/store.h"
 #include "store/tcp_store_server.h"
@@ -45,15 +46,21 @@ namespace gpudiag::launch {
 class StoreHost : public LaunchObserver {
  public:
   /// `secret`: the one given to the launcher, if any.
+  /// `rounds`: the rounds of a rendezvous, kept across attempts (rounds.h);
+  /// null: this attempt's own store and one round.
   explicit StoreHost(std::string host, std::optional<JobSecret> secret = std::nullopt,
-                     bool gpudiag_ranks = true, RendezvousTimes times = {})
+                     bool gpudiag_ranks = true, RendezvousTimes times = {},
+                     Rounds* rounds = nullptr)
       : host_(std::move(host)),
         secret_(std::move(secret)),
         gpudiag_ranks_(gpudiag_ranks),
-        times_(times) {}
+        times_(times),
+        rounds_(rounds) {}
   ~StoreHost() override;
   void on_job_start(JobInfo& job) override;
   void on_child_exit(const ChildExit& exit) override;
+  /// Under rounds: a restart opens the next round, any other end ends the job.
+  void on_attempt_end(const AttemptEnd& end) override;
   /// Nodes numbered by hand that disagree (found by the watcher thread).
   std::optional<std::string> stop_reason() override;
   /// The watcher's verdict, or else the views compared now, in one read.
@@ -72,6 +79,9 @@ class StoreHost : public LaunchObserver {
   /// meets the other launchers and settles job.node_rank and job.nnodes.
   void meet(JobInfo& job);
   void start_server(JobInfo& job, int port);
+  std::unique_ptr<TcpStoreServer> make_server(JobInfo& job, int port);
+  /// This launcher serves the job's store (this attempt's, or the rounds').
+  bool serving() const { return server_ || (rounds_ && rounds_->serving()); }
   /// The watcher thread's body under Meeting::by_hand (watch_hand_numbered()).
   void watch(JobInfo job);
 
@@ -81,6 +91,7 @@ class StoreHost : public LaunchObserver {
   int stacks_seen_ = 0;  ///< the last stack request answered (other nodes)
   Deadline::Clock::time_point next_stack_poll_{};
   RendezvousTimes times_;
+  Rounds* rounds_ = nullptr;
   JobInfo job_;
   std::unique_ptr<TcpStoreServer> server_;
   std::unique_ptr<Store> client_;

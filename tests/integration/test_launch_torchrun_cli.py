@@ -154,7 +154,7 @@ class TorchrunCommandLine(unittest.TestCase):
             self.assertRegex(err, r"disagree on --nnodes: [23] on .*, [23] on ")
         self.assertLess(job.elapsed, 60)  # at the meeting, not at a timeout
 
-    def test_a_node_after_the_round_closed_is_told(self):
+    def test_a_node_after_the_round_closed_waits_and_is_told_when_the_job_ends(self):
         port = free_port()
         node = ["--rdzv-endpoint", f"127.0.0.1:{port}", "--nnodes", "1:2",
                 "--rdzv-conf", "last_call_timeout=0", "--no-gpudiag", "--"]
@@ -166,13 +166,22 @@ class TorchrunCommandLine(unittest.TestCase):
             ready, _, _ = select.select([first.procs[0].stdout], [], [], HANG_GUARD)
             self.assertTrue(ready, "the first launcher's rank never started")
             self.assertEqual(first.procs[0].stdout.readline(), "[rank0]: started\n")
-            late = launch(*node, "true")
-            self.assertEqual(late.returncode, 2, late.stderr)
-            self.assertIn(f"the rendezvous at 127.0.0.1:{port} closed with 1 node(s)", late.stderr)
+            late = Launchers(self, [[*node, "true"]])
+            # The event: the late launcher says it waits for the next round.
+            seen = ""
+            while "waits for the next round" not in seen:
+                line = late.procs[0].stderr.readline()
+                self.assertTrue(line, seen)
+                seen += line
+            self.assertIn(f"the rendezvous at 127.0.0.1:{port} round 0 closed with 1 node(s)", seen)
             with open(go, "w") as f:
                 f.write("go\n")
             [(code, _, err)] = first.finish()
+            [(late_code, _, late_err)] = late.finish()
         self.assertEqual(code, 0, err)
+        self.assertEqual(late_code, 2, late_err)
+        self.assertIn("the job ended with exit status 0 on ", late_err)
+        self.assertIn("exit status 2 (this node ran no attempt)", late_err)
 
     def test_max_restarts_restarts_the_group_once_after_a_failure(self):
         with tempfile.TemporaryDirectory() as d:

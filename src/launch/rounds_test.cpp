@@ -1,0 +1,214 @@
+// The rounds of a rendezvous: who is left out of a round (pure, and in whole
+// rounds of launchers on threads against a real TcpStoreServer), a launcher
+// that arrives late waiting for the next round, node ranks renumbered per
+// round, and which deaths are the node's (node_fault.h).
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <future>
+#include <thread>
+
+#include "launch/node_fault.h"
+#include "launch/round_meeting.h"
+#include "launch/rounds.h"
+#include "store/tcp_store_client.h"
+#include "store/tcp_store_server.h"
+#include "util/error.h"
+
+namespace gpudiag::launch {
+namespace rounds_test {
+
+NodeView node(std::string host, int lo, int hi) { return {std::move(host), 100, 1, lo, hi, -1}; }
+
+TEST(LeaveOut, EachWhileMinRemains) {
+  EXPECT_EQ(leave_out(3, {2}, 2), (std::vector<bool>{false, false, true}));
+  EXPECT_EQ(leave_out(3, {0, 2}, 2), (std::vector<bool>{true, false, false}));
+  EXPECT_EQ(leave_out(3, {1}, 3), (std::vector<bool>{false, false, false}));
+  EXPECT_EQ(leave_out(2, {5}, 1), (std::vector<bool>{false, false}));  // out of range: ignored
+}
+
+TEST(LeaveOut, TheFaultFlagSurvivesTheView) {
+  auto v = node("n3", 2, 3);
+  v.faulty = true;
+  v.serves = true;
+  auto back = decode_view(encode_view(v));
+  ASSERT_TRUE(back);
+  EXPECT_TRUE(back->faulty);
+  EXPECT_TRUE(back->serves);
+  EXPECT_FALSE(decode_view(encode_view(v) + " fault"));
+  EXPECT_FALSE(decode_view("gpudiag-node/1 " + std::string(300, 'h') + " 1 1 1 1 -1"));
+}
+
+struct Store1 {
+  TcpStoreServer server{[] {
+    TcpStoreServerOptions o;
+    o.bind_host = "127.0.0.1";
+    o.token = "t";
+    return o;
+  }()};
+  std::future<RoundOutcome> meet(NodeView v, std::string fault, RendezvousTimes t,
+                                 std::string prefix = "rdzv/0/") {
+    return std::async(std::launch::async, [=, this] {
+      TcpStoreClient c("127.0.0.1", server.port(), "t", Deadline::after_seconds(5));
+      return meet_round(c, v, fault, t, "test", prefix);
+    });
+  }
+};
+
+TEST(MeetRound, ANodeAtFaultIsLeftOutWhileMinRemains) {
+  Store1 s;
+  auto a = s.meet(node("a", 2, 3), "", {10, 10});
+  auto b = s.meet(node("b", 2, 3), "", {10, 10});
+  auto c = s.meet(node("c", 2, 3), "rank 5 [c-1] was killed by SIGBUS", {10, 10});
+  auto ra = a.get(), rb = b.get(), rc = c.get();
+  EXPECT_TRUE(ra.admitted);
+  EXPECT_TRUE(rb.admitted);
+  EXPECT_FALSE(rc.admitted);
+  EXPECT_EQ(ra.nnodes, 2);
+  EXPECT_EQ(ra.node_rank + rb.node_rank, 1);  // renumbered 0 and 1
+  for (const auto* r : {&ra, &rb, &rc}) {
+    ASSERT_EQ(r->left_out.size(), 1u);
+    EXPECT_EQ(r->left_out[0].node.host, "c");
+    EXPECT_EQ(r->left_out[0].why, "rank 5 [c-1] was killed by SIGBUS");
+  }
+}
+
+TEST(MeetRound, ANodeAtFaultStaysWhenMinNeedsIt) {
+  Store1 s;
+  auto a = s.meet(node("a", 2, 2), "", {10, 0.2});
+  auto b = s.meet(node("b", 2, 2), "rank 1 [b-0] was killed by SIGSEGV", {10, 0.2});
+  auto ra = a.get(), rb = b.get();
+  EXPECT_TRUE(ra.admitted);
+  EXPECT_TRUE(rb.admitted);
+  EXPECT_EQ(ra.nnodes, 2);
+  ASSERT_EQ(ra.kept.size(), 1u);
+  EXPECT_TRUE(ra.left_out.empty());
+}
+
+TEST(MeetRound, ALateLauncherIsToldNotFailed) {
+  Store1 s;
+  auto a = s.meet(node("a", 1, 2), "", {10, 0});
+  ASSERT_TRUE(a.get().admitted);  // the event: the round closed with one node
+  auto late = s.meet(node("b", 1, 2), "", {10, 0}).get();
+  EXPECT_TRUE(late.late);
+  EXPECT_NE(late.late_why.find("closed with 1 node(s) (a (launcher pid 100))"), std::string::npos);
+  // The next round is another prefix: it admits it.
+  auto next = s.meet(node("b", 1, 2), "", {10, 0}, "rdzv/1/").get();
+  EXPECT_TRUE(next.admitted);
+  EXPECT_EQ(next.node_rank, 0);
+}
+
+TEST(MeetRound, AForeignSizeIsBounded) {
+  Store1 s;
+  TcpStoreClient c("127.0.0.1", s.server.port(), "t", Deadline::after_seconds(5));
+  c.set("rdzv/0/size", "99999999999999999999", Deadline::after_seconds(5));
+  auto r = s.meet(node("a", 1, 2), "", {2, 0}).get();
+  EXPECT_TRUE(r.admitted);  // the size is cut to MAX; its one view is the round
+  EXPECT_EQ(r.nnodes, 1);
+}
+
+/// Rounds across attempts: a launcher of two restarts, one that comes late.
+TEST(Rounds, ALateLauncherIsAdmittedWhenTheNextRoundOpens) {
+  Store1 s;
+  auto job = [&] {
+    JobInfo j;
+    j.master_addr = "127.0.0.1";
+    j.master_port = s.server.port();
+    j.token = "t";
+    j.rendezvous = true;
+    return j;
+  };
+  auto no_server = [](int) { return std::unique_ptr<TcpStoreServer>(); };
+  Rounds first("a", {10, 0});
+  JobInfo ja = job();
+  first.connect(ja, "", no_server);
+  ASSERT_TRUE(first.join(ja, node("a", 1, 2)).admitted);
+  EXPECT_EQ(ja.restart_count, 0);
+  // The late one waits for round 1, which opens when the first restarts.
+  auto late = std::async(std::launch::async, [&] {
+    Rounds r("b", {10, 10});  // its last call outlasts the test: the round closes at MAX
+    JobInfo jb = job();
+    r.connect(jb, "", no_server);
+    auto got = r.join(jb, node("b", 1, 2));
+    return std::make_pair(got, jb);
+  });
+  // The event the test waits for: the late one counted as an arrival of round 0.
+  TcpStoreClient c("127.0.0.1", s.server.port(), "t", Deadline::after_seconds(5));
+  while (c.add("rdzv/0/arrivals", 0, Deadline::after_seconds(5)) < 2)
+    c.wait({"never"}, Deadline::after(std::chrono::milliseconds(20)));
+  AttemptEnd end;
+  end.then = AfterAttempt::restart;
+  end.exit_status = 1;
+  first.after_attempt(end, "");
+  // The event: the late one arrived in round 1, which it found open.
+  while (c.add("rdzv/1/arrivals", 0, Deadline::after_seconds(5)) < 1)
+    c.wait({"never"}, Deadline::after(std::chrono::milliseconds(20)));
+  JobInfo ja2 = job();
+  auto again = first.join(ja2, node("a", 1, 2));
+  auto [got, jb] = late.get();
+  EXPECT_TRUE(got.admitted);
+  EXPECT_EQ(again.nnodes, 2);
+  EXPECT_EQ(jb.restart_count, 1);
+  EXPECT_EQ(ja2.restart_count, 1);
+  EXPECT_EQ(ja2.node_rank + jb.node_rank, 1);
+}
+
+TEST(Rounds, AWaitingLauncherEndsWhenTheJobDoes) {
+  Store1 s;
+  JobInfo j;
+  j.master_addr = "127.0.0.1";
+  j.master_port = s.server.port();
+  j.token = "t";
+  auto no_server = [](int) { return std::unique_ptr<TcpStoreServer>(); };
+  Rounds first("a", {10, 0});
+  first.connect(j, "", no_server);
+  ASSERT_TRUE(first.join(j, node("a", 1, 1)).admitted);
+  auto late = std::async(std::launch::async, [&] {
+    Rounds r("b", {10, 0});
+    JobInfo jb = j;
+    r.connect(jb, "", no_server);
+    try {
+      r.join(jb, node("b", 1, 1));
+    } catch (const JobEndedWithout& e) {
+      return std::make_pair(e.status(), std::string(e.what()));
+    }
+    return std::make_pair(-1, std::string());
+  });
+  TcpStoreClient c("127.0.0.1", s.server.port(), "t", Deadline::after_seconds(5));
+  while (c.add("rdzv/waiting", 0, Deadline::after_seconds(5)) < 1)
+    c.wait({"never"}, Deadline::after(std::chrono::milliseconds(20)));
+  AttemptEnd end;
+  end.then = AfterAttempt::done;
+  first.after_attempt(end, "");
+  auto [status, why] = late.get();
+  EXPECT_EQ(status, 2);
+  EXPECT_NE(why.find("the job ended with exit status 0 on a"), std::string::npos) << why;
+}
+
+RankOutcome outcome(int rank, ExitStatus s, bool by_launcher = false) {
+  RankOutcome o;
+  o.rank = rank;
+  o.status = s;
+  o.killed_by_launcher = by_launcher;
+  return o;
+}
+
+TEST(NodeFault, OnlyASignalTheRankDidNotAskFor) {
+  auto none = [](int) { return false; };
+  EXPECT_EQ(node_fault({outcome(4, ExitStatus::killed(SIGTERM), true),
+                        outcome(5, ExitStatus::killed(SIGBUS))},
+                       4, "n3", none)
+                .value_or(""),
+            "rank 5 [n3-1] was killed by SIGBUS, a signal it did not ask for");
+  // A Python error, a kill by the launcher, an abort, an OOM kill: not the node's.
+  EXPECT_FALSE(node_fault({outcome(0, ExitStatus::exited(1))}, 0, "n", none));
+  EXPECT_FALSE(node_fault({outcome(0, ExitStatus::killed(SIGKILL), true)}, 0, "n", none));
+  EXPECT_FALSE(node_fault({outcome(0, ExitStatus::killed(SIGABRT))}, 0, "n", none));
+  EXPECT_FALSE(node_fault({outcome(0, ExitStatus::killed(SIGKILL))}, 0, "n",
+                          [](int) { return true; }));
+  EXPECT_TRUE(node_fault({outcome(0, ExitStatus::killed(SIGKILL))}, 0, "n", none));
+  EXPECT_TRUE(node_fault({outcome(0, ExitStatus::killed(SIGSEGV))}, 0, "n", none));
+}
+
+}  // namespace rounds_test
+}  // namespace gpudiag::launch
