@@ -1,6 +1,6 @@
 // The check's phases (see check.h), run as a fixed pipeline of named passes:
 // backend choice (backend_choice.h), device and memory (memory_checks.h),
-// the exchange, the communicator, the verified collectives
+// the compute phase (compute/run.h), the exchange, the communicator, the verified collectives
 // (collective_checks.h), bench's sweep or link test, a second read of the
 // node's hardware evidence and the barrier, each followed by a checkpoint at
 // which the ranks learn who is still with them (the hardware read shares the
@@ -19,6 +19,7 @@ CheckResult CheckRun::run() {
   choose_backend(opt_, setup_.env, setup_.host_transport ? setup_.host_transport->name() : "host",
                  me());
   timed("device", [&] { device(); });
+  if (opt_.compute) timed("compute", [&] { compute(); });
   fingerprint();
   checkpoint("exchange", [&] { after_exchange(); });
   me().fingerprint = {};  // compared at the exchange, where the NCCL ids were read too:
@@ -41,6 +42,7 @@ CheckResult CheckRun::run() {
   timed("hardware", [&] { hardware(); });
   timed("barrier", [&] { comm_->barrier(wait_deadline()); });
   checkpoint("barrier", [] {});
+  settle_compute();
   if (comm_ && comm_->buffers_in_flight()) {
     // The library may still write into the workspace: keep it for good,
     // and do not let MPI_Finalize wait for a transfer that will not end.
@@ -106,6 +108,7 @@ void CheckRun::timed(const char* phase, const std::function<void()>& work) {
 
 double CheckRun::watchdog_limit_s(const std::string& phase) const {
   const double per_wait = opt_.timeout_s;
+  if (phase == "compute") return 3 * compute_seconds() + 120;  // no peers: its own budget
   if (phase != "links") return per_wait * (2 + opt_.warmup + opt_.iters) + 60;
   // Each turn: up to kLinkWaitFactor x --timeout at its barrier, and the
   // pair's own exchanges (a first one, the count, and a quarter of --timeout).

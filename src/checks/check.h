@@ -1,6 +1,10 @@
 // gpudiag check: the phases every rank runs, and what it concludes.
 //
 //   device        select the GPU, allocate --mem, write a pattern and read it back
+//   compute       GEMMs of fixed inputs (bf16, fp16, fp32), their checksums and
+//                 rate (compute/run.h); compared at the exchange per GPU model: a
+//                 rank that differs is broken in compute, a verdict on it alone
+//                 (it goes on through the collectives; its peers end OK)
 //   exchange      checkpoint: every rank's identity; conflicts (two ranks on one
 //                 GPU, world sizes or backends that disagree) stop the job here
 //   communicator  NCCL init (non-blocking, deadline, abort) or host transport
@@ -47,6 +51,10 @@ struct CheckOptions {
   /// rank's exchange record as the sweep starts.
   std::shared_ptr<const BenchPlan> bench;
   std::function<BenchSink*(const RankSlots<std::optional<RankRecord>>&)> bench_start;
+  /// The compute phase's budget in seconds (compute/run.h): < 0 the
+  /// backend's default (1.5 s on a GPU, 0.1 s on the host); --no-compute: off.
+  double compute_seconds = -1;
+  bool compute = true;
   int warmup = 2;                ///< untimed iterations (link test)
   /// gpudiag bench --links: bytes each pair exchanges (0: no link test).
   std::uint64_t link_bytes = 0;

@@ -1,6 +1,6 @@
 // The check's phases' own work (check.cpp runs them): the node's hardware
 // evidence (read at the start and again at the end), the device and its
-// memory, this rank's fingerprint, what the exchange's review says and which
+// memory, the compute phase and its verdict, this rank's fingerprint, what the exchange's review says and which
 // records a rank needs, the communicator, the verified all-reduce and its
 // large-message timing, and bench's sweep.
 #include "checks/check_run.h"
@@ -52,6 +52,36 @@ void CheckRun::device() {
     test_host_memory(opt_.mem_bytes ? opt_.mem_bytes : kDefaultHostMem, me().rank, me().host);
     workspace_ = make_host_workspace();
     me().endpoint = setup_.host_transport->prepare();
+  }
+}
+
+void CheckRun::compute() {
+  ComputeOptions o;
+  o.gpu = on_gpu();
+  o.seconds = compute_seconds();
+  o.flip = test_hook_.flips("compute");  // GPUDIAG_TEST_RAISE=FLIP@compute
+  o.model = o.gpu ? me().gpu_name : cpu_model();
+  o.deadline = Deadline::after_seconds(watchdog_limit_s("compute"));
+  me().compute = run_compute(o);
+  if (me().compute.judged == "unstable") spdlog::warn("rank {}: {}", me().rank, me().compute.finding);
+}
+
+void CheckRun::judge_compute_here() {
+  auto& c = me().compute;
+  if (!c.ran() || c.failed()) return;
+  auto j = judge_compute(review_.compute, c);
+  c.judged = std::move(j.judged);
+  c.finding = std::move(j.finding);
+}
+
+void CheckRun::settle_compute() {
+  auto settle = [](RankRecord& r) {
+    if (r.ok && r.compute.failed()) r.fail("compute", r.compute.finding);
+  };
+  settle(me());
+  for (std::size_t r = 0; r < result_.table.size(); ++r) {
+    const auto& rec = std::as_const(result_.table).at(r);
+    if (rec && rec->ok && rec->compute.failed()) settle(*result_.table[r]);
   }
 }
 

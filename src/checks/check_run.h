@@ -21,6 +21,8 @@
 #include "checks/test_hook.h"
 #include "checks/verdict.h"
 #include "checks/watchdog.h"
+#include "compute/judge.h"
+#include "compute/run.h"
 #include "comm/communicator.h"
 #include "comm/nccl.h"
 #include "gpu/cuda.h"
@@ -103,6 +105,21 @@ class CheckRun {
 
   void device();
 
+  /// The compute phase (compute/run.h): this rank's GEMM checksums and rate.
+  void compute();
+  double compute_seconds() const {
+    return opt_.compute_seconds >= 0 ? opt_.compute_seconds
+           : on_gpu()      ? kGpuComputeSeconds
+                                      : kHostComputeSeconds;
+  }
+  bool on_gpu() const { return result_.me.backend == "nccl"; }
+  /// This rank's compute verdict from the exchange's tally (compute/judge.h).
+  void judge_compute_here();
+  /// After the last checkpoint: a compute verdict fails its rank, in this
+  /// rank's record and in the table (every collective is behind it, so no
+  /// peer was stopped by it).
+  void settle_compute();
+
   /// The second read of the node's hardware evidence, at the end of the
   /// check: kernel-log findings logged since the check started (a link that
   /// flapped, an Xid) and sysfs counters that moved since device() read them
@@ -135,6 +152,7 @@ class CheckRun {
   void after_exchange() {
     if (!review_.conflicts.empty()) me().fail("exchange", one_line(review_.conflicts));
     for (auto& w : review_.warnings) result_.warnings.push_back(w);
+    judge_compute_here();
   }
 
   /// This checkpoint's records, decoded (nullopt for the missing and the

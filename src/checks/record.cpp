@@ -13,7 +13,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RankRecord, rank, world_size, lo
                                                 mpi_version, nccl_path, nccl_hostid, nvlink_domain,
                                                 allreduce_bytes,
                                                 allreduce_seconds,
-                                                links, link_bytes, link_schedule, fingerprint)
+                                                links, link_bytes, link_schedule, compute, fingerprint)
 
 namespace {
 
@@ -28,6 +28,12 @@ RankRecord cleaned(RankRecord r) {
                          &r.nccl_version, &r.mpi_version, &r.nccl_path, &r.nccl_hostid, &r.nvlink_domain,
                          &r.link_schedule, &r.hardware})
     if (!is_clean_text(*f)) *f = escape_text(*f);
+  for (std::string* f : {&r.compute.model, &r.compute.device, &r.compute.judged, &r.compute.finding})
+    if (!is_clean_text(*f)) *f = escape_text(*f);
+  if (r.compute.parts.size() > 8) r.compute.parts.resize(8);
+  for (auto& p : r.compute.parts)
+    for (std::string* f : {&p.name, &p.checksum})
+      if (!is_clean_text(*f)) *f = escape_text(*f);
   if (r.hardware.size() > kMaxHardwareText) r.hardware = clean_text(r.hardware.substr(0, kMaxHardwareText)) + "...";
   std::map<std::string, int> counts;
   for (auto& [k, v] : r.hw_findings)

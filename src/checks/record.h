@@ -9,12 +9,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "compute/result.h"
 #include "world/fingerprint.h"
 
 namespace gpudiag {
 
 /// The phases of a check, in order.
-inline constexpr const char* kPhases[] = {"device", "exchange", "communicator", "all-reduce",
+inline constexpr const char* kPhases[] = {"device", "compute", "exchange", "communicator", "all-reduce",
                                           "barrier"};
 
 /// Bounds on a record's hardware fields (a peer's record is a stranger's bytes).
@@ -68,6 +69,9 @@ struct RankRecord {
   std::vector<double> links;
   double link_bytes = 0;
   std::string link_schedule;  ///< "rounds" or "serial"
+  /// The compute phase's GEMM checksums and rate, and the exchange's
+  /// comparison of them (compute/result.h).
+  ComputeRecord compute;
   /// Sent at the exchange only (world/fingerprint.h); empty in later records.
   Fingerprint fingerprint;
 

@@ -18,9 +18,9 @@ constexpr struct {
   int number;
 } kSignals[] = {{"STOP", SIGSTOP}, {"KILL", SIGKILL}, {"TERM", SIGTERM},
                 {"INT", SIGINT},   {"ABRT", SIGABRT}, {"SEGV", SIGSEGV},
-                {"HANG", TestRaise::kHang}};
+                {"HANG", TestRaise::kHang}, {"FLIP", TestRaise::kFlip}};
 
-constexpr const char* kHookPhases[] = {"device", "exchange", "communicator", "all-reduce", "sweep",
+constexpr const char* kHookPhases[] = {"device", "compute", "exchange", "communicator", "all-reduce", "sweep",
                                        "links",  "barrier",  "hardware",     "pool-round"};
 
 /// A whole non-negative decimal number up to `max`, nothing else.
@@ -47,7 +47,7 @@ std::optional<TestRaise> parse_test_raise(const std::string& value, std::string&
     if (sig == s.name) t.signal = s.number;
   if (!t.signal) {
     error = "unknown signal '" + value.substr(0, at) +
-            "' (SIGSTOP, SIGKILL, SIGTERM, SIGINT, SIGABRT, SIGSEGV, HANG)";
+            "' (SIGSTOP, SIGKILL, SIGTERM, SIGINT, SIGABRT, SIGSEGV, HANG, FLIP)";
     return std::nullopt;
   }
   if (auto colon = rest.find(':'); colon != std::string::npos) {
@@ -72,12 +72,20 @@ std::optional<TestRaise> parse_test_raise(const std::string& value, std::string&
     if (rest == p) t.phase = p;
   if (t.phase.empty()) {
     error = "unknown phase '" + rest +
-            "' (device, exchange, communicator, all-reduce, sweep, links, barrier, hardware, "
-            "pool-round)";
+            "' (device, compute, exchange, communicator, all-reduce, sweep, links, barrier, "
+            "hardware, pool-round)";
     return std::nullopt;
   }
   if (t.iteration && t.phase != "all-reduce" && t.phase != "pool-round") {
     error = "#N only applies to the all-reduce's timed iterations and gpudiag sweep's rounds";
+    return std::nullopt;
+  }
+  if (t.signal == TestRaise::kFlip && t.phase != "compute") {
+    error = "FLIP only applies to the compute phase (FLIP@compute[:RANK])";
+    return std::nullopt;
+  }
+  if (t.signal == TestRaise::kFlip && t.iteration) {
+    error = "FLIP takes no #N: it flips every repetition's result";
     return std::nullopt;
   }
   return t;
@@ -99,6 +107,7 @@ TestHook TestHook::from_env(const Env& env, int rank) {
 
 void TestHook::fire(const std::string& phase, int iteration) const {
   if (!raise_ || raise_->phase != phase || raise_->iteration != iteration) return;
+  if (raise_->signal == TestRaise::kFlip) return;  // flips(): the compute phase asks
   const std::string where = phase + (iteration ? " #" + std::to_string(iteration) : "");
   if (raise_->signal == TestRaise::kHang) {
     spdlog::warn("GPUDIAG_TEST_RAISE: hanging in {} (a call that never returns)", where);

@@ -6,8 +6,11 @@
 //   SIGNAL  SIGSTOP, SIGKILL, SIGTERM, SIGINT, SIGABRT or SIGSEGV ("SIG" optional),
 //           or HANG: the thread blocks for ever there, as a call that cannot be
 //           given a deadline would (cudaFree on a hung GPU, an NCCL abort that
-//           never returns); only a watchdog ends the rank then
-//   PHASE   device, exchange, communicator, all-reduce, sweep, links, hardware
+//           never returns); only a watchdog ends the rank then;
+//           or FLIP (compute only): no signal, one bit of every GEMM result
+//           the rank computes is flipped before its checksum, as a GPU that
+//           computes wrong would (compute/math.h's kFlipBit)
+//   PHASE   device, compute, exchange, communicator, all-reduce, sweep, links, hardware
 //           (the second read of the node's hardware evidence, just before the
 //           barrier) or barrier: the signal is raised as the rank enters the phase,
 //           after it has published the phase to its peers (so "last phase:
@@ -37,6 +40,7 @@ namespace gpudiag {
 
 struct TestRaise {
   static constexpr int kHang = -1;  ///< not a signal: block for ever
+  static constexpr int kFlip = -2;  ///< not a signal: flip a bit of the compute result
   int signal = 0;
   std::string phase;
   int iteration = 0;  ///< 0: on entering the phase; N: at its N-th timed iteration
@@ -56,6 +60,10 @@ class TestHook {
   void on_phase(const std::string& phase) const { fire(phase, 0); }
   /// Called at the start of the `n`-th (1-based) timed iteration of `phase`.
   void on_iteration(const std::string& phase, int n) const { fire(phase, n); }
+  /// Whether FLIP@`phase` applies to this rank.
+  bool flips(const std::string& phase) const {
+    return raise_ && raise_->signal == TestRaise::kFlip && raise_->phase == phase;
+  }
 
  private:
   void fire(const std::string& phase, int iteration) const;

@@ -51,6 +51,24 @@ TEST(TestHook, BadValuesAreRejectedNotGuessed) {
     EXPECT_FALSE(parse(bad)) << bad;
 }
 
+TEST(TestHook, FlipIsTheComputePhasesAndFiresNoSignal) {
+  auto t = parse("FLIP@compute:2");
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->signal, TestRaise::kFlip);
+  EXPECT_EQ(t->phase, "compute");
+  EXPECT_EQ(t->rank, 2);
+  for (const char* bad : {"FLIP@device", "FLIP@all-reduce#1", "SIGFLIP@device", "flip@compute"})
+    EXPECT_FALSE(parse(bad)) << bad;
+  EXPECT_TRUE(parse("SIGKILL@compute:1"));  // a signal at the compute phase, as at any other
+  // Only its rank flips; entering the phase sends nothing (this binary lives on).
+  const auto hook = TestHook::from_env(env_with("FLIP@compute:2"), 2);
+  hook.on_phase("compute");
+  EXPECT_TRUE(hook.flips("compute"));
+  EXPECT_FALSE(hook.flips("device"));
+  EXPECT_FALSE(TestHook::from_env(env_with("FLIP@compute:2"), 1).flips("compute"));
+  EXPECT_FALSE(TestHook::from_env(env_with("SIGSTOP@compute:2"), 2).flips("compute"));
+}
+
 TEST(TestHook, BadOrOtherRanksValueNeverFires) {
   // A hook that would fire would stop this test binary: these must not.
   TestHook::from_env(env_with("SIGKILL@nowhere"), 0).on_phase("nowhere");

@@ -109,7 +109,9 @@ std::string CheckTreeReviewer::merge_reviews(const std::vector<ChildReview>& rev
       prints.push_back(
           {std::move(r.fingerprint), std::move(r.fingerprint_summary), child.first, child.last});
     merge_root_ids(out.nccl_ids, r.nccl_ids);  // each group's roots, for every rank
+    merge_compute(out.compute, r.compute);      // each group's checksums, counted for the job
   }
+  bound_compute(out.compute);
   // The job's fingerprints, compared across the groups (tree_fingerprint.h);
   // a difference broken across groups only stops the job as a flat one does.
   auto job = merge_group_prints(prints);

@@ -195,6 +195,9 @@ CheckpointReview review_table(const std::vector<std::optional<RankRecord>>& now,
     for (auto& line : gpudiag::broken_lines(compared)) out.conflicts.push_back(line);
     out.fingerprint = comparison_json(compared);
     out.nccl_ids = root_ids_in(now);
+    for (const auto& r : now)
+      if (r) tally_compute(out.compute, r->compute);
+    bound_compute(out.compute);
   }
   return out;
 }
@@ -214,6 +217,7 @@ std::string encode_review(const CheckpointReview& r) {
     for (const auto& e : r.nccl_ids) ids.push_back(nlohmann::json::array({e.rank, e.roots, e.id}));
     j["nccl_ids"] = std::move(ids);
   }
+  if (!r.compute.empty()) j["compute"] = compute_tallies_json(r.compute);
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -234,6 +238,7 @@ CheckpointReview decode_review(const std::string& text) {
   // The roots' ids, as untrusted as the rest: entries that are not [rank,
   // roots, "text"] with numbers in range are dropped, at most kMaxNcclRoots
   // kept, each text at most an id's 256 characters (checked when used).
+  if (auto it = j.find("compute"); it != j.end()) r.compute = compute_tallies_from_json(*it);
   if (auto it = j.find("nccl_ids"); it != j.end() && it->is_array())
     for (const auto& e : *it) {
       if (r.nccl_ids.size() >= static_cast<std::size_t>(kMaxNcclRoots)) break;

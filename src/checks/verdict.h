@@ -11,6 +11,7 @@
 
 #include "checks/nccl_root_ids.h"
 #include "checks/record.h"
+#include "compute/judge.h"
 #include "plane/plane.h"
 #include <nlohmann/json.hpp>
 
@@ -56,6 +57,9 @@ struct CheckpointReview {
   /// At the exchange: the NCCL unique ids of bootstrap roots 1.. that the
   /// table carries (nccl_root_ids.h), for every rank; empty with one root.
   std::vector<NcclRootId> nccl_ids;
+  /// At the exchange: the compute phase's checksums per GPU model and GEMM
+  /// (compute/judge.h), from which each rank reads its own verdict.
+  ComputeTallies compute;
 };
 
 /// Ranks named in a review's lists, at most.

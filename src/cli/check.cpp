@@ -16,6 +16,7 @@
 #include "comm/nccl_roots.h"
 #include "nccl_log/capture.h"
 #include "nccl_log/render.h"
+#include "report/compute_report.h"
 #include "report/expected_bw_job.h"
 #include "report/job_report.h"
 #include "report/prom_reports.h"
@@ -139,7 +140,8 @@ int run(const CheckCli& o) {
     // every row goes to --table-file (and --json).
     const std::string full_at =
         !o.table_file.empty() ? o.table_file : !o.json_path.empty() ? "--json" : "";
-    write_all(out, versions_line(result) + summary_table(result, o.table_rows, full_at) + expected +
+    write_all(out, versions_line(result) + summary_table(result, o.table_rows, full_at) +
+                       compute_report(result).text() + expected +
                        render_fingerprint(result.fingerprint));
     if (!o.table_file.empty())
       if (int s = write_file("--table-file", o.table_file, summary_table(result),
@@ -172,6 +174,14 @@ Runner setup_check(CLI::App& app) {
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(std::uint64_t{4096}, std::uint64_t{1} << 40))
       ->default_str("256MiB on a GPU, 16MiB on the host backend");
+  sub->add_option("--compute-seconds", o->check.compute_seconds,
+                  "seconds of the compute phase's GEMMs (bf16, fp16, fp32), whose checksums "
+                  "are compared between ranks of one GPU model; 60 to qualify a GPU under heat")
+      ->check(Seconds(0, 86400.0))
+      ->default_str("1.5 on a GPU, 0.1 on the host backend");
+  sub->add_flag("--no-compute", [o](std::int64_t) { o->check.compute = false; },
+                "skip the compute phase")
+      ->excludes("--compute-seconds");
   sub->add_option("--size", o->check.large_bytes, "size of the large all-reduce")
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(std::uint64_t{4096}, std::uint64_t{16} << 30))

@@ -134,8 +134,10 @@ void Job::meet_after_printing(const CheckResult& result, double timeout_s) {
 
 int Job::finish(const CheckResult& result) {
   // Only rank 0 holds the whole table; the others have its review.
-  const bool all_ok =
-      result.me.ok && (result.judged_all_ok ? *result.judged_all_ok : job_ok(result));
+  // A compute verdict is given after the last collective: such a rank went
+  // through every one with its peers, as an OK rank does.
+  const bool at_end = result.me.ok || result.me.failed_phase == "compute";
+  const bool all_ok = at_end && (result.judged_all_ok ? *result.judged_all_ok : job_ok(result));
   if (mpi && result.abandon_transport) {
     spdlog::info("not finalizing MPI: a failed transfer may still be in flight");
     mpi->abandon();

@@ -10,6 +10,7 @@
 
 #include "checks/verify.h"
 #include "comm/nccl_roots.h"
+#include "report/compute_report.h"
 #include "report/rank_status.h"
 #include "util/strings.h"
 
@@ -102,9 +103,9 @@ std::string summary_table(const CheckResult& result, int max_rows, const std::st
   }
   if (auto others = not_ok_phrase(statuses); !others.empty()) out += "; " + others;
   out += "\n";
-  const std::size_t w[] = {6, 14, 7, 14, 10, 10, 14, 12, 10};
-  const char* head[] = {"rank", "host", "local", "gpu", "device", "exchange", "communicator",
-                        "all-reduce", "barrier"};
+  const std::size_t w[] = {6, 14, 7, 14, 10, 10, 10, 14, 12, 10};
+  const char* head[] = {"rank", "host",     "local",        "gpu",        "device",
+                        "compute", "exchange", "communicator", "all-reduce", "barrier"};
   // At scale: counts per state, then the rows that are not OK only.
   const bool short_form = max_rows > 0 && n > max_rows;
   if (short_form) {
@@ -168,6 +169,11 @@ nlohmann::json job_json(const CheckResult& result) {
   j["store_authenticated"] = result.store_unauthenticated.empty();
   if (!result.store_unauthenticated.empty())
     j["store_unauthenticated_why"] = result.store_unauthenticated;
+  const auto compute = compute_report(result);
+  if (!compute.line.empty())
+    j["compute"] = {{"line", compute.line.substr(0, compute.line.size() - 1)},
+                    {"rates_judged", compute.rates_judged},
+                    {"slow", compute.slow.size()}};
   auto& ranks = j["ranks"] = nlohmann::json::array();
   for (std::size_t r = 0; r < result.table.size(); ++r) {
     const auto& rec = result.table[r];
@@ -190,6 +196,7 @@ nlohmann::json job_json(const CheckResult& result) {
     if (rec && rec->allreduce_seconds > 0)
       row["allreduce_busbw_gbps"] = allreduce_busbw_gbps(
           rec->allreduce_bytes, rec->allreduce_seconds, static_cast<int>(result.table.size()));
+    if (rec) row["compute"] = compute_json(*rec, compute);
     row.erase("nccl_id");
     row.erase("fingerprint");  // compared at the exchange: the job-level "fingerprint"
     ranks.push_back(row);

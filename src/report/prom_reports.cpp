@@ -77,6 +77,24 @@ void info_metrics(PromText& p, const json& doc) {
   hw_metrics(p, host.is_string() ? host.get<std::string>() : "", counts, hw.value("verdict", "") == "unfit");
 }
 
+/// A rank's compute phase: its rate, whether its checksums agree with its
+/// model's (left out when not compared), and whether its rate is SLOW.
+void compute_metrics(PromText& p, const json& r) {
+  if (!r.is_object() || !r.contains("compute") || !r["compute"].is_object()) return;
+  const json& c = r["compute"];
+  const PromLabels who{{"host", text(r, "host")}, {"rank", text(r, "rank")}};
+  double v = 0;
+  if (number(c, "tflops", v) && v > 0)
+    p.gauge("gpudiag_check_compute_tflops", "the rank's GEMMs of the compute phase, TFLOP/s", who, v);
+  if (auto a = c.find("agrees"); a != c.end() && a->is_boolean())
+    p.gauge("gpudiag_check_compute_agrees",
+            "1 when the rank's GEMM checksums are those of its GPU model's other ranks", who,
+            a->get<bool>() ? 1 : 0);
+  if (c.value("rate_judged", false))
+    p.gauge("gpudiag_check_compute_slow", "1 when the rank's rate is below 80% of its model's median",
+            who, text(c, "verdict") == "slow" ? 1 : 0);
+}
+
 void check_metrics(PromText& p, const json& doc) {
   const json ranks = doc.value("ranks", json::array());
   double v = 0;
@@ -89,6 +107,7 @@ void check_metrics(PromText& p, const json& doc) {
       p.gauge("gpudiag_check_allreduce_busbw_gbps", "the rank's timed all-reduce, bus bandwidth GB/s",
               who, v);
   }
+  for (const auto& r : ranks) compute_metrics(p, r);
   for (const auto& r : ranks) {
     if (!r.is_object() || !r.contains("seconds") || !r["seconds"].is_object()) continue;
     for (const auto& [phase, s] : r["seconds"].items())
