@@ -200,6 +200,13 @@ Runner setup_launch(CLI::App& app) {
   sub->add_flag("--no-prefix", *no_prefix, "Do not prefix output lines with \"[rankN]: \"");
   sub->add_flag("--no-gpudiag", options->no_gpudiag,
                 "Run the program after -- (searched in PATH) instead of a gpudiag subcommand");
+  sub->add_flag("--stragglers", options->stragglers,
+                "Measure when each Python rank arrives at each collective of each process group "
+                "and name, while the job runs, the rank the others wait for (docs/launch.md, "
+                "\"Stragglers\")");
+  sub->add_option("--prometheus", options->prometheus,
+                  "With --stragglers: keep this Prometheus textfile current with the ranks named "
+                  "(node_exporter's textfile collector)");
   auto json_path = std::make_shared<std::string>();
   add_json_option(sub, *json_path, "the launcher writes the job's summary (ranks, exits, times)");
   sub->positionals_at_end();
@@ -219,6 +226,8 @@ Runner setup_launch(CLI::App& app) {
       subcommands.push_back(s->get_name());
     launch::resolve_entry(*options, subcommands, Env::from_process());
     launch::validate(*options, subcommands);
+    if (!options->prometheus.empty())
+      check_file_target("--prometheus", options->prometheus, WriteMode::replace);
     // gpudiag ranks meet in a store the launcher serves; a foreign program
     // (--no-gpudiag) may want MASTER_PORT for its own, so it gets none.
     auto env = Env::from_process();

@@ -125,7 +125,7 @@ nlohmann::json JobRecorder::document(const std::vector<std::string>& command,
     ranks.push_back(std::move(r));
   }
   const launch::AttemptEnd* last = attempts_.empty() ? nullptr : &attempts_.back();
-  return {{"command", command},
+  nlohmann::json doc = {{"command", command},
           {"nnodes", job_.nnodes},
           {"node_rank", job_.node_rank},
           {"nproc_per_node", job_.nproc_per_node},
@@ -143,6 +143,8 @@ nlohmann::json JobRecorder::document(const std::vector<std::string>& command,
           {"attempts", attempts_json(attempts_)},
           {"restarts_stopped",
            last && !last->line.empty() ? nlohmann::json(last->line) : nlohmann::json()}};
+  if (!stragglers_.is_null()) doc["stragglers"] = stragglers_;  // --stragglers only
+  return doc;
 }
 
 }  // namespace gpudiag::cli

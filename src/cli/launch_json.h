@@ -34,6 +34,7 @@ class JobRecorder : public launch::LaunchObserver {
   void on_job_start(launch::JobInfo& job) override;
   void on_child_exit(const launch::ChildExit& exit) override;
   void on_attempt_end(const launch::AttemptEnd& end) override { attempts_.push_back(end); }
+  void on_stragglers(const nlohmann::json& report) override { stragglers_ = report; }
 
   /// The summary once the launch returned `exit_status`.
   nlohmann::json document(const std::vector<std::string>& command, int exit_status) const;
@@ -51,6 +52,7 @@ class JobRecorder : public launch::LaunchObserver {
   std::chrono::steady_clock::time_point start_;
   std::map<int, End> ends_;  ///< by global rank
   std::vector<launch::AttemptEnd> attempts_;
+  nlohmann::json stragglers_;  ///< the last attempt's (null: not asked)
 };
 
 /// One attempt's observer when the launcher makes one per attempt (restarts):
@@ -88,6 +90,7 @@ class RecordingObserver : public launch::LaunchObserver {
     if (inner_) inner_->on_attempt_end(end);
     recorder_.on_attempt_end(end);
   }
+  void on_stragglers(const nlohmann::json& report) override { recorder_.on_stragglers(report); }
 
  private:
   std::unique_ptr<launch::LaunchObserver> inner_;

@@ -37,6 +37,8 @@
 #include "launch/rounds.h"
 #include "launch/signal_pipe.h"
 #include "launch/supervisor.h"
+#include "stragglers/rank_hook.h"
+#include "stragglers/watch.h"
 #include "util/error.h"
 #include "util/file_out.h"
 #include "world/host.h"
@@ -218,6 +220,7 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
                 "launch: the job's master port became " + std::to_string(job.master_port));
   if (restart == 0) logs = plan_logs(options, job);
   const auto attempt_dir = logs.base + "/attempt_" + std::to_string(restart);
+  std::unique_ptr<stragglers::Watch> straggler_watch;  // --stragglers (src/stragglers/)
   if (options.torch_children) {
     job.torch_children = true;
     job.agent_store = uses_agent_store(options);
@@ -235,6 +238,12 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
     if (options.python_entry && options.stack_hook) {
       const std::string hook = error_root(logs, job, logs.error_made) + "/python-hook";
       write_python_hook(hook);
+      if (options.stragglers) {
+        stragglers::write_rank_hook(hook);
+        straggler_watch = std::make_unique<stragglers::Watch>(
+            stragglers::WatchSettings{hook, job.nproc_per_node, job.rank_of(0), job.world_size(),
+                                      short_hostname(), options.prometheus});
+      }
       const std::string path = env.get_or("PYTHONPATH", "");
       job.extra_env.emplace_back("PYTHONPATH", path.empty() ? hook : hook + ":" + path);
     }
@@ -307,6 +316,7 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
         child_env.set("GPUDIAG_VERDICT_FILE", verdict_file);
       }
     }
+    if (straggler_watch) child_env.set("GPUDIAG_STRAGGLERS", straggler_watch->address());
     spec.envp = to_envp(child_env);
     ranks.push_back({job.rank_of(local), local, ChildProcess::spawn(spec), std::move(out_log),
                      std::move(err_log), out_console, err_console, false, stack_file, progress_file,
@@ -338,6 +348,12 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
   Supervisor supervisor(std::move(ranks), options.prefix, policy, watcher, signals);
   Attempt out;
   out.status = supervisor.run();
+  if (options.stragglers) {  // the end summary's verdicts, and --json's
+    const auto report = straggler_watch ? straggler_watch->finish() : stragglers::unmeasured();
+    for (std::size_t i = 0; i < report.lines.size(); ++i)
+      i == 0 ? say(report.lines[i]) : stragglers::say_line(report.lines[i]);
+    watcher.on_stragglers(report.json);
+  }
   if (out.status != 0 && job.torch_children) {
     // The first to exit, unless it failed of a peer's failure and a rank
     // that raised on its own is the cause (root_cause.h).

@@ -17,6 +17,7 @@
 
 #include <sys/types.h>
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -56,6 +57,9 @@ class LaunchObserver {
   virtual std::optional<std::string> final_stop_reason() { return stop_reason(); }
   /// An attempt has ended, its ranks all gone, and the launcher decided what comes next.
   virtual void on_attempt_end(const AttemptEnd& end) { (void)end; }
+  /// --stragglers: the attempt's verdicts, as launch's --json carries them
+  /// (stragglers/render.h), once its ranks have ended.
+  virtual void on_stragglers(const nlohmann::json& report) { (void)report; }
 
   // Where the ranks of every node are (stacks.h), through a store the
   // launchers share: the first node's launcher asks, the others answer.

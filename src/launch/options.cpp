@@ -261,6 +261,13 @@ void validate(const LaunchOptions& o, const std::vector<std::string>& subcommand
     throw UsageError("launch: --tee was read for another --nproc-per-node");
   if (!o.redirects.empty() && o.redirects.size() != static_cast<std::size_t>(o.nproc_per_node))
     throw UsageError("launch: --redirects was read for another --nproc-per-node");
+  if (o.stragglers && !o.stack_hook)
+    throw UsageError("launch: --stragglers is measured by the ranks' startup file, which "
+                     "--no-stack-hook leaves out",
+                     "drop one of the two");
+  if (!o.prometheus.empty() && !o.stragglers)
+    throw UsageError("launch: --prometheus writes the stragglers' textfile",
+                     "add --stragglers, or drop --prometheus");
   validate_command(o, subcommands);
 }
 

@@ -109,6 +109,11 @@ struct LaunchOptions {
   /// Where per-rank stdout.log/stderr.log go; empty: a fresh /tmp folder when
   /// tee or redirects ask for files, else no files.
   std::string log_dir;
+  /// --stragglers: Python ranks report their arrivals at collectives, and the
+  /// rank the others wait for is named as the job runs (src/stragglers/).
+  bool stragglers = false;
+  /// --prometheus FILE: the stragglers' textfile, kept current ("" none).
+  std::string prometheus;
   /// Everything after `--`: a gpudiag subcommand and its options, or a program and its arguments.
   std::vector<std::string> command;
 };

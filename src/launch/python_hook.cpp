@@ -153,6 +153,11 @@ try:
         _gpudiag_error_hooks(_os.environ["TORCHELASTIC_ERROR_FILE"])
 except Exception:
     pass
+try:  # --stragglers: arrivals at collectives (stragglers/rank_hook.cpp)
+    if _os.environ.get("GPUDIAG_STRAGGLERS"):
+        import _gpudiag_stragglers  # noqa: F401
+except Exception:
+    pass
 )PY";
 
 }  // namespace

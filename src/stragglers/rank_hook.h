@@ -1,0 +1,13 @@
+// The Python module a rank imports under `gpudiag launch --stragglers`
+// (rank_hook.cpp says what it measures and how it stays out of the job's way).
+#pragma once
+
+#include <string>
+
+namespace gpudiag::stragglers {
+
+/// Writes DIR/_gpudiag_stragglers.py beside the launcher's startup file,
+/// which imports it when GPUDIAG_STRAGGLERS is set. Throws UsageError when it cannot.
+void write_rank_hook(const std::string& dir);
+
+}  // namespace gpudiag::stragglers

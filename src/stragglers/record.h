@@ -1,0 +1,55 @@
+// What a rank sends the launcher under --stragglers, and how the launcher
+// reads it without trusting it.
+//
+// A datagram is text: a header line `r LOCAL_RANK DROPPED`, then lines
+//   c GROUP SEQ OP ARRIVAL_NS END_NS FORWARD_NS   a collective (END 0: not known,
+//                                                 FORWARD 0: no forward yet)
+//   g GROUP RANK,RANK,...                         a group's members (global ranks)
+// all numbers decimal, times on the rank's monotonic clock. Anyone who can
+// reach the socket can send anything, so every field is bounded: the local
+// rank below the node's count, groups below kMaxGroupId, members below the
+// world size, sorted and unique, an op of at most 32 letters, digits and
+// `_`, times positive and an end not before its arrival, at most
+// kMaxLines lines of at most 256 bytes. A bad line is counted and skipped;
+// a bad header drops the datagram.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpudiag::stragglers {
+
+inline constexpr int kMaxGroupId = 4096;
+inline constexpr std::size_t kMaxLines = 1024;
+inline constexpr std::size_t kMaxDatagram = 64 * 1024;
+
+struct Arrival {
+  int group = 0;
+  std::int64_t seq = 0;
+  std::string op;
+  std::int64_t arrival_ns = 0;
+  std::int64_t end_ns = 0;      ///< 0: not known (an asynchronous call)
+  std::int64_t forward_ns = 0;  ///< the rank's last DDP forward start (0: none)
+};
+
+struct GroupDecl {
+  int group = 0;
+  std::vector<int> ranks;  ///< global ranks, sorted, unique
+};
+
+struct Datagram {
+  int local_rank = 0;
+  std::int64_t dropped = 0;  ///< records the rank could not send so far
+  std::vector<Arrival> arrivals;
+  std::vector<GroupDecl> groups;
+  int invalid = 0;  ///< lines skipped
+};
+
+/// The datagram's records, or nullopt when its header is not one of this
+/// node's ranks'. `nproc`: ranks on this node; `world`: ranks in the job.
+std::optional<Datagram> parse_datagram(std::string_view text, int nproc, int world);
+
+}  // namespace gpudiag::stragglers

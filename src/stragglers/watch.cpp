@@ -1,0 +1,156 @@
+// See watch.h.
+#include "stragglers/watch.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <spdlog/spdlog.h>
+
+#include "stragglers/record.h"
+#include "util/error.h"
+
+namespace gpudiag::stragglers {
+
+namespace {
+
+JudgeSettings judge_settings(const WatchSettings& s) {
+  JudgeSettings j;
+  j.world_size = s.world;
+  return j;
+}
+
+}  // namespace
+
+void say_line(const std::string& text) {
+  const std::string line = text + "\n";
+  (void)!::write(2, line.data(), line.size());
+}
+
+Report unmeasured() {
+  Report r;
+  r.lines = summary_lines(r.summary, r.heard, nullptr);
+  r.json = summary_json(r.summary, r.heard, nullptr);
+  return r;
+}
+
+Watch::Watch(WatchSettings settings) : s_(std::move(settings)), judge_(judge_settings(s_)) {
+  fd_.reset(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd_) throw Error(ExitCode::internal, std::string("launch: --stragglers: socket(): ") + std::strerror(errno));
+  int size = 4 << 20;  // room for a burst of every rank's records (the kernel caps it)
+  (void)::setsockopt(fd_.get(), SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  socklen_t len = 0;
+  const std::string path = s_.folder + "/stragglers.sock";
+  if (path.size() < sizeof addr.sun_path) {
+    std::memcpy(addr.sun_path, path.data(), path.size());
+    len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() + 1);
+    address_ = path;
+  } else {
+    std::random_device rd;
+    const std::string name = "gpudiag-stragglers-" + std::to_string(::getpid()) + "-" +
+                             std::to_string((std::uint64_t{rd()} << 32) | rd());
+    std::memcpy(addr.sun_path + 1, name.data(), name.size());
+    len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+    address_ = "@" + name;
+  }
+  if (::bind(fd_.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0)
+    throw Error(ExitCode::internal, "launch: --stragglers: cannot bind " + address_ + ": " +
+                                        std::strerror(errno),
+                "give --log-dir a folder this user may write, or leave out --stragglers");
+  thread_ = std::thread([this] { run(); });
+}
+
+Watch::~Watch() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  if (!address_.empty() && address_[0] == '/') ::unlink(address_.c_str());
+}
+
+std::string Watch::label(int rank) const {
+  const int local = rank - s_.rank_base;
+  if (local < 0 || local >= s_.nproc) return "";
+  return "[" + s_.host + "-" + std::to_string(local) + "]";
+}
+
+void Watch::take(const char* data, std::size_t size) {
+  std::vector<std::string> lines;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++heard_.datagrams;
+    const auto d = parse_datagram({data, size}, s_.nproc, s_.world);
+    if (!d) {
+      ++heard_.invalid;
+      return;
+    }
+    heard_.invalid += d->invalid;
+    heard_.dropped = std::max(heard_.dropped, d->dropped);
+    for (const auto& g : d->groups) judge_.declare_group(g);
+    const int rank = s_.rank_base + d->local_rank;
+    for (const auto& a : d->arrivals) {
+      ++heard_.records;
+      for (const auto& ev : judge_.add(rank, a))
+        lines.push_back(event_line(ev, JudgeSettings{}.window, [this](int r) { return label(r); }));
+    }
+  }
+  for (const auto& l : lines) say_line(l);
+  if (!lines.empty()) write_prometheus();
+}
+
+void Watch::drain() {
+  std::vector<char> buf(kMaxDatagram + 1);
+  for (;;) {
+    const auto n = ::recv(fd_.get(), buf.data(), buf.size(), MSG_DONTWAIT);
+    if (n < 0) return;  // EAGAIN: all read
+    if (static_cast<std::size_t>(n) > kMaxDatagram) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++heard_.invalid;
+      continue;
+    }
+    take(buf.data(), static_cast<std::size_t>(n));
+  }
+}
+
+void Watch::run() {
+  try {
+    while (!stop_) {
+      pollfd p{fd_.get(), POLLIN, 0};
+      if (::poll(&p, 1, 200) > 0) drain();
+    }
+    drain();
+  } catch (const std::exception& e) {
+    spdlog::warn("launch: --stragglers: the watch stopped: {}", e.what());
+  }
+}
+
+void Watch::write_prometheus() {
+  if (s_.prometheus.empty()) return;
+  PromText prom;
+  prom.gauge("gpudiag_info", "gpudiag's version and report", prom_info_labels("launch", ""), 1);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    add_samples(prom, judge_.summary(), s_.host, [this](int r) { return label(r); });
+  }
+  (void)write_prometheus_file(s_.prometheus, prom.text());
+}
+
+Report Watch::finish() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  write_prometheus();
+  Report r;
+  std::lock_guard<std::mutex> lock(mu_);
+  r.summary = judge_.summary();
+  r.heard = heard_;
+  const RankLabel l = [this](int rank) { return label(rank); };
+  r.lines = summary_lines(r.summary, r.heard, l);
+  r.json = summary_json(r.summary, r.heard, l);
+  return r;
+}
+
+}  // namespace gpudiag::stragglers

@@ -1,0 +1,77 @@
+// The launcher's straggler watch: a Unix datagram socket the node's ranks
+// send their arrivals to (record.h), read by a thread of its own that feeds
+// the judge and prints a line the moment a rank is named or recovers, and
+// rewrites the Prometheus textfile then; finish() reads what the ranks sent
+// last and returns the end summary.
+//
+// The socket lives in the launcher's private folder (mode 0700, so only the
+// job's user reaches it); where that path is too long for a socket address,
+// a name in the abstract namespace with 64 random bits. What arrives is
+// parsed without trust (record.h); the thread never blocks the launcher and
+// a full socket costs the ranks records, never time.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "stragglers/judge.h"
+#include "stragglers/render.h"
+#include "store/socket.h"
+
+namespace gpudiag::stragglers {
+
+struct WatchSettings {
+  std::string folder;      ///< where the socket goes
+  int nproc = 1;           ///< ranks on this node
+  int rank_base = 0;       ///< this node's first global rank
+  int world = 1;           ///< ranks in the job
+  std::string host;        ///< this node's name, in labels
+  std::string prometheus;  ///< textfile to keep current ("" none)
+};
+
+struct Report {
+  JudgeSummary summary;
+  Heard heard;
+  std::vector<std::string> lines;  ///< the end summary (render.h)
+  nlohmann::json json;
+};
+
+/// The report of a job whose ranks could not be measured (not Python).
+Report unmeasured();
+/// `text` and a newline on stderr, in one write.
+void say_line(const std::string& text);
+
+class Watch {
+ public:
+  /// Binds the socket and starts the thread. Throws gpudiag::Error when it cannot.
+  explicit Watch(WatchSettings settings);
+  ~Watch();
+  Watch(const Watch&) = delete;
+  Watch& operator=(const Watch&) = delete;
+
+  /// The ranks' GPUDIAG_STRAGGLERS: a path, or "@name" for an abstract name.
+  const std::string& address() const { return address_; }
+  /// Stops the thread after it read everything sent so far; the summary.
+  Report finish();
+
+ private:
+  void run();
+  void take(const char* data, std::size_t size);
+  void drain();
+  void write_prometheus();
+  std::string label(int rank) const;
+
+  WatchSettings s_;
+  std::string address_;
+  net::Fd fd_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;  ///< the judge and the counts, read by finish()
+  Judge judge_;
+  Heard heard_;
+  std::thread thread_;
+};
+
+}  // namespace gpudiag::stragglers
