@@ -89,6 +89,15 @@ M = [
  ("13 of two ranks, the one not waiting is not named", "src/launch/stacks.cpp",
   code("g.ranks.size() * 2 <= stacks.size()"), "g.ranks.size() * 2 < stacks.size()",
   ["gtest:Stacks.OfTwoRanksTheOneNotWaitingIsWaitedFor"]),
+ ("14 gated batches not aligned", "src/comm/nccl_comm.cpp",
+  code("if (gate) launch(c, deadline);"), "",
+  ["gtest:Ranks/NcclMeter.SkewedPeersAreOutside*"]),
+ ("15 the abort leaves the gate held", "src/comm/nccl_comm.cpp",
+  code("if (held_) ctx_.cuda->gate_open(held_);"), "",
+  ["gtest:Ranks/NcclMeter.AnAbortMidBatchOpensTheGateFirst*"]),
+ ("16 a threaded launch's ncclSuccess read as inline", "src/comm/nccl_enqueue.cpp",
+  code("return (size == 1 && !p2p) || (version > 0 && version < 22300);"), "return true;",
+  ["gtest:Ranks/NcclMeter.ALaunchEndedBeforeTheCallReturnedKeepsTheGateHeld*"]),
 ]
 
 

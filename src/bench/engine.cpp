@@ -22,6 +22,7 @@ struct Packed {
   double mean[2], p50[2], p99[2];
   std::int64_t wrong[2];
   char first_wrong[176];
+  char ungated[48];  ///< Communicator::ungated() of either half, "" when gated
 };
 static_assert(sizeof(Packed) % sizeof(float) == 0);
 constexpr std::size_t kPackedFloats = sizeof(Packed) / sizeof(float);
@@ -123,6 +124,8 @@ class Runner {
       if (iters_)  // -I: this rank's iterations, in microseconds
         for (std::size_t i = 0; i < times.size() && i < iter_floats_ / 2; ++i)
           iter_host_[i + in_place * (iter_floats_ / 2)] = static_cast<float>(times[i] * 1e6);
+      if (const std::string why = ctx_.comm.ungated(); !why.empty() && !mine.ungated[0])
+        std::strncpy(mine.ungated, why.c_str(), sizeof mine.ungated - 1);
       mine.mean[in_place] = s.mean;
       mine.p50[in_place] = s.p50;
       mine.p99[in_place] = s.p99;
@@ -220,6 +223,9 @@ class Runner {
         row.half[h].wrong = wrong;
       }
     }
+    for (int q = 0; q < n && row.ungated.empty(); ++q)
+      row.ungated.assign(gathered_[q].ungated,
+                         strnlen(gathered_[q].ungated, sizeof gathered_[q].ungated));
     if (!ctx_.sink) return;
     row.ranks.resize(n);
     for (int q = 0; q < n; ++q) {

@@ -66,6 +66,9 @@ struct BenchRow {
   std::vector<RankMeasure> ranks;  ///< per rank (rank 0 only)
   /// With BenchPlan::per_iter: [half][rank][iteration], microseconds (rank 0 only).
   std::vector<std::vector<float>> iter_us[2];
+  /// Why some rank's figures include launch time (Communicator::ungated():
+  /// its timing gate expired, or it had none); "" when every rank's were gated.
+  std::string ungated;
 };
 
 /// The most per-iteration values (ranks x iterations x 2) -I gathers per row:

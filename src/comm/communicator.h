@@ -87,6 +87,9 @@ class Communicator {
   /// backends run and time each.
   virtual std::vector<double> run_timed(const CollCall& call, int iters, bool blocking,
                                         Deadline deadline, bool per_call = true);
+  /// Why the last run_timed's figures include launch time ("" when they do
+  /// not): NCCL's timing gate expired, or there was none (CUDA_LAUNCH_BLOCKING).
+  virtual std::string ungated() const { return {}; }
   /// Opens whatever send_recv needs to reach every peer (all ranks call it).
   virtual void open_links(Deadline) {}
   /// Sends `count` floats at `out` to `peer` while `count` floats from it

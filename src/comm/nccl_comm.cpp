@@ -45,7 +45,9 @@ using nccl_abi::Result;
 class NcclCommunicator : public Communicator {
  public:
   NcclCommunicator(const NcclContext& ctx, nccl_abi::CommHandle comm, int rank, int size)
-      : ctx_(ctx), api_(*ctx.nccl), comm_(comm), rank_(rank), size_(size) {}
+      : ctx_(ctx), api_(*ctx.nccl), comm_(comm), rank_(rank), size_(size) {
+    if (api_.GetVersion && api_.GetVersion(&version_) != nccl_abi::kSuccess) version_ = 0;
+  }
 
   ~NcclCommunicator() override {
     end_communicator();
@@ -89,36 +91,42 @@ class NcclCommunicator : public Communicator {
   }
 
   /// Device times, as nccl-tests times them: calls queued back to back
-  /// between events, NCCL's launch thread outside the interval. At 2+ ranks
-  /// NCCL launches each call on a thread of its own (50-100 us), longer than
-  /// a small kernel, so the calls are queued behind a stream gate (gpu/
-  /// stream_gate.cu) in batches of kGateBatch: the gate holds the stream, an
-  /// event, each call launched (polled until on the stream), an event, then
-  /// the gate opens and the device runs the batch back to back. A call that
-  /// NCCL put on the stream before returning (a collective at one rank,
-  /// ncclLaunchOneRank on the caller's thread) opens the gate at once: the
-  /// device then runs while the host queues, as in nccl-tests' loop, whose
-  /// small sizes are as fast as the host launches. With `blocking`
-  /// (nccl-tests' -z) each call is its own batch and is waited for. With
-  /// `per_call` each call gets events of its own, else each call of a batch
-  /// its mean. Without a gate (a CUDA table without one) the figures include
-  /// launch gaps longer than a kernel.
+  /// between events, NCCL's launch thread outside the interval. Where NCCL
+  /// launches each call on a thread of its own (50-100 us, longer than a
+  /// small kernel) the calls are queued behind a stream gate (gpu/
+  /// stream_gate.cu) in batches (nccl_gate_batch): the gate holds the stream, an
+  /// untimed aligning call, an event, each call launched (polled until on
+  /// the stream), an event, then the gate opens. The aligning call ends on
+  /// every rank when the last rank's gate opened (a collective waits on the
+  /// device for its peers), so the peers' spread of launch loops is outside
+  /// every rank's interval, as nccl-tests' barrier before its loop keeps it.
+  /// Where NCCL launches on the caller's thread (nccl_launches_inline) there is
+  /// no gate: the device runs while the host queues, as in nccl-tests' loop.
+  /// With `blocking` (nccl-tests' -z) each call is its own batch and is
+  /// waited for. With `per_call` each call gets events of its own, else each
+  /// call of a batch its mean. Without a gate (ungated() says why) the
+  /// figures include launch gaps longer than a kernel.
   std::vector<double> run_timed(const CollCall& c, int iters, bool blocking, Deadline deadline,
                                 bool per_call) override {
     auto what = [&] { return "nccl" + describe_call(c); };
     usable(what);
-    void* gate = timing_gate();
-    bool inline_launch = false;
+    const bool inline_launch = nccl_launches_inline(api_, version_, c, size_);
+    void* gate = inline_launch ? nullptr : timing_gate();
+    ungated_ = gate || inline_launch ? ""
+               : ctx_.cuda->gate_absent_why ? ctx_.cuda->gate_absent_why
+                                            : "no stream gate";
+    const int batch = gate ? nccl_gate_batch(c, size_, kGateBatch) : std::max(iters, 1);
     std::vector<double> out;
     out.reserve(static_cast<std::size_t>(std::max(iters, 0)));
     for (int done = 0; done < iters;) {
-      const int left = iters - done;
-      const int n = blocking ? 1 : !gate || inline_launch ? left : std::min(left, kGateBatch);
-      time_batch(c, n, blocking, per_call, gate, inline_launch, deadline, out);
+      const int n = blocking ? 1 : std::min(iters - done, batch);
+      time_batch(c, n, blocking, per_call, gate, deadline, out);
       done += n;
     }
     return out;
   }
+
+  std::string ungated() const override { return ungated_; }
 
  private:
   void end_communicator() {
@@ -182,31 +190,30 @@ class NcclCommunicator : public Communicator {
     return gate_;
   }
 
-  /// One batch of `n` calls (run_timed above); `inline_launch` is set once a
-  /// call was on the stream when NCCL returned.
+  /// One batch of `n` calls (run_timed above), after an untimed aligning
+  /// call where it is gated.
   void time_batch(const CollCall& c, int n, bool blocking, bool per_call, void* gate,
-                  bool& inline_launch, Deadline deadline, std::vector<double>& out) {
+                  Deadline deadline, std::vector<double>& out) {
     auto what = [&] { return "nccl" + describe_call(c); };
     const bool each = per_call && n <= kMaxEvents;
     Events events(*ctx_.cuda, each ? n + 1 : 2);
     cuda_check(events.create(), "cudaEventCreate");
-    const bool gated = gate && !inline_launch;
-    if (gated) cuda_check(ctx_.cuda->gate_hold(gate, ctx_.stream, kGateCapUs), "stream gate launch");
+    if (gate) cuda_check(ctx_.cuda->gate_hold(gate, ctx_.stream, kGateCapUs), "stream gate launch");
     {
-      GateHold hold(*ctx_.cuda, gated ? gate : nullptr);
+      GateHold hold(*ctx_.cuda, gate);
+      held_ = gate;
+      if (gate) launch(c, deadline);  // aligning: ends when the last peer's gate opened
       cuda_check(events.record(0, ctx_.stream), "cudaEventRecord");
       for (int i = 0; i < n; ++i) {
-        if (launch(c, deadline)) {
-          inline_launch = true;
-          hold.open();
-        }
+        launch(c, deadline);
         if (each) cuda_check(events.record(i + 1, ctx_.stream), "cudaEventRecord");
-        if (blocking && !hold.held()) wait(what, deadline);
+        if (blocking && !gate) wait(what, deadline);
       }
       if (!each) cuda_check(events.record(1, ctx_.stream), "cudaEventRecord");
+      held_ = nullptr;
     }
     wait([&] { return std::to_string(n) + " x " + what(); }, deadline);
-    if (gated && ctx_.cuda->gate_expired(gate) == 1) note_gate_expired(what());
+    if (gate && ctx_.cuda->gate_expired(gate) == 1) note_gate_expired(what());
     const std::size_t first = out.size();
     for (int i = 0; i + 1 < events.size(); ++i) {
       float ms = 0;
@@ -221,6 +228,7 @@ class NcclCommunicator : public Communicator {
   }
 
   void note_gate_expired(const std::string& what) {
+    ungated_ = "the stream gate expired";
     if (gate_expired_++ == 0)
       spdlog::warn("{}: the stream gate gave up after {} s before every call of its batch was "
                 "launched; that batch's figures include launch time (slower than the device)",
@@ -240,17 +248,14 @@ class NcclCommunicator : public Communicator {
   }
 
   /// Hands one call (collective.h's buffer conventions) to NCCL and returns
-  /// once NCCL has put its work on the stream (step 1 above): true when it
-  /// was there as the call returned (no launch thread), false after polling.
-  bool launch(const CollCall& c, Deadline deadline) {
+  /// once NCCL has put its work on the stream (step 1 above).
+  void launch(const CollCall& c, Deadline deadline) {
     auto what = [&] { return "nccl" + describe_call(c); };
     usable(what);
     note_last_error();
     const Result r = nccl_enqueue(api_, c, {comm_, ctx_.stream, rank_, size_});
     if (r != nccl_abi::kSuccess && r != nccl_abi::kInProgress) fail(what(), r);
-    if (r == nccl_abi::kSuccess) return true;
-    launched(what, deadline);
-    return false;
+    if (r == nccl_abi::kInProgress) launched(what, deadline);
   }
 
   void cuda_check(int e, const char* call) {
@@ -277,10 +282,16 @@ class NcclCommunicator : public Communicator {
 
   /// Gives the communicator up now: aborting stops NCCL's kernels and proxy
   /// threads, which would otherwise spin until the process ends.
+  /// A gate held over this batch opens first: NCCL's teardown waits for the
+  /// communicator's work on the stream (src/init.cc commReclaim ->
+  /// commDestroySync), and work behind a held gate would keep it there until
+  /// the gate's cap.
   void abort_now() {
     healthy_ = false;
     if (aborted_) return;
     aborted_ = true;
+    if (held_) ctx_.cuda->gate_open(held_);
+    held_ = nullptr;
     api_.CommAbort(comm_);
   }
 
@@ -357,6 +368,9 @@ class NcclCommunicator : public Communicator {
 
   NcclContext ctx_;
   void* gate_ = nullptr;
+  void* held_ = nullptr;  ///< gate_ while a batch holds it
+  std::string ungated_;   ///< why the last run_timed's figures were not gated
+  int version_ = 0;       ///< ncclGetVersion(), 0 when unknown
   bool gate_failed_ = false;
   int gate_expired_ = 0;
   const NcclApi& api_;

@@ -243,6 +243,40 @@ TEST_P(NcclContract, AbortOfAGatedLaunchWhosePeersNeverComeLetsTheStreamDrain) {
   }
 }
 
+// gpudiag's abort in the middle of a gated batch (comm/nccl_comm.cpp
+// abort_now): calls queued behind a held gate, the gate opened first, then
+// ncclCommAbort, which returns well under the gate's cap. NCCL's teardown
+// waits for the communicator's work on the stream (src/init.cc commReclaim ->
+// commDestroySync: ncclStrongStreamSynchronize of the deviceStream that
+// src/enqueue.cc ncclLaunchFinish advanced to the user stream after each
+// launch), so with the gate still held it would wait for the cap (the
+// model's reclaim does: nccl_meter_test.cpp AnAbortMidBatchOpensTheGateFirst).
+TEST_P(NcclContract, AbortWithCallsQueuedBehindAnOpenedGateReturnsWellUnderItsCap) {
+  auto c = make(false);
+  void* buf = s->device(kSmall);
+  (void)all_reduce(c, buf, kSmall);
+  ASSERT_EQ(settle(c), nccl_abi::kSuccess);  // connects, outside the gate
+  drain();
+  void* gate = nullptr;
+  ASSERT_EQ(cuda->gate_create(&gate), CudaOps::kSuccess);
+  constexpr unsigned kCapUs = 20000000;
+  ASSERT_EQ(cuda->gate_hold(gate, s->stream(), kCapUs), CudaOps::kSuccess);
+  for (int i = 0; i < 8; ++i) {
+    const Result r = all_reduce(c, buf, kSmall);
+    ASSERT_TRUE(r == nccl_abi::kSuccess || r == nccl_abi::kInProgress) << i << ": " << r;
+    ASSERT_EQ(settle(c, 10), nccl_abi::kSuccess) << i;
+  }
+  EXPECT_EQ(cuda->stream_query(s->stream()), CudaOps::kNotReady) << "the gate did not hold";
+  ASSERT_EQ(cuda->gate_open(gate), CudaOps::kSuccess);
+  const auto t0 = Clock::now();
+  abort_in_time(c);
+  const double s_taken = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (s->real()) EXPECT_LT(s_taken, kCapUs / 1e6 / 4) << "the abort waited on the gate";
+  drain();
+  EXPECT_EQ(cuda->gate_expired(gate), 0);
+  EXPECT_EQ(cuda->gate_destroy(gate), CudaOps::kSuccess);
+}
+
 // Before 2.23 a non-blocking group with nothing to connect (no init or
 // finalize job, no send/recv to a peer not yet connected) is launched on the
 // caller's thread, as a blocking one is (src/group.cc v2.22.3-1

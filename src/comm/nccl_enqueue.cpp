@@ -1,5 +1,9 @@
-// One NCCL call for a CollCall (see nccl_enqueue.h).
+// One NCCL call for a CollCall (see nccl_enqueue.h), and what the meter
+// must know of how NCCL launches it: on the caller's thread or not, and how
+// much of NCCL's work FIFO it takes.
 #include "comm/nccl_enqueue.h"
+
+#include <algorithm>
 
 namespace gpudiag {
 
@@ -47,6 +51,30 @@ nccl_abi::Result nccl_enqueue(const NcclApi& api, const CollCall& c, const NcclT
       return grouped_p2p(api, c, t, to);
   }
   return nccl_abi::kSuccess;
+}
+
+/// Inline: a collective at one rank (src/enqueue.cc taskAppend:
+/// ncclLaunchOneRank on the caller's thread, ncclAlltoAll included; sends and
+/// receives always join a group, which goes to a thread), and before NCCL
+/// 2.23 every call once connected (v2.22.3-1 src/group.cc
+/// ncclGroupEndInternal: a thread only for init, finalize or preconnect).
+bool nccl_launches_inline(const NcclApi& api, int version, const CollCall& c, int size) {
+  const bool p2p = c.coll == Coll::sendrecv || (c.coll == Coll::alltoall && !api.AlltoAll);
+  return (size == 1 && !p2p) || (version > 0 && version < 22300);
+}
+
+/// NCCL's launch waits on the device when its work FIFO is full
+/// (src/enqueue.cc uploadWork -> waitWorkFifoAvailable; NCCL_WORK_FIFO_BYTES,
+/// 1 MiB by default, src/init.cc), and the FIFO empties only as kernels end,
+/// never behind a held gate. Each send/recv peer of a call takes an
+/// ncclDevWorkP2p (48 bytes, src/include/device.h; ncclAlltoAll one per rank,
+/// taskAppend), so a batch of p2p calls keeps to a quarter of the FIFO; a
+/// collective's work is one small ncclDevWorkColl.
+int nccl_gate_batch(const CollCall& c, int size, int most) {
+  const int peers = c.coll == Coll::alltoall ? size : c.coll == Coll::sendrecv ? 2 : 0;
+  if (peers == 0) return most;
+  constexpr int kFifoBudget = (1 << 20) / 4, kP2pWorkBytes = 48;
+  return std::clamp(kFifoBudget / (kP2pWorkBytes * std::max(peers, 1)), 1, std::max(most, 1));
 }
 
 }  // namespace gpudiag

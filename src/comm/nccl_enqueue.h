@@ -7,6 +7,7 @@
 // release on every way out, an exception included.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "comm/collective.h"
@@ -29,6 +30,16 @@ struct NcclTarget {
 /// with c.peer). A group is always closed, even after a refused call, so
 /// NCCL's thread-local group depth stays balanced.
 nccl_abi::Result nccl_enqueue(const NcclApi& api, const CollCall& c, const NcclTarget& to);
+
+/// Whether NCCL (`version`, 0 when unknown) puts `c`'s work on the stream
+/// before the call returns at `size` ranks, decided from what is called,
+/// never from NCCL's answer: a threaded launch may also have finished by
+/// the call's trailing ncclCommGetAsyncError (a descheduled caller).
+bool nccl_launches_inline(const NcclApi& api, int version, const CollCall& c, int size);
+
+/// How many calls like `c` a gated batch may hold (at most `most`) without
+/// filling NCCL's work FIFO, whose launches then wait on the device.
+int nccl_gate_batch(const CollCall& c, int size, int most);
 
 /// CUDA events for a timed batch, destroyed with the object.
 class Events {

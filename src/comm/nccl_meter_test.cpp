@@ -13,6 +13,7 @@
 
 #include "comm/nccl.h"
 #include "comm/nccl_model.h"
+#include "util/error.h"
 
 namespace gpudiag {
 namespace {
@@ -22,7 +23,9 @@ constexpr double kLaunchUs = 100, kKernelUs = 140;
 constexpr std::size_t kBytes = 132000;
 
 struct Meter {
-  explicit Meter(int size, bool gated = true) : model(options(size)) {
+  explicit Meter(int size, bool gated = true) : Meter(options(size), gated) {}
+  Meter(const NcclModel::Options& o, bool gated) : model(o) {
+    const int size = o.nranks;
     cuda = model.cuda();
     if (!gated) cuda.gate_create = nullptr;
     ctx.nccl = &model.nccl();
@@ -182,6 +185,134 @@ TEST(NcclMeterOneRank, AlltoallIsNcclsOwnWhereItExists) {
               Deadline::after_seconds(10));
     if (has) EXPECT_EQ(model.kernels(), mid) << "an empty ncclAlltoAll is discarded";
   }
+}
+
+// Peers whose launch loops are slower than this rank's (each its own launch
+// time: a loaded host, a slower CPU) open their gates later, and a
+// collective's kernel waits on the device for every peer's copy. The
+// untimed aligning call at the head of each gated batch absorbs that wait,
+// so every figure is still the kernel's: the single call of the check, the
+// batches of bench, the blocking exchanges of the sweep.
+NcclModel::Options skewed(int size) {
+  NcclModel::Options o = Meter::options(size);
+  for (int p = 1; p < size; ++p) o.peer_launch_us.push_back(kLaunchUs + 60.0 * p / (size - 1));
+  return o;
+}
+
+TEST_P(NcclMeter, SkewedPeersAreOutsideTheChecksSingleCall) {
+  Meter m(skewed(GetParam()), true);
+  for (int i = 0; i < 5; ++i) {
+    const double s = m.comm->all_reduce_timed(m.a.data(), m.a.size(), 1, Deadline::after_seconds(10));
+    EXPECT_NEAR(s * 1e6, kKernelUs, kKernelUs * 0.02) << "iteration " << i;
+  }
+}
+
+TEST_P(NcclMeter, SkewedPeersAreOutsideEveryBatch) {
+  Meter m(skewed(GetParam()), true);
+  for (bool blocking : {false, true}) {
+    const auto t = m.comm->run_timed(all_reduce(m), 70, blocking, Deadline::after_seconds(10));
+    ASSERT_EQ(t.size(), 70u);
+    for (double s : t) EXPECT_NEAR(s * 1e6, kKernelUs, kKernelUs * 0.02) << "blocking " << blocking;
+  }
+  EXPECT_EQ(m.comm->ungated(), "");
+}
+
+// The control: the skewed peers do reach the figure where nothing aligns
+// them (here, no gate: the slowest peer's launch is in every call).
+TEST_P(NcclMeter, WithoutAlignmentTheSkewIsInTheFigure) {
+  Meter m(skewed(GetParam()), false);
+  const double s = m.comm->all_reduce_timed(m.a.data(), m.a.size(), 1, Deadline::after_seconds(10));
+  EXPECT_GT(s * 1e6, kKernelUs + kLaunchUs + 50);
+  EXPECT_EQ(m.comm->ungated(), "no stream gate");
+}
+
+// A threaded launch that has ended by the call's trailing
+// ncclCommGetAsyncError (the caller was descheduled meanwhile) returns
+// ncclSuccess at 2+ ranks. The gate stays held all the same: whether NCCL
+// launches on the caller's thread is decided from what was called.
+TEST_P(NcclMeter, ALaunchEndedBeforeTheCallReturnedKeepsTheGateHeld) {
+  NcclModel::Options o = Meter::options(GetParam());
+  o.launch_ends_before_return = true;
+  Meter m(o, true);
+  for (int i = 0; i < 3; ++i) {
+    const double s = m.comm->all_reduce_timed(m.a.data(), m.a.size(), 1, Deadline::after_seconds(10));
+    EXPECT_NEAR(s * 1e6, kKernelUs, kKernelUs * 0.02) << "iteration " << i;
+  }
+  const auto t = m.comm->run_timed(all_reduce(m), 40, false, Deadline::after_seconds(10));
+  for (double s : t) EXPECT_NEAR(s * 1e6, kKernelUs, kKernelUs * 0.02);
+}
+
+// An abort while calls wait behind the held gate (a peer reported dead in
+// the middle of a batch) opens the gate first: NCCL's teardown waits for the
+// communicator's work on the stream (the model's reclaim, as src/init.cc
+// commDestroySync), which behind a held gate would be the gate's 1 s cap.
+TEST_P(NcclMeter, AnAbortMidBatchOpensTheGateFirst) {
+  Meter m(GetParam());
+  int polls = 0;
+  m.comm->set_abort_check([&]() -> std::optional<std::string> {
+    if (++polls < 350) return std::nullopt;  // ~100 polls a launch: the third call's
+    return std::string("rank 1 reported dead");
+  });
+  const double before = m.model.host_us();
+  const int kernels = m.model.kernels();
+  EXPECT_THROW(m.comm->run_timed(all_reduce(m), 32, false, Deadline::after_seconds(10)), Error);
+  EXPECT_EQ(m.model.aborts(), 1);
+  EXPECT_GE(m.model.kernels() - kernels, 2) << "no call was queued behind the gate";
+  EXPECT_LT(m.model.host_us() - before, 100000) << "the abort waited for the gate's cap";
+}
+
+// What the aligning call is for, on the model's own tables: a gated batch
+// timed from its first call reads the last peer's later gate into the
+// figure; one whose first event follows an untimed call reads the kernel.
+TEST(NcclMeterModel, SkewedPeersReachAGatedBatchThatIsNotAligned) {
+  NcclModel model(skewed(2));
+  const NcclApi& n = model.nccl();
+  const CudaOps& cu = model.cuda();
+  void* const st = model.stream();
+  auto settle = [&](nccl_abi::CommHandle c) {
+    nccl_abi::Result r = nccl_abi::kInProgress;
+    for (int i = 0; i < 100000 && r == nccl_abi::kInProgress; ++i) n.CommGetAsyncError(c, &r);
+    return r;
+  };
+  auto drain = [&] {
+    for (int i = 0; i < 100000 && cu.stream_query(st) == CudaOps::kNotReady; ++i) {
+    }
+  };
+  nccl_abi::UniqueId id{};
+  ASSERT_EQ(n.GetUniqueId(&id), nccl_abi::kSuccess);
+  nccl_abi::Config cfg;
+  cfg.blocking = 0;
+  nccl_abi::CommHandle c = nullptr;
+  n.CommInitRankConfig(&c, 2, id, 0, &cfg);
+  ASSERT_EQ(settle(c), nccl_abi::kSuccess);
+  std::vector<float> x(kBytes / 4);
+  auto call = [&] {
+    n.AllReduce(x.data(), x.data(), x.size(), 7, 0, c, st);  // ncclFloat32, ncclSum
+    ASSERT_EQ(settle(c), nccl_abi::kSuccess);
+  };
+  call();  // connects
+  drain();
+  void* gate = nullptr;
+  ASSERT_EQ(cu.gate_create(&gate), CudaOps::kSuccess);
+  double us[2] = {0, 0};
+  for (int aligned = 0; aligned < 2; ++aligned) {
+    void *e0 = nullptr, *e1 = nullptr;
+    cu.event_create(&e0);
+    cu.event_create(&e1);
+    ASSERT_EQ(cu.gate_hold(gate, st, 1000000), CudaOps::kSuccess);
+    if (aligned) call();
+    cu.event_record(e0, st);
+    call();
+    cu.event_record(e1, st);
+    cu.gate_open(gate);
+    drain();
+    float ms = 0;
+    ASSERT_EQ(cu.event_elapsed_ms(&ms, e0, e1), CudaOps::kSuccess);
+    us[aligned] = ms * 1e3;
+  }
+  EXPECT_NEAR(us[1], kKernelUs, kKernelUs * 0.02) << "aligned";
+  EXPECT_GT(us[0], kKernelUs + 30) << "the peer's later gate is not in the unaligned figure";
+  n.CommAbort(c);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, NcclMeter, ::testing::Values(2, 8));

@@ -41,10 +41,16 @@ void M::start_launch(Comm& c, std::vector<double> work, bool needs_peers, bool c
   c.initing = false;
   c.outcome = nccl_abi::kSuccess;
   c.waits_for_peers = needs_peers && o.peers_absent;
+  c.coupled = needs_peers && o.nranks > 1;
+  c.peers_ready = c.coupled ? peers_launch() : 0;
   c.pending_polls = draw();
   c.launch_ready_at = host + o.launch_us;
   if (connects) c.pending_polls = std::max(c.pending_polls, 0) + o.connect_polls;
-  if (c.pending_polls < 0 && o.launch_us <= 0 && !c.waits_for_peers) finish_launch(c);
+  if (o.launch_ends_before_return && !connects && !c.waits_for_peers) {
+    host = std::max(host, c.launch_ready_at);  // the caller was off the CPU meanwhile
+    c.pending_polls = -1;
+  }
+  if (c.pending_polls < 0 && host >= c.launch_ready_at && !c.waits_for_peers) finish_launch(c);
 }
 bool M::launch_done(Comm& c) { return --c.pending_polls < 0 && host >= c.launch_ready_at; }
 void M::finish_launch(Comm& c) {
@@ -56,7 +62,7 @@ void M::finish_launch(Comm& c) {
     c.pending.clear();
   } else {
     if (c.initing) init_succeeded(c);
-    for (double us : c.pending) to_stream(us);
+    for (double us : c.pending) to_stream(us, c.coupled, c.peers_ready);
     c.pending.clear();
     c.async = nccl_abi::kSuccess;  // overwrites a refusal made meanwhile, as NCCL's thread does
   }
@@ -206,7 +212,9 @@ Result M::launch_group(Group& g) {
     return nccl_abi::kInternalError;
   }
   c.connected = c.connected || job.needs_peers;
-  for (double us : job.kernels) to_stream(us);
+  const bool coupled = job.needs_peers && o.nranks > 1;
+  const double ready = coupled ? peers_launch() : 0;
+  for (double us : job.kernels) to_stream(us, coupled, ready);
   if (absent) stuck = &c;
   return nccl_abi::kSuccess;
 }
@@ -234,6 +242,7 @@ void M::abort_launch(Comm& c) {
 /// way the handle is gone for the caller: the model answers ncclInvalidUsage
 /// to any later use, which would be a bug.
 void M::reclaim(Comm& c) {
+  if (c.init_done) wait_for_held_work();  // commDestroySync (nccl_model_cuda.cpp)
   if (c.init_done) ++reclaimed;
   c.gone = true;
   c.launching = false;
@@ -293,5 +302,9 @@ int NcclModel::group_depth() const {
   return impl_->group().depth;
 }
 double NcclModel::kernel_us(std::size_t bytes) const { return impl_->kernel_us(bytes); }
+double NcclModel::host_us() const {
+  std::lock_guard<std::recursive_mutex> lock(impl_->m);
+  return impl_->host;
+}
 
 }  // namespace gpudiag

@@ -64,6 +64,17 @@ class NcclModel {
     /// Host time (us) NCCL's launch thread takes before the kernel is on the
     /// stream (src/group.cc groupLaunchNonBlocking: a thread per launch).
     double launch_us = 0;
+    /// Each virtual peer's own host time (us) per launch, peer 1 first; a
+    /// peer not named takes launch_us. Empty: the peers' work is always on
+    /// their streams when this rank's is (they never hold a collective up).
+    /// Set, a collective kernel starts only once every peer's copy of it is
+    /// on that peer's stream and past that peer's gate (docs/ARCHITECTURE.md,
+    /// "The NCCL data path": a collective waits on the device for its peers).
+    std::vector<double> peer_launch_us;
+    /// A threaded launch ends before the call's trailing
+    /// ncclCommGetAsyncError (the caller was descheduled meanwhile), so a
+    /// collective at 2+ ranks returns ncclSuccess with its kernel queued.
+    bool launch_ends_before_return = false;
     /// ncclAlltoAll exists (and the version has it).
     bool has_alltoall = true;
     bool peers_absent = false;
@@ -108,6 +119,8 @@ class NcclModel {
   int group_depth() const;
   /// The kernel time the model gives a call moving `bytes` bytes (us).
   double kernel_us(std::size_t bytes) const;
+  /// The host's virtual clock (us).
+  double host_us() const;
 
   struct Impl;
 

@@ -15,12 +15,36 @@ namespace gpudiag {
 
 using M = NcclModel::Impl;
 
-void M::to_stream(double us) {
+void M::to_stream(double us, bool coupled, double peers_ready, bool nccl) {
   ++kernels;
   if (gate_held && !gate_lapsed())
-    held.push_back({us, host, nullptr});
+    held.push_back({us, host, nullptr, coupled, nccl});
   else
-    tail = std::max(tail, host) + us;
+    tail = std::max({tail, host, coupled ? peers_ready : 0.0}) + us;
+}
+/// Each peer launches its copy on its own clock, one launch after another as
+/// this rank does (src/group.cc groupLaunchNonBlocking: a thread a launch).
+double M::peers_launch() {
+  const std::size_t n = static_cast<std::size_t>(std::max(o.nranks - 1, 0));
+  if (o.peer_launch_us.empty() || n == 0) return 0;
+  peer_clock.resize(n, 0.0);
+  double last = 0;
+  for (std::size_t p = 0; p < n; ++p) {
+    const double own = p < o.peer_launch_us.size() ? o.peer_launch_us[p] : o.launch_us;
+    peer_clock[p] += own;
+    last = std::max(last, peer_clock[p]);
+  }
+  return last;
+}
+/// A peer opens its own gate once its launches of the batch are done: its
+/// clock, or `now` if that is later (it started no earlier than this rank).
+double M::peers_open(double now) const {
+  double last = now;
+  for (double t : peer_clock) last = std::max(last, t);
+  return last;
+}
+void M::peers_drained() {
+  for (double& t : peer_clock) t = std::max(t, host);
 }
 /// The gate's kernel gave up by now (device time past its cap): what was
 /// queued behind it runs from then on, each item no earlier than queued.
@@ -29,15 +53,32 @@ bool M::gate_lapsed() {
   release(gate_start + gate_cap, true);
   return true;
 }
+/// The gate ends at `at`: what waited behind it runs, a collective's kernel
+/// no earlier than its peers' gates opened (their copies are behind them; a
+/// cap ends every gate at once).
 void M::release(double at, bool expired) {
   gate_held = false;
   gate_expired = expired;
   tail = std::max(tail, at);
+  const double peers = expired ? at : peers_open(at);
   for (Held& h : held) {
-    tail = std::max(tail, h.enq) + h.us;
+    tail = std::max({tail, h.enq, h.coupled ? peers : 0.0}) + h.us;
     if (h.ev) h.ev->t = tail;
   }
   held.clear();
+}
+/// NCCL's teardown waits for this communicator's work on the stream
+/// (src/init.cc commReclaim -> commDestroySync: ncclStrongStreamSynchronize
+/// of its deviceStream, which src/enqueue.cc ncclLaunchFinish advanced to
+/// the user stream's finishedEvent after each launch): NCCL kernels queued
+/// behind a held gate keep it there until the gate's cap has passed.
+void M::wait_for_held_work() {
+  if (!gate_held || gate_lapsed()) return;
+  bool nccl = false;
+  for (const Held& h : held) nccl = nccl || (h.us > 0 && h.nccl);
+  if (!nccl) return;
+  host = std::max(host, gate_start + gate_cap) + 1;
+  gate_lapsed();
 }
 /// The abort flag reaches the device (abortFlagDev): a kernel waiting there
 /// for `c`'s peers ends, and what waited behind it runs.
@@ -61,20 +102,21 @@ int stream_query(void*) {
     m.host += 1;  // a kernel (the gate's, or one waiting for peers) holds the stream
     return CudaOps::kNotReady;
   }
-  if (m.tail <= m.host) return CudaOps::kSuccess;
-  m.host += std::max(1.0, (m.tail - m.host) / 4);
-  return m.tail <= m.host ? CudaOps::kSuccess : CudaOps::kNotReady;
+  if (m.tail > m.host) m.host += std::max(1.0, (m.tail - m.host) / 4);
+  if (m.tail > m.host) return CudaOps::kNotReady;
+  m.peers_drained();
+  return CudaOps::kSuccess;
 }
 int memcpy_async(void* dst, const void* src, std::size_t bytes, int, void*) {
   LOCK;
   std::memmove(dst, src, bytes);  // host memory stands in for device memory
-  cuda_model().to_stream(cuda_model().kernel_us(bytes));
+  cuda_model().to_stream(cuda_model().kernel_us(bytes), false, 0, false);
   return CudaOps::kSuccess;
 }
 int memset_async(void* dst, int value, std::size_t bytes, void*) {
   LOCK;
   std::memset(dst, value, bytes);
-  cuda_model().to_stream(cuda_model().kernel_us(bytes));
+  cuda_model().to_stream(cuda_model().kernel_us(bytes), false, 0, false);
   return CudaOps::kSuccess;
 }
 const char* cuda_name(int e) {

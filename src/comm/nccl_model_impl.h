@@ -47,6 +47,8 @@ struct NcclModel::Impl {
     std::vector<std::string> other_roots;
     bool ids_disagree = false;
     std::vector<double> pending;           ///< kernel times waiting for the launch
+    bool coupled = false;                  ///< ... which wait for the peers' copies
+    double peers_ready = 0;                ///< ... on the peers' streams by then
     Result injected = nccl_abi::kSuccess;  ///< an error the proxy will report
     std::string injected_warn;             ///< ... and its WARN, written as it surfaces
   };
@@ -58,6 +60,8 @@ struct NcclModel::Impl {
   struct Held {
     double us = 0, enq = 0;
     Event* ev = nullptr;
+    bool coupled = false;  ///< an NCCL kernel that waits for its peers' copies
+    bool nccl = true;      ///< NCCL's work (not a copy of gpudiag's)
   };
   /// One thread's group: src/group.cc keeps ncclGroupDepth, ncclGroupError,
   /// ncclGroupCommHead and ncclAsyncJobs in __thread variables.
@@ -98,6 +102,10 @@ struct NcclModel::Impl {
   bool gate_held = false, gate_expired = false;
   double gate_start = 0, gate_cap = 0;
   std::vector<Held> held;
+  /// Options::peer_launch_us: each virtual peer's host clock (us). A peer
+  /// mirrors this rank's calls; it catches up with this rank's clock where
+  /// this rank's stream drains (the peers' streams drain with it).
+  std::vector<double> peer_clock;
   /// A kernel that waits on the device for peers that never come (an inline
   /// launch before 2.23): the stream does not drain until it is aborted.
   Comm* stuck = nullptr;
@@ -125,7 +133,16 @@ struct NcclModel::Impl {
   }
 
   // The stream (nccl_model_cuda.cpp).
-  void to_stream(double us);
+  void to_stream(double us, bool coupled = false, double peers_ready = 0, bool nccl = true);
+  /// A teardown's wait for this rank's NCCL work behind a held gate.
+  void wait_for_held_work();
+  /// The peers launch their copies of a collective: the host time by which
+  /// all are on the peers' streams (0 without peer_launch_us).
+  double peers_launch();
+  /// When the last peer opens a gate this rank opens now (each ran the same
+  /// batch of launches); `now` when the peers are always ready.
+  double peers_open(double now) const;
+  void peers_drained();
   bool gate_lapsed();
   void release(double at, bool expired);
   void unstick(Comm& c);

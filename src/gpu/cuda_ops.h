@@ -42,6 +42,8 @@ struct CudaOps {
   int (*gate_hold)(void* gate, void* stream, unsigned cap_us) = nullptr;
   int (*gate_open)(void* gate) = nullptr;
   int (*gate_expired)(void* gate) = nullptr;
+  /// Why the gate_* entries are null, where they are for a reason.
+  const char* gate_absent_why = nullptr;
 };
 
 /// The runtime's table (or the no-CUDA one).

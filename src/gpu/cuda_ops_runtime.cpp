@@ -1,8 +1,12 @@
-// cuda_ops.h over the CUDA runtime (linked statically).
+// cuda_ops.h over the CUDA runtime (linked statically). Under
+// CUDA_LAUNCH_BLOCKING=1 (read once, as the runtime reads it) the table has
+// no stream gate: every launch then returns only when its kernel has ended,
+// so the gate's own launch would hold the host until the gate's cap.
 #include <cuda_runtime.h>
 
 #include "gpu/cuda_ops.h"
 #include "gpu/stream_gate.h"
+#include "util/env.h"
 
 namespace gpudiag {
 
@@ -32,13 +36,23 @@ const char* name(int e) { return cudaGetErrorName(static_cast<cudaError_t>(e)); 
 const char* text(int e) { return cudaGetErrorString(static_cast<cudaError_t>(e)); }
 static_assert(cudaErrorNotReady == CudaOps::kNotReady && cudaMemcpyHostToDevice == 1 &&
               cudaMemcpyDeviceToHost == 2);
+
+CudaOps runtime_table() {
+  CudaOps ops{query,      copy,         set,          name,
+              text,       ev_create,    ev_destroy,   ev_record,
+              ev_elapsed, stream_gate::create, stream_gate::destroy,
+              stream_gate::hold,   stream_gate::open,    stream_gate::expired};
+  if (Env::from_process().get("CUDA_LAUNCH_BLOCKING").value_or("0") == "1") {
+    ops.gate_create = nullptr;
+    ops.gate_absent_why = "no stream gate under CUDA_LAUNCH_BLOCKING=1";
+  }
+  return ops;
+}
+
 }  // namespace
 
 const CudaOps& cuda_ops() {
-  static const CudaOps ops{query,      copy,         set,          name,
-                           text,       ev_create,    ev_destroy,   ev_record,
-                           ev_elapsed, stream_gate::create, stream_gate::destroy,
-                           stream_gate::hold,   stream_gate::open,    stream_gate::expired};
+  static const CudaOps ops = runtime_table();
   return ops;
 }
 

@@ -125,6 +125,10 @@ void NcclTestsPrinter::row(const BenchRow& r) {
     ++bw_count_;
   }
   s += "\n";
+  if (!r.ungated.empty()) {
+    s += fmt::format("# ungated: the row above includes launch time ({})\n", r.ungated);
+    jr["ungated"] = r.ungated;
+  }
   if (r.size >= largest_size_) {
     largest_size_ = r.size;
     largest_busbw_ = r.half[0].busbw;

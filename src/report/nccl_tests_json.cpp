@@ -136,6 +136,7 @@ void NcclTestsJson::add_row(const BenchRow& r) {
     if (per_iter_ && !r.iter_us[h].empty())
       j[h ? "in_place_per_iter" : "out_of_place_per_iter"] = per_iter_json(r.iter_us[h], skip_);
   }
+  if (!r.ungated.empty()) j["ungated"] = r.ungated;  // gpudiag's: launch time in the figures
   j["actual_iterations"] = h_.iters;
   j["experiment_name"] = "";
   results_.push_back(std::move(j));
