@@ -9,7 +9,8 @@
 // review that cannot be read counts as a failure, never as OK; a record that
 // should carry a bootstrap root's NCCL id is named as such. The ids of the
 // roots a group's table holds go up in its review, and the root's merge
-// passes them all to every rank (nccl_root_ids.h). A judge between the
+// passes them all to every rank (nccl_root_ids.h); the compute phase's
+// checksum tallies are summed the same way (compute/judge.h). A judge between the
 // groups and the root (a supergroup) merges its groups' reviews the same way
 // and sends up their summaries merged into one (merge_up), so the root still
 // compares the whole job.

@@ -1,7 +1,7 @@
 """A rank that dies or stops in any phase is seen by every other rank.
 
 For every name the test hook accepts (GPUDIAG_TEST_RAISE, src/checks/test_hook.h:
-device, exchange, communicator, all-reduce, sweep, links, barrier, hardware), rank 2 of
+device, compute, exchange, communicator, all-reduce, sweep, links, barrier, hardware), rank 2 of
 4 raises SIGKILL, then SIGSTOP, on itself as it enters that phase, under
 `gpudiag launch` and with the ranks started by hand. Every survivor's status
 line must name rank 2, rank 0 must print its report (the summary line), and
@@ -28,7 +28,7 @@ CHECK = ["check", "--backend", "host", "--size", "1MiB", "--mem", "1MiB", "--ite
 BENCH = ["bench", "all_reduce", "--backend", "host", "-b", "1K", "-e", "8K", "-n", "2", "-w", "1",
          "--timeout", str(TIMEOUT)]
 LINKS = ["bench", "--links", "--backend", "host", "--link-size", "64K", "--timeout", str(TIMEOUT)]
-PHASES = {"device": CHECK, "exchange": CHECK, "communicator": CHECK, "all-reduce": CHECK,
+PHASES = {"device": CHECK, "compute": CHECK, "exchange": CHECK, "communicator": CHECK, "all-reduce": CHECK,
           "sweep": BENCH, "links": LINKS, "barrier": CHECK, "hardware": CHECK}
 VICTIM = 2
 
