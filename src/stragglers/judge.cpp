@@ -149,7 +149,20 @@ void Judge::judge(int id, Group& g, std::int64_t seq, Pending& p, std::vector<Ev
   seen.op = p.op;
   seen.med = median_of(arrive);
   seen.late.resize(n);
-  for (std::size_t i = 0; i < n; ++i) seen.late[i] = arrive[i] - seen.med;
+  // Each rank against the median of the others (with two ranks: the other).
+  std::vector<double> sorted = arrive;
+  std::sort(sorted.begin(), sorted.end());
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto k = static_cast<std::size_t>(
+        std::lower_bound(sorted.begin(), sorted.end(), arrive[i]) - sorted.begin());
+    auto without = [&](std::size_t j) { return sorted[j < k ? j : j + 1]; };
+    const std::size_t m = n - 1;
+    const double others = m % 2 ? without(m / 2) : (without(m / 2 - 1) + without(m / 2)) / 2;
+    seen.late[i] = arrive[i] - others;
+  }
+  g.history.push_back(seen.late);
+  const std::size_t keep = std::clamp<std::size_t>(65536 / n, 20, 256);
+  while (g.history.size() > keep) g.history.pop_front();
   // Where: only when the previous collective of the group ended, for every
   // member, at a known moment.
   bool ends_known = g.last_seq == seq - 1 && g.last_ends.size() == n;
@@ -177,27 +190,44 @@ void Judge::judge(int id, Group& g, std::int64_t seq, Pending& p, std::vector<Ev
   decide(id, g, events);
 }
 
-double Judge::thresholds(const Group& g) const {
-  const auto& w = g.window;
-  double pace = 0;
-  if (w.size() >= 2) pace = (w.back().med - w.front().med) / static_cast<double>(w.size() - 1);
-  double spread = 0;
-  if (g.members.size() >= 3) {
+std::vector<double> Judge::thresholds(const Group& g, double pace) const {
+  // The job's own spread: the 90th percentile of how late the other ranks
+  // were over the group's history (each rank's own lateness left out where
+  // the ranks are few, so a straggler does not raise its own bar).
+  const std::size_t n = g.members.size();
+  auto p90 = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    const auto at = v.size() * 9 / 10;
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(at), v.end());
+    return v[at];
+  };
+  std::vector<double> out(n);
+  const double floor = s_.pace_share * std::max(pace, 0.0);
+  if (n > 16) {
     std::vector<double> all;
-    for (const auto& c : w)
-      for (double l : c.late) all.push_back(std::fabs(l));
-    spread = median_of(std::move(all));
+    for (const auto& c : g.history)
+      for (double l : c) all.push_back(std::max(0.0, l));
+    out.assign(n, std::max(s_.spread_factor * p90(std::move(all)), floor));
+    return out;
   }
-  return std::max(s_.spread_factor * spread, s_.pace_share * std::max(pace, 0.0));
+  for (std::size_t i = 0; i < n; ++i) {
+    std::vector<double> others;
+    for (const auto& c : g.history)
+      for (std::size_t q = 0; q < n; ++q)
+        if (q != i) others.push_back(std::max(0.0, c[q]));
+    out[i] = std::max(s_.spread_factor * p90(std::move(others)), floor);
+  }
+  return out;
 }
 
 void Judge::decide(int id, Group& g, std::vector<Event>& events) {
   const auto& w = g.window;
-  const double thr = thresholds(g);
   double pace = 0;
   if (w.size() >= 2) pace = (w.back().med - w.front().med) / static_cast<double>(w.size() - 1);
+  const auto thresholds_now = thresholds(g, pace);
   const Seen& now = w.back();
   for (std::size_t i = 0; i < g.members.size(); ++i) {
+    const double thr = thresholds_now[i];
     RankState& st = g.ranks[i];
     int count = 0;
     double sum = 0, comm = 0, load = 0, comp = 0;

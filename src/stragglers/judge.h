@@ -47,7 +47,7 @@ struct JudgeSettings {
   std::vector<int> domain_of;
   int window = 20;
   int min_judged = 10;  ///< collectives in a window before anyone is named
-  double late_share = 0.35;
+  double late_share = 0.4;
   double recovered_share = 0.10;
   double spread_factor = 4.0;
   double pace_share = 0.05;
@@ -132,6 +132,7 @@ class Judge {
     std::vector<int> index_of;  ///< global rank -> member index, -1
     std::map<std::int64_t, Pending> pending;
     std::deque<Seen> window;
+    std::deque<std::vector<double>> history;  ///< lateness by member, longer than the window
     std::vector<Slot> last_ends;  ///< the last judged collective's, by member
     std::int64_t last_seq = -2;
     std::int64_t judged = 0;
@@ -141,7 +142,7 @@ class Judge {
 
   Group* group_for(int id, bool create);
   void judge(int id, Group& g, std::int64_t seq, Pending& p, std::vector<Event>& events);
-  double thresholds(const Group& g) const;
+  std::vector<double> thresholds(const Group& g, double pace) const;
   void decide(int id, Group& g, std::vector<Event>& events);
   int domain(int rank) const;
 
