@@ -35,6 +35,10 @@ HwEvidence collect_hw_evidence(const HwSources& sources) {
     e.sysfs = read_sysfs(sources.root);
     for (auto& f : sysfs_state_findings(e.sysfs)) e.findings.push_back(std::move(f));
   }
+  if (sources.nvml) {
+    e.nvml = read_nvml_counters(sources.nvml_lib ? *sources.nvml_lib : load_nvml());
+    for (auto& f : nvml_state_findings(e.nvml)) e.findings.push_back(std::move(f));
+  }
   return e;
 }
 
@@ -42,6 +46,13 @@ HwEvidence collect_hw_changes(const HwSources& sources, const SysfsSnapshot& sta
   HwEvidence e = collect_hw_evidence(sources);
   if (sources.sysfs)
     for (auto& f : sysfs_changes(start, e.sysfs)) e.findings.push_back(std::move(f));
+  return e;
+}
+
+HwEvidence collect_hw_changes(const HwSources& sources, const HwEvidence& start) {
+  HwEvidence e = collect_hw_changes(sources, start.sysfs);
+  if (sources.nvml)
+    for (auto& f : nvml_changes(start.nvml, e.nvml)) e.findings.push_back(std::move(f));
   return e;
 }
 
@@ -105,6 +116,7 @@ nlohmann::json hw_evidence_json(const HwEvidence& e) {
                      {"stopped_at_limit", e.kernel_log.stopped_at_limit},
                      {"read", e.kernel_log.error.empty()}};
   j["sysfs"] = sysfs_json(e.sysfs);
+  j["nvml"] = nvml_json(e.nvml);
   return j;
 }
 
@@ -118,18 +130,24 @@ std::vector<std::string> hw_evidence_lines(const nlohmann::json& j) {
   auto num = [](const nlohmann::json& o, const char* k) {
     return o.contains(k) && o[k].is_number() ? o[k].get<long long>() : -1LL;
   };
+  auto flag = [](const nlohmann::json& o, const char* k) {
+    return o.is_object() && o.contains(k) && o[k].is_boolean() && o[k].get<bool>();
+  };
   const auto& findings = j.value("findings", nlohmann::json::array());
   std::size_t unfit = 0;
-  for (const auto& f : findings) unfit += f.value("unfit", false) ? 1 : 0;
-  std::string head = unfit ? "node UNFIT: " + std::to_string(unfit) + " finding" + (unfit == 1 ? "" : "s") + " to act on"
-                           : (findings.empty() ? "none" : "node fit");
+  for (const auto& f : findings) unfit += flag(f, "unfit") ? 1 : 0;
   const auto& log = j.value("kernel_log", nlohmann::json::object());
-  if (log.value("read", false)) head += " (kernel log: " + std::to_string(num(log, "records")) + " records read)";
+  // "none" only where the kernel log was read: unread, nothing is known.
+  std::string head = unfit ? "node UNFIT: " + std::to_string(unfit) + " finding" + (unfit == 1 ? "" : "s") + " to act on"
+                     : !findings.empty() ? "node fit"
+                     : flag(log, "read") ? "none"
+                                         : "not known (the kernel log was not read)";
+  if (flag(log, "read")) head += " (kernel log: " + std::to_string(num(log, "records")) + " records read)";
   out.push_back(head);
   for (const auto& f : findings) {
     std::string tag = str(f, "class");
     if (tag == "workload") tag += ", the node is fine";
-    if (tag == "node" && !f.value("unfit", false)) tag += ", counts only within a job's run";
+    if (tag == "node" && !flag(f, "unfit")) tag += ", counts only within a job's run";
     std::string line = tag + ": " + str(f, "line");
     if (!str(f, "then").empty()) line += "; " + str(f, "then");
     if (!str(f, "message").empty()) line += " [" + str(f, "message") + "]";
@@ -160,6 +178,8 @@ std::vector<std::string> hw_evidence_lines(const nlohmann::json& j) {
               std::to_string(num(p, "aer_nonfatal")) + ", corrected " + std::to_string(num(p, "aer_correctable"));
     out.push_back(line);
   }
+  if (j.contains("nvml"))
+    for (auto& line : nvml_lines(j["nvml"])) out.push_back(std::move(line));
   return out;
 }
 

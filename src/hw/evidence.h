@@ -1,5 +1,6 @@
 // This node's hardware evidence, gathered in one call: the kernel log's
-// findings (kmsg_findings.h) and a sysfs snapshot (sysfs.h) with what it
+// findings (kmsg_findings.h), NVML's GPU counters (nvml_counters.h) and a
+// sysfs snapshot (sysfs.h) with what it
 // shows by itself, each source that could not be read as one line saying
 // why. What `gpudiag info` prints and what makes each rank of `gpudiag
 // check` on an unfit node say `is broken: Xid 79 (...) on ... at ...: ...`.
@@ -17,6 +18,7 @@
 
 #include "hw/finding.h"
 #include "hw/kmsg.h"
+#include "hw/nvml_counters.h"
 #include "hw/sysfs.h"
 #include "util/env.h"
 
@@ -26,6 +28,10 @@ struct HwSources {
   std::string kmsg = "/dev/kmsg";
   std::string root = "/";  ///< sysfs is read under root/sys
   bool sysfs = true;
+  bool nvml = true;
+  /// The NVML to read (tests give a table of their own); null: the one this
+  /// process loads (world/nvml.h load_nvml).
+  const NvmlLibrary* nvml_lib = nullptr;
 };
 
 struct HwEvidence {
@@ -35,6 +41,7 @@ struct HwEvidence {
   std::size_t dropped = 0;               ///< findings past the budget
   double boot_epoch_s = 0;               ///< boot's Unix time, for clock times
   SysfsSnapshot sysfs;
+  NvmlSnapshot nvml;
 };
 
 HwEvidence collect_hw_evidence(const HwSources& sources = {});
@@ -43,6 +50,8 @@ HwEvidence collect_hw_evidence(const HwSources& sources = {});
 /// sources): the kernel log read again, and sysfs's counters compared with
 /// `start.sysfs` (sysfs_changes), their changes added as untimed findings.
 HwEvidence collect_hw_changes(const HwSources& sources, const SysfsSnapshot& start);
+/// The same, with NVML's counters compared with `start.nvml` too.
+HwEvidence collect_hw_changes(const HwSources& sources, const HwEvidence& start);
 
 /// The sources a rank reads: /dev/kmsg and "/", unless GPUDIAG_TEST_SYSFS_ROOT
 /// names another root for sysfs (for tests only: a copied tree whose counters

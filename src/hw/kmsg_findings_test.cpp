@@ -202,6 +202,7 @@ TEST(HwEvidence, AKernelLogFileGivesTheVerdictLineAndJson) {
   HwSources src;
   src.kmsg = path.string();
   src.sysfs = false;
+  src.nvml = false;
   const auto e = collect_hw_evidence(src);
   std::filesystem::remove(path);
   EXPECT_TRUE(e.unreadable.empty());
@@ -220,7 +221,9 @@ TEST(HwEvidence, AKernelLogFileGivesTheVerdictLineAndJson) {
   src.kmsg = "/nonexistent/kmsg";
   const auto none = collect_hw_evidence(src);
   ASSERT_EQ(none.unreadable.size(), 1u);
-  EXPECT_EQ(hw_evidence_lines(hw_evidence_json(none)), (std::vector<std::string>{"none", none.unreadable[0]}));
+  // Unread, the log's silence is not "none".
+  EXPECT_EQ(hw_evidence_lines(hw_evidence_json(none)),
+            (std::vector<std::string>{"not known (the kernel log was not read)", none.unreadable[0]}));
 }
 
 }  // namespace

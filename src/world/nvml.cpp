@@ -92,6 +92,15 @@ NvmlLibrary open_nvml(const std::string& path) {
   bind(h, "nvmlDeviceGetRemappedRows", a.remapped_rows);
   bind(h, "nvmlDeviceGetGpuFabricInfoV", a.fabric_info_v);
   bind(h, "nvmlDeviceGetGpuFabricInfo", a.fabric_info);
+  bind(h, "nvmlDeviceGetCount_v2", a.device_count);
+  bind(h, "nvmlDeviceGetHandleByIndex_v2", a.handle_by_index);
+  bind(h, "nvmlDeviceGetPciInfo_v3", a.pci_info);
+  bind(h, "nvmlDeviceGetTotalEccErrors", a.total_ecc);
+  bind(h, "nvmlDeviceGetRetiredPagesPendingStatus", a.retired_pending);
+  bind(h, "nvmlDeviceGetNvLinkState", a.nvlink_state);
+  bind(h, "nvmlDeviceGetNvLinkErrorCounter", a.nvlink_errors);
+  if (!bind(h, "nvmlDeviceGetCurrentClocksEventReasons", a.clock_events))
+    bind(h, "nvmlDeviceGetCurrentClocksThrottleReasons", a.clock_events);
   l.loaded = true;
   return l;
 }

@@ -12,6 +12,8 @@
 
 namespace gpudiag {
 
+struct NvmlPciInfo;  // nvmlPciInfo_t: world/nvlink_topology.h
+
 /// NVML's functions as its C API declares them, enums and handles as plain
 /// types (an nvmlReturn_t is an int, 0 success; a device handle a pointer).
 struct NvmlApi {
@@ -30,7 +32,21 @@ struct NvmlApi {
   /// and newer); both may be absent.
   int (*fabric_info_v)(void*, void* info) = nullptr;
   int (*fabric_info)(void*, void* info) = nullptr;
+  // The node's counters (hw/nvml_counters.h), each looked up optionally:
+  int (*device_count)(unsigned*) = nullptr;                  ///< nvmlDeviceGetCount_v2
+  int (*handle_by_index)(unsigned, void**) = nullptr;        ///< nvmlDeviceGetHandleByIndex_v2
+  int (*pci_info)(void*, NvmlPciInfo*) = nullptr;     ///< nvmlDeviceGetPciInfo_v3
+  /// nvmlDeviceGetTotalEccErrors(device, nvmlMemoryErrorType_t, nvmlEccCounterType_t, count).
+  int (*total_ecc)(void*, int error_type, int counter_type, unsigned long long*) = nullptr;
+  int (*retired_pending)(void*, int*) = nullptr;  ///< nvmlDeviceGetRetiredPagesPendingStatus
+  int (*nvlink_state)(void*, unsigned link, int*) = nullptr;  ///< nvmlDeviceGetNvLinkState
+  /// nvmlDeviceGetNvLinkErrorCounter(device, link, nvmlNvLinkErrorCounter_t, value).
+  int (*nvlink_errors)(void*, unsigned link, int counter, unsigned long long*) = nullptr;
+  /// nvmlDeviceGetCurrentClocksEventReasons (driver 535 and newer), else the
+  /// older name nvmlDeviceGetCurrentClocksThrottleReasons: a bit mask.
+  int (*clock_events)(void*, unsigned long long*) = nullptr;
 };
+
 
 /// nvmlGpuFabricInfo_t and nvmlGpuFabricInfo_v2_t as NVML's header declares
 /// them (NCCL 2.28 repeats both in src/include/nvmlwrap.h): the UUID of the
@@ -65,6 +81,10 @@ inline constexpr unsigned kFabricHealthDegradedWidth = 0x3;
 inline constexpr int kNvmlSuccess = 0;
 inline constexpr int kNvmlNotSupported = 3;
 inline constexpr int kNvmlClockSm = 1, kNvmlClockMem = 2;
+/// nvmlMemoryErrorType_t, nvmlEccCounterType_t, nvmlEnableState_t, NVML_NVLINK_MAX_LINKS.
+inline constexpr int kNvmlUncorrected = 1, kNvmlVolatile = 0, kNvmlAggregate = 1;
+inline constexpr int kNvmlEnabled = 1;
+inline constexpr unsigned kNvmlMaxLinks = 18;
 
 /// The library, loaded once a process (never unloaded: NVML keeps threads).
 struct NvmlLibrary {
