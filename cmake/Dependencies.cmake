@@ -54,7 +54,9 @@ if(GPUDIAG_WITH_CUDA)
     # and a visible GPU, so scripts/gpu-check.sh asks nvidia-smi instead).
     # CUDA 12.8 is the first toolkit that knows sm_100 and sm_120; CUDA 12.0
     # to 12.7 stop at Hopper (PTX of sm_90 then covers later GPUs). CUDA 11.x
-    # lacks what the build uses (C++20 in device code): it is refused below.
+    # lacks what the build uses (C++20 in device code), and no toolkit before
+    # 12.5 has been tested (the scanner library's CUDART_VERSION guards are
+    # there for one that is): both are refused below.
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
       if(CUDAToolkit_VERSION VERSION_GREATER_EQUAL 12.8)
         set(CMAKE_CUDA_ARCHITECTURES 80-real 90-real 100-real 120)
@@ -62,8 +64,8 @@ if(GPUDIAG_WITH_CUDA)
         set(CMAKE_CUDA_ARCHITECTURES 80-real 90)
       endif()
     endif()
-    if(CUDAToolkit_VERSION VERSION_LESS 12.0)
-      message(FATAL_ERROR "gpudiag needs a CUDA 12.x or 13.x toolkit; found ${CUDAToolkit_VERSION} "
+    if(CUDAToolkit_VERSION VERSION_LESS 12.5)
+      message(FATAL_ERROR "gpudiag needs a CUDA 12.5-12.x or 13.x toolkit; found ${CUDAToolkit_VERSION} "
                           "(set CUDA_HOME, or -DGPUDIAG_WITH_CUDA=OFF for the host backend only)")
     endif()
     enable_language(CUDA)

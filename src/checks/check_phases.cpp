@@ -5,6 +5,7 @@
 // large-message timing, and bench's sweep.
 #include "checks/check_run.h"
 #include "hw/evidence.h"
+#include "world/nvlink_topology.h"
 
 namespace gpudiag::check_run {
 
@@ -104,6 +105,7 @@ void CheckRun::fingerprint() {
     // nodes share one NVLink domain.
     if (const auto d = me().fingerprint.get("gpu.nvlink_domain"); d.find('/') != std::string::npos)
       me().nvlink_domain = d;
+    if (!me().gpu_bus_id.empty()) me().nvlink_peers = read_nvlink_peers(nvlink_api(), me().gpu_bus_id);
   } catch (const std::exception& e) {
     spdlog::warn("rank {}: no fingerprint: {}", me().rank, e.what());
   }

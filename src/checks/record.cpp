@@ -10,7 +10,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RankRecord, rank, world_size, lo
                                                 gpu_name, gpu_bus_id, gpu_uuid, phase, seconds, ok,
                                                 failed_phase, reason, timed_out, hardware, hw_findings, nccl_id, nccl_roots, endpoint,
                                                 cuda_runtime, cuda_driver, nccl_version,
-                                                mpi_version, nccl_path, nccl_hostid, nvlink_domain,
+                                                mpi_version, nccl_path, nccl_hostid, nvlink_domain, nvlink_peers,
                                                 allreduce_bytes,
                                                 allreduce_seconds,
                                                 links, link_bytes, link_schedule, compute, fingerprint)
@@ -25,7 +25,7 @@ RankRecord cleaned(RankRecord r) {
   for (std::string* f : {&r.host, &r.launcher, &r.backend, &r.backend_why, &r.gpu_name,
                          &r.gpu_bus_id, &r.gpu_uuid, &r.phase, &r.failed_phase, &r.reason,
                          &r.nccl_id, &r.endpoint, &r.cuda_runtime, &r.cuda_driver,
-                         &r.nccl_version, &r.mpi_version, &r.nccl_path, &r.nccl_hostid, &r.nvlink_domain,
+                         &r.nccl_version, &r.mpi_version, &r.nccl_path, &r.nccl_hostid, &r.nvlink_domain, &r.nvlink_peers,
                          &r.link_schedule, &r.hardware})
     if (!is_clean_text(*f)) *f = escape_text(*f);
   for (std::string* f : {&r.compute.model, &r.compute.device, &r.compute.judged, &r.compute.finding})

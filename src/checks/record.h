@@ -62,6 +62,9 @@ struct RankRecord {
   /// The GPU's multi-node NVLink domain, "<cluster uuid>/<clique>" (NVML,
   /// world/nvml.h), "" when it is in none or it is not known.
   std::string nvlink_domain;
+  /// The GPU's NVLinks (world/nvlink_topology.h): "switch:18",
+  /// "0000:3b:00.0=6,...", "none", "" unknown.
+  std::string nvlink_peers;
   double allreduce_bytes = 0;
   double allreduce_seconds = 0;  ///< mean of the timed iterations
   /// gpudiag bench --links: median seconds per exchange of link_bytes with

@@ -86,6 +86,25 @@ struct Figure {
 
 std::optional<Figure> table_figure(const GpuFamily& f, const BwMeasurement& m, std::string& why) {
   const bool pair = m.kind == BwMeasurement::Kind::link_pair;
+  if (!m.across_nodes && f.intra_needs_switch && m.nvlink_known && !m.nvlink_switched) {
+    // No NVSwitch between the node's GPUs: the figure is the topology's.
+    const std::string topo = std::to_string(m.nvlink_links_per_pair) +
+                             " NVLinks a pair, no NVSwitch (NVML)";
+    // The board's row: the fewest links a pair at or above what NVML shows
+    // (a link down is judged by the board's figure, and shows in it).
+    auto row = std::find_if(f.intra_mesh.begin(), f.intra_mesh.end(), [&](auto& r) {
+      return r.links_per_pair >= m.nvlink_links_per_pair;
+    });
+    const double g = row == f.intra_mesh.end() ? 0 : pair ? row->link_pair : row->allreduce_busbw;
+    if (g <= 0) {
+      why = "no figure for " + f.family + " on this topology (" + topo + ") in data/expected-bw/" +
+            f.file;
+      return std::nullopt;
+    }
+    return Figure{g, f.family + ", " + row->fabric + " (" + topo + ")" +
+                         (pair ? ", a pair on one node" : ", one node"),
+                  row->source, f.judged_from_bytes};
+  }
   if (!m.across_nodes)
     return Figure{pair ? f.intra_link_pair : f.intra_allreduce_busbw,
                   f.family + ", " + f.intra_fabric + (pair ? ", a pair on one node" : ", one node"),
@@ -181,6 +200,24 @@ GpuFamily parse_gpu_family(const std::string& file, std::string_view json_text) 
   }
   std::sort(f.inter.begin(), f.inter.end(),
             [](auto& a, auto& b) { return a.rate_gbps < b.rate_gbps; });
+  if (auto mesh = j.find("intra_node_mesh"); mesh != j.end()) {
+    if (!mesh->is_array()) bad_table(file, "\"intra_node_mesh\" is not a list");
+    f.intra_needs_switch = true;
+    for (const auto& r : *mesh) {
+      MeshExpectation e;
+      const auto& n = field(file, r, "links_per_pair");
+      if (!n.is_number_unsigned() || n.get<int>() <= 0)
+        bad_table(file, "\"links_per_pair\" is not a link count");
+      e.links_per_pair = n.get<int>();
+      e.fabric = text(file, r, "fabric");
+      if (r.contains("allreduce_busbw")) e.allreduce_busbw = figure(file, r, "allreduce_busbw");
+      e.link_pair = figure(file, r, "link_pair");
+      e.source = text(file, r, "source");
+      f.intra_mesh.push_back(std::move(e));
+    }
+    std::sort(f.intra_mesh.begin(), f.intra_mesh.end(),
+              [](auto& a, auto& b) { return a.links_per_pair < b.links_per_pair; });
+  }
   if (auto d = j.find("nvlink_domain"); d != j.end()) {
     if (!d->is_object()) bad_table(file, "\"nvlink_domain\" is not an object");
     f.has_domain = true;

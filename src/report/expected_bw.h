@@ -41,6 +41,16 @@ struct NicExpectation {
   std::uint64_t judged_from_bytes = kInterNodeJudgedFrom;
 };
 
+/// `intra_node_mesh[]`: one node whose GPUs are joined pair by pair, with no
+/// NVSwitch between (4-GPU HGX boards), by the NVLinks of each pair.
+struct MeshExpectation {
+  int links_per_pair = 0;
+  std::string fabric;
+  double allreduce_busbw = 0;  ///< 0: no figure for an all-reduce
+  double link_pair = 0;        ///< GB/s each way
+  std::string source;
+};
+
 /// One data/expected-bw/*.json file.
 struct GpuFamily {
   std::string file;    ///< "h100-sxm.json"
@@ -51,6 +61,11 @@ struct GpuFamily {
   double intra_allreduce_busbw = 0, intra_link_pair = 0;  ///< GB/s
   std::string intra_source;
   std::vector<NicExpectation> inter;  ///< by rate, ascending
+  /// The file has `intra_node_mesh` (maybe empty): its intra_node figure is
+  /// for GPUs behind NVSwitches, and a node NVML shows without them is
+  /// judged by these rows, or has no figure.
+  bool intra_needs_switch = false;
+  std::vector<MeshExpectation> intra_mesh;
   /// `nvlink_domain`: ranks on several nodes of one multi-node NVLink domain
   /// (GB200/GB300 NVL72), optional.
   bool has_domain = false;
@@ -87,6 +102,10 @@ struct BwMeasurement {
   /// The fewest GPUs any host gives the job (0 unknown): across nodes a
   /// node's ranks drive at most that many of its NICs.
   int gpus_per_node = 0;
+  /// Rank 0's node as NVML shows it (world/nvlink_topology.h): known, all
+  /// its job's GPUs behind NVSwitches, else the fewest NVLinks of a pair.
+  bool nvlink_known = false, nvlink_switched = false;
+  int nvlink_links_per_pair = 0;
   double bytes = 0;        ///< the size measured
   double gbps = 0;         ///< busbw (allreduce) or GB/s each way (link_pair)
   std::string what;        ///< link_pair: "rank 3 <-> rank 9", shown after the figure

@@ -11,6 +11,7 @@
 #include "util/strings.h"
 #include "world/fingerprint.h"
 #include "world/fingerprint_compare.h"
+#include "world/nvlink_topology.h"
 
 namespace gpudiag {
 
@@ -103,6 +104,15 @@ BwMeasurement job_measurement(const CheckResult& result, std::optional<double> e
     if (r && r->gpu_uuid.empty() && r->gpu_bus_id.empty()) ++gpus_on[r->host];  // unnamed: one each
   for (const auto& [host, n] : gpus_on)
     m.gpus_per_node = m.gpus_per_node == 0 ? n : std::min(m.gpus_per_node, n);
+  // Rank 0's node's NVLinks, between the GPUs the job has there.
+  std::map<std::string, std::string> peers;
+  for (const auto& r : result.table)
+    if (r && result.table[0] && r->host == result.table[0]->host && !r->gpu_bus_id.empty())
+      peers[r->gpu_bus_id] = r->nvlink_peers;
+  const NvlinkPairs topo = nvlink_pairs(peers);
+  m.nvlink_known = topo.known;
+  m.nvlink_switched = topo.switched;
+  m.nvlink_links_per_pair = topo.links_per_pair;
   // As NCCL decides it (ncclTopoCheckMNNVL): the same cluster and clique.
   m.one_nvlink_domain = m.across_nodes && every_rank_in_a_domain && domains.size() == 1;
   if (m.across_nodes) {

@@ -30,9 +30,15 @@ template <class F>
 void entry(const char* name, F& slot) {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult status{};
-  // 4000: the ABI version of these four calls (CUDA 4.0), as cudaTypedefs.h names them.
-  if (cudaGetDriverEntryPointByVersion(name, &fn, 4000, cudaEnableDefault, &status) == cudaSuccess &&
-      status == cudaDriverEntryPointSuccess)
+  // 4000: the ABI version of these four calls (CUDA 4.0), as cudaTypedefs.h
+  // names them. cudaGetDriverEntryPointByVersion arrived in CUDA 12.5, and
+  // CUDA 13 dropped the call without a version, which 12.0-12.4 have.
+#if CUDART_VERSION >= 12050
+  const cudaError_t e = cudaGetDriverEntryPointByVersion(name, &fn, 4000, cudaEnableDefault, &status);
+#else
+  const cudaError_t e = cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &status);
+#endif
+  if (e == cudaSuccess && status == cudaDriverEntryPointSuccess)
     slot = reinterpret_cast<F>(fn);
 }
 
