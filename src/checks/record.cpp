@@ -51,7 +51,11 @@ RankRecord cleaned(RankRecord r) {
 }  // namespace
 
 std::string encode(const RankRecord& r) {
-  return nlohmann::json(cleaned(r)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  nlohmann::json j = cleaned(r);
+  // A rank that ran no compute phase (bench, --no-compute, a failure before
+  // it) sends no compute object: every record stays as small as it was.
+  if (!r.compute.ran() && r.compute.judged.empty()) j.erase("compute");
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 RankRecord decode(const std::string& s) {

@@ -14,7 +14,13 @@
 namespace gpudiag::cli {
 
 struct BenchCli {
-  CheckOptions check;
+  /// The check's phases bench runs before its measurement; not the compute
+  /// phase (check's known-answer GEMMs): bench measures the network.
+  CheckOptions check = [] {
+    CheckOptions c;
+    c.compute = false;
+    return c;
+  }();
   std::uint64_t min_bytes = 1ull << 20, max_bytes = 256ull << 20;
   std::string json_path;
   std::string prometheus;  ///< --prometheus PATH (report/prom_reports.h)
