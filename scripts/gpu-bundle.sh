@@ -4,7 +4,8 @@
 # (stripped), the shared libraries they need from this machine that a bare
 # CUDA machine may not have (spdlog, fmt, libcrypto) in lib/, and, when
 # NCCL_TESTS_BUILD names nccl-tests' build folder, its *_perf binaries in
-# nccl-tests/. Usage: scripts/gpu-bundle.sh BUILD_DIR OUT_DIR
+# nccl-tests/ (scripts/gpu-owed.sh OUT_DIR runs the GPU steps still owed
+# with them). Usage: scripts/gpu-bundle.sh BUILD_DIR OUT_DIR
 set -euo pipefail
 build=${1:?usage: gpu-bundle.sh BUILD_DIR OUT_DIR}
 out=${2:?usage: gpu-bundle.sh BUILD_DIR OUT_DIR}
