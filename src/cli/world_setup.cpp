@@ -10,6 +10,7 @@
 #include "plane/store_plane.h"
 #include "store/tcp_store_client.h"
 #include "report/job_report.h"
+#include "report/rank_status.h"
 #include "util/error.h"
 
 namespace gpudiag::cli {
@@ -137,7 +138,12 @@ int Job::finish(const CheckResult& result) {
   // A compute verdict is given after the last collective: such a rank went
   // through every one with its peers, as an OK rank does.
   const bool at_end = result.me.ok || result.me.failed_phase == "compute";
-  const bool all_ok = at_end && (result.judged_all_ok ? *result.judged_all_ok : job_ok(result));
+  auto all_at_end = [&result] {
+    for (const auto& s : rank_statuses(result))
+      if (!s.ok() && !(s.kind == RankStatus::Kind::broken && s.failed_phase == "compute")) return false;
+    return true;
+  };
+  const bool all_ok = at_end && (result.judged_all_ok ? *result.judged_all_ok : all_at_end());
   if (mpi && result.abandon_transport) {
     spdlog::info("not finalizing MPI: a failed transfer may still be in flight");
     mpi->abandon();

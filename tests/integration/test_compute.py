@@ -11,6 +11,7 @@ exchange compares their checksums.
   launcher's exit status is 1;
 - with two ranks that differ both are named, and the line says a third would
   name the bad one;
+- under mpirun the same, and every rank finalizes MPI;
 - --no-compute skips the phase (and the flip with it);
 - --json and --prometheus carry each rank's compute object and gauges.
 
@@ -21,7 +22,7 @@ import re
 import tempfile
 import unittest
 
-from harness import BIN, broken_lines, clean_env, ok_lines, run, strip_prefix
+from harness import BIN, broken_lines, clean_env, mpirun, ok_lines, require, run, strip_prefix
 
 CHECK = ["check", "--backend", "host", "--size", "1MiB", "--mem", "1MiB", "--iters", "2", "--timeout", "30"]
 # The host backend's GEMMs (n = 64) on any x86-64 or other IEEE machine: bf16/fp16/fp32.
@@ -100,6 +101,17 @@ class Compute(unittest.TestCase):
             self.assertIn("differs from the other of the 2 ranks of its model", m["reason"])
             self.assertIn("a third of this model would name it", m["reason"])
         self.assertRegex(out, r"summary: 0/2 ranks OK[^\n]*; ranks 0,1 broken in compute\n")
+
+    def test_under_mpirun_every_rank_finalizes(self):
+        # The broken rank went through every collective: it and its peers
+        # finalize MPI together (mpirun says so when a rank does not).
+        require("mpirun")
+        p = mpirun(4, *CHECK, env={"GPUDIAG_TEST_RAISE": "FLIP@compute:1"})
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr[-3000:])
+        self.assertEqual(sorted(int(m["rank"]) for m in ok_lines(p.stdout)), [0, 2, 3], p.stdout)
+        self.assertEqual([m["local"] for m in broken_lines(p.stdout)], ["1"], p.stdout)
+        self.assertRegex(p.stdout, r"summary: 3/4 ranks OK on 1 host, backend host/mpi, [^\n]*; rank 1 broken in compute\n")
+        self.assertNotIn("exiting improperly", p.stdout + p.stderr)
 
     def test_no_compute_skips_the_phase(self):
         p, out = launch(2, "--no-compute", raise_="FLIP@compute:1")
