@@ -207,6 +207,9 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
 
   JobInfo job = resolve_job(options, env);
   job.restart_count = restart;
+  // Known before the rendezvous: a torch program using the agent store keeps
+  // the endpoint's store as its master there (store_host.h).
+  job.agent_store = options.torch_children && uses_agent_store(options);
   watcher.on_job_start(job);
   if (job.node_rank < 0 || job.node_rank >= job.nnodes)
     throw Error(ExitCode::internal, "launch: the job's node rank became " +
@@ -369,10 +372,12 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
       say("  (rank " + std::to_string(job.rank_of(first)) +
           " ended first, of a peer's failure seen from it: " + cause.first_words + ")");
     }
-    if (const int named = cause.local; named >= 0)  // the restart policy's word on it
+    if (const int named = cause.local; named >= 0) {  // the restart policy's word on it
       out.error = attempt_error(
           job.rank_of(named), outcomes[static_cast<std::size_t>(named)].status,
           read_child_error(job.error_dir + "/" + std::to_string(named) + "/error.json"));
+      if (out.error) out.error->local = named;
+    }
   }
   // The ranks' flight-recorder dumps (torch wrote them at its watchdog's
   // timeout), read as `gpudiag fr` reads them.

@@ -33,14 +33,18 @@ const char* restart_policy_name(RestartPolicy policy);
 /// The exception an attempt failed of, as the restart policy compares it.
 struct AttemptError {
   int rank = -1;        ///< global rank
+  /// Its local rank: under rounds (rounds.h) a node's global ranks are
+  /// renumbered, so the node's launcher compares its own slot; -1: the rank.
+  int local = -1;
   std::string message;  ///< "ValueError: step 2 went wrong on rank 1"
   std::string file;     ///< the user's innermost frame's file, as the traceback names it
   int line = 0;         ///< and its line
 
   /// The same rank raised the same exception at the same place.
   bool same_as(const AttemptError& other) const {
-    return rank == other.rank && message == other.message && file == other.file &&
-           line == other.line;
+    const bool same_rank =
+        local >= 0 && other.local >= 0 ? local == other.local : rank == other.rank;
+    return same_rank && message == other.message && file == other.file && line == other.line;
   }
   /// "train.py:39": the file's last component and the line.
   std::string place() const;

@@ -58,9 +58,19 @@ Rounds::~Rounds() {
   if (!client_) return;
   try {
     if (!ended_published_) publish_end(last_status_ < 0 ? 2 : last_status_);
-    // The serving launcher's store goes with it: let the waiting ones read the end.
-    const auto until = Deadline::after(std::chrono::seconds(3));
-    while (server_ && !until.expired() && client_->add(kWaiting, 0, until) > 0)
+    if (!server_) return;
+    // The serving launcher's store goes with it: first let the others read the
+    // end (at most 15 s): the last round's members through with their attempt,
+    // nobody waiting for a round, everyone in the next round's meeting gone.
+    const int r = std::max(next_round_, 0);
+    int size = 0;
+    for (const auto& rec : history_)
+      if (rec.round == r && rec.node_rank >= 0) size = rec.nnodes;
+    const auto until = Deadline::after(std::chrono::seconds(15));
+    auto count = [&](const std::string& key) { return client_->add(key, 0, until); };
+    while (!until.expired() &&
+           (count(prefix(r) + "done") < size || count(kWaiting) > 0 ||
+            count(prefix(r + 1) + "acks") < count(prefix(r + 1) + "arrivals")))
       client_->wait({"rdzv/never"}, Deadline::after(std::chrono::milliseconds(50)));
   } catch (const std::exception&) {
   }
@@ -88,8 +98,20 @@ void Rounds::end_without(const std::string& ended_text, const std::string& why_w
                         status);
 }
 
+void Rounds::store_gone(const Error& e, const std::string& why_waiting) {
+  const int status = last_status_ < 0 ? 2 : last_status_;
+  throw JobEndedWithout("the rendezvous store at " + where_ + " went away (" + e.one_line() +
+                            ": the launcher serving it ended) while " + why_waiting +
+                            "; exit status " + std::to_string(status),
+                        status);
+}
+
 void Rounds::wait_for_round(int r, const std::string& why_waiting) {
-  client_->add(kWaiting, 1, rounds_call());
+  try {
+    client_->add(kWaiting, 1, rounds_call());
+  } catch (const Error& e) {
+    store_gone(e, why_waiting);
+  }
   struct Leave {
     Store& s;
     ~Leave() {
@@ -106,11 +128,7 @@ void Rounds::wait_for_round(int r, const std::string& why_waiting) {
       end = ended();
       if (!end) client_->wait({prefix(r) + "open", kEnded}, Deadline::after(std::chrono::seconds(1)));
     } catch (const Error& e) {
-      const int status = last_status_ < 0 ? 2 : last_status_;
-      throw JobEndedWithout("the rendezvous store at " + where_ + " went away (" + e.one_line() +
-                                ": the launcher serving it ended) while " + why_waiting +
-                                "; exit status " + std::to_string(status),
-                            status);
+      store_gone(e, why_waiting);
     }
     if (end) end_without(*end, why_waiting);
   }
@@ -146,8 +164,13 @@ RoundOutcome Rounds::join(JobInfo& job, const NodeView& mine) {
     try {
       got = meet_round(*client_, mine, fault, times_, where_, prefix(r),
                        [this] { return ended().has_value(); });
-    } catch (const Error&) {
+    } catch (const Error& e) {
       if (server_) wait_for_acks(*client_, 3.0, prefix(r));
+      try {  // a store that went away, after an attempt, is the job's end
+        if (last_status_ >= 0) (void)ended();
+      } catch (const Error&) {
+        store_gone(e, waiting);
+      }
       throw;
     }
     try {
@@ -192,6 +215,7 @@ void Rounds::after_attempt(const AttemptEnd& end, const std::string& fault) {
   last_status_ = end.exit_status;
   const int r = std::max(next_round_, 0);
   try {
+    client_->add(prefix(r) + "done", 1, rounds_call());
     if (end.then != AfterAttempt::restart) {
       publish_end(end.exit_status);
       return;

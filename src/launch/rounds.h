@@ -9,6 +9,7 @@
 //   rdzv/<R>/open       set when round R opens (a parked WAIT wakes on it)
 //   rdzv/<R>/...        round R's meeting (round_meeting.h)
 //   rdzv/<R>/reopen     ADD: the first launcher of round R to restart opens R+1
+//   rdzv/<R>/done       ADD: round R's launchers through with their attempt
 //   rdzv/ended          "<status> <host>": the job ended (its first launcher
 //                       not to restart wrote it); nobody opens another round
 //   rdzv/waiting        ADD: launchers waiting for a round; the serving one
@@ -36,6 +37,7 @@
 #include "launch/round_meeting.h"
 #include "store/store.h"
 #include "store/tcp_store_server.h"
+#include "util/error.h"
 
 namespace gpudiag::launch {
 
@@ -95,6 +97,7 @@ class Rounds {
   std::optional<std::string> ended();
   /// Waits until round `r` opens; throws JobEndedWithout when the job ends first.
   void wait_for_round(int r, const std::string& why_waiting);
+  [[noreturn]] void store_gone(const Error& e, const std::string& why_waiting);
   [[noreturn]] void end_without(const std::string& ended_text, const std::string& why_waiting);
   void publish_end(int status);
 

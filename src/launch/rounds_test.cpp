@@ -210,5 +210,16 @@ TEST(NodeFault, OnlyASignalTheRankDidNotAskFor) {
   EXPECT_TRUE(node_fault({outcome(0, ExitStatus::killed(SIGSEGV))}, 0, "n", none));
 }
 
+// Rounds renumber a node's ranks: its launcher compares its own slot.
+TEST(NodeFault, ARenumberedRankRaisingAgainIsTheSameError) {
+  AttemptError a{5, 1, "ValueError: bad", "job.py", 15};
+  AttemptError b{3, 1, "ValueError: bad", "job.py", 15};
+  AttemptError c{5, 0, "ValueError: bad", "job.py", 15};
+  EXPECT_TRUE(a.same_as(b));
+  EXPECT_FALSE(a.same_as(c));
+  b.local = c.local = -1;  // without a slot: the global rank
+  EXPECT_FALSE(a.same_as(b));
+}
+
 }  // namespace rounds_test
 }  // namespace gpudiag::launch

@@ -184,7 +184,10 @@ void StoreHost::meet(JobInfo& job) {
                  clean_text(job.report_node.substr(0, 128)), m.nnodes, host_);
   spdlog::info("launch: the rendezvous at {} ({}) settled {} node(s); this one is node {}", where,
                serving() ? "served here" : "a client", m.nnodes, m.node_rank);
-  if (gpudiag_ranks_) return;
+  // A torch program using the agent store (TORCHELASTIC_USE_AGENT_STORE=True)
+  // meets in this store, as torchrun's workers meet in its agent's: its keys
+  // under /worker/attempt_<round>, a prefix of each round's own.
+  if (gpudiag_ranks_ || job.agent_store) return;
   // A foreign program meets its peers on its own MASTER_ADDR:MASTER_PORT, which
   // must not be the rendezvous store's: node 0 picks one and tells the others.
   const auto call = Deadline::after_seconds(times_.join_timeout_s);
