@@ -6,7 +6,9 @@ round leaves node-3 out and the job finishes on two nodes, ranks renumbered,
 every launcher naming node-3 and why, node-3's launcher saying so and exiting
 when the job ends; under --nnodes 3 it cannot be left out, and the job stops
 with that said. A rank that raises a Python error in every attempt is the
-workload's: no node is left out. Every order here comes from a process's
+workload's: no node is left out. On loopback: a launcher that came after
+round 0 closed is admitted at round 1, opened by a failure; a torch program
+on the agent store meets in the endpoint's store again at round 1. Every order here comes from a process's
 exit or a line it printed, none from a sleep."""
 import json
 import os
@@ -174,6 +176,42 @@ class RoundsOnLoopback(unittest.TestCase):
             self.assertEqual(rc, 0, err[-3000:])
             self.assertRegex(out, rf"round 1 rank [01] of 2 True {port}\n")
             self.assertIn("done 2.0", out)
+
+
+class LateNodeOnLoopback(unittest.TestCase):
+    def test_a_late_node_is_admitted_when_the_job_restarts_after_a_failure(self):
+        # Round 0 closes with the first launcher alone; the second arrives late
+        # and waits; the first's rank then fails, round 1 opens and admits both.
+        port = free_port()
+        node = ["--rdzv-endpoint", f"127.0.0.1:{port}", "--nnodes", "1:2", "--max-restarts", "1",
+                "--grace", "0", "--rdzv-conf", "last_call_timeout=15", "--no-gpudiag", "--"]
+        d = write_scripts("gpudiag-late-", {})
+        self.addCleanup(shutil.rmtree, d, True)
+        go = os.path.join(d, "go")
+        os.mkfifo(go)
+        script = (f'if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then echo started; read x < {go}; '
+                  'exit 1; fi; echo "round $TORCHELASTIC_RESTART_COUNT rank $RANK of $WORLD_SIZE '
+                  'node $GROUP_RANK"')
+        env = dict(clean_env(), GPUDIAG_SECRET="l" * 32)
+        start = lambda: subprocess.Popen([BIN, "launch", *node, "sh", "-c", script], env=env,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        first = start()
+        self.addCleanup(first.kill)
+        self.assertEqual(first.stdout.readline(), "[rank0]: started\n")  # round 0 closed, running
+        late = start()
+        self.addCleanup(late.kill)
+        seen = ""
+        while "waits for the next round" not in seen:  # the event: it waits
+            line = late.stderr.readline()
+            self.assertTrue(line, seen)
+            seen += line
+        with open(go, "w") as f:
+            f.write("go\n")
+        outs = [p.communicate(timeout=GUARD) + (p.returncode,) for p in (first, late)]
+        for out, err, rc in outs:
+            self.assertEqual(rc, 0, err[-3000:])
+        ranks = sorted(re.findall(r"round 1 rank (\d) of 2 node (\d)", outs[0][0] + outs[1][0]))
+        self.assertEqual(ranks, [("0", "0"), ("1", "1")], (outs[0][0], outs[1][0]))
 
 
 if __name__ == "__main__":
