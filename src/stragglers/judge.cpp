@@ -285,6 +285,7 @@ void Judge::decide(int id, Group& g, std::vector<Event>& events) {
     ep.late_ms = median_of(lates) / 1e6;
     ep.share = share;
     ep.from_seq = first;
+    ep.named_at = now.seq;
     ep.judged = static_cast<std::int64_t>(w.size());
     ep.where = where_word(comm, load, comp, s_.where_share);
     ep.op = std::max_element(ops.begin(), ops.end(), [](auto& a, auto& b) {

@@ -67,6 +67,7 @@ struct Episode {
   double late_ms = 0;        ///< median lateness where it was late
   double share = 0;          ///< of the collectives judged, where it was late
   std::int64_t from_seq = 0, to_seq = -1;  ///< -1: still named
+  std::int64_t named_at = 0;  ///< the collective whose judging named it
   std::int64_t judged = 0;  ///< collectives judged over the spell
   std::string where;        ///< "data loading", "compute", "communication" or ""
   std::string op;           ///< the collective it was late at most

@@ -42,7 +42,7 @@ _LOCAL = int(_os.environ.get("LOCAL_RANK", "0") or 0)
 _SKEW = int(_os.environ.get("GPUDIAG_STRAGGLERS_TEST_SKEW_NS", "0") or 0)
 _sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_DGRAM)
 _sock.setblocking(False)
-_buf, _state = [], {"last": _now(), "dropped": 0, "depth": 0, "fwd": 0, "groups": 0}
+_buf, _state = [], {"last": _now(), "dropped": 0, "depth": 0, "fwd": 0, "groups": 0, "inflight": 0}
 _seq, _gid = {}, {}
 
 def _flush():
@@ -152,6 +152,18 @@ def _patch_dist(dist):
             pass
         return pg
     new_group.__wrapped__ = made
+    # torch 1.13's gloo worker runs a bucket's callback, then drops it, taking
+    # the GIL; before the group's workers are joined (or the interpreter
+    # ends) they get the GIL to finish (a worker that takes it during
+    # finalization aborts the process, one waiting while the join holds it hangs).
+    destroy = c10d.destroy_process_group
+    def destroy_process_group(*args, **kw):
+        _settle()
+        return destroy(*args, **kw)
+    destroy_process_group.__wrapped__ = destroy
+    c10d.destroy_process_group = destroy_process_group
+    if getattr(dist, "destroy_process_group", None) is destroy:
+        dist.destroy_process_group = destroy_process_group
     c10d.new_group = new_group
     if getattr(dist, "new_group", None) is made:
         dist.new_group = new_group
@@ -177,9 +189,13 @@ def _timed_hook(slot, c10d):
         finally:
             _state["depth"] -= 1
         def done(f):
-            _record(at, "ddp_bucket", a, _now())
-            v = f.value()
-            return v[0] if slot.hook is None else v
+            try:
+                _record(at, "ddp_bucket", a, _now())
+                v = f.value()
+                return v[0] if slot.hook is None else v
+            finally:
+                _state["inflight"] -= 1
+        _state["inflight"] += 1
         return fut.then(done)
     return hook
 
@@ -233,6 +249,14 @@ def _patch_ddp(mod):
     DDP.register_comm_hook = timed_register
     DDP._register_builtin_comm_hook = timed_builtin
 
+def _settle():
+    waited = 0
+    while _state["inflight"] > 0 and waited < 200:
+        _time.sleep(0.01)
+        waited += 1
+    if _state.get("c10d") is not None:
+        _time.sleep(0.02)  # the drop right after the last callback
+
 _AFTER = {"torch.distributed": _patch_dist, "torch.nn.parallel.distributed": _patch_ddp}
 
 class _Loader:
@@ -267,7 +291,10 @@ class _Finder:
 if _ADDR:
     _sys.meta_path.insert(0, _Finder())
     import atexit as _ae
-    _ae.register(_flush)
+    def _at_exit():
+        _settle()
+        _flush()
+    _ae.register(_at_exit)
 )PY";
 
 }  // namespace

@@ -107,6 +107,7 @@ nlohmann::json summary_json(const JudgeSummary& s, const Heard& heard, const Ran
                         {"late_ms", std::round(e.late_ms * 1000) / 1000},
                         {"late_share", std::round(e.share * 1000) / 1000},
                         {"from_collective", e.from_seq},
+                        {"named_at_collective", e.named_at},
                         {"to_collective", nullptr},
                         {"recovered", e.to_seq >= 0},
                         {"collectives", e.judged},
