@@ -165,14 +165,12 @@ class CudaGemm final : public GpuGemm {
     checksum_partials<<<compute::kReduceBlocks, compute::kReduceThreads, 0, stream_>>>(
         c_.p, count_, hashes_.p, sums_.p);
     check(cudaGetLastError(), "checksum kernel launch");
+    check(cudaEventRecord(done_, stream_), "cudaEventRecord");
+    wait(deadline);  // then the copies below find their data ready and cannot hang
     std::vector<std::uint64_t> hashes(compute::kReduceBlocks);
     std::vector<float> sums(compute::kReduceBlocks);
-    check(cudaMemcpyAsync(hashes.data(), hashes_.p, hashes.size() * 8, cudaMemcpyDeviceToHost, stream_),
-          "cudaMemcpyAsync");
-    check(cudaMemcpyAsync(sums.data(), sums_.p, sums.size() * 4, cudaMemcpyDeviceToHost, stream_),
-          "cudaMemcpyAsync");
-    check(cudaEventRecord(done_, stream_), "cudaEventRecord");
-    wait(deadline);
+    check(cudaMemcpy(hashes.data(), hashes_.p, hashes.size() * 8, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    check(cudaMemcpy(sums.data(), sums_.p, sums.size() * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
     float ms = 0;
     check(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
     checksum = compute::finish_checksum(hashes.data(), sums.data());
