@@ -146,6 +146,8 @@ std::optional<Figure> table_figure(const GpuFamily& f, const BwMeasurement& m, s
            (m.gpus_per_node == 1 ? "" : "s") + " a node in the job)";
     ports = m.gpus_per_node;
   }
+  if (m.rdma_ports_down > 0)  // counted at the rate of the others: a finding, not a lower bar
+    used += "; " + std::to_string(m.rdma_ports_down) + " of them DOWN on rank 0's host";
   const std::uint64_t from = std::max(f.judged_from_bytes, nic->judged_from_bytes);
   const double nics = nic->allreduce_busbw_per_nic * ports;
   if (nics >= f.intra_allreduce_busbw)

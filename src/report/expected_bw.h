@@ -6,8 +6,9 @@
 // `match` substrings it contains (and none of its `exclude` ones), then to a
 // figure: within one node the family's intra-node figure; across nodes the
 // per-NIC figure of the host's InfiniBand/RoCE port rate times the ports the
-// job's GPUs can use (the active compute-fabric ports at that rate, at most
-// one per GPU the job has on a node), capped by the intra-node figure (a ring
+// job's GPUs can use (the compute-fabric ports, counted at the rate the
+// ACTIVE ones share, a port DOWN included and named; at most one per GPU the
+// job has on a node), capped by the intra-node figure (a ring
 // crosses both), judged from kInterNodeJudgedFrom (two nodes approach their
 // figure only at GiB sizes) unless the NIC's row says otherwise; across nodes of one multi-node NVLink domain (GB200/GB300 NVL72),
 // the family's NVLink-domain figure. A measured bandwidth is then PASS, WARN below kWarnFraction of the
@@ -98,7 +99,8 @@ struct BwMeasurement {
   /// decides it): the family's nvlink_domain figures apply, not the NICs'.
   bool one_nvlink_domain = false;
   int rdma_rate_gbps = 0;  ///< the host's InfiniBand/RoCE port rate (0 unknown)
-  int rdma_ports = 0;      ///< active ports at that rate
+  int rdma_ports = 0;      ///< ports at that rate, the ones down included
+  int rdma_ports_down = 0; ///< ... of which not ACTIVE: named in the basis
   /// The fewest GPUs any host gives the job (0 unknown): across nodes a
   /// node's ranks drive at most that many of its NICs.
   int gpus_per_node = 0;

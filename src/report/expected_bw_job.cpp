@@ -45,14 +45,19 @@ RdmaPorts summarize_rdma(const std::map<std::string, std::string>& ib_ports,
     bool infiniband;
   };
   std::vector<Port> usable;
+  std::vector<bool> down;  ///< not ACTIVE: InfiniBand or not
   for (const auto& [key, value] : ib_ports) {
-    if (!value.starts_with("ACTIVE, ")) continue;
+    const bool active = value.starts_with("ACTIVE, ");
     // key "ib.mlx5_0/1": device and port as NCCL_IB_HCA names them.
     const auto slash = key.rfind('/');
     const std::string dev = key.substr(3, slash == std::string::npos ? std::string::npos : slash - 3);
     const auto port = slash == std::string::npos ? std::nullopt : parse_int(key.substr(slash + 1));
     if (!ib_hca.empty() && !nccl_hca_allows(ib_hca, dev, port ? static_cast<int>(*port) : -1))
       continue;
+    if (!active) {
+      down.push_back(value.ends_with(", InfiniBand"));
+      continue;
+    }
     if (auto rate = parse_int(value.substr(8, value.find(' ', 8) - 8));
         rate && *rate > 0 && *rate < 100000)
       usable.push_back({static_cast<int>(*rate), value.ends_with(", InfiniBand")});
@@ -64,6 +69,10 @@ RdmaPorts summarize_rdma(const std::map<std::string, std::string>& ib_ports,
   RdmaPorts out;
   for (const auto& [rate, n] : by_rate)  // ascending: ties go to the higher rate
     if (n >= out.ports) out = {rate, n};
+  if (out.rate_gbps > 0)
+    for (bool ib : down)
+      if (ib || !any_ib) ++out.down;
+  out.ports += out.down;
   return out;
 }
 
@@ -123,6 +132,7 @@ BwMeasurement job_measurement(const CheckResult& result, std::optional<double> e
     const auto rdma = summarize_rdma(read_ib_ports(sys_root), *ib_hca);
     m.rdma_rate_gbps = rdma.rate_gbps;
     m.rdma_ports = rdma.ports;
+    m.rdma_ports_down = rdma.down;
   }
   return m;
 }

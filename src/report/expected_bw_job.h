@@ -24,10 +24,14 @@ namespace gpudiag {
 /// else device-name prefixes, each with an optional `:port`); InfiniBand
 /// ports only where the host has any (an Ethernet port beside them serves
 /// storage or the front end), else the RoCE ports; then the rate held by
-/// most ACTIVE ports (ties: the higher) and how many hold it.
+/// most ACTIVE ports (ties: the higher) and how many hold it. A port of that
+/// fabric that is not ACTIVE (sysfs then reports its lowest rate, not its
+/// rated one) counts at that rate all the same and is named in `down`: a
+/// port down is a finding the figure must show, not a lower bar.
 struct RdmaPorts {
   int rate_gbps = 0;
-  int ports = 0;
+  int ports = 0;  ///< ACTIVE at rate_gbps, plus `down`
+  int down = 0;
 };
 RdmaPorts summarize_rdma(const std::map<std::string, std::string>& ib_ports,
                          const std::string& ib_hca = "");

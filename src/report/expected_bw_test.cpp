@@ -230,8 +230,10 @@ TEST(ExpectedBwJob, RdmaRateFromCapturedSysfs) {
   auto r = summarize_rdma(read_ib_ports(kSys + "ib_up"));
   EXPECT_EQ(r.rate_gbps, 200);
   EXPECT_EQ(r.ports, 2);
-  r = summarize_rdma(read_ib_ports(kSys + "ib_down"));  // the DOWN port does not count
-  EXPECT_EQ(r.ports, 1);
+  // The DOWN port counts at the ACTIVE one's rate: a finding, not a lower bar.
+  r = summarize_rdma(read_ib_ports(kSys + "ib_down"));
+  EXPECT_EQ(r.ports, 2);
+  EXPECT_EQ(r.down, 1);
   EXPECT_EQ(summarize_rdma(read_ib_ports(kSys + "none")).ports, 0);
 }
 
@@ -326,7 +328,8 @@ TEST(ExpectedBwJob, LinksJudgeTheSlowestPairOfEachClass) {
 // NVLink figure, is the lower).
 TEST(ExpectedBwJob, AcrossNodesCountsTheNicsTheJobsGpusCanUse) {
   const std::string sys = kSys + "ib_8x400_storage";
-  EXPECT_EQ(summarize_rdma(read_ib_ports(sys)).ports, 8);
+  EXPECT_EQ(summarize_rdma(read_ib_ports(sys)).ports, 9);  // the ninth DOWN: counted, named
+  EXPECT_EQ(summarize_rdma(read_ib_ports(sys)).down, 1);
   EXPECT_EQ(summarize_rdma(read_ib_ports(sys)).rate_gbps, 400);
   for (auto [per_node, want] : {std::pair{1, 45.0}, {2, 90.0}, {8, 360.0}}) {
     auto res = job(2 * per_node, per_node, "NVIDIA H100 80GB HBM3", "nccl");
@@ -339,7 +342,7 @@ TEST(ExpectedBwJob, AcrossNodesCountsTheNicsTheJobsGpusCanUse) {
   auto one = job(2, 1, "NVIDIA H100 80GB HBM3", "nccl");
   auto v = sweep_busbw_verdict(one, 4.0 * (1 << 30), 48, std::nullopt, sys, "");
   EXPECT_EQ(v.verdict, "PASS") << v.text;
-  EXPECT_NE(v.text.find("1 of 8x 400 Gb/s NICs a node (1 GPU a node in the job)"),
+  EXPECT_NE(v.text.find("1 of 9x 400 Gb/s NICs a node (1 GPU a node in the job); 1 of them DOWN"),
             std::string::npos) << v.text;
   // Uneven hosts, 8 GPUs on one and 2 on the other: the host of 2 drives 2
   // NICs, so 85 GB/s is healthy against 90 (not 24% of 360).
@@ -378,7 +381,7 @@ TEST(ExpectedBwJob, NcclIbHcaPicksThePortsNcclUses) {
   EXPECT_FALSE(nccl_hca_allows("^=mlx5_0,mlx5_1", "mlx5_1", 1));
   const auto ports = read_ib_ports(kSys + "ib_8x400_storage");
   EXPECT_EQ(summarize_rdma(ports, "=mlx5_0,mlx5_1,mlx5_2,mlx5_3").ports, 4);
-  EXPECT_EQ(summarize_rdma(ports, "^mlx5_0,mlx5_1").ports, 6);
+  EXPECT_EQ(summarize_rdma(ports, "^mlx5_0,mlx5_1").ports, 7);  // 6 ACTIVE, mlx5_9 DOWN
   // Only the storage port allowed: the RoCE port is then the fabric.
   EXPECT_EQ(summarize_rdma(ports, "=mlx5_8").ports, 1);
 }

@@ -86,5 +86,26 @@ TEST(ExpectedBwTopology, EveryNvSwitchFamilySaysSo) {
     if (f.file.find("pcie") == std::string::npos) EXPECT_TRUE(f.intra_needs_switch) << f.file;
 }
 
+// Across nodes a port DOWN on rank 0's host does not lower the bar: two
+// 200G ports, one down, hold two nodes to two ports' figure, and say so.
+TEST(ExpectedBwTopology, APortDownIsAFindingNotALowerBar) {
+  CheckResult res;
+  res.me.backend = "nccl";
+  for (int r = 0; r < 4; ++r) {
+    RankRecord rec;
+    rec.rank = r;
+    rec.host = "node" + std::to_string(r / 2);
+    rec.gpu_name = "NVIDIA A100-SXM4-80GB";
+    rec.backend = "nccl";
+    rec.gpu_uuid = "GPU-" + std::to_string(r);
+    res.table.push_back(rec);
+  }
+  const auto v = sweep_busbw_verdict(res, 1 << 30, 30, std::nullopt,
+                                     std::string(GPUDIAG_TEST_DATA) + "/sysfs/ib_down", "");
+  EXPECT_EQ(v.expected_gbps, 48) << v.text;  // 2 x 24 GB/s per 200G NIC
+  EXPECT_EQ(v.verdict, "WARN") << v.text;
+  EXPECT_NE(v.text.find("2x 200 Gb/s NICs a node; 1 of them DOWN"), std::string::npos) << v.text;
+}
+
 }  // namespace
 }  // namespace gpudiag
