@@ -13,11 +13,11 @@ void CheckRun::device() {
   // A node whose kernel log shows it unfit (an Xid 79, an uncorrected memory
   // error, ...) fails here, whatever the backend and whether or not the GPU
   // at that address is still visible; a workload Xid never does (hw/evidence.h).
-  // Its sysfs counters are read now and compared at the end (hardware()).
+  // Its sysfs and NVML counters are read now and compared at the end (hardware()).
   hw_sources_ = hw::hw_sources_from_env(setup_.env);
   hw_since_ = hw::usec_since_boot();
-  auto hw = hw::collect_hw_evidence(hw_sources_);
-  hw_start_ = std::move(hw.sysfs);
+  hw_start_ = hw::collect_hw_evidence(hw_sources_);
+  const auto& hw = hw_start_;
   me().hw_findings = hw::finding_counts(hw);
   for (const auto& why : hw.unreadable) spdlog::debug("rank {}: {}", me().rank, why);
   if (const auto why = hw::unfit_reason(hw, hw_since_); !why.empty()) {

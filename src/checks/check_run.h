@@ -201,7 +201,7 @@ class CheckRun {
   bool degraded_ = false;
   CheckpointReview review_;      ///< the last checkpoint's, from the judge
   hw::HwSources hw_sources_;     ///< where device() and hardware() read
-  hw::SysfsSnapshot hw_start_;   ///< sysfs as device() read it
+  hw::HwEvidence hw_start_;      ///< sysfs and NVML as device() read them
   std::uint64_t hw_since_ = 0;   ///< the check's start in the kernel log's clock
   bool oversubscribed_ = false;  ///< from the exchange's review
   /// The GPU's stream and the barrier's scratch float, shared by the
