@@ -47,4 +47,36 @@ TEST(CheckTreeReviewer, MergedCountsAddUpAndStayBounded) {
 }
 
 }  // namespace
+
+namespace tree_review_compute {
+
+std::string computed(int rank, const std::string& checksum) {
+  RankRecord r;
+  r.rank = rank;
+  r.world_size = 6;
+  r.host = "n" + std::to_string(rank / 2);
+  r.compute.model = "NVIDIA H200";
+  r.compute.device = "gpu";
+  r.compute.parts = {{"bf16 GEMM", checksum, 1, 1, 2}};
+  return encode(r);
+}
+
+TEST(CheckTreeReviewer, TheComputeChecksumsAreCountedAcrossGroups) {
+  // Group 1 alone has a tie (a, b); across the job a is the reference and
+  // rank 1 the one that differs.
+  CheckTreeReviewer g1, g2, root;
+  const auto r1 = g1.review("exchange", {{0, computed(0, "a")}, {1, computed(1, "b")}}, {}, {});
+  const auto r2 = g2.review("exchange", {{2, computed(2, "a")}, {3, computed(3, "a")}}, {}, {});
+  const auto merged = decode_review(root.merge("exchange", {{r1, 0, 1}, {r2, 2, 3}}));
+  ASSERT_EQ(merged.compute.size(), 1u);
+  EXPECT_EQ(merged.compute[0].total(), 4);
+  EXPECT_EQ(judge_compute(merged.compute, decode(computed(1, "b")).compute).finding,
+            "compute result differs from 3 of 4 GPUs of its model (bf16 GEMM, checksum b, theirs a)");
+  EXPECT_EQ(judge_compute(merged.compute, decode(computed(0, "a")).compute).judged, "agrees");
+  // Only the exchange counts them.
+  EXPECT_TRUE(decode_review(g1.review("barrier", {{0, computed(0, "a")}}, {}, {})).compute.empty());
+}
+
+}  // namespace tree_review_compute
+
 }  // namespace gpudiag
