@@ -202,7 +202,9 @@ std::vector<double> Judge::thresholds(const Group& g, double pace) const {
     return v[at];
   };
   std::vector<double> out(n);
-  const double floor = s_.pace_share * std::max(pace, 0.0);
+  // Two ranks give no third to tell a late one from a stalled machine by:
+  // the bar is then four times higher against the pace.
+  const double floor = (n == 2 ? 4 : 1) * s_.pace_share * std::max(pace, 0.0);
   if (n > 16) {
     std::vector<double> all;
     for (const auto& c : g.history)

@@ -11,10 +11,12 @@
 // clocks of different hosts are never compared raw. Each rank's lateness is
 // its arrival minus the median arrival. Over the group's last `window`
 // collectives, a rank is late at a collective when its lateness exceeds the
-// job's own spread (`spread_factor` times the median |lateness| of the
-// window; with two ranks, where that median is the gap itself, only the
-// next bound) and `pace_share` of the time between collectives (the pace:
-// a lateness that costs the job less than that is not worth a name). A rank
+// job's own spread (`spread_factor` times the 90th percentile of the other
+// ranks' lateness over the group's history, each rank against the median of
+// the others) and `pace_share` of the time between collectives (the pace:
+// a lateness that costs the job less than that is not worth a name; four
+// times that with two ranks, where no third tells a late rank from a
+// stalled machine). A rank
 // late at `late_share` of the window, costing the others at least
 // `pace_share` of the pace on average, is named; a named rank late at no
 // more than `recovered_share` of the window has recovered.
