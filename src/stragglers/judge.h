@@ -51,7 +51,7 @@ struct JudgeSettings {
   int min_judged = 10;  ///< collectives in a window before anyone is named
   double late_share = 0.4;
   double recovered_share = 0.10;
-  double spread_factor = 4.0;
+  double spread_factor = 6.0;
   double pace_share = 0.05;
   double where_share = 0.6;
   int max_groups = 64;

@@ -52,8 +52,8 @@ class Stragglers(unittest.TestCase):
         self.assertEqual(len(losses(p.stdout)), 150)
 
     def slowed(self, where):
-        # Rank 2 is 50 ms slower at every step from step 5 (collective 10).
-        p, report, prom = self.launch("--slow-rank", "2", "--slow-in", where, "--slow-ms", "50",
+        # Rank 2 is 100 ms slower at every step from step 5 (collective 10).
+        p, report, prom = self.launch("--slow-rank", "2", "--slow-in", where, "--slow-ms", "100",
                                       "--slow-from", "5", "--quiet")
         named = NAMED.findall(p.stderr)
         self.assertTrue(named, p.stderr[-3000:])
