@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "hw/evidence.h"
 #include "launch/child.h"
 #include "launch/entry.h"
 #include "launch/error_file.h"
@@ -333,6 +334,7 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
   }
 
   const long oom_at_start = oom_kill_count();
+  const auto kernel_at_start = hw::usec_since_boot();
   // On a terminal, once: how to ask where the ranks are while the job runs.
   if (restart == 0 && ::isatty(STDERR_FILENO) == 1)
     say("pid " + std::to_string(::getpid()) + " (kill -USR1 " + std::to_string(::getpid()) +
@@ -399,6 +401,8 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
                                                                       : 0,
                            oom_at_start);
                      }).value_or("");
+  if (out.status != 0 && out.node_fault.empty())  // node-class evidence in the kernel log
+    out.node_fault = kernel_fault(kernel_at_start, short_hostname()).value_or("");
   return out;
 }
 

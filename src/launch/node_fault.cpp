@@ -4,6 +4,9 @@
 
 #include <csignal>
 
+#include "hw/kernel_note.h"
+#include "hw/evidence.h"
+
 namespace gpudiag::launch {
 
 bool node_signal(int signal) {
@@ -25,6 +28,25 @@ std::optional<std::string> node_fault(const std::vector<RankOutcome>& outcomes, 
            (o.status->value == SIGKILL ? " (not the launcher's, and no OOM kill was seen)" : "");
   }
   return std::nullopt;
+}
+
+std::optional<std::string> node_class_evidence(const std::vector<std::string>& note_lines,
+                                               const std::string& host) {
+  for (const auto& line : note_lines)
+    if (line.rfind("node: ", 0) == 0)
+      return "the kernel log of " + host + " since the attempt started: " + line.substr(6);
+  return std::nullopt;
+}
+
+std::optional<std::string> kernel_fault(std::uint64_t attempt_start_usec, const std::string& host,
+                                        const std::string& kmsg) {
+  hw::KernelNoteWindow w;
+  w.at_usec = hw::usec_since_boot();
+  w.job_start_usec = attempt_start_usec;
+  w.before_s = w.at_usec > attempt_start_usec
+                   ? static_cast<double>(w.at_usec - attempt_start_usec) / 1e6 + 1
+                   : 1;
+  return node_class_evidence(hw::kernel_note(w, kmsg).lines, host);
 }
 
 }  // namespace gpudiag::launch

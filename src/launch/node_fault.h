@@ -10,9 +10,13 @@
 // exited with a status, however non-zero (a Python exception, sys.exit), a
 // rank killed by the launcher (after a sibling failed, a deadline), and the
 // signals a process sends itself or is sent to stop (SIGABRT, SIGTERM,
-// SIGINT, SIGHUP, SIGPIPE, SIGUSR1/2) are not the node's.
+// SIGINT, SIGHUP, SIGPIPE, SIGUSR1/2) are not the node's. A failed attempt
+// whose node's kernel log holds node-class evidence logged since the attempt
+// started (hw/kernel_note.h: an Xid 79, a GPU fallen off the bus, ...) is the
+// node's too, whatever its ranks died of.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -33,5 +37,15 @@ bool node_signal(int signal);
 std::optional<std::string> node_fault(const std::vector<RankOutcome>& outcomes, int first_rank,
                                       const std::string& host,
                                       const std::function<bool(int)>& oom_killed);
+
+/// The first of a kernel note's lines that is node-class evidence ("node: ..."),
+/// as a reason: "the kernel log of HOST: Xid 79 (...) ...: reboot the node".
+std::optional<std::string> node_class_evidence(const std::vector<std::string>& note_lines,
+                                               const std::string& host);
+
+/// node_class_evidence() of `kmsg` since `attempt_start_usec` (the kernel
+/// log's clock, hw::usec_since_boot()).
+std::optional<std::string> kernel_fault(std::uint64_t attempt_start_usec, const std::string& host,
+                                        const std::string& kmsg = "/dev/kmsg");
 
 }  // namespace gpudiag::launch

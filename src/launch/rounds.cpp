@@ -61,7 +61,7 @@ Rounds::~Rounds() {
     if (!server_) return;
     // The serving launcher's store goes with it: first let the others read the
     // end (at most 15 s): the last round's members through with their attempt,
-    // nobody waiting for a round, everyone in the next round's meeting gone.
+    // nobody meeting or waiting in Rounds::join.
     const int r = std::max(next_round_, 0);
     int size = 0;
     for (const auto& rec : history_)
@@ -69,8 +69,7 @@ Rounds::~Rounds() {
     const auto until = Deadline::after(std::chrono::seconds(15));
     auto count = [&](const std::string& key) { return client_->add(key, 0, until); };
     while (!until.expired() &&
-           (count(prefix(r) + "done") < size || count(kWaiting) > 0 ||
-            count(prefix(r + 1) + "acks") < count(prefix(r + 1) + "arrivals")))
+           (count(prefix(r) + "done") < size || count(kWaiting) > 0))
       client_->wait({"rdzv/never"}, Deadline::after(std::chrono::milliseconds(50)));
   } catch (const std::exception&) {
   }
@@ -107,20 +106,6 @@ void Rounds::store_gone(const Error& e, const std::string& why_waiting) {
 }
 
 void Rounds::wait_for_round(int r, const std::string& why_waiting) {
-  try {
-    client_->add(kWaiting, 1, rounds_call());
-  } catch (const Error& e) {
-    store_gone(e, why_waiting);
-  }
-  struct Leave {
-    Store& s;
-    ~Leave() {
-      try {
-        s.add(kWaiting, -1, Deadline::after(std::chrono::seconds(2)));
-      } catch (const std::exception&) {
-      }
-    }
-  } leave{*client_};
   for (;;) {
     std::optional<std::string> end;
     try {
@@ -152,6 +137,22 @@ RoundOutcome Rounds::join(JobInfo& job, const NodeView& mine) {
   job.token = token_;
   job.master_port = port_;
   std::string waiting = "waiting for the next round";
+  // Counted while in here (meeting or waiting), so the serving launcher keeps
+  // its store until this one has read the job's end.
+  try {
+    client_->add(kWaiting, 1, rounds_call());
+  } catch (const Error& e) {
+    store_gone(e, waiting);
+  }
+  struct Leave {
+    Store& s;
+    ~Leave() {
+      try {
+        s.add(kWaiting, -1, Deadline::after(std::chrono::seconds(2)));
+      } catch (const std::exception&) {
+      }
+    }
+  } leave{*client_};
   if (stays_out_) wait_for_round(kMaxRound, "this node, left out twice, waited for the job's end");
   int r = next_round_ >= 0
               ? next_round_

@@ -12,7 +12,7 @@
 //   rdzv/<R>/done       ADD: round R's launchers through with their attempt
 //   rdzv/ended          "<status> <host>": the job ended (its first launcher
 //                       not to restart wrote it); nobody opens another round
-//   rdzv/waiting        ADD: launchers waiting for a round; the serving one
+//   rdzv/waiting        ADD: launchers meeting or waiting for a round; the serving one
 //                       lets them read rdzv/ended before its store goes
 //   rdzv/excluded/<h>   ADD: how often host h was left out (twice: it stays out)
 //

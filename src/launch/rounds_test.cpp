@@ -125,8 +125,10 @@ TEST(Rounds, ALateLauncherIsAdmittedWhenTheNextRoundOpens) {
   ASSERT_TRUE(first.join(ja, node("a", 1, 2)).admitted);
   EXPECT_EQ(ja.restart_count, 0);
   // The late one waits for round 1, which opens when the first restarts.
+  // Its last call outlasts the test: the round closes at MAX. It outlives the
+  // join below (a launcher's Rounds ending says the job ended).
+  Rounds r("b", {10, 10});
   auto late = std::async(std::launch::async, [&] {
-    Rounds r("b", {10, 10});  // its last call outlasts the test: the round closes at MAX
     JobInfo jb = job();
     r.connect(jb, "", no_server);
     auto got = r.join(jb, node("b", 1, 2));
@@ -208,6 +210,21 @@ TEST(NodeFault, OnlyASignalTheRankDidNotAskFor) {
                           [](int) { return true; }));
   EXPECT_TRUE(node_fault({outcome(0, ExitStatus::killed(SIGKILL))}, 0, "n", none));
   EXPECT_TRUE(node_fault({outcome(0, ExitStatus::killed(SIGSEGV))}, 0, "n", none));
+}
+
+// Node-class evidence in the kernel log is the node's; the workload's is not.
+TEST(NodeFault, NodeClassEvidenceOfTheKernelLog) {
+  EXPECT_EQ(node_class_evidence({"workload (the application's fault): Xid 13 ...",
+                                 "node: Xid 79 (GPU fallen off the bus) on 0000:3b:00 at 12:03:44: "
+                                 "reboot the node"},
+                                "n3")
+                .value_or(""),
+            "the kernel log of n3 since the attempt started: Xid 79 (GPU fallen off the bus) on "
+            "0000:3b:00 at 12:03:44: reboot the node");
+  EXPECT_FALSE(node_class_evidence({"workload (the application's fault): Xid 13 ...",
+                                    "notice: a link flapped"},
+                                   "n3"));
+  EXPECT_FALSE(kernel_fault(0, "n3", "/nonexistent/kmsg"));
 }
 
 // Rounds renumber a node's ranks: its launcher compares its own slot.
