@@ -259,7 +259,8 @@ Runner setup_launch(CLI::App& app) {
     if (options->torchrun_exit_code && status != 0) status = 1;
     if (json_path->empty()) return status;
     auto doc = recorder.document(options->command, status);
-    if (rounds) doc["rounds"] = rounds_json(rounds->history());
+    // Always there (a consumer reads one shape): empty without a rendezvous.
+    doc["rounds"] = rounds ? rounds_json(rounds->history()) : nlohmann::json::array();
     const int json_status = emit_json(*json_path, kLaunchSchema, doc);
     return status != 0 ? status : json_status;
   };
