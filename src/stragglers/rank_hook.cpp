@@ -33,7 +33,7 @@ namespace {
 
 constexpr const char* kRankHook = R"PY(# gpudiag launch --stragglers (docs/launch.md, "Stragglers"): when this rank
 # arrives at each collective, and when it ends for it, sent to the launcher.
-import os as _os, sys as _sys, time as _time, socket as _socket
+import os as _os, sys as _sys, time as _time, socket as _socket, weakref as _weakref
 _now = _time.monotonic_ns
 _ADDR = _os.environ.get("GPUDIAG_STRAGGLERS", "")
 if _ADDR.startswith("@"):
@@ -42,7 +42,8 @@ _LOCAL = int(_os.environ.get("LOCAL_RANK", "0") or 0)
 _SKEW = int(_os.environ.get("GPUDIAG_STRAGGLERS_TEST_SKEW_NS", "0") or 0)
 _sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_DGRAM)
 _sock.setblocking(False)
-_buf, _state = [], {"last": _now(), "dropped": 0, "depth": 0, "fwd": 0, "groups": 0, "inflight": 0}
+_buf, _state = [], {"last": _now(), "dropped": 0, "depth": 0, "fwd": 0, "groups": 0}
+_live = set()  # weak references to the bucket callbacks a gloo worker still holds
 _seq, _gid = {}, {}
 
 def _flush():
@@ -156,6 +157,8 @@ def _patch_dist(dist):
     # the GIL; before the group's workers are joined (or the interpreter
     # ends) they get the GIL to finish (a worker that takes it during
     # finalization aborts the process, one waiting while the join holds it hangs).
+    # The callback of a hook the script gave is dropped just after ours: that
+    # one the script must wait for itself (tests/fixtures/torch/train.py does).
     destroy = c10d.destroy_process_group
     def destroy_process_group(*args, **kw):
         _settle()
@@ -189,13 +192,10 @@ def _timed_hook(slot, c10d):
         finally:
             _state["depth"] -= 1
         def done(f):
-            try:
-                _record(at, "ddp_bucket", a, _now())
-                v = f.value()
-                return v[0] if slot.hook is None else v
-            finally:
-                _state["inflight"] -= 1
-        _state["inflight"] += 1
+            _record(at, "ddp_bucket", a, _now())
+            v = f.value()
+            return v[0] if slot.hook is None else v
+        _live.add(_weakref.ref(done, _live.discard))
         return fut.then(done)
     return hook
 
@@ -250,12 +250,11 @@ def _patch_ddp(mod):
     DDP._register_builtin_comm_hook = timed_builtin
 
 def _settle():
-    waited = 0
-    while _state["inflight"] > 0 and waited < 200:
-        _time.sleep(0.01)
-        waited += 1
-    if _state.get("c10d") is not None:
-        _time.sleep(0.02)  # the drop right after the last callback
+    # Until the workers dropped every callback (a weak reference's death is the
+    # event), the GIL left free for them; 10 s at most, never a hang at exit.
+    end = _now() + 10000000000
+    while _live and _now() < end:
+        _time.sleep(0.001)
 
 _AFTER = {"torch.distributed": _patch_dist, "torch.nn.parallel.distributed": _patch_ddp}
 
