@@ -34,7 +34,7 @@ constexpr Subcommand kSubcommands[] = {
     {"bench", gpudiag::cli::setup_bench},       {"scan", gpudiag::cli::setup_scan},
     {"nccl-log", gpudiag::cli::setup_nccl_log}, {"info", gpudiag::cli::setup_info},
     {"sweep", gpudiag::cli::setup_sweep},       {"fr", gpudiag::cli::setup_fr},
-    {"ras", gpudiag::cli::setup_ras},
+    {"ras", gpudiag::cli::setup_ras},           {"history", gpudiag::cli::setup_history},
 };
 
 bool is_subcommand(const std::string& word) {

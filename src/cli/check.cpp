@@ -14,6 +14,8 @@
 #include "cli/world_setup.h"
 #include "comm/nccl_env.h"
 #include "comm/nccl_roots.h"
+#include "history/folder.h"
+#include "history/verdicts.h"
 #include "nccl_log/capture.h"
 #include "nccl_log/render.h"
 #include "report/compute_report.h"
@@ -40,6 +42,7 @@ struct CheckCli {
   std::optional<double> expect_busbw;  ///< GB/s; else the table (report/expected_bw.h)
   int table_rows = 256;     ///< past this many ranks, the table on the output is short
   std::string table_file;   ///< --table-file PATH: rank 0 writes every rank's row there
+  std::string history;      ///< --history DIR, else GPUDIAG_HISTORY (history/folder.h)
 };
 
 /// --nccl-debug: every rank points NCCL's log at its own file in one run
@@ -152,6 +155,13 @@ int run(const CheckCli& o) {
     if (int s = write_report_prometheus(o.prometheus, kCheckSchema, json,
                                         result.me.backend == "nccl" ? result.me.nccl_version : ""))
       json_status = s;
+    if (!o.history.empty()) {  // one record per host; a failure to write changes no verdict
+      const auto token = read_job_token(job.setup.env);
+      const auto why = history::write_records(
+          o.history, history::check_records(result, history::stamp_now(token.value, token.source),
+                                            history::local_nics()));
+      if (!why.empty()) spdlog::warn("--history: {}; the verdict stands", why);
+    }
   }
   int status = job.finish(result);
   if (status == 0) status = json_status;
@@ -212,6 +222,7 @@ Runner setup_check(CLI::App& app) {
                   "(exit 1)")
       ->type_name("GB/s")
       ->check(FiniteIn(0.001, 1e6, "GB/s"));
+  add_history_option(sub, o->history);
   sub->add_option("--nccl-debug", o->nccl_debug,
                   "capture every rank's NCCL log and explain it at the end; off unless given, "
                   "and --nccl-debug alone means info")
@@ -228,6 +239,7 @@ Runner setup_check(CLI::App& app) {
   return [o] {
     // GPUDIAG_NCCL_ROOTS (comm/nccl_roots.h): a bad value is exit 2 before joining.
     o->check.nccl_roots = nccl_roots_setting(Env::from_process());
+    o->history = read_history_dir(Env::from_process(), o->history);
     return run(*o);
   };
 }

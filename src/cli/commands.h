@@ -22,6 +22,16 @@ inline void add_nccl_lib_option(CLI::App* sub, std::string& path) {
       ->check(CLI::ExistingFile);
 }
 
+/// --history DIR (check, launch, sweep): the folder each verdict's records
+/// go to (history/folder.h); GPUDIAG_HISTORY when not given.
+inline void add_history_option(CLI::App* sub, std::string& dir) {
+  sub->add_option("--history", dir,
+                  "append a record of this verdict per host to DIR, a folder many nodes may "
+                  "share (default: GPUDIAG_HISTORY; launch passes it to its ranks; read it "
+                  "with gpudiag history DIR)")
+      ->type_name("DIR");
+}
+
 /// A number of seconds in [lo, hi]: rejects nan and inf, which compare false
 /// against any range and would otherwise slip through CLI::Range.
 inline CLI::Validator Seconds(double lo, double hi) {
@@ -89,5 +99,6 @@ Runner setup_fr(CLI::App& app);
 Runner setup_ras(CLI::App& app);
 Runner setup_info(CLI::App& app);
 Runner setup_sweep(CLI::App& app);
+Runner setup_history(CLI::App& app);
 
 }  // namespace gpudiag::cli

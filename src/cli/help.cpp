@@ -98,6 +98,10 @@ const Footer kFooters[] = {
      "  gpudiag ras node0 node1:30000 --json ras.json\n",
      "  0 every endpoint answered and RAS saw nothing wrong; 1 RAS saw something wrong; 2 bad\n"
      "  usage; 3 no finding, and an endpoint gave no usable answer\n"},
+    {"history",
+     "  gpudiag history /shared/gpudiag-history\n"
+     "  gpudiag history /shared/gpudiag-history --days 30 --json -\n",
+     "  0 the folder was read (whatever it holds); 2 the folder cannot be read, or bad usage\n"},
     {"info",
      "  gpudiag info\n"
      "  gpudiag launch --nproc-per-node 4 -- info --json -   # JSON Lines, one per rank\n",

@@ -17,6 +17,8 @@
 #include "cli/json_output.h"
 #include "cli/launch_json.h"
 #include "gpu/cuda.h"
+#include "history/folder.h"
+#include "history/verdicts.h"
 #include "launch/entry.h"
 #include "launch/launcher.h"
 #include "launch/options.h"
@@ -26,6 +28,7 @@
 #include "settings/job_settings.h"
 #include "util/env.h"
 #include "util/error.h"
+#include "util/fd_write.h"
 #include "world/host.h"
 
 namespace gpudiag::cli {
@@ -63,6 +66,23 @@ void read_torchrun_text(const TorchrunText& t, launch::LaunchOptions& o) {
   o.torchrun_exit_code = t.exit_code == "torchrun";
   o.restart_policy = t.restart_policy == "always" ? launch::RestartPolicy::always
                                                   : launch::RestartPolicy::on_new_error;
+}
+
+/// --history: this node's record of the job (history/verdicts.h), under the
+/// job's token, the one its ranks' records carry (GPUDIAG_TOKEN, the
+/// rendezvous id, the SLURM job: launch/job.cpp), so that a launch and the
+/// check it runs count as one job. A failure is a warning only.
+void record_history(const std::string& dir, const Env& env, const JobRecorder& recorder,
+                    int status) {
+  JobToken token = read_job_token(env);
+  if (!recorder.job().token.empty() && recorder.job().token != token.value)
+    token = {recorder.job().token, "the launcher's job token"};
+  auto record = history::launch_record(recorder.attempts(), status, short_hostname(),
+                                       history::stamp_now(token.value, token.source));
+  record.gpus = history::local_gpus();
+  record.nics = history::local_nics();
+  if (auto why = history::write_record(dir, record); !why.empty())
+    write_all(STDERR_FILENO, "gpudiag launch: --history: " + why + "; the job's status stands\n");
 }
 
 }  // namespace
@@ -209,6 +229,8 @@ Runner setup_launch(CLI::App& app) {
                   "(node_exporter's textfile collector)");
   auto json_path = std::make_shared<std::string>();
   add_json_option(sub, *json_path, "the launcher writes the job's summary (ranks, exits, times)");
+  auto history_dir = std::make_shared<std::string>();
+  add_history_option(sub, *history_dir);
   sub->positionals_at_end();
   sub->add_option("command", options->command,
                   "What each rank runs, as torchrun: SCRIPT.py [args] (run by PYTHON_EXEC, else "
@@ -216,7 +238,7 @@ Runner setup_launch(CLI::App& app) {
                   "gpudiag subcommand and its options (-- check ...)");
 
   return [&app, options, no_prefix, secret_file, text, monitor_interval, json_path, start_method,
-          run_path, local_addr]() -> int {
+          run_path, local_addr, history_dir]() -> int {
     (void)monitor_interval, (void)start_method, (void)run_path;  // accepted and checked, not needed
     if (local_addr->size() > 255) throw UsageError("launch: --local-addr is not a host name");
     options->prefix = !*no_prefix;
@@ -233,6 +255,9 @@ Runner setup_launch(CLI::App& app) {
     auto env = Env::from_process();
     // The ranks' logs then carry the relay's prefix alone (util/log.h).
     env.set("GPUDIAG_LAUNCH_PREFIX", options->prefix ? "1" : "0");
+    // --history reaches the ranks too: a gpudiag subcommand records its own verdict there.
+    const std::string history = read_history_dir(env, *history_dir);
+    if (!history.empty()) env.set("GPUDIAG_HISTORY", history);
     auto secret = secret_file->empty()
                       ? read_job_secret(env)
                       : std::optional(read_secret_file(*secret_file, "--secret-file"));
@@ -255,6 +280,7 @@ Runner setup_launch(CLI::App& app) {
             recorder);
       });
     }
+    if (!history.empty()) record_history(history, env, recorder, status);
     // torchrun's launcher ends in ChildFailedError: exit 1, whatever the rank's status.
     if (options->torchrun_exit_code && status != 0) status = 1;
     if (json_path->empty()) return status;

@@ -36,6 +36,11 @@ class JobRecorder : public launch::LaunchObserver {
   void on_attempt_end(const launch::AttemptEnd& end) override { attempts_.push_back(end); }
   void on_stragglers(const nlohmann::json& report) override { stragglers_ = report; }
 
+  /// The job as the last attempt started it (its token: the ranks' GPUDIAG_TOKEN).
+  const launch::JobInfo& job() const { return job_; }
+  /// What the launcher decided after each attempt, in order.
+  const std::vector<launch::AttemptEnd>& attempts() const { return attempts_; }
+
   /// The summary once the launch returned `exit_status`.
   nlohmann::json document(const std::vector<std::string>& command, int exit_status) const;
 

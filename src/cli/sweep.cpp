@@ -8,11 +8,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <ctime>
+#include <filesystem>
 
 #include "cli/commands.h"
 #include "cli/json_output.h"
 #include "cli/world_setup.h"
 #include "comm/nccl_env.h"
+#include "history/folder.h"
+#include "history/tally.h"
+#include "history/verdicts.h"
 #include "launch/verdict_file.h"
 #include "report/hostlist.h"
 #include "report/prometheus.h"
@@ -31,7 +36,27 @@ struct SweepCli {
   sweep::SweepOptions sweep;
   std::string hosts;  ///< --hosts: the pool, as a hostlist
   std::string json_path, exclude_file, good_hostfile, good_mpi_hostfile, prometheus;
+  std::string history;     ///< --history DIR, else GPUDIAG_HISTORY
+  int exclude_history = 0;  ///< --exclude-history N (0: off)
+  double history_days = 30;
 };
+
+/// --exclude-history: the hosts the history blames in N jobs or more of the
+/// last --history-days, each with why. A folder not made yet holds nothing.
+std::vector<std::pair<std::string, std::string>> history_left_out(const SweepCli& o) {
+  if (o.exclude_history <= 0) return {};
+  std::error_code ec;
+  if (!std::filesystem::exists(o.history, ec)) return {};
+  const auto folder = history::read_folder(o.history);
+  if (folder.skipped)
+    spdlog::warn("--history {}: {} file(s) skipped, not records (gpudiag history {} names them)",
+                 clean_text(o.history), folder.skipped, clean_text(o.history));
+  const std::string since =
+      o.history_days > 0
+          ? history::utc_time(std::time(nullptr) - static_cast<std::time_t>(o.history_days * 86400))
+          : "";
+  return history::hosts_at_fault(history::tally(folder.records, since), o.exclude_history, since);
+}
 
 /// The hosts the pool should have: --hosts, else SLURM's node list when its
 /// names are the hosts' own (a cluster whose node names differ from host
@@ -93,6 +118,12 @@ int run(SweepCli& o) {
   o.sweep.expected_hosts = expected_hosts(o, env, job.setup.host, notes);
   if (w.rank == 0)
     for (const auto& n : notes) spdlog::warn("{}", n);
+  if (w.rank == 0) {  // the judge plans the rounds: it alone reads the history
+    o.sweep.left_out = history_left_out(o);
+    for (const auto& [host, why] : o.sweep.left_out)
+      spdlog::warn("sweep: leaving out {}: {} (--exclude-history {})", clean_text(host), why,
+                   o.exclude_history);
+  }
   auto out = sweep::run_sweep(o.sweep, job.setup, settings.ring_address,
                              settings.store.token.value);
   if (!out.error.empty()) {
@@ -108,6 +139,12 @@ int run(SweepCli& o) {
   if (w.rank == 0) {
     write_all(human_fd(o.json_path), sweep::sweep_text(out));
     if (int s = write_files(o, out)) status = s;
+    if (!o.history.empty()) {  // one record per node; a failure to write changes no verdict
+      const auto stamp = history::stamp_now(settings.store.token.value, settings.store.token.source);
+      if (auto why = history::write_records(o.history, history::sweep_records(out, stamp, o.sweep.left_out));
+          !why.empty())
+        spdlog::warn("--history: {}; the verdict stands", why);
+    }
   } else if (w.local_rank == 0) {
     // Every other node says where the report and files are.
     write_all(STDOUT_FILENO, verdict + "; the report" +
@@ -173,7 +210,24 @@ Runner setup_sweep(CLI::App& app) {
   sub->add_option("--prometheus", o->prometheus,
                   "rank 0 writes the verdicts and bandwidths in node_exporter's textfile format");
   add_json_option(sub, o->json_path, "rank 0 writes the sweep's report");
-  return [o] { return run(*o); };
+  add_history_option(sub, o->history);
+  sub->add_option("--exclude-history", o->exclude_history,
+                  "leave out of the rounds (FAILED, with why) the hosts that verdicts in the "
+                  "--history folder blamed in N jobs or more (0: off)")
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
+  sub->add_option("--history-days", o->history_days,
+                  "with --exclude-history: count the records of the last DAYS days (0: all)")
+      ->type_name("DAYS")
+      ->check(FiniteIn(0, 36500, "days"))
+      ->capture_default_str();
+  return [o] {
+    o->history = read_history_dir(Env::from_process(), o->history);
+    if (o->exclude_history > 0 && o->history.empty())
+      throw UsageError("sweep: --exclude-history needs the history's folder",
+                       "add --history DIR, or set GPUDIAG_HISTORY");
+    return run(*o);
+  };
 }
 
 }  // namespace gpudiag::cli

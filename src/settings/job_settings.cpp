@@ -159,6 +159,11 @@ TreeSettings read_tree_settings(const Env& env) {
   return t;
 }
 
+std::string read_history_dir(const Env& env, const std::string& option) {
+  if (!option.empty()) return option;
+  return non_empty(env, "GPUDIAG_HISTORY");
+}
+
 JobSettings read_job_settings(const Env& env, double timeout_s) {
   JobSettings s;
   s.world = discover_world(env);

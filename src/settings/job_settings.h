@@ -52,6 +52,10 @@ TreeSettings read_tree_settings(const Env& env);
 /// Throws UsageError naming the variable to set.
 StoreAddress read_store_address(const World& world, const Env& env);
 
+/// The history folder (history/folder.h): `option` (--history DIR) when
+/// given, else GPUDIAG_HISTORY; "" when neither is set (no records written).
+std::string read_history_dir(const Env& env, const std::string& option);
+
 /// "node[03-05,7],gpu1" -> "node03"; empty on a malformed list.
 std::string slurm_first_host(const std::string& nodelist);
 

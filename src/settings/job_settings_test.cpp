@@ -109,6 +109,14 @@ TEST(JobSettings, TheRingAddressIsGivenOrTheHostsName) {
   EXPECT_EQ(s.ring_address, s.host);
 }
 
+TEST(JobSettings, TheHistoryFolderIsTheOptionElseTheEnvironment) {
+  const Env env(std::map<std::string, std::string>{{"GPUDIAG_HISTORY", "/shared/h"}});
+  EXPECT_EQ(read_history_dir(env, ""), "/shared/h");
+  EXPECT_EQ(read_history_dir(env, "/mine"), "/mine");
+  EXPECT_EQ(read_history_dir(Env(), ""), "");
+  EXPECT_EQ(read_history_dir(Env(std::map<std::string, std::string>{{"GPUDIAG_HISTORY", ""}}), ""), "");
+}
+
 TEST(Checked, ADefaultIsRefusedAsUnread) {
   Checked<int> c;
   EXPECT_FALSE(c.ok());

@@ -131,6 +131,13 @@ void SweepRun::exchange() {
                               " never reached the sweep (their hosts are unknown here: pass "
                               "--hosts to name the pool's hosts)");
     json skip = json::array();
+    // Hosts the history blames often enough are not tested again: FAILED with why.
+    for (const auto& [host, why] : o_.left_out)
+      for (int node = 0; node < layout.nodes(); ++node)
+        if (layout.hosts[node] == host) {
+          planner_->node_failed(node, why);
+          skip.push_back(node);
+        }
     for (int r = 0; r < n_; ++r)
       if (table[r] && !table[r]->ok && layout.node_of[r] >= 0) {
         const int node = layout.node_of[r];

@@ -33,6 +33,9 @@ struct SweepOptions {
   std::string nccl_lib;
   std::uint64_t mem_bytes = 0;   ///< the device phase's test; 0: 256 MiB GPU, 16 MiB host
   std::vector<std::string> expected_hosts;  ///< hosts the pool should have (named if absent)
+  /// The judge's: hosts left out of every round, and why (--exclude-history:
+  /// history/tally.h hosts_at_fault); each is FAILED with its reason.
+  std::vector<std::pair<std::string, std::string>> left_out;
 };
 
 /// One round as the judge saw it, for the report.
