@@ -153,6 +153,19 @@ RoundOutcome Rounds::join(JobInfo& job, const NodeView& mine) {
       }
     }
   } leave{*client_};
+  // A launcher started again on a host the job left out twice (its node's
+  // agent restarted it) stays out too: the count is the job's, in the store.
+  const std::string excluded_key = "rdzv/excluded/" + clean_text(host_.substr(0, 64));
+  if (!stays_out_ && history_.empty() && next_round_ < 0) {
+    try {
+      stays_out_ = client_->add(excluded_key, 0, rounds_call()) >= 2;
+    } catch (const Error& e) {
+      store_gone(e, waiting);
+    }
+    if (stays_out_)
+      rounds_say("this node was left out twice in this job already: it stays out and waits for "
+                 "the job's end");
+  }
   if (stays_out_) wait_for_round(kMaxRound, "this node, left out twice, waited for the job's end");
   int r = next_round_ >= 0
               ? next_round_
@@ -192,8 +205,7 @@ RoundOutcome Rounds::join(JobInfo& job, const NodeView& mine) {
     for (const auto& f : got.left_out) rounds_say(faulty_line(f, r, got.nnodes, true));
     for (const auto& f : got.kept) rounds_say(faulty_line(f, r, got.nnodes, false));
     if (!got.admitted) {
-      const auto times = client_->add("rdzv/excluded/" + clean_text(host_.substr(0, 64)), 1,
-                                      rounds_call());
+      const auto times = client_->add(excluded_key, 1, rounds_call());
       stays_out_ = times >= 2;
       waiting = "this node was left out of round " + std::to_string(r) + " (" + fault + ")";
       rounds_say(stays_out_ ? "this node was left out twice in this job: it stays out and waits "

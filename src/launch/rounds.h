@@ -14,7 +14,8 @@
 //                       not to restart wrote it); nobody opens another round
 //   rdzv/waiting        ADD: launchers meeting or waiting for a round; the serving one
 //                       lets them read rdzv/ended before its store goes
-//   rdzv/excluded/<h>   ADD: how often host h was left out (twice: it stays out)
+//   rdzv/excluded/<h>   ADD: how often host h was left out (twice: it stays out,
+//                       and so does a launcher started again on h)
 //
 // A launcher that arrives after its round closed, or that the round left
 // out, waits for the next round (it opens when the job restarts after a

@@ -187,6 +187,108 @@ TEST(Rounds, AWaitingLauncherEndsWhenTheJobDoes) {
   EXPECT_NE(why.find("the job ended with exit status 0 on a"), std::string::npos) << why;
 }
 
+/// Three launchers, MIN 2: node c's rank dies in round 0, c is left out of
+/// round 1, comes back at round 2, dies again and is left out of round 3: left
+/// out twice, it stays out until the job's end, and so does a launcher started
+/// again on c.
+TEST(Rounds, ANodeLeftOutTwiceStaysOut) {
+  Store1 s;
+  auto job = [&] {
+    JobInfo j;
+    j.master_addr = "127.0.0.1";
+    j.master_port = s.server.port();
+    j.token = "t";
+    j.rendezvous = true;
+    return j;
+  };
+  auto no_server = [](int) { return std::unique_ptr<TcpStoreServer>(); };
+  // MAX 3: a round with all three closes at once; no last call to wait out.
+  Rounds a("a", {10, 10}), b("b", {10, 10}), c("c", {10, 10});
+  JobInfo ja = job(), jb = job(), jc = job();
+  a.connect(ja, "", no_server);
+  b.connect(jb, "", no_server);
+  c.connect(jc, "", no_server);
+  auto join = [](Rounds& r, JobInfo& j, const char* host) {
+    return std::async(std::launch::async, [&r, &j, host] { return r.join(j, node(host, 2, 3)); });
+  };
+  /// c's join, to its end: (admitted round, "") or (-1, the JobEndedWithout's words).
+  auto join_c = [](Rounds& r, JobInfo& j) {
+    return std::async(std::launch::async, [&r, &j] {
+      try {
+        r.join(j, node("c", 2, 3));
+        return std::make_pair(j.restart_count, std::string());
+      } catch (const JobEndedWithout& e) {
+        return std::make_pair(-e.status(), std::string(e.what()));
+      }
+    });
+  };
+  AttemptEnd restart;
+  restart.then = AfterAttempt::restart;
+  restart.exit_status = 135;
+  const std::string sigbus = "rank 5 [c-1] was killed by SIGBUS";
+
+  auto fa = join(a, ja, "a"), fb = join(b, jb, "b");
+  auto fc = join_c(c, jc);
+  ASSERT_EQ(fa.get().nnodes, 3);
+  ASSERT_EQ(fb.get().nnodes, 3);
+  ASSERT_EQ(fc.get().first, 0);  // round 0, all three
+  a.after_attempt(restart, "");
+  b.after_attempt(restart, "");
+  c.after_attempt(restart, sigbus);
+
+  fa = join(a, ja, "a"), fb = join(b, jb, "b");
+  fc = join_c(c, jc);  // left out of round 1: waits in here for round 2
+  auto r1 = fa.get();
+  EXPECT_EQ(r1.nnodes, 2);
+  ASSERT_EQ(r1.left_out.size(), 1u);
+  EXPECT_EQ(r1.left_out[0].node.host, "c");
+  fb.get();
+  a.after_attempt(restart, "");
+  b.after_attempt(restart, "");
+
+  fa = join(a, ja, "a"), fb = join(b, jb, "b");
+  EXPECT_EQ(fc.get().first, 2);  // back at round 2, not at fault there
+  EXPECT_EQ(fa.get().nnodes, 3);
+  fb.get();
+  a.after_attempt(restart, "");
+  b.after_attempt(restart, "");
+  c.after_attempt(restart, sigbus);
+
+  fa = join(a, ja, "a"), fb = join(b, jb, "b");
+  fc = join_c(c, jc);  // left out of round 3, the second time: stays out
+  auto r3 = fa.get();
+  EXPECT_EQ(r3.nnodes, 2);
+  ASSERT_EQ(r3.left_out.size(), 1u);
+  fb.get();
+  // A launcher started again on c stays out too, without meeting anyone.
+  Rounds again("c", {10, 10});
+  JobInfo jc2 = job();
+  again.connect(jc2, "", no_server);
+  auto fc2 = join_c(again, jc2);
+  // The event: both of c's launchers wait (a and b are through with round 3).
+  TcpStoreClient watch("127.0.0.1", s.server.port(), "t", Deadline::after_seconds(5));
+  while (watch.add("rdzv/waiting", 0, Deadline::after_seconds(5)) < 2)
+    watch.wait({"never"}, Deadline::after(std::chrono::milliseconds(20)));
+  // a and b restart once more: round 4 opens, and neither of c's launchers comes.
+  a.after_attempt(restart, "");
+  b.after_attempt(restart, "");
+  fa = join(a, ja, "a"), fb = join(b, jb, "b");
+  auto r4 = fa.get();
+  EXPECT_EQ(r4.nnodes, 2);
+  EXPECT_TRUE(r4.left_out.empty());
+  fb.get();
+  AttemptEnd done;
+  done.then = AfterAttempt::done;
+  a.after_attempt(done, "");
+  b.after_attempt(done, "");
+  auto [status, why] = fc.get();
+  EXPECT_EQ(status, -135) << why;  // its last attempt's status
+  EXPECT_NE(why.find("left out"), std::string::npos) << why;
+  auto [status2, why2] = fc2.get();
+  EXPECT_EQ(status2, -2) << why2;  // it ran no attempt
+  EXPECT_NE(why2.find("left out twice"), std::string::npos) << why2;
+}
+
 RankOutcome outcome(int rank, ExitStatus s, bool by_launcher = false) {
   RankOutcome o;
   o.rank = rank;
