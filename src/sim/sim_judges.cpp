@@ -45,7 +45,8 @@ Uplinks uplinks(const Plan& p, const Ports& ports, const std::string& secret, in
                                             Deadline::after_seconds(within_s), secret);
   };
   const int top = L.levels() + 1;  // the root's level
-  // Every connection counted as one to the store of its level (sim_traffic.h).
+  // Every connection counted as one to the store of its level (sim_traffic.h);
+  // those past the parent apart: they serve only when the parent is lost.
   u.above = std::make_unique<CountingStore>(
       client(ports.of(level + 1, L.judge_above(std::min(level + 1, top - 1), level, index)), 60),
       level + 1, 0);
@@ -62,7 +63,7 @@ Uplinks uplinks(const Plan& p, const Ports& ports, const std::string& secret, in
                                                       Deadline::after_seconds(within_s), secret);
             },
             "127.0.0.1:" + std::to_string(port)),
-        l, 0));
+        l, 2));
   }
   return u;
 }

@@ -4,7 +4,11 @@
 // and values both ways and one request, to a table kept per process by the
 // level of the store served (0 a node's, 1 a group's, 2 a supergroup's, ...,
 // the root's last), by who asked (the store's members: its ranks or its
-// children's judges; or its own judge) and by checkpoint (the key's
+// children's judges; its own judge; or a relay past its lost parent, which
+// reports a level up: a lost judge's children are not members there, and
+// counted as members they made one member of a level with few, as the root's
+// 2 supergroups at 262,144 ranks, look like 3,000 requests a checkpoint) and
+// by checkpoint (the key's
 // cp/<n>/ or tree/cp/<n>/; announcements, joins and goodbyes apart). Unlike
 // the planes' and relays' own counts (what a checkpoint needs), it sees the
 // polls, waits and retries too: what grows with the job shows up here.
@@ -27,7 +31,8 @@ namespace gpudiag::sim {
 struct TrafficTable {
   static constexpr int kLevels = 6;  ///< store levels counted (deeper ones add to the last)
   static constexpr int kSlots = 6;   ///< 5 checkpoints, then everything else
-  static constexpr int kWho = 2;     ///< 0 the store's members, 1 its own judge
+  /// 0 the store's members, 1 its own judge, 2 a relay past its lost parent
+  static constexpr int kWho = 3;
   static constexpr int kCells = kLevels * kWho * kSlots;
   std::array<std::atomic<std::uint64_t>, kCells> bytes{}, requests{};
 
@@ -92,7 +97,8 @@ inline TrafficTable& traffic() {
 }
 
 /// A store whose every request is counted in traffic() as one to a store of
-/// `level`, asked by its members (who 0) or its own judge (who 1).
+/// `level`, asked by its members (who 0), its own judge (who 1) or a relay
+/// whose parent is lost (who 2: a connection past the parent).
 class CountingStore : public Store {
  public:
   CountingStore(std::unique_ptr<Store> s, int level, int who)
@@ -146,10 +152,12 @@ class CountingStore : public Store {
 /// One line a store level, for stderr: what its members (`members` of them,
 /// each a `member`: "rank", "node", ...) and its judges (`judges`, each a
 /// `judge`) sent and read there a checkpoint, on average, and the member's
-/// bytes by checkpoint (`checkpoints` of them, then everything else):
+/// bytes by checkpoint (`checkpoints` of them, then everything else), and
+/// what relays past a lost parent sent and read there, all of them together:
 ///   sim: traffic at level 1 (groups' stores): a node 5907 B in 3.1 requests,
-///   a group 412345 B in 340.2 requests a checkpoint; a node's by checkpoint:
-///   7012 5011 6000 5000 5000, else 120
+///   a group 412345 B in 340.2 requests a checkpoint; from past their parents
+///   0 B in 0.0 requests a checkpoint in all; a node's by checkpoint: 7012 5011 6000
+///   5000 5000, else 120
 inline std::string traffic_line(const TrafficTable& t, int level, const std::string& stores,
                                 const std::string& member, long long members,
                                 const std::string& judge, long long judges, int checkpoints) {
@@ -159,11 +167,14 @@ inline std::string traffic_line(const TrafficTable& t, int level, const std::str
   char b[512];
   std::snprintf(b, sizeof b,
                 "sim: traffic at level %d (%s): a %s %.0f B in %.1f requests, a %s %.0f B in %.1f "
-                "requests a checkpoint; a %s's by checkpoint:",
+                "requests a checkpoint; from past their parents %.0f B in %.1f requests a checkpoint "
+                "in all; a %s's by checkpoint:",
                 level, stores.c_str(), member.c_str(), per(t.sum_bytes(level, 0), members, checkpoints),
                 per(t.sum_requests(level, 0), members, checkpoints), judge.c_str(),
                 per(t.sum_bytes(level, 1), judges, checkpoints),
-                per(t.sum_requests(level, 1), judges, checkpoints), member.c_str());
+                per(t.sum_requests(level, 1), judges, checkpoints),
+                per(t.sum_bytes(level, 2), 1, checkpoints), per(t.sum_requests(level, 2), 1, checkpoints),
+                member.c_str());
   std::string out = b;
   for (int k = 0; k < TrafficTable::kSlots; ++k) {
     std::snprintf(b, sizeof b, "%s%.0f", k == TrafficTable::kSlots - 1 ? ", else " : " ",

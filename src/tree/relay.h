@@ -6,11 +6,12 @@
 // children: a node's ranks set cp/<n>/<r> (store_plane.h); a judge's
 // children set tree/cp/<n>/node/<k>, tree/cp/<n>/group/<g> or, a level up,
 // tree/cp/<n>/group2/<s> (TreeLayout::level_key). The children have
-// `timeout` after the first of them arrives; an announced failure cuts that
-// to a grace, and children a launcher reported dead are not waited for. The
-// relay then sends its parent (`above`) one part: a node passes its ranks'
-// records with the missing ones and what is known of them (pid, host, last
-// phase); a judge reviews the records that came straight from nodes
+// `timeout` after the first of them arrives (a judge's wait stretches while
+// they keep coming: a level's slack after each, up to twice the wait); an
+// announced failure cuts that to a grace, and children a launcher reported
+// dead are not waited for. The relay then sends its parent (`above`) one
+// part: a node passes its ranks' records with the missing ones and what is
+// known of them (pid, host, last phase); a judge reviews the records that came straight from nodes
 // (TreeReviewer), merges its children's reviews and passes the review, its
 // missing ranks and rank 0's record; an absent child is named "node 12
 // (ranks 96-103)" or "group 3 (...)", its ranks missing. The root merges
@@ -178,6 +179,11 @@ class Relay {
   std::int64_t seen_below_ = 0, seen_above_ = 0;
   std::set<std::int64_t> own_below_, own_above_;
   Deadline::Clock::time_point next_forward_{};
+  /// (A judge) when to read the parent's announcements next, and how long
+  /// after that: doubling while nothing new comes (relay_detail.h's
+  /// next_slice), from kForwardEvery again at each checkpoint.
+  Deadline::Clock::time_point next_above_{};
+  std::chrono::milliseconds above_every_{100};
   std::uint64_t up_bytes_ = 0, below_bytes_ = 0;
   bool aborted_below_ = false;
   std::optional<std::string> first_death_, first_failure_;  ///< announced below, as read

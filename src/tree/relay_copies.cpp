@@ -276,7 +276,17 @@ void Relay::forward_announcements(bool now) {
     const bool gone = parent_gone_ && parent_gone_->first == hop_;
     Store* up = o_.level == RelayLevel::root || gone ? nullptr : &parent();
     copy(*o_.below, up, seen_below_, own_below_, own_above_, true);
-    if (up) copy(*up, o_.below, seen_above_, own_above_, own_below_, false);
+    // A judge reads its parent's less often while nothing new comes there: it
+    // waits as long as the levels above wait for their slowest child, and a
+    // read every 100 ms made its requests there grow with that wait.
+    const auto at = Deadline::Clock::now();
+    if (up && (now || level_ == 0 || at >= next_above_)) {
+      const std::int64_t before = seen_above_;
+      copy(*up, o_.below, seen_above_, own_above_, own_below_, false);
+      above_every_ = seen_above_ != before ? std::chrono::milliseconds(kForwardEvery)
+                                           : next_slice(above_every_);
+      next_above_ = at + above_every_;
+    }
   } catch (const TimeoutError&) {
   } catch (const Error& e) {
     spdlog::debug("relay: announcements not copied: {}", e.one_line());

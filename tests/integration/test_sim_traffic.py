@@ -12,7 +12,13 @@ group's judge with it). What a member moves at a checkpoint must not grow
 with the job: a digest read by every rank that names a whole lost supergroup's
 groups as missing (its group judges stuck reconnecting to the dead store
 while the root's wait ran out) was 5 times larger at the all-reduce at the
-larger size. Byte counts, never times."""
+larger size. Nor the requests a member makes there (polls and waits for its
+parent's digest included: the waits above last as long as a level's slowest
+child, and at 200 ms a look a supergroup judge's requests at the root grew
+with the job), nor, in all, those of relays past a lost parent (a lost
+judge's children reporting one level up: counted as members, they made the
+root's 2 supergroups at 262,144 ranks look like 3,000 requests each). Byte
+and request counts, never times."""
 import os
 import re
 import unittest
@@ -23,8 +29,9 @@ SIM = os.path.join(BUILD_DIR, "gpudiag-sim")
 LAST = re.compile(r"^sim: (?P<n>\d+) ranks, (?P<cps>\d+) checkpoints, [\d.]+ s, .*bytes through "
                   r"the store (?P<bytes>\d+), missing named: (?P<named>\d+)/(?P<of>\d+)$", re.M)
 LEVEL = re.compile(r"^sim: traffic at level (?P<level>\d+) \((?P<stores>[^)]+)\): a (?P<member>[\w -]+?) "
-                   r"(?P<b>\d+) B in [\d.]+ requests, .*'s by checkpoint: (?P<cps>[\d ]+), else "
-                   r"(?P<other>\d+)$", re.M)
+                   r"(?P<b>\d+) B in (?P<req>[\d.]+) requests, .*; from past their parents "
+                   r"(?P<past_b>\d+) B in (?P<past_req>[\d.]+) requests a checkpoint in all; "
+                   r".*'s by checkpoint: (?P<cps>[\d ]+), else (?P<other>\d+)$", re.M)
 PER_RANK = re.compile(r"ranks<->leaders [\d.]+ MiB \((?P<rank>\d+) B a rank\), "
                       r"leaders<->parents [\d.]+ MiB \((?P<node>\d+) B a node\)")
 # --timeout 4: a healthy simulated rank on a busy 2-core machine (the suite runs two files at
@@ -72,6 +79,22 @@ class TrafficPerLevel(unittest.TestCase):
                                      f"{what}, checkpoint {seq}: {x} B at {SIZES[0]} ranks, "
                                      f"{y} B at {SIZES[1]}")
             self.assertLessEqual(int(b["b"]), 1.3 * int(a["b"]) + 200, what)
+
+    def test_the_requests_a_member_makes_a_checkpoint_do_not_grow_at_any_level(self):
+        levels = {n: {int(x["level"]): x for x in LEVEL.finditer(p.stderr)}
+                  for n, (p, _) in self.runs.items()}
+        small, large = (levels[n] for n in SIZES)
+        for level in range(4):
+            a, b = small.get(level), large.get(level)
+            self.assertTrue(a and b, f"level {level}'s traffic line")
+            what = f"level {level} ({a['stores']}), a {a['member']}'s requests a checkpoint"
+            self.assertLessEqual(float(b["req"]), 1.4 * float(a["req"]) + 2,
+                                 f"{what}: {a['req']} at {SIZES[0]} ranks, {b['req']} at {SIZES[1]}")
+            # The lost judges' children: as many at both sizes (16 a judge).
+            what = f"level {level} ({a['stores']}), from past their parents a checkpoint in all"
+            self.assertLessEqual(float(b["past_req"]), 1.5 * float(a["past_req"]) + 20,
+                                 f"{what}: {a['past_req']} at {SIZES[0]}, {b['past_req']} at {SIZES[1]}")
+            self.assertLessEqual(int(b["past_b"]), 1.5 * int(a["past_b"]) + 2000, what)
 
     def test_a_lost_judge_costs_every_rank_a_small_digest_only(self):
         # At the all-reduce (checkpoint 2) a group judge's host and a
