@@ -22,7 +22,9 @@ Prints a Markdown table; the load column is this machine's 1-minute load
 average before each run (it is shared: the times mean little without it).
 Then, for the tree, every request the stores served (the simulator's
 "sim: traffic at level L" lines: polls and retries too), per member of each
-level a checkpoint and by checkpoint, which must stay flat as N grows; a run
+level a checkpoint and by checkpoint, which must stay flat as N grows (and,
+in all, those of relays past a lost parent: a lost judge's children, which
+report one level up and are not that level's members); a run
 whose ranks named more ranks missing than were absent is marked (its judges'
 waits ran out: the machine was too busy). The machine's limits (cores,
 `ulimit -n`, ephemeral ports, somaxconn) come first, as the simulator read
@@ -41,7 +43,8 @@ LAST = re.compile(r"sim: (\d+) ranks, (\d+) checkpoints, ([\d.]+) s, store peak 
 LEVELS = re.compile(r"ranks<->leaders ([\d.]+) MiB \((\d+) B a rank\), leaders<->parents "
                     r"([\d.]+) MiB \((\d+) B a node\), groups<->root ([\d.]+) MiB")
 TRAFFIC = re.compile(r"^sim: traffic at level (\d+) \(([^)]+)\): a ([\w -]+?) (\d+) B in ([\d.]+) "
-                     r"requests, .*'s by checkpoint: ([\d ]+), else (\d+)$", re.M)
+                     r"requests, .*; from past their parents (\d+) B in ([\d.]+) requests a "
+                     r"checkpoint in all; .*'s by checkpoint: ([\d ]+), else (\d+)$", re.M)
 MACHINE = re.compile(r"^sim: this machine: (.*)$", re.M)
 WARNED = re.compile(r"^sim: warning: at the ([\w-]+) checkpoint a rank named (\d+) ranks missing "
                     r"where (\d+) were absent", re.M)
@@ -115,8 +118,10 @@ def print_traffic(runs):
     print("|---:|" + "---:|" * depth + "---|")
     for n, err in runs:
         cells = []
-        for lv, stores, member, b, req, cps, _ in TRAFFIC.findall(err):
-            cells.append(f"{stores}: {b} B a {member} ({'/'.join(cps.split())}), {req} requests")
+        for lv, stores, member, b, req, past_b, past_req, cps, _ in TRAFFIC.findall(err):
+            # Relays past a lost parent (its children, reporting a level up) apart.
+            past = f"; past lost parents {past_b} B in {past_req} requests in all" if past_b != "0" else ""
+            cells.append(f"{stores}: {b} B a {member} ({'/'.join(cps.split())}), {req} requests{past}")
         cells += ["-"] * (depth - len(cells))
         warned = ", ".join(f"{w[0]}: {w[1]} named, {w[2]} absent" for w in WARNED.findall(err))
         print(f"| {n} | " + " | ".join(cells) + f" | {warned or 'none'} |", flush=True)
