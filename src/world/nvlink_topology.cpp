@@ -1,21 +1,15 @@
 // A GPU's NVLinks through NVML, and the pairs of a node's GPUs (nvlink_topology.h).
 #include "world/nvlink_topology.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <cctype>
 
 #include "util/strings.h"
+#include "world/nvml.h"
 
 namespace gpudiag {
 
 namespace {
-
-template <typename F>
-void bind_nvlink(void* lib, const char* name, F& f) {
-  f = reinterpret_cast<F>(dlsym(lib, name));
-}
 
 /// "00000000:1B:00.0" (NVML) or "0000:1B:00.0" (CUDA) -> "0000:1b:00.0".
 std::string nvml_bus_id(std::string s) {
@@ -27,16 +21,11 @@ std::string nvml_bus_id(std::string s) {
 }  // namespace
 
 const NvlinkApi& nvlink_api() {
+  // The functions of the one NVML the process loads (world/nvml.h).
   static const NvlinkApi api = [] {
-    NvlinkApi a;
-    void* h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!h) return a;
-    bind_nvlink(h, "nvmlInit_v2", a.init);
-    bind_nvlink(h, "nvmlShutdown", a.shutdown);
-    bind_nvlink(h, "nvmlDeviceGetHandleByPciBusId_v2", a.handle_by_bus_id);
-    bind_nvlink(h, "nvmlDeviceGetNvLinkState", a.state);
-    bind_nvlink(h, "nvmlDeviceGetNvLinkRemoteDeviceType", a.remote_type);
-    bind_nvlink(h, "nvmlDeviceGetNvLinkRemotePciInfo_v2", a.remote_pci);
+    const NvmlApi& n = load_nvml().api;
+    NvlinkApi a{n.init, n.shutdown, n.handle_by_bus_id, n.nvlink_state, n.nvlink_remote_type,
+                n.nvlink_remote_pci};
     if (!a.init || !a.shutdown || !a.handle_by_bus_id || !a.state || !a.remote_pci) a = {};
     return a;
   }();

@@ -8,8 +8,8 @@
 // each peer GPU: a mesh board), "none" (no link up) or "" (not known: no
 // NVML, an unknown GPU). The expected-bandwidth verdict reads the job's GPUs'
 // texts (nvlink_pairs): within one node the figure follows the topology,
-// not the GPU's name. NVML is loaded here on its own (dlopen gives the same
-// library the fingerprint's reader loaded); tests pass a table of their own.
+// not the GPU's name. The functions are the process's one NVML's
+// (world/nvml.h load_nvml); tests pass a table of their own.
 #pragma once
 
 #include <map>

@@ -99,6 +99,8 @@ NvmlLibrary open_nvml(const std::string& path) {
   bind(h, "nvmlDeviceGetRetiredPagesPendingStatus", a.retired_pending);
   bind(h, "nvmlDeviceGetNvLinkState", a.nvlink_state);
   bind(h, "nvmlDeviceGetNvLinkErrorCounter", a.nvlink_errors);
+  bind(h, "nvmlDeviceGetNvLinkRemoteDeviceType", a.nvlink_remote_type);
+  bind(h, "nvmlDeviceGetNvLinkRemotePciInfo_v2", a.nvlink_remote_pci);
   if (!bind(h, "nvmlDeviceGetCurrentClocksEventReasons", a.clock_events))
     bind(h, "nvmlDeviceGetCurrentClocksThrottleReasons", a.clock_events);
   l.loaded = true;

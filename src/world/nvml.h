@@ -45,6 +45,10 @@ struct NvmlApi {
   /// nvmlDeviceGetCurrentClocksEventReasons (driver 535 and newer), else the
   /// older name nvmlDeviceGetCurrentClocksThrottleReasons: a bit mask.
   int (*clock_events)(void*, unsigned long long*) = nullptr;
+  // What is at a link's other end (world/nvlink_topology.h), optional:
+  int (*nvlink_remote_type)(void*, unsigned link, int*) = nullptr;  ///< ...RemoteDeviceType
+  /// nvmlDeviceGetNvLinkRemotePciInfo_v2 into an nvmlPciInfo_t.
+  int (*nvlink_remote_pci)(void*, unsigned link, void*) = nullptr;
 };
 
 
