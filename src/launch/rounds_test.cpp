@@ -53,7 +53,19 @@ struct Store1 {
       return meet_round(c, v, fault, t, "test", prefix);
     });
   }
+  /// A launcher's job at this store, under a rendezvous.
+  JobInfo job() const {
+    JobInfo j;
+    j.master_addr = "127.0.0.1";
+    j.master_port = server.port();
+    j.token = "t";
+    j.rendezvous = true;
+    return j;
+  }
 };
+
+/// The launchers here serve no store of their own: Store1's is the job's.
+static std::unique_ptr<TcpStoreServer> no_server(int) { return nullptr; }
 
 TEST(MeetRound, ANodeAtFaultIsLeftOutWhileMinRemains) {
   Store1 s;
@@ -110,15 +122,7 @@ TEST(MeetRound, AForeignSizeIsBounded) {
 /// Rounds across attempts: a launcher of two restarts, one that comes late.
 TEST(Rounds, ALateLauncherIsAdmittedWhenTheNextRoundOpens) {
   Store1 s;
-  auto job = [&] {
-    JobInfo j;
-    j.master_addr = "127.0.0.1";
-    j.master_port = s.server.port();
-    j.token = "t";
-    j.rendezvous = true;
-    return j;
-  };
-  auto no_server = [](int) { return std::unique_ptr<TcpStoreServer>(); };
+  auto job = [&] { return s.job(); };
   Rounds first("a", {10, 0});
   JobInfo ja = job();
   first.connect(ja, "", no_server);
@@ -161,7 +165,6 @@ TEST(Rounds, AWaitingLauncherEndsWhenTheJobDoes) {
   j.master_addr = "127.0.0.1";
   j.master_port = s.server.port();
   j.token = "t";
-  auto no_server = [](int) { return std::unique_ptr<TcpStoreServer>(); };
   Rounds first("a", {10, 0});
   first.connect(j, "", no_server);
   ASSERT_TRUE(first.join(j, node("a", 1, 1)).admitted);
@@ -193,15 +196,7 @@ TEST(Rounds, AWaitingLauncherEndsWhenTheJobDoes) {
 /// again on c.
 TEST(Rounds, ANodeLeftOutTwiceStaysOut) {
   Store1 s;
-  auto job = [&] {
-    JobInfo j;
-    j.master_addr = "127.0.0.1";
-    j.master_port = s.server.port();
-    j.token = "t";
-    j.rendezvous = true;
-    return j;
-  };
-  auto no_server = [](int) { return std::unique_ptr<TcpStoreServer>(); };
+  auto job = [&] { return s.job(); };
   // MAX 3: a round with all three closes at once; no last call to wait out.
   Rounds a("a", {10, 10}), b("b", {10, 10}), c("c", {10, 10});
   JobInfo ja = job(), jb = job(), jc = job();
