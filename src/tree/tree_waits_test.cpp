@@ -37,17 +37,18 @@ std::string node_part(const TreeLayout& L, int k, long long wait_ms) {
 
 TEST(TreeWaits, ChildrenStillComingInAreWaitedForAndOneThatNeverComesIsNamed) {
   // 8 nodes of 2 ranks under the root. The ranks wait 400 ms and the root a
-  // level's 400 ms more: 800 ms from the first node. Nodes 0-6 come every
-  // 200 ms (node 6 at 1200 ms), node 7 never: only its ranks are missing.
+  // level's 1000 ms more: 1400 ms from the first node, 2800 ms at most.
+  // Nodes 0-6 come every 300 ms (node 6 at 1800 ms), node 7 never: only its
+  // ranks are missing. A stall of 700 ms between two nodes still passes.
   TreeLayout L{16, 2, 8};
   ASSERT_EQ(L.levels(), 0);
   MemoryStore own("the root");
-  RelayOptions o = relay_options(L, RelayLevel::root, 0, milliseconds(400), milliseconds(400));
+  RelayOptions o = relay_options(L, RelayLevel::root, 0, milliseconds(400), milliseconds(1000));
   o.below = &own;
   Relay root(o);
   std::thread nodes([&] {
     for (int k = 0; k < 7; ++k) {
-      if (k > 0) std::this_thread::sleep_for(milliseconds(200));
+      if (k > 0) std::this_thread::sleep_for(milliseconds(300));
       own.set("tree/cp/0/node/" + std::to_string(k), node_part(L, k, 400),
               Deadline::after_seconds(5));
     }
