@@ -131,6 +131,13 @@ class Relay {
   /// Adds judge `id` of `level` (its children in its place when it is lost).
   void add_child(std::vector<Child>& out, int seq, int level, int id);
   TreePart gather(int seq, Deadline idle, const std::function<bool()>& stop, bool& came);
+  /// Polls for `kids`' parts into `vals` until all came or the deadline;
+  /// false when none came within `idle` or `stop` said so (relay_gather.cpp).
+  bool wait_children(int seq, Deadline idle, const std::function<bool()>& stop,
+                     std::vector<Child>& kids, std::vector<std::optional<std::string>>& vals);
+  /// The part sent up from what came: every rank below a record or missing.
+  TreePart assemble(int seq, const std::vector<Child>& kids,
+                    const std::vector<std::optional<std::string>>& vals);
   /// Reads the lost keys of absent judges among `kids`; true when one is new.
   bool learn_lost(const std::vector<Child>& kids, const std::vector<std::optional<std::string>>& vals);
   void describe_ranks(TreePart& p, const std::vector<int>& missing);
