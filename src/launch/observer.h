@@ -26,6 +26,10 @@
 #include "launch/restart_policy.h"
 #include "util/deadline.h"
 
+namespace gpudiag {
+class Store;
+}
+
 namespace gpudiag::launch {
 
 struct ChildExit {
@@ -80,6 +84,13 @@ class LaunchObserver {
     (void)n, (void)deadline, (void)silent;
     return {};
   }
+
+  /// The store every node's launcher shares in a job of several nodes
+  /// (--stragglers' exchange of arrivals, stragglers/exchange.h); null on
+  /// one node or without one. Asked on the launcher's thread once the job
+  /// started; the store may then be used from another thread (its calls are
+  /// serialised) until the attempt ends.
+  virtual Store* shared_store() { return nullptr; }
 };
 
 }  // namespace gpudiag::launch

@@ -71,6 +71,7 @@ class StoreHost : public LaunchObserver {
   void publish_stacks(int n, const std::string& summary) override;
   std::vector<std::string> collect_stacks(int n, Deadline deadline,
                                           std::vector<int>& silent) override;
+  Store* shared_store() override { return job_.nnodes > 1 ? client() : nullptr; }
 
  private:
   /// A client of the job's store, connected on first use.

@@ -42,6 +42,8 @@ bool op_name(std::string_view word) {
   });
 }
 
+}  // namespace
+
 bool read_collective(std::string_view line, Arrival& a) {
   std::int64_t group = 0, seq = 0;
   if (!to_int(next_word(line), 0, kMaxGroupId - 1, group)) return false;
@@ -75,8 +77,6 @@ bool read_group(std::string_view line, int world, GroupDecl& g) {
   g.group = static_cast<int>(group);
   return true;
 }
-
-}  // namespace
 
 std::optional<Datagram> parse_datagram(std::string_view text, int nproc, int world) {
   if (text.size() > kMaxDatagram || nproc < 1 || world < 1) return std::nullopt;

@@ -48,6 +48,12 @@ struct Datagram {
   int invalid = 0;  ///< lines skipped
 };
 
+/// The fields of a `c` line after the `c` (GROUP SEQ OP ARRIVAL END FORWARD),
+/// checked as above; false for a line that is not one.
+bool read_collective(std::string_view line, Arrival& a);
+/// The fields of a `g` line after the `g` (GROUP RANKS), members below `world`.
+bool read_group(std::string_view line, int world, GroupDecl& g);
+
 /// The datagram's records, or nullopt when its header is not one of this
 /// node's ranks'. `nproc`: ranks on this node; `world`: ranks in the job.
 std::optional<Datagram> parse_datagram(std::string_view text, int nproc, int world);

@@ -74,6 +74,10 @@ std::vector<std::string> summary_lines(const JudgeSummary& s, const Heard& heard
                          (s.groups.size() == 1 ? "" : "s");
   if (heard.dropped > 0) measured += ", " + std::to_string(heard.dropped) + " records lost by the ranks";
   if (heard.invalid > 0) measured += ", " + std::to_string(heard.invalid) + " refused";
+  if (heard.unshared > 0)
+    measured += ", " + std::to_string(heard.unshared) + " records not shared with the other nodes";
+  if (heard.missed > 0)
+    measured += ", " + std::to_string(heard.missed) + " batches of other nodes' records missed";
   if (judged == 0) {
     out.push_back("stragglers: not measured (no collective was reported by every rank of its group"
                   "; only Python ranks using torch.distributed are measured)");
@@ -120,7 +124,8 @@ nlohmann::json summary_json(const JudgeSummary& s, const Heard& heard, const Ran
   return {{"measured", judged > 0},  {"collectives", judged},
           {"groups", groups},        {"named", named},
           {"incomplete", s.incomplete}, {"records", heard.records},
-          {"refused", heard.invalid}, {"lost_by_ranks", heard.dropped}};
+          {"refused", heard.invalid}, {"lost_by_ranks", heard.dropped},
+          {"unshared", heard.unshared}, {"missed_batches", heard.missed}};
 }
 
 void add_samples(PromText& prom, const JudgeSummary& s, const std::string& host,

@@ -25,6 +25,8 @@ struct Heard {
   std::int64_t records = 0;
   std::int64_t invalid = 0;   ///< lines or datagrams refused
   std::int64_t dropped = 0;   ///< records the ranks could not send (their count)
+  std::int64_t unshared = 0;  ///< several nodes: this node's records not shared (too many)
+  std::int64_t missed = 0;    ///< several nodes: other nodes' batches gone before read
 };
 
 std::string event_line(const Event& event, int window, const RankLabel& label);

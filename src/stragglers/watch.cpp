@@ -6,6 +6,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -21,6 +22,12 @@ namespace {
 JudgeSettings judge_settings(const WatchSettings& s) {
   JudgeSettings j;
   j.world_size = s.world;
+  if (s.nnodes > 1) {
+    // A rank's clock is its node's; the other nodes' records come in
+    // batches, so a collective waits longer for its last records.
+    for (int r = 0; r < s.world; ++r) j.domain_of.push_back(r / std::max(s.nproc, 1));
+    j.max_pending = std::clamp(262144 / std::max(s.world, 1), 64, 1024);
+  }
   return j;
 }
 
@@ -74,8 +81,16 @@ Watch::~Watch() {
 
 std::string Watch::label(int rank) const {
   const int local = rank - s_.rank_base;
-  if (local < 0 || local >= s_.nproc) return "";
-  return "[" + s_.host + "-" + std::to_string(local) + "]";
+  if (local >= 0 && local < s_.nproc) return "[" + s_.host + "-" + std::to_string(local) + "]";
+  if (s_.nnodes < 2 || rank < 0 || rank >= s_.world) return "";
+  const auto host = hosts_.find(rank / s_.nproc);
+  if (host == hosts_.end()) return "";
+  return "[" + host->second + "-" + std::to_string(rank % s_.nproc) + "]";
+}
+
+void Watch::say_events(const std::vector<Event>& events, std::vector<std::string>& lines) const {
+  for (const auto& ev : events)
+    lines.push_back(event_line(ev, JudgeSettings{}.window, [this](int r) { return label(r); }));
 }
 
 void Watch::take(const char* data, std::size_t size) {
@@ -90,12 +105,16 @@ void Watch::take(const char* data, std::size_t size) {
     }
     heard_.invalid += d->invalid;
     heard_.dropped = std::max(heard_.dropped, d->dropped);
-    for (const auto& g : d->groups) judge_.declare_group(g);
+    const bool sharing = s_.nnodes > 1;
+    for (const auto& g : d->groups) {
+      judge_.declare_group(g);
+      if (sharing) outbox_.declare(g);
+    }
     const int rank = s_.rank_base + d->local_rank;
     for (const auto& a : d->arrivals) {
       ++heard_.records;
-      for (const auto& ev : judge_.add(rank, a))
-        lines.push_back(event_line(ev, JudgeSettings{}.window, [this](int r) { return label(r); }));
+      if (sharing) outbox_.add(d->local_rank, a);
+      say_events(judge_.add(rank, a), lines);
     }
   }
   for (const auto& l : lines) say_line(l);
@@ -139,9 +158,56 @@ void Watch::write_prometheus() {
   (void)write_prometheus_file(s_.prometheus, prom.text());
 }
 
-Report Watch::finish() {
+std::string Watch::shared(bool final) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto text = outbox_.publish(s_.node, s_.host, final);
+  heard_.unshared = outbox_.lost();
+  return text;
+}
+
+bool Watch::take_shared(int node, const std::string& text) {
+  if (node < 0 || node >= s_.nnodes || node == s_.node) return false;
+  std::vector<std::string> lines;
+  bool final = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto share = parse_share(text, node, s_.nproc, s_.world);
+    if (!share) {
+      ++heard_.invalid;
+      return false;
+    }
+    heard_.invalid += share->invalid;
+    hosts_[node] = share->host;
+    for (const auto& g : share->groups) judge_.declare_group(g);
+    std::int64_t& taken = taken_[node];
+    for (const auto& b : share->batches) {
+      if (b.serial <= taken) continue;
+      if (b.serial > taken + 1) heard_.missed += b.serial - taken - 1;
+      taken = b.serial;
+      for (const auto& r : b.records) {
+        ++heard_.records;
+        say_events(judge_.add(node * s_.nproc + r.local, r.arrival), lines);
+      }
+    }
+    // Batches that left the value before this launcher read them.
+    if (share->batches.empty() && share->serial > taken) {
+      heard_.missed += share->serial - taken;
+      taken = share->serial;
+    }
+    final = share->final && share->serial == taken;
+  }
+  for (const auto& l : lines) say_line(l);
+  if (!lines.empty()) write_prometheus();
+  return final;
+}
+
+void Watch::stop() {
   stop_ = true;
   if (thread_.joinable()) thread_.join();
+}
+
+Report Watch::finish() {
+  stop();
   write_prometheus();
   Report r;
   std::lock_guard<std::mutex> lock(mu_);

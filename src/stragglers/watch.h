@@ -9,9 +9,15 @@
 // a name in the abstract namespace with 64 random bits. What arrives is
 // parsed without trust (record.h); the thread never blocks the launcher and
 // a full socket costs the ranks records, never time.
+//
+// In a job of several nodes each global rank's clock domain is its node
+// (judge.h), the node's records wait in an outbox (share.h) that exchange.h
+// publishes for the other launchers, and theirs come in through
+// take_shared(): every launcher judges every rank of the job.
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -19,6 +25,7 @@
 
 #include "stragglers/judge.h"
 #include "stragglers/render.h"
+#include "stragglers/share.h"
 #include "store/socket.h"
 
 namespace gpudiag::stragglers {
@@ -30,6 +37,8 @@ struct WatchSettings {
   int world = 1;           ///< ranks in the job
   std::string host;        ///< this node's name, in labels
   std::string prometheus;  ///< textfile to keep current ("" none)
+  int node = 0;            ///< this node's rank in the job
+  int nnodes = 1;          ///< nodes in the job, each of `nproc` ranks
 };
 
 struct Report {
@@ -54,8 +63,16 @@ class Watch {
 
   /// The ranks' GPUDIAG_STRAGGLERS: a path, or "@name" for an abstract name.
   const std::string& address() const { return address_; }
-  /// Stops the thread after it read everything sent so far; the summary.
+  /// Stops the thread after it read everything sent so far (once).
+  void stop();
+  /// stop(), then the summary.
   Report finish();
+
+  /// Several nodes: this node's value for the store (share.h), a new batch.
+  std::string shared(bool final);
+  /// Several nodes: another node's value, read from the store; its batches
+  /// not taken yet go to the judge. Returns whether the node said it ended.
+  bool take_shared(int node, const std::string& text);
 
  private:
   void run();
@@ -63,6 +80,7 @@ class Watch {
   void drain();
   void write_prometheus();
   std::string label(int rank) const;
+  void say_events(const std::vector<Event>& events, std::vector<std::string>& lines) const;
 
   WatchSettings s_;
   std::string address_;
@@ -71,6 +89,9 @@ class Watch {
   std::mutex mu_;  ///< the judge and the counts, read by finish()
   Judge judge_;
   Heard heard_;
+  Outbox outbox_;                          ///< several nodes: what the others get
+  std::map<int, std::string> hosts_;       ///< other nodes' hosts, as they said
+  std::map<int, std::int64_t> taken_;      ///< other nodes' last batch taken
   std::thread thread_;
 };
 
