@@ -5,6 +5,7 @@
 // large-message timing, and bench's sweep.
 #include "checks/check_run.h"
 #include "hw/evidence.h"
+#include "hw/node_verdict.h"
 #include "world/nvlink_topology.h"
 
 namespace gpudiag::check_run {
@@ -13,17 +14,19 @@ void CheckRun::device() {
   // A node whose kernel log shows it unfit (an Xid 79, an uncorrected memory
   // error, ...) fails here, whatever the backend and whether or not the GPU
   // at that address is still visible; a workload Xid never does (hw/evidence.h).
-  // Its sysfs and NVML counters are read now and compared at the end (hardware()).
+  // Its sysfs and NVML counters are read now and compared at the end
+  // (hardware()), by one rank of the node; the others take its verdict.
   hw_sources_ = hw::hw_sources_from_env(setup_.env);
   hw_since_ = hw::usec_since_boot();
-  hw_start_ = hw::collect_hw_evidence(hw_sources_);
-  const auto& hw = hw_start_;
-  me().hw_findings = hw::finding_counts(hw);
-  for (const auto& why : hw.unreadable) spdlog::debug("rank {}: {}", me().rank, why);
-  if (const auto why = hw::unfit_reason(hw, hw_since_); !why.empty()) {
-    me().hardware = why;
-    throw Error(ExitCode::broken, why);
-  }
+  const auto node = hw::read_node_verdict(
+      plane_, hw::node_read_key("check-start", me().host, hw_sources_), NodeReader::first,
+      [&] {
+        hw_start_ = hw::collect_hw_evidence(hw_sources_);
+        return hw::node_verdict(hw_start_, hw_since_);
+      },
+      Deadline::after_seconds(opt_.timeout_s));
+  hw_reader_ = node.here;
+  judge_hardware(node.verdict);
   if (me().backend == "nccl") {
     // Both missing pieces in one line: a user fixes them in one go.
     if (!me().backend_why.empty()) throw Error(ExitCode::broken, me().backend_why);
@@ -87,11 +90,22 @@ void CheckRun::settle_compute() {
 }
 
 void CheckRun::hardware() {
-  const auto hw = hw::collect_hw_changes(hw_sources_, hw_start_);
-  me().hw_findings = hw::finding_counts(hw);
-  if (const auto why = hw::unfit_reason(hw, hw_since_); !why.empty()) {
-    me().hardware = why;
-    throw Error(ExitCode::broken, why);
+  // The rank that read the node at the start reads it again; a rank that
+  // must read it itself here (its reader gone) compares no counters.
+  const auto node = hw::read_node_verdict(
+      plane_, hw::node_read_key("check-end", me().host, hw_sources_),
+      hw_reader_ ? NodeReader::me : NodeReader::other,
+      [&] { return hw::node_verdict(hw::collect_hw_changes(hw_sources_, hw_start_), hw_since_); },
+      Deadline::after_seconds(opt_.timeout_s));
+  judge_hardware(node.verdict);
+}
+
+void CheckRun::judge_hardware(const hw::NodeVerdict& v) {
+  me().hw_findings = v.counts;
+  for (const auto& why : v.unreadable) spdlog::debug("rank {}: {}", me().rank, why);
+  if (!v.unfit.empty()) {
+    me().hardware = v.unfit;
+    throw Error(ExitCode::broken, v.unfit);
   }
 }
 

@@ -28,6 +28,7 @@
 #include "gpu/cuda.h"
 #include "gpu/cuda_ops.h"
 #include "hw/evidence.h"
+#include "hw/node_verdict.h"
 #include "util/error.h"
 #include "util/strings.h"
 #include "world/fingerprint.h"
@@ -127,6 +128,10 @@ class CheckRun {
   /// fail the rank with the evidence and its action (hw/evidence.h).
   void hardware();
 
+  /// This rank's part of the node's verdict: its counts, and `is broken`
+  /// when the node is unfit.
+  void judge_hardware(const hw::NodeVerdict& v);
+
   /// Publishes this rank's record and decides whether it can go on. Rank 0
   /// (the plane's judge) reviews the whole table; the others read its review
   /// and the few records they need (see plane.h), or, when rank 0 is missing,
@@ -203,6 +208,7 @@ class CheckRun {
   hw::HwSources hw_sources_;     ///< where device() and hardware() read
   hw::HwEvidence hw_start_;      ///< sysfs and NVML as device() read them
   std::uint64_t hw_since_ = 0;   ///< the check's start in the kernel log's clock
+  bool hw_reader_ = true;        ///< this rank read the node at the start (hw_start_ is its)
   bool oversubscribed_ = false;  ///< from the exchange's review
   /// The GPU's stream and the barrier's scratch float, shared by the
   /// workspace and the communicator (each keeps it alive).

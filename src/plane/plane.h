@@ -149,6 +149,19 @@ struct Gathered {
 /// must stay small (it is capped at 64 KiB): name a few ranks, count the rest.
 using Review = std::function<std::string(const Gathered&)>;
 
+/// The most text Plane::read_on_node takes from another rank.
+inline constexpr std::size_t kMaxNodeReadText = 16 * 1024;
+
+/// Who reads at Plane::read_on_node: the first of the node's ranks to ask,
+/// this rank (and it leaves the text for the others), or the rank that did.
+enum class NodeReader { first, me, other };
+
+/// What Plane::read_on_node returns: the text, and whether this rank read it.
+struct NodeRead {
+  std::string text;
+  bool here = true;
+};
+
 class Plane {
  public:
   virtual ~Plane() = default;
@@ -189,6 +202,17 @@ class Plane {
   /// connection may be a peer that quit because the store stopped: this names
   /// the store instead. Only the store plane can stop on its own.
   virtual std::optional<std::string> lost_plane() { return std::nullopt; }
+  /// One read shared by the ranks that would read the same thing (one node's
+  /// kernel log and sysfs): under `key` (the same on each of them), the rank
+  /// that `who` names runs `read` and leaves its text in the plane; the others
+  /// take that text, waiting for it until `deadline` (bounded to
+  /// kMaxNodeReadText). Where the text cannot come (a plane that does not
+  /// share, the reader's death, the deadline, the store lost), this rank runs
+  /// `read` itself: the result is the same, only read more than once.
+  virtual NodeRead read_on_node(const std::string& /*key*/, NodeReader /*who*/,
+                                const std::function<std::string()>& read, Deadline /*deadline*/) {
+    return {read(), true};
+  }
   /// Judged by a tree of node leaders (store_plane.h): the Review passed to
   /// gather_all is not run (the tree's judges review), every rank reads rank
   /// 0's record from the digest, and rank 0 gets `judge_share`.

@@ -135,6 +135,58 @@ bool StorePlane::only_the_dead_are_missing(const std::vector<std::string>& neede
   return std::all_of(marked.begin(), marked.end(), [](const auto& v) { return v.has_value(); });
 }
 
+/// One read for the ranks that ask under `key` (plane.h): a claim counter
+/// picks the first, whose text every other rank waits for; the reader's
+/// death, a lost store or the deadline make a waiter read for itself. A
+/// reader whose read throws leaves an empty text, which sends the waiters to
+/// their own read at once (and to their own error, the one it would give).
+NodeRead StorePlane::read_on_node(const std::string& key, NodeReader who,
+                                  const std::function<std::string()>& read, Deadline deadline) {
+  const std::string k = "node/" + key;
+  bool reader = who == NodeReader::me;
+  try {
+    if (who == NodeReader::first)
+      reader = answered([&](Deadline d) { return store_->add(k + "/claim", 1, d); }) == 1;
+  } catch (const Error& e) {
+    note_lost(e);
+    return {read(), true};
+  }
+  if (reader) {
+    std::string text;
+    try {
+      text = read();
+    } catch (...) {
+      try {
+        answered([&](Deadline d) { set(k, "", d); });
+      } catch (const Error&) {
+      }
+      throw;
+    }
+    try {
+      answered([&](Deadline d) { set(k, text, d); });
+    } catch (const Error& e) {
+      note_lost(e);
+    }
+    return {text, true};
+  }
+  try {
+    while (!store_->wait({k}, deadline.min(Deadline::after(kSlice)))) {
+      poll_failures();
+      // A check stops at a failure (its reader may be the one that failed);
+      // a sweep goes on past them, and waits for its reader.
+      if (deadline.expired() || death_ || lost_ || (failure_ && !patient_)) return {read(), true};
+    }
+    auto v = answered([&](Deadline d) { return store_->try_get(k, d); });
+    if (v && !v->empty() && v->size() <= kMaxNodeReadText) {
+      bytes_ += v->size();
+      return {std::move(*v), false};
+    }
+  } catch (const Error& e) {
+    note_lost(e);
+  }
+  return {read(), true};
+}
+
 /// A store error that is not a timeout means the store is gone for good.
 void StorePlane::note_lost(const Error& e) {
   if (e.code() != ExitCode::timeout && !lost_)

@@ -24,6 +24,9 @@
 //   cp/<n>/wait   how long the checkpoint waits for stragglers, in ms (tree only)
 //   need/<n>/<r>  records rank r reads from other nodes, "5,17", or "*" for
 //                 every record (the report's table on rank 0; tree only)
+//   node/<k>      one read shared by a node's ranks (Plane::read_on_node): the
+//                 text its reader left; node/<k>/claim, the counter that
+//                 picked the first rank to ask as its reader
 //   server        set by gpudiag's server itself: who serves it, "rank 0 [node1]"
 //   duplicates    set by gpudiag's server itself: ranks claimed by a second
 //                 connection, which may not write them (key_owners.h)

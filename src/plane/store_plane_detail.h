@@ -89,6 +89,8 @@ class StorePlane : public Plane {
   void set_patient(bool patient) override { patient_ = patient; }
   bool judged_by_tree() const override { return me_.tree; }
   std::optional<std::string> lost_plane() override;
+  NodeRead read_on_node(const std::string& key, NodeReader who,
+                        const std::function<std::string()>& read, Deadline deadline) override;
 
   void publish(const std::string& name, const std::string& mine, const std::vector<int>& need,
                Deadline deadline);

@@ -76,16 +76,16 @@ class StoppedAtHardware(unittest.TestCase):
     """`launch --nproc-per-node 2 -- check --backend host`, its ranks stopped
     at the hardware phase while `change()` runs."""
 
-    def check(self, change, env_extra=None, prefix=()):
+    def check(self, change, env_extra=None, prefix=(), nproc=2):
         env = clean_env()
         env["GPUDIAG_TEST_RAISE"] = "SIGSTOP@hardware"
         env.update(env_extra or {})
-        cmd = [*prefix, BIN, "launch", "--nproc-per-node", "2", "--", "check", "--backend", "host"]
+        cmd = [*prefix, BIN, "launch", "--nproc-per-node", str(nproc), "--", "check", "--backend", "host"]
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                              start_new_session=True)
         ranks = []
         try:
-            ranks = rank_pids(p.pid, 2)
+            ranks = rank_pids(p.pid, nproc)
             for pid in ranks:
                 wait_stopped(pid)
             change()
@@ -100,15 +100,16 @@ class StoppedAtHardware(unittest.TestCase):
                 p.communicate()
         return p.returncode, strip_prefix(out), err
 
-    def assert_node_broken(self, rc, out, err, line):
+    def assert_node_broken(self, rc, out, err, line, nproc=2):
         self.assertEqual(rc, 1, out + err)
         broken = [l for l in out.splitlines() if " is broken: " in l]
-        self.assertEqual(len(broken), 2, out)
+        self.assertEqual(len(broken), nproc, out)
         for l in broken:
-            self.assertRegex(l, r"^\[[^\]]+-[01]\] is broken: " + line + "$")
+            self.assertRegex(l, r"^\[[^\]]+-\d\] is broken: " + line + "$")
         summary = [l for l in out.splitlines() if l.startswith("summary: ")]
         self.assertEqual(len(summary), 1, out)
-        self.assertRegex(summary[0], r"; ranks 0,1 broken in hardware \(node [^:]+: " + line + r"\)$")
+        ranks = "0,1" if nproc == 2 else f"0-{nproc - 1}"
+        self.assertRegex(summary[0], rf"; ranks {ranks} broken in hardware \(node [^:]+: " + line + r"\)$")
 
 
 class DuringTheCheck(StoppedAtHardware):
@@ -160,6 +161,27 @@ class DuringTheCheck(StoppedAtHardware):
         rc, out, err = self.check(change, prefix=("unshare", "-m", "sh", "-c",
                                                   'mount --bind "$0" /dev/kmsg && exec "$@"', path))
         self.assert_node_broken(rc, out, err, r"network link down on ens1f0np0 at \d\d:\d\d:\d\d: check the cable")
+
+
+class ReadOncePerNode(StoppedAtHardware):
+    """A node's ranks read its kernel log and sysfs once, at each end of the
+    check: one rank reads and the others take its verdict through the store,
+    and every rank still says the node is broken."""
+
+    def test_three_ranks_read_the_node_once_at_each_end(self):
+        root = sysfs_tree()
+        self.addCleanup(shutil.rmtree, root)
+        rc, out, err = self.check(lambda: write(f"{root}/sys/class/net/eth0/carrier_changes", "9"),
+                                  {"GPUDIAG_TEST_SYSFS_ROOT": root, "GPUDIAG_LOG_LEVEL": "debug"}, nproc=3)
+        self.assert_node_broken(rc, out, err, re.escape("network link flapped on eth0: check the cable"), nproc=3)
+        for end in ("check-start", "check-end"):
+            read = re.findall(rf"rank (\d) read the node's hardware evidence \(hw/{end}/", err)
+            took = re.findall(rf"rank (\d) took the node's hardware evidence \(hw/{end}/", err)
+            self.assertEqual(len(read), 1, err)
+            self.assertEqual(sorted(read + took), ["0", "1", "2"], err)
+        # The end is read by the rank that read the start (its counters are the ones compared).
+        self.assertEqual(re.findall(r"rank (\d) read the node's hardware evidence \(hw/check-start/", err),
+                         re.findall(r"rank (\d) read the node's hardware evidence \(hw/check-end/", err), err)
 
 
 class OneNodesHardwareStopsTheOthers(unittest.TestCase):
