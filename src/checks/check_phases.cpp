@@ -67,6 +67,9 @@ void CheckRun::compute() {
   o.model = o.gpu ? me().gpu_name : cpu_model();
   o.deadline = Deadline::after_seconds(watchdog_limit_s("compute"));
   me().compute = run_compute(o);
+  // As the GEMMs end, while their heat and power still hold the clocks: what
+  // a SLOW verdict quotes (world/nvml_clocks.h).
+  if (o.gpu) me().compute.clocks = read_gpu_clocks(load_nvml(), me().gpu_bus_id);
   if (me().compute.judged == "unstable") spdlog::warn("rank {}: {}", me().rank, me().compute.finding);
 }
 

@@ -31,6 +31,13 @@ RankRecord cleaned(RankRecord r) {
   for (std::string* f : {&r.compute.model, &r.compute.device, &r.compute.judged, &r.compute.finding})
     if (!is_clean_text(*f)) *f = escape_text(*f);
   if (r.compute.parts.size() > 8) r.compute.parts.resize(8);
+  // A peer's clocks (NVML's figures): in range, or unknown.
+  auto& clk = r.compute.clocks;
+  for (int* mhz : {&clk.sm_mhz, &clk.sm_max_mhz})
+    if (*mhz < -1 || *mhz > 100000) *mhz = -1;
+  if (clk.events < -1) clk.events = -1;
+  if (clk.why.size() > 300) clk.why = clk.why.substr(0, 300) + "...";
+  if (!is_clean_text(clk.why)) clk.why = escape_text(clk.why);
   for (auto& p : r.compute.parts)
     for (std::string* f : {&p.name, &p.checksum})
       if (!is_clean_text(*f)) *f = escape_text(*f);

@@ -199,9 +199,16 @@ std::vector<std::pair<int, std::string>> slow_ranks(const std::vector<ComputeRan
                                  std::to_string(static_cast<int>(100 * r.compute->tflops / m)) +
                                  "% of the median of the " + std::to_string(v.size()) + " " +
                                  (r.compute->device == "gpu" ? "GPUs" : "ranks") + " of its model, " +
-                                 r.compute->model + " (" + rate(m) + ")");
+                                 r.compute->model + " (" + rate(m) + ")" +
+                                 (r.compute->device == "gpu" ? "; " + clocks_text(r.compute->clocks) : ""));
   }
   return out;
+}
+
+std::string compute_slow_warning(const std::string& slow_text) {
+  return "compute SLOW: " + slow_text +
+         "; a GPU held below its clocks (power, heat) slows the whole job: see nvidia-smi -q -d "
+         "PERFORMANCE,CLOCK";
 }
 
 std::string compute_summary(const std::vector<ComputeRank>& ranks, bool rates_judged,

@@ -65,9 +65,15 @@ struct ComputeRank {
 
 /// The ranks below kComputeSlowFraction of their model's median TFLOP/s
 /// (models with 2 ranks or more), as "rank 3 [n-3]: 212.0 TFLOP/s, 55% of the
-/// median of the 8 NVIDIA H200 GPUs (385.1)"; ranks that differ or are
+/// median of the 8 GPUs of its model, NVIDIA H200 (385.1 TFLOP/s); SM clock
+/// 1005/1980 MHz, throttled: HW slowdown" (a GPU's clocks as NVML gave them,
+/// world/nvml_clocks.h, or "clocks unknown (why)"); ranks that differ or are
 /// unstable are left out of the medians.
 std::vector<std::pair<int, std::string>> slow_ranks(const std::vector<ComputeRank>& ranks);
+
+/// The warning for one of slow_ranks' texts: "compute SLOW: <text>; a GPU held
+/// below its clocks (power, heat) slows the whole job: see nvidia-smi ...".
+std::string compute_slow_warning(const std::string& slow_text);
 
 /// Rank 0's line: "compute: bf16, fp16 and fp32 GEMM checksums identical on 4
 /// ranks (NVIDIA H200, median 412.3 TFLOP/s), 1.5 s" (and the ranks that

@@ -148,6 +148,26 @@ TEST(ComputeJudge, HealthySkewedRatesMakeNoFindingASlowGpuDoes) {
   EXPECT_TRUE(slow_ranks(ranks()).empty());
 }
 
+TEST(ComputeJudge, ASlowGpuSaysItsClocksOrThatTheyAreUnknown) {
+  std::vector<ComputeRecord> rs(4, rec("NVIDIA H200", "a", 400));
+  rs[1].tflops = 100;
+  rs[1].clocks = {1005, 1980, 0x8 | 0x40, ""};
+  std::vector<ComputeRank> ranks;
+  for (int i = 0; i < 4; ++i) ranks.push_back({i, "rank " + std::to_string(i), &rs[i]});
+  auto slow = slow_ranks(ranks);
+  ASSERT_EQ(slow.size(), 1u);
+  EXPECT_NE(slow[0].second.find("(400.0 TFLOP/s); SM clock 1005/1980 MHz, throttled: HW slowdown, HW thermal slowdown"),
+            std::string::npos)
+      << slow[0].second;
+  rs[1].clocks = {};
+  rs[1].clocks.why = "NVML not loaded: libnvidia-ml.so.1: cannot open shared object file";
+  slow = slow_ranks(ranks);
+  ASSERT_EQ(slow.size(), 1u);
+  EXPECT_NE(slow[0].second.find("; clocks unknown (NVML not loaded: libnvidia-ml.so.1"), std::string::npos)
+      << slow[0].second;
+  EXPECT_EQ(compute_slow_warning("x").rfind("compute SLOW: x; ", 0), 0u);
+}
+
 TEST(ComputeJudge, TheSummaryLine) {
   std::vector<ComputeRecord> rs(4, rec("CPU Test", "a", 0.01, "host"));
   for (auto& r : rs) r.parts.insert(r.parts.begin() + 1, ComputePart{"fp16 GEMM", "x", 1, 1, 2});

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "world/nvml_clocks.h"
+
 namespace gpudiag {
 
 /// One precision's GEMM: its checksum (16 hex digits) and how fast it ran.
@@ -32,6 +34,9 @@ struct ComputeRecord {
   /// (not run, or not compared).
   std::string judged;
   std::string finding;  ///< "differs"/"unstable": the line that says what differs
+  /// On a GPU: its SM clock and throttle reasons as the GEMMs ended (NVML),
+  /// which a SLOW verdict quotes; unknown on the host backend.
+  GpuClocks clocks;
 
   bool ran() const { return !parts.empty(); }
   /// A verdict on this rank alone (it goes on through the collectives).
@@ -39,7 +44,8 @@ struct ComputeRecord {
 };
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ComputePart, name, checksum, flops, seconds, repeats)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GpuClocks, sm_mhz, sm_max_mhz, events, why)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ComputeRecord, model, device, parts, tflops, seconds,
-                                                judged, finding)
+                                                judged, finding, clocks)
 
 }  // namespace gpudiag

@@ -28,9 +28,7 @@ ComputeReport compute_report(const CheckResult& result) {
 std::string ComputeReport::text() const {
   std::string s = line;
   for (const auto& [rank, why] : slow)
-    s += "warning: compute SLOW: " + why +
-         "; a GPU held below its clocks (power, heat) slows the whole job: see nvidia-smi -q -d "
-         "PERFORMANCE,CLOCK\n";
+    s += "warning: " + compute_slow_warning(why) + "\n";
   return s;
 }
 
