@@ -201,6 +201,14 @@ Runner setup_sweep(CLI::App& app) {
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(std::uint64_t{4096}, std::uint64_t{1} << 40))
       ->default_str("256MiB on a GPU, 16MiB on the host backend");
+  sub->add_option("--compute-seconds", s.compute_seconds,
+                  "seconds of each rank's compute phase after its memory test (bf16, fp16, fp32 "
+                  "GEMMs whose checksums are compared between ranks of one GPU model)")
+      ->check(Seconds(0, 86400.0))
+      ->default_str("1.5 on a GPU, 0.1 on the host backend");
+  sub->add_flag("--no-compute", [o](std::int64_t) { o->sweep.compute = false; },
+                "skip the compute phase")
+      ->excludes("--compute-seconds");
   add_nccl_lib_option(sub, s.nccl_lib);
   sub->add_option("--exclude-file", o->exclude_file,
                   "rank 0 writes the nodes to exclude, as a hostlist for sbatch --exclude");

@@ -112,6 +112,7 @@ std::string sweep_text(const SweepOutcome& o) {
     if (!v.reason.empty()) out += "    " + v.reason + "\n";
     if (const std::string note = below_note(o, v); !note.empty()) out += "    OK: " + note + "\n";
   }
+  if (!o.compute_line.empty()) out += clean_text(o.compute_line) + "\n";
   for (const auto& w : o.warnings) out += "warning: " + clean_text(w) + "\n";
   if (o.rounds.empty() && !o.verdicts.empty()) {
     // Said, not left to the table's "no test ran": a pool that is one node
@@ -170,7 +171,11 @@ nlohmann::json sweep_json(const SweepOutcome& o) {
           {"gpu", o.gpu_name},        {"nccl", o.nccl_version},  {"nodes", nodes},
           {"rounds", rounds},         {"tests", pairs},          {"exclude", bad},
           {"exclude_hostlist", slurm_hostlist(bad)},             {"warnings", o.warnings},
-          {"fingerprint", o.fingerprint}};
+          {"fingerprint", o.fingerprint},
+          {"compute", o.compute_line.empty() ? json(nullptr)
+                                             : json{{"line", o.compute_line},
+                                                    {"rates_judged", o.compute_rates_judged},
+                                                    {"slow", o.compute_slow}}}};
 }
 
 std::string sweep_prometheus(const SweepOutcome& o) {

@@ -22,6 +22,7 @@ SweepOutcome SweepRun::run() {
   tree_ = plane_.judged_by_tree();
   start_ = Deadline::Clock::now();
   device();
+  compute();
   exchange();
   while (out_.error.empty() && round_.kind != RoundKind::done) one_round();
   out_.seconds = seconds_since(start_);
@@ -147,6 +148,18 @@ void SweepRun::exchange() {
                                         : "its hardware: " + table[r]->hardware);
         skip.push_back(node);
       }
+    // A rank whose GEMMs differ from its model's majority fails its node;
+    // a slow rate is a warning only (compute_stage.h).
+    const ComputeStage compute = judge_compute_stage(table);
+    for (const auto& [r, why] : compute.failed)
+      if (layout.node_of[r] >= 0) {
+        planner_->node_failed(layout.node_of[r], why);
+        skip.push_back(layout.node_of[r]);
+      }
+    out_.compute_line = compute.line;
+    out_.compute_rates_judged = compute.rates_judged;
+    out_.compute_slow = static_cast<int>(compute.slow.size());
+    for (const auto& w : compute.slow) out_.warnings.push_back(w);
     // A node whose launcher says it has L ranks, of which fewer arrived.
     for (int node = 0; node < layout.nodes(); ++node) {
       int expect = -1;

@@ -1,5 +1,5 @@
 // gpudiag sweep, the part every rank runs: its device (as check's device
-// phase), the exchange (identity, fingerprint, the pair endpoint), then the
+// phase) and compute phase (compute_stage.h), the exchange (identity, fingerprint, the pair endpoint), then the
 // rounds the judge (rank 0) hands out, two checkpoints each:
 //
 //   sweep-K-peers  each rank reads its partner's record (endpoint, NCCL id);
@@ -32,6 +32,10 @@ struct SweepOptions {
   int device = -1;
   std::string nccl_lib;
   std::uint64_t mem_bytes = 0;   ///< the device phase's test; 0: 256 MiB GPU, 16 MiB host
+  /// The compute phase after it (sweep/compute_stage.h): its seconds, < 0
+  /// the backend's default (compute/run.h); --no-compute: off.
+  double compute_seconds = -1;
+  bool compute = true;
   std::vector<std::string> expected_hosts;  ///< hosts the pool should have (named if absent)
   /// The judge's: hosts left out of every round, and why (--exclude-history:
   /// history/tally.h hosts_at_fault); each is FAILED with its reason.
@@ -65,6 +69,9 @@ struct SweepOutcome {
   std::string backend;
   std::string gpu_name, nccl_version;
   nlohmann::json fingerprint;  ///< the exchange's comparison (comparison_json) or null
+  std::string compute_line;    ///< the compute phase's summary ("" not run)
+  bool compute_rates_judged = false;
+  int compute_slow = 0;        ///< SLOW warnings among `warnings`
   std::vector<std::string> warnings;
   std::uint64_t bytes = 0;
 };

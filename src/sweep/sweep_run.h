@@ -20,6 +20,7 @@
 #include "gpu/cuda.h"
 #include "hw/evidence.h"
 #include "report/status_line.h"
+#include "sweep/compute_stage.h"
 #include "sweep/pair_meter.h"
 #include "sweep/run.h"
 #include "sweep/tree_results.h"
@@ -67,6 +68,7 @@ class SweepRun {
     me_.local_rank = s.world.local_rank;
     me_.host = s.host;
     me_.pid = static_cast<int>(getpid());
+    me_.host_cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));  // rates judged where not crowded
     me_.launcher = launcher_id(s.world.launcher);
     gone_.assign(n_, false);
     hook_ = TestHook::from_env(s.env, me_.rank);
@@ -78,6 +80,9 @@ class SweepRun {
   bool judge() const { return me_.rank == 0; }
 
   void device();
+
+  /// The compute phase after the device's tests (compute_stage.cpp).
+  void compute();
 
   void exchange();
 
