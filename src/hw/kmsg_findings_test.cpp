@@ -80,14 +80,21 @@ TEST(HwFindings, TheXidTableLoadsWithEveryRowCited) {
     ASSERT_TRUE(t.count(xid)) << xid;
     EXPECT_EQ(t.at(xid).cls, FindingClass::workload) << xid;
   }
-  for (int xid : {48, 63, 64, 74, 79, 92, 95, 119, 120}) {
+  for (int xid : {46, 48, 61, 62, 64, 74, 79, 95, 109, 110, 119, 120, 136, 140, 143, 155, 156, 158}) {
     ASSERT_TRUE(t.count(xid)) << xid;
     EXPECT_EQ(t.at(xid).cls, FindingClass::node) << xid;
     EXPECT_TRUE(t.at(xid).sticky) << xid;
   }
+  // The catalogue's IGNORE and RESTART_APP rows leave the node fit.
+  for (int xid : {63, 92, 94, 121, 145, 150}) {
+    ASSERT_TRUE(t.count(xid)) << xid;
+    EXPECT_EQ(t.at(xid).cls, FindingClass::notice) << xid;
+  }
   EXPECT_EQ(t.at(79).action, Action::reboot);
   EXPECT_EQ(t.at(48).action, Action::reset_gpu);
   EXPECT_EQ(t.at(94).action, Action::restart_app);
+  EXPECT_EQ(t.at(13).action, Action::restart_app);
+  EXPECT_TRUE(t.at(154).from_message);
   EXPECT_THROW(parse_xid_table(R"({"sources": {}, "xids": [{"xid": 1, "name": "x", "class": "node",
                "action": "reboot", "source": "nowhere"}]})"), std::runtime_error);
 }

@@ -133,7 +133,9 @@ class KernelLogOverDevKmsg(unittest.TestCase):
             host = host or re.search(r'gpudiag_hw_node_unfit\{host="([^"]+)"\} 1$', text, re.M).group(1)
             self.assertIn(f'gpudiag_hw_node_unfit{{host="{host}"}} 1\n', text, name)
             self.assertIn(f'gpudiag_hw_findings{{host="{host}",class="node",action="reboot"}} 1\n', text, name)
-            self.assertIn(f'gpudiag_hw_findings{{host="{host}",class="workload",action="none"}} 4\n', text, name)
+            # NVIDIA's catalogue: Xid 13 and 31 RESTART_APP, 43 IGNORE, 45 WORKFLOW_XID_45
+            self.assertIn(f'gpudiag_hw_findings{{host="{host}",class="workload",action="restart_app"}} 2\n', text, name)
+            self.assertIn(f'gpudiag_hw_findings{{host="{host}",class="workload",action="none"}} 2\n', text, name)
 
     def test_workload_xids_and_an_old_link_flap_fail_nothing(self):
         path = kmsg_file(INFORMATIONAL + WORKLOAD)
