@@ -62,6 +62,8 @@ std::string encode(const RankRecord& r) {
   // A rank that ran no compute phase (bench, --no-compute, a failure before
   // it) sends no compute object: every record stays as small as it was.
   if (!r.compute.ran() && r.compute.judged.empty()) j.erase("compute");
+  // Clocks are a GPU's (NVML): the host backend's records go without them.
+  else if (r.compute.device != "gpu") j["compute"].erase("clocks");
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

@@ -35,6 +35,7 @@ std::string ComputeReport::text() const {
 nlohmann::json compute_json(const RankRecord& rec, const ComputeReport& report) {
   const auto& c = rec.compute;
   nlohmann::json j = c;
+  if (c.device != "gpu") j.erase("clocks");  // NVML's, on a GPU only
   std::vector<std::string> sums;
   for (const auto& p : c.parts) sums.push_back(p.checksum);
   j["checksum"] = join(sums, "/");

@@ -86,5 +86,27 @@ TEST(ComputeReport, EachRanksObject) {
   EXPECT_NE(rep.line.find("identical on 1 of 2 ranks"), std::string::npos) << rep.line;
 }
 
+TEST(ComputeReport, AGpusClocksTravelAndTheHostsAreLeftOut) {
+  auto res = gpus({400, 400, 400});
+  res.table[0]->compute.clocks = {1005, 1980, 0x8, ""};
+  // Through a record's wire, as rank 0 reads a peer's.
+  const auto back = decode(encode(*res.table[0])).compute.clocks;
+  EXPECT_EQ(back.sm_mhz, 1005);
+  EXPECT_EQ(back.sm_max_mhz, 1980);
+  EXPECT_EQ(back.events, 0x8);
+  const auto rep = compute_report(res);
+  EXPECT_EQ(compute_json(*res.table[0], rep)["clocks"]["sm_mhz"], 1005);
+  // A peer's figures out of range are unknown, never quoted.
+  auto wild = nlohmann::json::parse(encode(*res.table[1]));
+  wild["compute"]["clocks"] = {{"sm_mhz", 1 << 30}, {"sm_max_mhz", -7}, {"events", -9}, {"why", "x"}};
+  const auto tamed = decode(wild.dump()).compute.clocks;
+  EXPECT_EQ(tamed.sm_mhz, -1);
+  EXPECT_EQ(tamed.sm_max_mhz, -1);
+  EXPECT_EQ(tamed.events, -1);
+  auto host = gpus({0.01, 0.01}, "host");
+  EXPECT_EQ(encode(*host.table[0]).find("clocks"), std::string::npos);
+  EXPECT_FALSE(compute_json(*host.table[0], compute_report(host)).contains("clocks"));
+}
+
 }  // namespace
 }  // namespace gpudiag::compute_report_test

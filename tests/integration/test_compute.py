@@ -62,6 +62,7 @@ class Compute(unittest.TestCase):
             self.assertEqual((c["checksum"], c["agrees"], c["verdict"]), (KNOWN, True, "ok"), r["rank"])
             self.assertGreater(c["tflops"], 0)
             self.assertFalse(c["rate_judged"])
+            self.assertNotIn("clocks", c)  # NVML's, on a GPU only
             self.assertIn("compute", r["seconds"])
 
     def test_a_flipped_bit_names_that_rank_alone(self):
