@@ -91,6 +91,7 @@ class RecordingObserver : public launch::LaunchObserver {
   std::optional<std::string> final_stop_reason() override {
     return inner_ ? inner_->final_stop_reason() : std::nullopt;
   }
+  Store* shared_store() override { return inner_ ? inner_->shared_store() : nullptr; }
   void on_attempt_end(const launch::AttemptEnd& end) override {
     if (inner_) inner_->on_attempt_end(end);
     recorder_.on_attempt_end(end);

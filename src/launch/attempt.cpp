@@ -42,6 +42,7 @@
 #include "launch/rounds.h"
 #include "launch/signal_pipe.h"
 #include "launch/supervisor.h"
+#include "stragglers/exchange.h"
 #include "stragglers/rank_hook.h"
 #include "stragglers/watch.h"
 #include "util/error.h"
@@ -150,6 +151,7 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
   if (restart == 0) logs = plan_logs(options, job);
   const auto attempt_dir = logs.base + "/attempt_" + std::to_string(restart);
   std::unique_ptr<stragglers::Watch> straggler_watch;  // --stragglers (src/stragglers/)
+  std::unique_ptr<stragglers::Exchange> straggler_exchange;  // its other nodes' arrivals
   if (options.torch_children) {
     job.torch_children = true;
     job.agent_store = uses_agent_store(options);
@@ -171,7 +173,12 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
         stragglers::write_rank_hook(hook);
         straggler_watch = std::make_unique<stragglers::Watch>(
             stragglers::WatchSettings{hook, job.nproc_per_node, job.rank_of(0), job.world_size(),
-                                      short_hostname(), options.prometheus});
+                                      short_hostname(), options.prometheus, job.node_rank,
+                                      job.nnodes});
+        if (Store* store = job.nnodes > 1 ? watcher.shared_store() : nullptr)
+          straggler_exchange = std::make_unique<stragglers::Exchange>(
+              *store, *straggler_watch,
+              stragglers::ExchangeSettings{job.restart_count, job.node_rank, job.nnodes});
       }
       const std::string path = env.get_or("PYTHONPATH", "");
       job.extra_env.emplace_back("PYTHONPATH", path.empty() ? hook : hook + ":" + path);
@@ -279,6 +286,7 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
   Attempt out;
   out.status = supervisor.run();
   if (options.stragglers) {  // the end summary's verdicts, and --json's
+    if (straggler_exchange) straggler_exchange->finish();  // the other nodes' last records
     const auto report = straggler_watch ? straggler_watch->finish() : stragglers::unmeasured();
     for (std::size_t i = 0; i < report.lines.size(); ++i)
       i == 0 ? launcher_say(report.lines[i]) : stragglers::say_line(report.lines[i]);
