@@ -80,10 +80,15 @@ std::vector<Finding> unfit_findings(const HwEvidence& e, std::optional<std::uint
   return out;
 }
 
-std::string unfit_reason(const HwEvidence& e, std::optional<std::uint64_t> since_usec) {
+std::string unfit_reason(const HwEvidence& e, std::optional<std::uint64_t> since_usec,
+                         bool quote_counters) {
   const auto unfit = unfit_findings(e, since_usec);
   if (unfit.empty()) return "";
-  std::string line = finding_line(unfit.front(), e.boot_epoch_s);
+  Finding first = unfit.front();
+  // A counter's change (untimed, its message "carrier_changes 7 -> 9").
+  if (quote_counters && !first.timed && !first.message.empty())
+    (first.device.empty() ? first.what : first.device) += " (" + first.message + ")";
+  std::string line = finding_line(first, e.boot_epoch_s);
   if (unfit.size() > 1)
     line += " (+" + std::to_string(unfit.size() - 1) + " more hardware finding" +
             (unfit.size() == 2 ? "" : "s") + ": gpudiag info lists them)";

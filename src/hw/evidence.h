@@ -71,8 +71,11 @@ double boot_epoch_seconds();
 /// The node findings that make the node unfit (finding.h, makes_unfit).
 std::vector<Finding> unfit_findings(const HwEvidence& e, std::optional<std::uint64_t> since_usec);
 
-/// "" when fit; else the first unfit finding's line, and how many more.
-std::string unfit_reason(const HwEvidence& e, std::optional<std::uint64_t> since_usec);
+/// "" when fit; else the first unfit finding's line, and how many more. With
+/// `quote_counters`, a counter's change is quoted after its device
+/// ("network link flapped on eth0 (carrier_changes 7 -> 9): check the cable").
+std::string unfit_reason(const HwEvidence& e, std::optional<std::uint64_t> since_usec,
+                         bool quote_counters = false);
 
 /// The `hardware` object of `gpudiag info --json`.
 nlohmann::json hw_evidence_json(const HwEvidence& e);

@@ -26,10 +26,10 @@ SweepOutcome SweepRun::run() {
   exchange();
   while (out_.error.empty() && round_.kind != RoundKind::done) one_round();
   out_.seconds = seconds_since(start_);
-  // Every rank has read the last review before rank 0 (which may serve the
-  // store) goes on to print and exit.
-  if (out_.error.empty())
-    plane_.gather_all("sweep-end", "", Deadline::after_seconds(o_.timeout_s), live());
+  // What the hardware did during the rounds, at a last checkpoint that every
+  // rank reads the verdict of before rank 0 (which may serve the store) goes
+  // on to print and exit (hardware_stage.cpp).
+  if (out_.error.empty()) finish();
   return std::move(out_);
 }
 
@@ -48,12 +48,22 @@ void SweepRun::device() {
   try {
     // A node whose kernel log makes it unfit (an Xid 79, an uncorrected
     // memory error, ...) is FAILED with that evidence and its action, and
-    // excluded, as a check's ranks are broken by it (hw/evidence.h).
-    const auto hw = hw::collect_hw_evidence(hw::hw_sources_from_env(s_.env));
-    me_.hw_findings = hw::finding_counts(hw);
-    if (const auto why = hw::unfit_reason(hw, hw::usec_since_boot()); !why.empty()) {
-      me_.hardware = why;
-      throw Error(ExitCode::broken, why);
+    // excluded, as a check's ranks are broken by it (hw/evidence.h). One
+    // rank of the node reads; the others take its verdict (node_verdict.h).
+    hw_sources_ = hw::hw_sources_from_env(s_.env);
+    hw_since_ = hw::usec_since_boot();
+    const auto node = hw::read_node_verdict(
+        plane_, hw::node_read_key("sweep-start", me_.host, hw_sources_), NodeReader::first,
+        [&] {
+          hw_start_ = hw::collect_hw_evidence(hw_sources_);
+          return hw::node_verdict(hw_start_, hw_since_);
+        },
+        Deadline::after_seconds(o_.timeout_s));
+    hw_reader_ = node.here;
+    me_.hw_findings = node.verdict.counts;
+    if (!node.verdict.unfit.empty()) {
+      me_.hardware = node.verdict.unfit;
+      throw Error(ExitCode::broken, node.verdict.unfit);
     }
     if (me_.backend == "nccl") {
       if (!me_.backend_why.empty()) throw Error(ExitCode::broken, me_.backend_why);

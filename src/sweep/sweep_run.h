@@ -19,6 +19,7 @@
 #include "checks/watchdog.h"
 #include "gpu/cuda.h"
 #include "hw/evidence.h"
+#include "hw/node_verdict.h"
 #include "report/status_line.h"
 #include "sweep/compute_stage.h"
 #include "sweep/pair_meter.h"
@@ -144,6 +145,18 @@ class SweepRun {
   bool tree_ = false;    ///< judged by node leaders (see the top of this file)
   std::string plan_;     ///< (rank 0, tree) the plan it sends next
   int plans_ = 0;
+
+  /// The sweep's last checkpoint (hardware_stage.cpp): the node's hardware
+  /// read again by the rank that read it in device(), and each node whose
+  /// counters moved or whose kernel log shows a link that went down during
+  /// the rounds FAILED with it and excluded.
+  void finish();
+  /// (the judge) Fails the nodes of `g`'s records that carry a finding.
+  void fail_by_hardware(const Gathered& g);
+  hw::HwSources hw_sources_;
+  hw::HwEvidence hw_start_;     ///< what device() read, when this rank read it
+  std::uint64_t hw_since_ = 0;  ///< the sweep's start in the kernel log's clock
+  bool hw_reader_ = true;       ///< this rank read the node in device()
 };
 
 }  // namespace gpudiag::sweep::sweep_run
