@@ -7,6 +7,7 @@
 #include <ctime>
 
 #include "launch/summary.h"
+#include "util/text.h"
 
 namespace gpudiag::cli {
 
@@ -87,6 +88,21 @@ void JobRecorder::on_child_exit(const launch::ChildExit& exit) {
   ++end.times;
 }
 
+void JobRecorder::on_kernel_quote(const launch::KernelQuote& quote) {
+  if (inner_) inner_->on_kernel_quote(quote);
+  if (kernel_quotes_.size() >= kMaxKernelQuotes) return;
+  // The lines come from the kernel log: clean text only, or the writer throws.
+  nlohmann::json lines = nlohmann::json::array();
+  for (const auto& l : quote.lines) lines.push_back(clean_text(l));
+  kernel_quotes_.push_back(
+      {{"attempt", static_cast<int>(attempts_.size())},
+       {"at", quote.at},
+       {"rank", quote.rank >= 0 ? nlohmann::json(quote.rank) : nlohmann::json()},
+       {"host", clean_text(quote.host)},
+       {"lines", std::move(lines)},
+       {"error", quote.error.empty() ? nlohmann::json() : nlohmann::json(clean_text(quote.error))}});
+}
+
 nlohmann::json JobRecorder::document(const std::vector<std::string>& command,
                                      int exit_status) const {
   const double seconds =
@@ -143,6 +159,7 @@ nlohmann::json JobRecorder::document(const std::vector<std::string>& command,
           {"attempts", attempts_json(attempts_)},
           {"restarts_stopped",
            last && !last->line.empty() ? nlohmann::json(last->line) : nlohmann::json()}};
+  doc["kernel_log"] = kernel_quotes_;
   if (!stragglers_.is_null()) doc["stragglers"] = stragglers_;  // --stragglers only
   return doc;
 }

@@ -35,6 +35,7 @@ class JobRecorder : public launch::LaunchObserver {
   void on_child_exit(const launch::ChildExit& exit) override;
   void on_attempt_end(const launch::AttemptEnd& end) override { attempts_.push_back(end); }
   void on_stragglers(const nlohmann::json& report) override { stragglers_ = report; }
+  void on_kernel_quote(const launch::KernelQuote& quote) override;
 
   /// The job as the last attempt started it (its token: the ranks' GPUDIAG_TOKEN).
   const launch::JobInfo& job() const { return job_; }
@@ -58,6 +59,8 @@ class JobRecorder : public launch::LaunchObserver {
   std::map<int, End> ends_;  ///< by global rank
   std::vector<launch::AttemptEnd> attempts_;
   nlohmann::json stragglers_;  ///< the last attempt's (null: not asked)
+  nlohmann::json kernel_quotes_ = nlohmann::json::array();  ///< at most kMaxKernelQuotes
+  static constexpr std::size_t kMaxKernelQuotes = 16;
 };
 
 /// One attempt's observer when the launcher makes one per attempt (restarts):
@@ -97,6 +100,10 @@ class RecordingObserver : public launch::LaunchObserver {
     recorder_.on_attempt_end(end);
   }
   void on_stragglers(const nlohmann::json& report) override { recorder_.on_stragglers(report); }
+  void on_kernel_quote(const launch::KernelQuote& quote) override {
+    if (inner_) inner_->on_kernel_quote(quote);
+    recorder_.on_kernel_quote(quote);
+  }
 
  private:
   std::unique_ptr<launch::LaunchObserver> inner_;

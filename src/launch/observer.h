@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "launch/exit_status.h"
 #include "launch/job.h"
@@ -45,6 +46,16 @@ struct ChildExit {
   bool stopped_by_launcher = false;
 };
 
+/// What this node's kernel log said when a rank failed first or the job
+/// hung, as the launcher's report quotes it (hw/kernel_note.h).
+struct KernelQuote {
+  std::string at;                  ///< "failure" or "hang"
+  int rank = -1;                   ///< the rank that failed first; -1 for a hang
+  std::string host;                ///< this node
+  std::vector<std::string> lines;  ///< "node: Xid 79 (...) ...: reboot the node", "OOM killer: ..."
+  std::string error;               ///< why the log could not be read ("" when read)
+};
+
 class LaunchObserver {
  public:
   virtual ~LaunchObserver() = default;
@@ -64,6 +75,8 @@ class LaunchObserver {
   /// --stragglers: the attempt's verdicts, as launch's --json carries them
   /// (stragglers/render.h), once its ranks have ended.
   virtual void on_stragglers(const nlohmann::json& report) { (void)report; }
+  /// The node's kernel log near a first failure or a hang, as just quoted.
+  virtual void on_kernel_quote(const KernelQuote& quote) { (void)quote; }
 
   // Where the ranks of every node are (stacks.h), through a store the
   // launchers share: the first node's launcher asks, the others answer.

@@ -186,7 +186,7 @@ void Supervisor::on_exit(std::size_t index) {
   say(message);
   // What the node's kernel log says near it: a SIGKILL is the OOM killer's,
   // a GPU's that fell off the bus, or someone's; other ends only when it says something.
-  say_kernel_note(s.child.pid(), 60, !(s.status->signaled && s.status->value == SIGKILL));
+  say_kernel_note(s.rank, s.child.pid(), 60, !(s.status->signaled && s.status->value == SIGKILL));
   term_at_ = Deadline::after_seconds(policy_.grace_s);
   // The survivors' NCCL RAS, while they still live (at most --grace, or 1 s).
   if (!live.empty())
@@ -367,14 +367,15 @@ std::string Supervisor::summary_note(int status) const {
   return note;
 }
 
-void Supervisor::say_kernel_note(pid_t pid, double before_s, bool quiet_ok) {
+void Supervisor::say_kernel_note(int rank, pid_t pid, double before_s, bool quiet_ok) {
   hw::KernelNoteWindow w;
   w.at_usec = hw::usec_since_boot();
   w.job_start_usec = started_usec_;
   w.before_s = before_s;
   w.pid = pid;
-  if (const auto text = hw::kernel_note_text(hw::kernel_note(w), policy_.host, quiet_ok); !text.empty())
-    say(text);
+  const auto note = hw::kernel_note(w);
+  observer_.on_kernel_quote({rank < 0 ? "hang" : "failure", rank, policy_.host, note.lines, note.error});
+  if (const auto text = hw::kernel_note_text(note, policy_.host, quiet_ok); !text.empty()) say(text);
 }
 
 void Supervisor::say(const std::string& message) {

@@ -197,9 +197,10 @@ class Supervisor {
   /// reports quote no kernel line from before it (hw/kernel_note.h).
   std::uint64_t started_usec_ = 0;
   /// The node's kernel log near a failure now: a rank killed next to an Xid
-  /// or an OOM kill says which. `pid`: the rank that died (0 for a hang);
-  /// `quiet_ok`: say nothing when the log shows nothing.
-  void say_kernel_note(pid_t pid, double before_s, bool quiet_ok);
+  /// or an OOM kill says which. `rank`, `pid`: the rank that died (-1, 0 for
+  /// a hang); `quiet_ok`: say nothing when the log shows nothing. The
+  /// observer hears the quote (launch --json's kernel_log).
+  void say_kernel_note(int rank, pid_t pid, double before_s, bool quiet_ok);
 };
 
 }  // namespace gpudiag::launch

@@ -75,7 +75,7 @@ void Supervisor::watch_progress() {
                     "no change of where its code is) and some rank waits for another",
                 std::move(stacks));
   // The node's kernel log since the ranks last progressed, and a minute before.
-  say_kernel_note(0, 60 + progress_.idle_s(), false);
+  say_kernel_note(-1, 0, 60 + progress_.idle_s(), false);
   // Another node's launcher keeps its ranks alive until the first node has
   // asked for their stacks (it hangs too, so it asks within seconds).
   if (observer_.answers_stacks()) {

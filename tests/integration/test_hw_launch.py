@@ -4,13 +4,15 @@ over /dev/kmsg in a private mount namespace (as test_hw_evidence does).
 
 launch: a rank killed by SIGKILL is quoted the node's kernel log within a
 minute before it, so a SIGKILL beside an Xid 79 or an OOM kill says which;
-what was logged before the job is not quoted, and a log with nothing says so.
+what was logged before the job is not quoted, and a log with nothing says so;
+`launch --json` carries the same quote in `kernel_log`.
 The lines that must be quoted are appended while the rank is stopped at its
 all-reduce (GPUDIAG_TEST_RAISE=SIGSTOP@all-reduce:1, waited for by its state),
 with the kernel log's clock, then the test kills it: no sleep picks a moment.
 
 sweep: a node whose kernel log holds an Xid 79 is FAILED with that evidence
 and in the exclude file; workload Xids and old link flaps exclude nothing."""
+import json
 import os
 import re
 import signal
@@ -42,13 +44,17 @@ def rank_pid(root, rank):
 @unittest.skipIf(NAMESPACE_PROBLEM, NAMESPACE_PROBLEM)
 class LaunchQuotesTheKernelLog(unittest.TestCase):
     def launch(self, path, raise_spec, during=None):
-        """`launch --nproc-per-node 2 -- check` over the kmsg file `path`;
-        `during(rank1_pid)` runs once rank 1 has stopped itself."""
+        """`launch --nproc-per-node 2 --json FILE -- check` over the kmsg file
+        `path`; `during(rank1_pid)` runs once rank 1 has stopped itself. The
+        launcher's JSON document is kept in self.doc."""
         env = clean_env()
-        env["GPUDIAG_TEST_RAISE"] = raise_spec
-        p = subprocess.Popen([*IN_NAMESPACE, path, BIN, "launch", "--nproc-per-node", "2", "--", "check",
-                              "--backend", "host"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=env, start_new_session=True)
+        if raise_spec:
+            env["GPUDIAG_TEST_RAISE"] = raise_spec
+        report = tempfile.NamedTemporaryFile(prefix="gpudiag-launch-", suffix=".json", delete=False).name
+        self.addCleanup(os.unlink, report)
+        p = subprocess.Popen([*IN_NAMESPACE, path, BIN, "launch", "--nproc-per-node", "2", "--json", report, "--",
+                              "check", "--backend", "host"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=env, start_new_session=True)
         pid = None
         try:
             if during:
@@ -66,6 +72,8 @@ class LaunchQuotesTheKernelLog(unittest.TestCase):
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.communicate()
+        with open(report) as f:
+            self.doc = json.load(f)
         return p.returncode, out, err
 
     def test_a_sigkill_beside_an_xid_and_an_oom_kill_says_which(self):
@@ -93,6 +101,12 @@ class LaunchQuotesTheKernelLog(unittest.TestCase):
         self.assertRegex(quoted[1], r"^  node: " + XID79_LINE.pattern + "$")
         for before_the_job in ("Xid 13", "Xid 43", "eth0", "Corrected", "EDAC", "veth", "other"):
             self.assertNotIn(before_the_job, m.group(2))
+        # launch --json carries the same quote.
+        quotes = self.doc["kernel_log"]
+        self.assertEqual(len(quotes), 1, quotes)
+        self.assertEqual((quotes[0]["at"], quotes[0]["rank"], quotes[0]["host"], quotes[0]["error"]),
+                         ("failure", 1, m.group(1), None))
+        self.assertEqual(["  " + l for l in quotes[0]["lines"]], quoted)
 
     def test_a_sigkill_with_nothing_in_the_kernel_log_says_so(self):
         path = kmsg_file(INFORMATIONAL + WORKLOAD + FALLEN[:1])  # no finding within the job
@@ -103,6 +117,16 @@ class LaunchQuotesTheKernelLog(unittest.TestCase):
         self.assertRegex(err, r"gpudiag launch: the kernel log of \S+ shows no hardware error and no OOM kill "
                               r"within a minute before it\n")
         self.assertNotIn("within a minute before it:", err)
+        quotes = self.doc["kernel_log"]
+        self.assertEqual([(q["at"], q["rank"], q["lines"]) for q in quotes], [("failure", 1, [])], quotes)
+
+    def test_a_job_that_ends_well_quotes_nothing(self):
+        path = kmsg_file(INFORMATIONAL + WORKLOAD + FALLEN[:1])  # before the job: no finding in its run
+        self.addCleanup(os.unlink, path)
+        rc, out, err = self.launch(path, None)
+        self.assertEqual(rc, 0, out + err)
+        self.assertEqual(self.doc["kernel_log"], [])
+        self.assertNotIn("the kernel log of", err)
 
 
 @unittest.skipIf(NAMESPACE_PROBLEM, NAMESPACE_PROBLEM)
