@@ -149,6 +149,8 @@ void Watch::run() {
 
 void Watch::write_prometheus() {
   if (s_.prometheus.empty()) return;
+  // The watch's thread and the exchange's (several nodes) both rewrite it.
+  std::lock_guard<std::mutex> writing(prom_mu_);
   PromText prom;
   prom.gauge("gpudiag_info", "gpudiag's version and report", prom_info_labels("launch", ""), 1);
   {

@@ -87,6 +87,7 @@ class Watch {
   net::Fd fd_;
   std::atomic<bool> stop_{false};
   std::mutex mu_;  ///< the judge and the counts, read by finish()
+  std::mutex prom_mu_;  ///< one writer of the textfile at a time (taken before mu_)
   Judge judge_;
   Heard heard_;
   Outbox outbox_;                          ///< several nodes: what the others get
