@@ -22,6 +22,7 @@
 #include "launch/entry.h"
 #include "launch/launcher.h"
 #include "launch/options.h"
+#include "launch/preflight.h"
 #include "launch/rounds.h"
 #include "launch/store_host.h"
 #include "store/job_token.h"
@@ -131,6 +132,15 @@ Runner setup_launch(CLI::App& app) {
                   "same line of its code as in the attempt before (a workload error); always: "
                   "restart every failure, as torchrun")
       ->check(CLI::IsMember({"on-new-error", "always"}))
+      ->capture_default_str();
+  sub->add_flag("--preflight", options->preflight,
+                "Before each round of a rendezvous, check this node with gpudiag check (seconds, "
+                "bounded by --preflight-timeout); a node it finds broken or slow is left out of "
+                "the round while --nnodes MIN remain (docs/launch.md, \"Preflight\")");
+  sub->add_option("--preflight-timeout", options->preflight_timeout_s,
+                  "Seconds --preflight's check may take on a node; one that takes longer is "
+                  "stopped and counts as slow")
+      ->check(Seconds(1, 3600))
       ->capture_default_str();
   sub->add_option("-t,--tee", text->tee,
                   "Also write rank output to --log-dir: 1 stdout, 2 stderr, 3 both, or "
@@ -273,6 +283,9 @@ Runner setup_launch(CLI::App& app) {
       launch::RendezvousTimes times{options->join_timeout_s, options->last_call_s};
       // At a rendezvous the rounds (and the store serving them) span the attempts.
       if (meets) rounds = std::make_unique<launch::Rounds>(short_hostname(), times);
+      if (rounds && options->preflight)
+        rounds->set_preflight(launch::preflight_for_rounds(options->nproc_per_node,
+                                                           options->preflight_timeout_s, env));
       status = launch::run_launch(*options, env, [&]() -> std::unique_ptr<launch::LaunchObserver> {
         return std::make_unique<RecordingObserver>(
             std::make_unique<launch::StoreHost>(short_hostname(), secret, !options->no_gpudiag,

@@ -45,7 +45,9 @@ nlohmann::json rounds_json(const std::vector<launch::RoundRecord>& rounds) {
                    {"node_rank", r.node_rank >= 0 ? nlohmann::json(r.node_rank) : nlohmann::json()},
                    {"late", r.late},
                    {"excluded", faulty(r.left_out)},
-                   {"kept_at_fault", faulty(r.kept)}});
+                   {"kept_at_fault", faulty(r.kept)},
+                   {"preflight_fault",
+                    r.preflight.empty() ? nlohmann::json() : nlohmann::json(r.preflight)}});
   return out;
 }
 

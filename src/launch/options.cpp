@@ -257,6 +257,13 @@ void validate(const LaunchOptions& o, const std::vector<std::string>& subcommand
     throw UsageError("launch: --max-restarts with gpudiag ranks works on one node only",
                      "the other nodes' ranks cannot rejoin a store whose ranks were restarted; "
                      "run each node's check again instead");
+  if (o.preflight && how != Meeting::rendezvous)
+    throw UsageError("launch: --preflight leaves nodes out of a rendezvous's rounds, and this "
+                     "job has none",
+                     "give --rdzv-endpoint (and --nnodes MIN:MAX to let the job go on without "
+                     "a node), or run gpudiag check on its own first");
+  if (o.preflight_timeout_s < 1 || o.preflight_timeout_s > 3600)
+    throw UsageError("launch: --preflight-timeout must be between 1 and 3600 seconds");
   if (!o.tee.empty() && o.tee.size() != static_cast<std::size_t>(o.nproc_per_node))
     throw UsageError("launch: --tee was read for another --nproc-per-node");
   if (!o.redirects.empty() && o.redirects.size() != static_cast<std::size_t>(o.nproc_per_node))

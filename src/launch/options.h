@@ -102,6 +102,10 @@ struct LaunchOptions {
   /// --restart-policy: on-new-error stops restarting when an attempt's cause
   /// raised as the attempt before's did (restart_policy.h); always restarts.
   RestartPolicy restart_policy = RestartPolicy::on_new_error;
+  /// --preflight: before each round of a rendezvous, check this node with
+  /// gpudiag check for at most --preflight-timeout seconds (preflight.h).
+  bool preflight = false;
+  double preflight_timeout_s = 60.0;
   /// Per local rank (index), the streams copied to --log-dir files (tee) and
   /// the streams sent only there (redirects); empty: none.
   std::vector<int> tee;

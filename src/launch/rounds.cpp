@@ -173,7 +173,10 @@ RoundOutcome Rounds::join(JobInfo& job, const NodeView& mine) {
                                                           0, kMaxRound - 1));
   for (;;) {
     wait_for_round(r, waiting);
-    const std::string fault = std::exchange(fault_, std::string());
+    std::string fault = std::exchange(fault_, std::string());
+    // --preflight: this node's check, now that the round is open.
+    const std::string preflight = preflight_ ? preflight_(r) : std::string();
+    if (!preflight.empty()) fault = preflight;
     RoundOutcome got;
     try {
       got = meet_round(*client_, mine, fault, times_, where_, prefix(r),
@@ -192,7 +195,7 @@ RoundOutcome Rounds::join(JobInfo& job, const NodeView& mine) {
     } catch (const std::exception&) {
     }
     if (got.gave_up) end_without(ended().value_or(""), waiting);
-    RoundRecord rec{r, got.nnodes, got.node_rank, got.late, got.left_out, got.kept};
+    RoundRecord rec{r, got.nnodes, got.node_rank, got.late, got.left_out, got.kept, preflight};
     history_.push_back(rec);
     if (got.late) {
       rounds_say("the rendezvous at " + where_ + " round " + std::to_string(r) + " " +

@@ -23,6 +23,10 @@
 // the status it exits with: 2 when it never ran an attempt, else its last
 // attempt's. TORCHELASTIC_RESTART_COUNT of an attempt is its round, the same
 // on every node.
+//
+// Under --preflight (preflight.h) a launcher checks its node once a round
+// opened and before it arrives there; a failed check is its node's fault in
+// that round, as a rank's SIGBUS in the attempt before would be.
 #pragma once
 
 #include <algorithm>
@@ -60,6 +64,8 @@ struct RoundRecord {
   int node_rank = -1;  ///< -1: not admitted (late, or left out)
   bool late = false;
   std::vector<FaultyNode> left_out, kept;
+  /// --preflight: this node's fault found before the round ("" none or not run).
+  std::string preflight;
 };
 
 class Rounds {
@@ -79,6 +85,12 @@ class Rounds {
   /// (the round) and job.token. Throws JobEndedWithout, UsageError,
   /// TimeoutError.
   RoundOutcome join(JobInfo& job, const NodeView& mine);
+  /// --preflight (preflight.h): asked before every round this launcher meets
+  /// in (after the round opened, before it arrives); a non-empty answer is
+  /// this node's fault in that round, in place of the last attempt's.
+  void set_preflight(std::function<std::string(int round)> preflight) {
+    preflight_ = std::move(preflight);
+  }
   /// After an attempt: a restart opens the next round (`fault`: why this node
   /// is at fault, "" not); any other end says the job ended.
   void after_attempt(const AttemptEnd& end, const std::string& fault);
@@ -114,6 +126,7 @@ class Rounds {
   bool stays_out_ = false;
   bool ended_published_ = false;
   std::vector<RoundRecord> history_;
+  std::function<std::string(int)> preflight_;
 };
 
 }  // namespace gpudiag::launch
