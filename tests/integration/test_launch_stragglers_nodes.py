@@ -5,8 +5,9 @@ in its data loading is named on both launchers' output, by its node's host
 and local rank, and no other rank is; with node-2's recorded clock 5 s ahead
 (GPUDIAG_STRAGGLERS_TEST_SKEW_NS: namespaces share the wall clock, so the
 skew is injected) a healthy job names nobody on either launcher, and a slow
-rank of node-1 is still the one named. Every order here comes from a
-process's exit, none from a sleep."""
+rank of node-1 is still the one named (a judge comparing the hosts' clocks
+raw sees node-2's ranks 5 s late and misses it). Every order here comes from
+a process's exit, none from a sleep."""
 import json
 import os
 import re
