@@ -26,13 +26,13 @@ class StoppedAtTheSweepsEnd(unittest.TestCase):
     """`launch --nproc-per-node 2 -- sweep --backend host` over a tree whose
     counters `change()` moves while both ranks are stopped."""
 
-    def sweep(self, change):
+    def sweep(self, change, env_extra=None):
         root = sysfs_tree()
         self.addCleanup(shutil.rmtree, root)
         d = tempfile.mkdtemp(prefix="gpudiag-hwsweep-")
         self.addCleanup(shutil.rmtree, d)
         exclude, report = os.path.join(d, "exclude"), os.path.join(d, "sweep.json")
-        env = dict(clean_env(), GPUDIAG_TEST_RAISE="SIGSTOP@hardware", GPUDIAG_TEST_SYSFS_ROOT=root)
+        env = dict(clean_env(), GPUDIAG_TEST_RAISE="SIGSTOP@hardware", GPUDIAG_TEST_SYSFS_ROOT=root, **(env_extra or {}))
         p = subprocess.Popen([BIN, "launch", "--nproc-per-node", "2", "--", "sweep", "--backend", "host",
                               "--timeout", "60", "--exclude-file", exclude, "--json", report],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
@@ -74,6 +74,13 @@ class StoppedAtTheSweepsEnd(unittest.TestCase):
         rc, out, err, excluded, doc = self.sweep(lambda root: write(f"{root}/sys/class/net/eth0/carrier_changes", "9"))
         self.assert_node_failed(rc, out, err, excluded, doc, re.escape(
             "network link flapped on eth0 (carrier_changes 7 -> 9): check the cable"))
+
+    def test_under_node_leaders_too(self):
+        # GPUDIAG_TREE=on: rank 0 reads every rank's line at the last checkpoint itself.
+        rc, out, err, excluded, doc = self.sweep(lambda root: write(f"{root}/sys/class/net/eth0/carrier_changes", "8"),
+                                                 {"GPUDIAG_TREE": "on", "GPUDIAG_SECRET": "s" * 32})
+        self.assert_node_failed(rc, out, err, excluded, doc, re.escape(
+            "network link flapped on eth0 (carrier_changes 7 -> 8): check the cable"))
 
     def test_infiniband_and_aer_counters_that_move_fail_the_node(self):
         def change(root):
