@@ -12,7 +12,7 @@
 //           computes wrong would (compute/math.h's kFlipBit)
 //   PHASE   device, compute, exchange, communicator, all-reduce, sweep, links, hardware
 //           (the second read of the node's hardware evidence, just before the
-//           barrier) or barrier: the signal is raised as the rank enters the phase,
+//           barrier; in gpudiag sweep, after its last round) or barrier: the signal is raised as the rank enters the phase,
 //           after it has published the phase to its peers (so "last phase:
 //           PHASE" is what the others report); pool-round is gpudiag sweep's
 //           (with #N)
