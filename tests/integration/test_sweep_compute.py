@@ -5,7 +5,8 @@ same GEMMs on its CPU; rank 0 compares their checksums at the exchange):
 
 - GPUDIAG_TEST_RAISE=FLIP@compute:5 flips a bit of rank 5's results (node3's
   second rank): node3 alone is FAILED and excluded, its row saying which rank
-  differs from how many of its model; every other node is OK;
+  differs from how many of its model; every other node is OK; the same
+  through node leaders (GPUDIAG_TREE=on);
 - a healthy pool of 4 nodes of 3 ranks each (12 ranks on this machine's CPUs,
   more ranks than CPUs on every node, while other tests load it) excludes
   nothing, and rank 0's compute line says the checksums are identical on all
@@ -52,10 +53,18 @@ class SweepCompute(unittest.TestCase):
         return [outs[i] for i in range(1, n + 1)]
 
     def test_a_flipped_rank_fails_its_node_alone(self):
+        self.flipped_rank_fails_its_node_alone({})
+
+    def test_through_node_leaders_too(self):
+        # Groups of 2 nodes: rank 0 reads every record at the exchange from
+        # the groups' stores, and judges the compute phase from them.
+        self.flipped_rank_fails_its_node_alone(dict(GPUDIAG_TREE="on", GPUDIAG_TREE_GROUP_NODES="2"))
+
+    def flipped_rank_fails_its_node_alone(self, env):
         d = self.pool(4)
         excl, doc_path = os.path.join(d, "exclude"), os.path.join(d, "sweep.json")
         outs = self.sweep(4, 2, "--exclude-file", excl, "--json", doc_path,
-                          env=raise_at("FLIP@compute:5"))
+                          env=dict(raise_at("FLIP@compute:5"), **env))
         rc, out, err = outs[0]
         text = strip_prefix(out)
         self.assertEqual([o[0] for o in outs], [1, 1, 1, 1], text + err[-3000:])
