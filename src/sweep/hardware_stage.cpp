@@ -51,7 +51,7 @@ void SweepRun::finish() {
     return;
   }
   int excluded = -1;
-  if (g.judged && !g.review.empty() && g.review.size() <= 10 &&
+  if (g.judged && !g.review.empty() && g.review.size() <= 9 &&  // fits an int
       std::all_of(g.review.begin(), g.review.end(), [](char c) { return c >= '0' && c <= '9'; }))
     excluded = std::stoi(g.review);
   if (excluded >= 0 && excluded <= n_ + static_cast<int>(o_.expected_hosts.size()))
