@@ -46,6 +46,7 @@ struct TorchrunText {
   std::string local_ranks_filter;
   std::string exit_code = "gpudiag";
   std::string restart_policy = "on-new-error";
+  std::string preflight_slow = "exclude";
 };
 
 void read_torchrun_text(const TorchrunText& t, launch::LaunchOptions& o) {
@@ -67,6 +68,8 @@ void read_torchrun_text(const TorchrunText& t, launch::LaunchOptions& o) {
   o.torchrun_exit_code = t.exit_code == "torchrun";
   o.restart_policy = t.restart_policy == "always" ? launch::RestartPolicy::always
                                                   : launch::RestartPolicy::on_new_error;
+  o.preflight_slow =
+      t.preflight_slow == "warn" ? launch::PreflightSlow::warn : launch::PreflightSlow::exclude;
 }
 
 /// --history: this node's record of the job (history/verdicts.h), under the
@@ -141,6 +144,11 @@ Runner setup_launch(CLI::App& app) {
                   "Seconds --preflight's check may take on a node; one that takes longer is "
                   "stopped and counts as slow")
       ->check(Seconds(1, 3600))
+      ->capture_default_str();
+  sub->add_option("--preflight-slow", text->preflight_slow,
+                  "exclude: a node --preflight's check judged slow (a rank's compute SLOW, the "
+                  "bus bandwidth WARN) is left out as a broken one; warn: it is said and admitted")
+      ->check(CLI::IsMember({"exclude", "warn"}))
       ->capture_default_str();
   sub->add_option("-t,--tee", text->tee,
                   "Also write rank output to --log-dir: 1 stdout, 2 stderr, 3 both, or "
@@ -284,8 +292,8 @@ Runner setup_launch(CLI::App& app) {
       // At a rendezvous the rounds (and the store serving them) span the attempts.
       if (meets) rounds = std::make_unique<launch::Rounds>(short_hostname(), times);
       if (rounds && options->preflight)
-        rounds->set_preflight(launch::preflight_for_rounds(options->nproc_per_node,
-                                                           options->preflight_timeout_s, env));
+        rounds->set_preflight(launch::preflight_for_rounds(
+            options->nproc_per_node, options->preflight_timeout_s, env, options->preflight_slow));
       status = launch::run_launch(*options, env, [&]() -> std::unique_ptr<launch::LaunchObserver> {
         return std::make_unique<RecordingObserver>(
             std::make_unique<launch::StoreHost>(short_hostname(), secret, !options->no_gpudiag,

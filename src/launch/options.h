@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "launch/preflight.h"
 #include "launch/restart_policy.h"
 
 namespace gpudiag::launch {
@@ -106,6 +107,9 @@ struct LaunchOptions {
   /// gpudiag check for at most --preflight-timeout seconds (preflight.h).
   bool preflight = false;
   double preflight_timeout_s = 60.0;
+  /// --preflight-slow: a node the check judged slow is left out (exclude) or
+  /// said and admitted (warn).
+  PreflightSlow preflight_slow = PreflightSlow::exclude;
   /// Per local rank (index), the streams copied to --log-dir files (tee) and
   /// the streams sent only there (redirects); empty: none.
   std::vector<int> tee;

@@ -1,6 +1,8 @@
 // --preflight (preflight.h): this node's check as a one-node job of this
 // binary's own, its two streams drained through poll() into bounded tails,
-// its end awaited against a deadline; and the verdict drawn from how it ended.
+// its JSON report written into a private folder of its own, its end awaited
+// against a deadline; and the verdict drawn from how it ended and what its
+// report judged slow.
 #include "launch/preflight.h"
 
 #include <fcntl.h>
@@ -12,12 +14,14 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 
 #include "launch/child.h"
 #include "launch/job.h"
 #include "util/deadline.h"
 #include "util/error.h"
+#include "util/strings.h"
 #include "util/text.h"
 
 namespace gpudiag::launch {
@@ -26,6 +30,25 @@ namespace {
 
 constexpr std::size_t kTail = 16 * 1024;
 constexpr std::size_t kReasonMax = 300;
+constexpr std::size_t kSlowMax = 360;  // the store keeps 400 bytes of a fault
+
+/// A private folder (mkdtemp, mode 0700) for the check's report, removed with
+/// what is in it when this goes; "" when none could be made.
+struct ReportFolder {
+  std::string path;
+  explicit ReportFolder(const Env& env) {
+    const auto tmp = env.get("TMPDIR");
+    const bool usable = tmp && !tmp->empty() && tmp->front() == '/' && tmp->size() < 512;
+    std::string templ = (usable ? *tmp : std::string("/tmp")) + "/gpudiag-preflight-XXXXXX";
+    if (::mkdtemp(templ.data())) path = templ;
+  }
+  ReportFolder(const ReportFolder&) = delete;
+  ReportFolder& operator=(const ReportFolder&) = delete;
+  ~ReportFolder() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+};
 
 std::string seconds_text(double s) {
   char buf[32];
@@ -60,7 +83,7 @@ void say_preflight(const std::string& message) {
 
 }  // namespace
 
-PreflightVerdict preflight_fault(const PreflightRun& run) {
+PreflightVerdict preflight_fault(const PreflightRun& run, PreflightSlow slow) {
   const std::string limit = "--preflight-timeout " + seconds_text(run.timeout_s) + " s";
   const std::string said = !run.check_summary.empty() ? run.check_summary : run.launch_line;
   PreflightVerdict v;
@@ -72,9 +95,23 @@ PreflightVerdict preflight_fault(const PreflightRun& run) {
   }
   const ExitStatus& s = *run.status;
   const std::string took = seconds_text(static_cast<int>(run.seconds * 10) / 10.0) + " s";
+  if (s.ok() && !run.report.slow.empty()) {
+    std::string found = join(run.report.slow, "; ");
+    if (found.size() > kSlowMax) found = found.substr(0, kSlowMax - 3) + "...";
+    if (slow == PreflightSlow::exclude) {
+      v.fault = "preflight: slow: " + found;
+      v.line = v.fault;
+    } else {
+      v.line = "preflight: this node passed gpudiag check but is slow: " + found +
+               " (--preflight-slow warn: not counted against the node)";
+    }
+    return v;
+  }
   if (s.ok()) {
     v.line = "preflight: this node passed gpudiag check (" + (said.empty() ? "OK" : said) + ", " +
              took + ")";
+    if (!run.report.not_judged.empty())
+      v.line += "; its speed not judged: " + run.report.not_judged;
     return v;
   }
   if (!s.signaled && (s.value == 2 || s.value == 4)) {
@@ -93,20 +130,26 @@ PreflightVerdict preflight_fault(const PreflightRun& run) {
   return v;
 }
 
-std::vector<std::string> preflight_arguments(int nproc_per_node, double timeout_s) {
+std::vector<std::string> preflight_arguments(int nproc_per_node, double timeout_s,
+                                             const std::string& report) {
   const std::string t = seconds_text(timeout_s);
-  return {"launch",
-          "--standalone",
-          "--nproc-per-node",
-          std::to_string(nproc_per_node),
-          "--timeout",
-          t,
-          "--nccl-ras-timeout",
-          "0",
-          "--",
-          "check",
-          "--timeout",
-          t};
+  std::vector<std::string> args{"launch",
+                                "--standalone",
+                                "--nproc-per-node",
+                                std::to_string(nproc_per_node),
+                                "--timeout",
+                                t,
+                                "--nccl-ras-timeout",
+                                "0",
+                                "--",
+                                "check",
+                                "--timeout",
+                                t};
+  if (!report.empty()) {
+    args.push_back("--json");
+    args.push_back(report);
+  }
+  return args;
 }
 
 PreflightRun run_preflight(int nproc_per_node, double timeout_s, const Env& env) {
@@ -115,7 +158,9 @@ PreflightRun run_preflight(int nproc_per_node, double timeout_s, const Env& env)
   char self[PATH_MAX];
   const auto n = ::readlink(spec.path.c_str(), self, sizeof self - 1);
   spec.argv.push_back(n > 0 ? std::string(self, static_cast<std::size_t>(n)) : "gpudiag");
-  for (auto& a : preflight_arguments(nproc_per_node, timeout_s)) spec.argv.push_back(a);
+  const ReportFolder folder(env);
+  const std::string report = folder.path.empty() ? "" : folder.path + "/check.json";
+  for (auto& a : preflight_arguments(nproc_per_node, timeout_s, report)) spec.argv.push_back(a);
   std::map<std::string, std::string> vars;
   for (const auto& [k, v] : env.all())
     if (k != "GPUDIAG_HISTORY") vars.emplace(k, v);
@@ -154,18 +199,21 @@ PreflightRun run_preflight(int nproc_per_node, double timeout_s, const Env& env)
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   run.launch_line = last_after(err_tail, "gpudiag launch: ");
   run.check_summary = last_after(out_tail, "]: summary: ");
+  if (run.status && run.status->ok())
+    run.report = report.empty() ? PreflightReport{false, "no private folder for its report", {}}
+                                : read_preflight_report(report);
   return run;
 }
 
-std::function<std::string(int)> preflight_for_rounds(int nproc_per_node, double timeout_s,
-                                                     Env env) {
-  return [nproc_per_node, timeout_s, env = std::move(env)](int round) {
+std::function<std::string(int)> preflight_for_rounds(int nproc_per_node, double timeout_s, Env env,
+                                                     PreflightSlow slow) {
+  return [nproc_per_node, timeout_s, env = std::move(env), slow](int round) {
     say_preflight("preflight: gpudiag check of this node (" + std::to_string(nproc_per_node) +
                   " rank(s), at most " + seconds_text(timeout_s) + " s) before round " +
                   std::to_string(round));
     PreflightVerdict v;
     try {
-      v = preflight_fault(run_preflight(nproc_per_node, timeout_s, env));
+      v = preflight_fault(run_preflight(nproc_per_node, timeout_s, env), slow);
     } catch (const Error& e) {  // it could not start: not the node's fault
       v.line = "preflight: gpudiag check could not start on this node (" + e.one_line() +
                "): not counted against the node";

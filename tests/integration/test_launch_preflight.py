@@ -6,7 +6,9 @@ launcher's environment only): every launcher names node-3 as left out by the
 preflight, the job runs and finishes on the other two nodes (ranks 0-3 of 4),
 node-3's launcher waits for the job's end and exits 2 (it ran no attempt),
 and each --json report says so. With every node healthy, nobody is left out
-and the job runs on all three. Every order here comes from a process's exit,
+and the job runs on all three: each check's JSON report was read (its speed
+judged: the host backend's rates are never slow) and its private folder
+removed. Every order here comes from a process's exit,
 none from a sleep."""
 import json
 import os
@@ -36,7 +38,7 @@ class PreflightAcrossThreeHosts(unittest.TestCase):
         self.dir = write_scripts("gpudiag-preflight-", {})
         self.addCleanup(shutil.rmtree, self.dir, True)
 
-    def job(self, broken_node=None):
+    def job(self, broken_node=None, slow="exclude"):
         """Runs node-1..node-3 at once; returns {i: (rc, stdout, stderr, json)}."""
         port = free_port()
         procs = {}
@@ -47,8 +49,11 @@ class PreflightAcrossThreeHosts(unittest.TestCase):
                      f"exec {BIN} launch --nnodes 2:3 --nproc-per-node 2 "
                      f"--rdzv-backend c10d --rdzv-endpoint 10.78.0.1:{port} --rdzv-id preflight "
                      f"--rdzv-conf last_call_timeout=30 --preflight --preflight-timeout 60 "
+                     f"--preflight-slow {slow} "
                      f"--json {self.dir}/node{i}.json --no-gpudiag -- sh -c '{JOB}'")
-            env = dict(clean_env(), GPUDIAG_SECRET="p" * 32)
+            tmp = os.path.join(self.dir, f"tmp{i}")
+            os.makedirs(tmp, exist_ok=True)
+            env = dict(clean_env(), GPUDIAG_SECRET="p" * 32, TMPDIR=tmp)
             if i == broken_node:
                 env["GPUDIAG_TEST_RAISE"] = "SIGKILL@compute:1"
             procs[i] = subprocess.Popen(
@@ -105,7 +110,7 @@ class PreflightAcrossThreeHosts(unittest.TestCase):
                                                                        "found this node broken"))
 
     def test_healthy_nodes_pass_the_preflight_and_the_job_runs_on_three(self):
-        outs = self.job()
+        outs = self.job(slow="warn")
         seen = []
         for i in (1, 2, 3):
             rc, out, err, doc = outs[i]
@@ -113,6 +118,10 @@ class PreflightAcrossThreeHosts(unittest.TestCase):
             self.assertIn("preflight: gpudiag check of this node (2 rank(s), at most 60 s) before "
                           "round 0", err)
             self.assertIn("preflight: this node passed gpudiag check", err)
+            self.assertNotIn("its speed not judged", err)
+            self.assertNotIn("but is slow", err)
+            self.assertEqual([f for f in os.listdir(os.path.join(self.dir, f"tmp{i}"))
+                              if f.startswith("gpudiag-preflight-")], [])
             self.assertNotIn("excluding", err)
             seen += re.findall(r"rank (\d) of 6 group (\d) of 3 on node-" + str(i), out)
             self.assertIsNotNone(doc, f"node-{i}: " + err[-3000:])
