@@ -97,7 +97,7 @@ std::vector<Event> Judge::add(int rank, const Arrival& a) {
   }
   Slot& slot = it->second.slots[static_cast<std::size_t>(i)];
   if (slot.have) return events;  // a second record for one rank's arrival: the first stands
-  slot = {true, a.arrival_ns, a.end_ns, a.forward_ns};
+  slot = {true, a.arrival_ns, a.end_ns, a.forward_ns, a.runq_ns};
   if (++it->second.have == static_cast<int>(g->members.size())) {
     Pending done = std::move(it->second);
     g->pending.erase(it);
@@ -160,6 +160,14 @@ void Judge::judge(int id, Group& g, std::int64_t seq, Pending& p, std::vector<Ev
     const double others = m % 2 ? without(m / 2) : (without(m / 2 - 1) + without(m / 2)) / 2;
     seen.late[i] = arrive[i] - others;
   }
+  // A rank late because it waited for a CPU more than the others did: the
+  // machine's doing, taken off its lateness (judge.h).
+  std::vector<double> queued(n);
+  for (std::size_t i = 0; i < n; ++i) queued[i] = static_cast<double>(p.slots[i].q);
+  const double usual_queue = median_of(queued);
+  for (std::size_t i = 0; i < n; ++i)
+    if (seen.late[i] > 0)
+      seen.late[i] -= std::clamp(queued[i] - usual_queue, 0.0, seen.late[i]);
   g.history.push_back(seen.late);
   const std::size_t keep = std::clamp<std::size_t>(65536 / n, 20, 256);
   while (g.history.size() > keep) g.history.pop_front();

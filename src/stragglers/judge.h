@@ -16,7 +16,11 @@
 // the others) and `pace_share` of the time between collectives (the pace:
 // a lateness that costs the job less than that is not worth a name; four
 // times that with two ranks, where no third tells a late rank from a
-// stalled machine). A rank
+// stalled machine). Lateness the rank spent waiting for a CPU (its
+// arriving thread's run-queue wait beyond the members' median, as the rank
+// measured it) is not counted: a busy machine that keeps each rank off
+// its cores in turn makes no straggler of any; a rank that sleeps or
+// computes longer waits on no run queue. A rank
 // late at `late_share` of the window, costing the others at least
 // `pace_share` of the pace on average, is named; a named rank late at no
 // more than `recovered_share` of the window has recovered.
@@ -109,6 +113,7 @@ class Judge {
   struct Slot {
     bool have = false;
     std::int64_t a = 0, e = 0, f = 0;
+    std::int64_t q = 0;  ///< run-queue wait since the rank's last arrival (0: not known)
   };
   struct Pending {
     std::string op;

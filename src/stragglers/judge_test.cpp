@@ -27,6 +27,8 @@ struct Job {
   std::int64_t pace = 2 * kMs;          ///< between collectives
   std::uint32_t seed = 1;
   std::function<double(int rank, std::int64_t seq, bool& in_data)> extra;
+  /// Per arrival, how long the rank says it waited for a CPU (ms; 0: none).
+  std::function<double(int rank, std::int64_t seq)> queued;
 
   /// Feeds `n` collectives; every event, with the collective it came at.
   std::vector<std::pair<std::int64_t, Event>> run(Judge& j, std::int64_t n) {
@@ -53,7 +55,8 @@ struct Job {
         const auto i = static_cast<std::size_t>(r);
         const std::int64_t s = skew.empty() ? 0 : skew[i];
         Arrival ar{0, seq, seq % 2 == 0 ? "ddp_bucket" : "all_reduce", a[i] + s, end + s,
-                   f[i] ? f[i] + s : 0};
+                   f[i] ? f[i] + s : 0,
+                   queued ? static_cast<std::int64_t>(queued(r, seq) * kMs) : 0};
         for (auto& ev : j.add(r, ar)) out.push_back({seq, ev});
         last_end[i] = end;
       }
@@ -207,6 +210,44 @@ TEST(StragglerJudge, MissingRecordsAreForgottenBounded) {
   j.add(7, {0, 1, "x", 1, 0, 0});
   j.add(0, {99, 1, "x", 1, 0, 0});
   EXPECT_EQ(j.summary().untracked, 2);
+}
+
+// A busy machine keeps one rank after another off its cores for a stretch
+// (a 2-core machine with 4 ranks and other work): the rank off its cores
+// arrives 15 ms late at half the collectives of its stretch, and says it
+// waited that long on the run queue. Nobody is named; the same lateness
+// without the wait is named (what the bar alone would do).
+std::vector<std::pair<std::int64_t, Event>> contention(bool told) {
+  Job job;
+  job.extra = [](int r, std::int64_t seq, bool&) {
+    return (seq / 24) % 4 == r && seq % 2 == 0 ? 15.0 : 0.0;
+  };
+  if (told)
+    job.queued = [](int r, std::int64_t seq) {
+      const double base = 0.2 * static_cast<double>((seq + r) % 3);  // everyone waits a little
+      return base + ((seq / 24) % 4 == r && seq % 2 == 0 ? 15.0 : 0.0);
+    };
+  Judge j(settings(job));
+  return job.run(j, 400);
+}
+
+TEST(StragglerJudge, RanksKeptOffTheirCoresInTurnNameNobody) {
+  EXPECT_TRUE(contention(true).empty());
+  EXPECT_FALSE(contention(false).empty());
+}
+
+TEST(StragglerJudge, ARankThatSleepsOnABusyMachineIsStillNamed) {
+  Job job;
+  job.queued = [](int r, std::int64_t seq) { return 0.3 * static_cast<double>((seq * 7 + r) % 5); };
+  job.extra = [&job](int r, std::int64_t seq, bool&) {
+    // Everyone's CPU wait shows in its arrival; rank 1 also sleeps 10 ms.
+    return job.queued(r, seq) + (r == 1 && seq >= 40 ? 10.0 : 0.0);
+  };
+  Judge j(settings(job));
+  const auto events = job.run(j, 200);
+  ASSERT_FALSE(events.empty());
+  for (const auto& [seq, ev] : events) EXPECT_EQ(ev.episode.rank, 1);
+  EXPECT_LE(events.front().first, 40 + 20);
 }
 
 }  // namespace judge_test

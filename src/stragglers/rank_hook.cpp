@@ -34,6 +34,7 @@ namespace {
 constexpr const char* kRankHook = R"PY(# gpudiag launch --stragglers (docs/launch.md, "Stragglers"): when this rank
 # arrives at each collective, and when it ends for it, sent to the launcher.
 import os as _os, sys as _sys, time as _time, socket as _socket, weakref as _weakref
+import _thread
 _now = _time.monotonic_ns
 _ADDR = _os.environ.get("GPUDIAG_STRAGGLERS", "")
 if _ADDR.startswith("@"):
@@ -73,20 +74,51 @@ def _group(g, c10d):
         return None
     return k if k is not None else -1
 
+_rq_fd, _rq_last = {}, {}
+
+def _runq(k):
+    # How long this thread waited for a CPU (schedstat's run_delay) since its
+    # last arrival in group k: a busy machine's share of its lateness. 0 when
+    # not known (no schedstat, the first arrival, a thread's file gone).
+    t = _thread.get_ident()
+    fd = _rq_fd.get(t)
+    if fd is None:
+        if len(_rq_fd) >= 64:
+            return 0
+        try:
+            fd = _os.open("/proc/thread-self/schedstat", _os.O_RDONLY | _os.O_CLOEXEC)
+        except OSError:
+            fd = -1
+        _rq_fd[t] = fd
+    if fd < 0:
+        return 0
+    try:
+        d = int(_os.pread(fd, 96, 0).split()[1])
+    except (OSError, ValueError, IndexError):
+        _rq_fd.pop(t, None)  # a dead thread's file, its id since reused
+        _os.close(fd)
+        return 0
+    prev = _rq_last.get((t, k))
+    if prev is None and len(_rq_last) >= 4096:
+        _rq_last.clear()
+    _rq_last[(t, k)] = d
+    return d - prev if prev is not None and d >= prev else 0
+
 def _arrive(k):
     # The collective's number in its group, taken on arrival (ends may come in
-    # another order), and the last forward's start then.
+    # another order), the last forward's start then, and the CPU wait since
+    # the last arrival.
     if k is None or k < 0:
         return None
     n = _seq.get(k, 0)
     _seq[k] = n + 1
-    return (k, n, _state["fwd"])
+    return (k, n, _state["fwd"], _runq(k))
 
 def _record(at, op, a, e):
     if at is not None:
-        k, n, f = at
-        _put("c %d %d %s %d %d %d\n" % (k, n, op, a + _SKEW, e + _SKEW if e else 0,
-                                        f + _SKEW if f else 0))
+        k, n, f, q = at
+        _put("c %d %d %s %d %d %d %d\n" % (k, n, op, a + _SKEW, e + _SKEW if e else 0,
+                                           f + _SKEW if f else 0, q))
 
 def _wrap(c10d, fn, op):
     import inspect

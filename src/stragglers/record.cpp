@@ -53,6 +53,9 @@ bool read_collective(std::string_view line, Arrival& a) {
   if (!to_int(next_word(line), 1, kMaxTimeNs, a.arrival_ns)) return false;
   if (!to_int(next_word(line), 0, kMaxTimeNs, a.end_ns)) return false;
   if (!to_int(next_word(line), 0, kMaxTimeNs, a.forward_ns)) return false;
+  a.runq_ns = 0;
+  if (const auto q = next_word(line); !q.empty() && !to_int(q, 0, kMaxTimeNs, a.runq_ns))
+    return false;
   if (!next_word(line).empty()) return false;
   if (a.end_ns != 0 && a.end_ns < a.arrival_ns) return false;
   a.group = static_cast<int>(group);

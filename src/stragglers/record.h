@@ -2,8 +2,12 @@
 // reads it without trusting it.
 //
 // A datagram is text: a header line `r LOCAL_RANK DROPPED`, then lines
-//   c GROUP SEQ OP ARRIVAL_NS END_NS FORWARD_NS   a collective (END 0: not known,
-//                                                 FORWARD 0: no forward yet)
+//   c GROUP SEQ OP ARRIVAL_NS END_NS FORWARD_NS [RUNQ_NS]
+//                                                 a collective (END 0: not known,
+//                                                 FORWARD 0: no forward yet; RUNQ:
+//                                                 the time the arriving thread waited
+//                                                 for a CPU since its last arrival in
+//                                                 the group, 0 or absent: not known)
 //   g GROUP RANK,RANK,...                         a group's members (global ranks)
 // all numbers decimal, times on the rank's monotonic clock. Anyone who can
 // reach the socket can send anything, so every field is bounded: the local
@@ -33,6 +37,9 @@ struct Arrival {
   std::int64_t arrival_ns = 0;
   std::int64_t end_ns = 0;      ///< 0: not known (an asynchronous call)
   std::int64_t forward_ns = 0;  ///< the rank's last DDP forward start (0: none)
+  /// Run-queue wait (schedstat's run_delay) of the arriving thread since its
+  /// previous arrival in the group: runnable, not running (0: not known).
+  std::int64_t runq_ns = 0;
 };
 
 struct GroupDecl {
@@ -48,7 +55,7 @@ struct Datagram {
   int invalid = 0;  ///< lines skipped
 };
 
-/// The fields of a `c` line after the `c` (GROUP SEQ OP ARRIVAL END FORWARD),
+/// The fields of a `c` line after the `c` (GROUP SEQ OP ARRIVAL END FORWARD [RUNQ]),
 /// checked as above; false for a line that is not one.
 bool read_collective(std::string_view line, Arrival& a);
 /// The fields of a `g` line after the `g` (GROUP RANKS), members below `world`.

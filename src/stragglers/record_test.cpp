@@ -26,6 +26,21 @@ TEST(StragglerRecord, ReadsWhatTheRankHookWrites) {
   EXPECT_EQ(d->invalid, 0);
 }
 
+TEST(StragglerRecord, ARunQueueWaitIsReadWhenGivenAndBounded) {
+  const auto d = parse_datagram(
+      "r 0 0\n"
+      "c 0 3 all_reduce 1000 2000 0 15000000\n"
+      "c 0 4 all_reduce 3000 4000 0\n"
+      "c 0 5 all_reduce 5000 6000 0 -1\n"
+      "c 0 6 all_reduce 7000 8000 0 12 13\n",
+      4, 4);
+  ASSERT_TRUE(d);
+  ASSERT_EQ(d->arrivals.size(), 2u);
+  EXPECT_EQ(d->arrivals[0].runq_ns, 15000000);
+  EXPECT_EQ(d->arrivals[1].runq_ns, 0);  // not given: not known
+  EXPECT_EQ(d->invalid, 2);              // a negative wait, a field too many
+}
+
 TEST(StragglerRecord, AHeaderThatIsNotThisNodesRankDropsTheDatagram) {
   EXPECT_FALSE(parse_datagram("r 4 0\nc 0 0 x 1 2 0\n", 4, 8));  // local rank 4 of 4
   EXPECT_FALSE(parse_datagram("r -1 0\n", 4, 8));

@@ -45,7 +45,8 @@ std::string record_line(const LocalRecord& r) {
   const Arrival& a = r.arrival;
   return "c " + std::to_string(r.local) + " " + std::to_string(a.group) + " " +
          std::to_string(a.seq) + " " + a.op + " " + std::to_string(a.arrival_ns) + " " +
-         std::to_string(a.end_ns) + " " + std::to_string(a.forward_ns) + "\n";
+         std::to_string(a.end_ns) + " " + std::to_string(a.forward_ns) + " " +
+         std::to_string(a.runq_ns) + "\n";
 }
 
 }  // namespace
