@@ -11,14 +11,16 @@
 #include <cstring>
 
 #include "world/nvlink_topology.h"  // NvmlPciInfo
+#include "world/nvml_clocks.h"     // clock_event_names
 
 namespace gpudiag::hw {
 
 namespace {
 
 constexpr unsigned kMaxGpus = 64;
-constexpr std::pair<unsigned long long, const char*> kHeldDown[] = {
-    {0x8, "hardware slowdown"}, {0x40, "hardware thermal slowdown"}, {0x80, "power brake"}};
+/// The clocks-event reasons that are the hardware's (HW slowdown, HW thermal
+/// slowdown, HW power brake), named as everywhere (world/nvml_clocks.h).
+constexpr unsigned long long kHeldDown = 0x8 | 0x40 | 0x80;
 constexpr std::pair<int, const char*> kLinkCounters[] = {
     {0, "replay"}, {1, "recovery"}, {2, "crc_flit"}, {3, "crc_data"}};
 
@@ -156,8 +158,9 @@ std::vector<Finding> nvml_state_findings(const NvmlSnapshot& s) {
     }
     if (g.clock_events > 0) {
       std::string why;
-      for (const auto& [bit, name] : kHeldDown)
-        if (static_cast<unsigned long long>(g.clock_events) & bit) why += (why.empty() ? "" : ", ") + std::string(name);
+      for (const auto& name :
+           clock_event_names(static_cast<unsigned long long>(g.clock_events) & kHeldDown))
+        why += (why.empty() ? "" : ", ") + name;
       if (!why.empty())
         out.push_back(nvml_finding(g, "gpu-clocks", "GPU clocks held down (" + why + ")",
                                    FindingClass::notice, Action::none,

@@ -127,7 +127,7 @@ TEST_F(NvmlCounters, ClocksHeldDownByTheHardwareAreANotice) {
   g_gpus[1].clock_events = 0x40 | 0x8;
   const auto e = collect_hw_evidence(src());
   ASSERT_EQ(e.findings.size(), 1u);
-  EXPECT_EQ(e.findings[0].what, "GPU clocks held down (hardware slowdown, hardware thermal slowdown)");
+  EXPECT_EQ(e.findings[0].what, "GPU clocks held down (HW slowdown, HW thermal slowdown)");
   EXPECT_EQ(e.findings[0].cls, FindingClass::notice);
   EXPECT_EQ(unfit_reason(e, 0), "");
 }

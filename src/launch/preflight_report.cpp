@@ -32,7 +32,7 @@ PreflightReport not_judged(std::string why) {
 }
 
 /// Whether `text` nests no deeper than kMaxDepth (outside strings).
-bool shallow(std::string_view text) {
+bool report_shallow(std::string_view text) {
   int depth = 0;
   bool in_string = false, escaped = false;
   for (char c : text) {
@@ -55,41 +55,41 @@ bool shallow(std::string_view text) {
 }
 
 /// A finite number in [0, max), or NAN.
-double number(const json& j, const char* key, double max) {
+double report_number(const json& j, const char* key, double max) {
   const auto it = j.find(key);
   if (it == j.end() || !it->is_number()) return NAN;
   const double v = it->get<double>();
   return std::isfinite(v) && v >= 0 && v < max ? v : NAN;
 }
 
-std::string words(const json& j, const char* key) {
+std::string report_words(const json& j, const char* key) {
   const auto it = j.find(key);
   return it != j.end() && it->is_string()
              ? clean_text(it->get_ref<const std::string&>().substr(0, kWordsMax))
              : std::string();
 }
 
-bool is_true(const json& j, const char* key) {
+bool report_is_true(const json& j, const char* key) {
   const auto it = j.find(key);
   return it != j.end() && it->is_boolean() && it->get<bool>();
 }
 
-std::string fixed1(double v) {
+std::string report_fixed1(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", v);
   return buf;
 }
 
 /// "412.3 TFLOP/s"; below one TFLOP/s (a CPU) in GFLOP/s, as the check says it.
-std::string rate(double tflops) {
-  return tflops >= 1 ? fixed1(tflops) + " TFLOP/s" : fixed1(tflops * 1000) + " GFLOP/s";
+std::string report_rate(double tflops) {
+  return tflops >= 1 ? report_fixed1(tflops) + " TFLOP/s" : report_fixed1(tflops * 1000) + " GFLOP/s";
 }
 
 /// "compute SLOW rank 3 [node1-3]: 180.0 TFLOP/s, 45% of the median of its
 /// model, NVIDIA H200 (400.0 TFLOP/s)" for each rank the check judged slow.
 void compute_findings(const json& doc, std::vector<std::string>& out) {
   const auto c = doc.find("compute");
-  if (c == doc.end() || !c->is_object() || !is_true(*c, "rates_judged")) return;
+  if (c == doc.end() || !c->is_object() || !report_is_true(*c, "rates_judged")) return;
   const auto ranks = doc.find("ranks");
   if (ranks == doc.end() || !ranks->is_array()) return;
   struct Rank {
@@ -104,13 +104,13 @@ void compute_findings(const json& doc, std::vector<std::string>& out) {
     if (!r.is_object()) continue;
     const auto rc = r.find("compute");
     if (rc == r.end() || !rc->is_object()) continue;
-    const std::string verdict = words(*rc, "verdict");
-    const double tflops = number(*rc, "tflops", 1e7);
-    const double rank = number(r, "rank", 1e9), local = number(r, "local_rank", 1e9);
+    const std::string verdict = report_words(*rc, "verdict");
+    const double tflops = report_number(*rc, "tflops", 1e7);
+    const double rank = report_number(r, "rank", 1e9), local = report_number(r, "local_rank", 1e9);
     if (std::isnan(tflops) || std::isnan(rank) || (verdict != "ok" && verdict != "slow")) continue;
-    rows.push_back({static_cast<long long>(rank), words(r, "host"), words(*rc, "model"),
+    rows.push_back({static_cast<long long>(rank), report_words(r, "host"), report_words(*rc, "model"),
                     std::isnan(local) ? -1 : static_cast<long long>(local), tflops,
-                    verdict == "slow" && is_true(*rc, "rate_judged")});
+                    verdict == "slow" && report_is_true(*rc, "rate_judged")});
   }
   for (const auto& r : rows) {
     if (!r.slow) continue;
@@ -123,11 +123,11 @@ void compute_findings(const json& doc, std::vector<std::string>& out) {
     std::string s = "compute SLOW rank " + std::to_string(r.rank);
     if (!r.host.empty())
       s += " [" + r.host + (r.local >= 0 ? "-" + std::to_string(r.local) : "") + "]";
-    s += ": " + rate(r.tflops);
+    s += ": " + report_rate(r.tflops);
     if (median > 0)
       s += ", " + std::to_string(static_cast<int>(100 * r.tflops / median)) +
            "% of the median of its model" + (r.model.empty() ? "" : ", " + r.model) + " (" +
-           rate(median) + ")";
+           report_rate(median) + ")";
     out.push_back(std::move(s));
   }
 }
@@ -135,13 +135,13 @@ void compute_findings(const json& doc, std::vector<std::string>& out) {
 /// "all-reduce busbw 120.0 GB/s, WARN below 80% of 195.0 GB/s (62%; H100 SXM, ...)".
 void busbw_finding(const json& doc, std::vector<std::string>& out) {
   const auto b = doc.find("expected_busbw");
-  if (b == doc.end() || !b->is_object() || words(*b, "verdict") != "WARN") return;
-  const double measured = number(*b, "measured_gbps", 1e7);
-  const double expected = number(*b, "expected_gbps", 1e7);
-  const double percent = number(*b, "percent", 1e4);
-  const std::string basis = words(*b, "basis");
-  std::string s = "all-reduce busbw " + (std::isnan(measured) ? "?" : fixed1(measured)) +
-                  " GB/s, WARN below 80% of " + (std::isnan(expected) ? "?" : fixed1(expected)) +
+  if (b == doc.end() || !b->is_object() || report_words(*b, "verdict") != "WARN") return;
+  const double measured = report_number(*b, "measured_gbps", 1e7);
+  const double expected = report_number(*b, "expected_gbps", 1e7);
+  const double percent = report_number(*b, "percent", 1e4);
+  const std::string basis = report_words(*b, "basis");
+  std::string s = "all-reduce busbw " + (std::isnan(measured) ? "?" : report_fixed1(measured)) +
+                  " GB/s, WARN below 80% of " + (std::isnan(expected) ? "?" : report_fixed1(expected)) +
                   " GB/s";
   if (!std::isnan(percent) || !basis.empty())
     s += " (" + (std::isnan(percent) ? "" : std::to_string(static_cast<int>(percent)) + "%") +
@@ -154,10 +154,10 @@ void busbw_finding(const json& doc, std::vector<std::string>& out) {
 PreflightReport preflight_report_from_text(std::string_view text) {
   if (text.size() > kPreflightReportMax)
     return not_judged("its report is over " + std::to_string(kPreflightReportMax) + " bytes");
-  if (!shallow(text)) return not_judged("its report nests too deep");
+  if (!report_shallow(text)) return not_judged("its report nests too deep");
   const json doc = json::parse(text, nullptr, false);
   if (doc.is_discarded() || !doc.is_object()) return not_judged("its report is not JSON");
-  if (words(doc, "schema") != "gpudiag-check/1")
+  if (report_words(doc, "schema") != "gpudiag-check/1")
     return not_judged("its report is not a gpudiag-check/1 document");
   PreflightReport r;
   r.judged = true;
