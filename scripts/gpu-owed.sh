@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The GPU steps the meter's second pass still owes, as one run under 5 minutes
+# The GPU steps still owed (the meter's second pass, hardware evidence, the
+# compute check, stragglers on NCCL), as one run of about 5 minutes
 # on one GPU with binaries built elsewhere (scripts/gpu-bundle.sh BUILD OUT puts
 # them and nccl-tests' *_perf in OUT; on the GPU machine, from the repository:
 # scripts/gpu-owed.sh OUT). Four ranks share the first GPU (each its own
@@ -17,7 +18,16 @@
 #   4. the scanner's file readers against pinned copies (scan_gpu_bench --reader
 #      both, target 0.80), the readers and the replica checksum against the CPU,
 #      the C ABI's device rules (CudaScanner.*, CudaChecksum.*, CudaScanDeviceScope.*);
-#   5. gpudiag ras against a real NCCL's RAS with a SIGSTOPped rank (ras-real-nccl.sh B).
+#   5. gpudiag ras against a real NCCL's RAS with a SIGSTOPped rank (ras-real-nccl.sh B);
+#   6. hardware evidence: `gpudiag info` and `info --json` on the GPU (NVML's ECC,
+#      remapped rows, NVLink and clocks-event counters, the PCIe link width/speed);
+#   7. the compute known-answer check: ComputeGpu.* (the fp32 GEMM bit for bit
+#      with the CPU, every checksum stable), check's compute phase 10 times at
+#      one rank (one checksum per precision across the runs), and PyTorch's
+#      cuBLAS bf16/fp32 GEMM rate beside the phase's;
+#   8. launch --stragglers on NCCL, 4 ranks on the GPU: healthy (nobody named),
+#      one rank slowed by a GPU kernel of its own with the host waiting for it
+#      (named), and without the wait (what a host-side timestamp cannot see).
 # Usage: gpu-owed.sh BUNDLE_DIR (gpudiag, gpudiag_tests, scan_gpu_bench, lib/, nccl-tests/).
 set -uo pipefail
 b=$(cd "${1:?usage: gpu-owed.sh BUNDLE_DIR}" && pwd)
@@ -55,6 +65,47 @@ run scan-readers 40 "$b/scan_gpu_bench" --reader both
 run gpu-units 40 "$b/gpudiag_tests" --gtest_filter='CudaScanner.*:CudaChecksum.*:CudaScanDeviceScope.*'
 gtests gpu-units
 GPUDIAG_GPU_LOGS=$logs run ras 60 "$(dirname "$0")/ras-real-nccl.sh" "$b"
+run info 30 "$b/gpudiag" info
+run info-json 30 "$b/gpudiag" info --json
+grep -iE 'nvml|ecc|remap|nvlink|clock|pcie' "$logs/info.txt" | head -20 | tee -a "$logs/summary.txt"
+run compute-units 60 "$b/gpudiag_tests" --gtest_filter='ComputeGpu.*'; gtests compute-units
+for i in $(seq 1 10); do
+  run "compute-$i" 60 "$b/gpudiag" launch --nproc-per-node 1 -- check --backend nccl --device 0 \
+    --json "$logs/compute-$i.json" >/dev/null
+done
+python3 - "$logs" <<'PY' | tee -a "$logs/summary.txt"
+import glob, json, sys
+sums = {}
+for f in sorted(glob.glob(sys.argv[1] + "/compute-*.json")):
+    try:
+        for r in json.load(open(f)).get("ranks", []):
+            c = r.get("compute") or {}
+            for k, v in c.items():
+                if "checksum" in k:
+                    sums.setdefault(k, set()).add(json.dumps(v, sort_keys=True))
+            print("   %s: %s" % (f.rsplit("/", 1)[1], json.dumps(c)[:300]))
+    except (OSError, ValueError) as e:
+        print("   %s: unreadable (%s)" % (f, e))
+print("   distinct checksums over the runs: %s" % {k: len(v) for k, v in sums.items()})
+PY
+run cublas-rate 60 python3 -c '
+import torch, time
+for dt in (torch.bfloat16, torch.float16, torch.float32):
+    a = torch.randn(8192, 8192, device="cuda", dtype=dt); b = torch.randn_like(a)
+    for _ in range(3): a @ b
+    torch.cuda.synchronize(); t = time.perf_counter(); n = 20
+    for _ in range(n): a @ b
+    torch.cuda.synchronize(); s = time.perf_counter() - t
+    print(dt, "%.1f TFLOP/s" % (2 * 8192**3 * n / s / 1e12))'
+cat "$logs/cublas-rate.txt" | tee -a "$logs/summary.txt"
+fx=$(cd "$(dirname "$0")/../tests/fixtures/torch" && pwd)
+straggle() { local name=$1; shift
+  run "$name" 120 env NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 "$b/gpudiag" launch --nproc-per-node 4 \
+    --stragglers --json "$logs/$name.json" "$fx/nccl_straggler.py" --one-gpu "$@"
+  grep -E '^(gpudiag launch: )?stragglers?:' "$logs/$name.txt" | tail -4 | tee -a "$logs/summary.txt"; }
+straggle stragglers-healthy
+straggle stragglers-slow-sync --slow-rank 2 --slow-ms 20 --sync
+straggle stragglers-slow-gpu-only --slow-rank 2 --slow-ms 20
 rm -rf "$cdir"
 say "gpu-owed: $([[ $status -eq 0 ]] && echo 'every step exit 0' || echo 'a step failed')"
 exit $status
