@@ -62,7 +62,8 @@ nlohmann::json attempts_json(const std::vector<launch::AttemptEnd>& attempts) {
       error = {{"rank", a.error->rank},
                {"message", a.error->message},
                {"file", a.error->file},
-               {"line", a.error->line}};
+               {"line", a.error->line},
+               {"hang", a.error->hang}};
     out.push_back({{"attempt", a.attempt},
                    {"exit_status", a.exit_status},
                    {"error", error},

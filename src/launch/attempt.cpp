@@ -6,7 +6,8 @@
 // supervises them (supervisor.h). After a failure it says the root cause
 // (root_cause.h: the rank that raised on its own, not a peer's victim) and
 // what the ranks' flight recorder holds, tells the restart policy the
-// cause's exception, and says whether this node was at fault (node_fault.h:
+// cause's exception (or where a hung job stood), and says whether this node
+// was at fault (node_fault.h:
 // a signal its rank did not ask for, node-class evidence in the kernel log).
 #include "launch/attempt.h"
 
@@ -315,6 +316,7 @@ Attempt run_attempt(const LaunchOptions& options, const Env& env, LaunchObserver
       if (out.error) out.error->local = named;
     }
   }
+  if (supervisor.hang_point()) out.error = supervisor.hang_point();  // where it hung
   // The ranks' flight-recorder dumps (torch wrote them at its watchdog's
   // timeout), read as `gpudiag fr` reads them.
   if (out.status != 0 && job.torch_children) {

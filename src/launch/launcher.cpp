@@ -1,7 +1,8 @@
 // run_launch(): runs the job's attempts on this node (attempt.h runs one)
 // and repeats them for --max-restarts while the job ends by a rank's failure
-// and the restart policy (restart_policy.h) does not call it a repeated
-// workload error, with the remaining --timeout, saying so once per restart.
+// or a hang and the restart policy (restart_policy.h) does not call it a
+// repeated workload error or hang, with the remaining --timeout, saying so
+// once per restart.
 // A launcher the rounds left out (rounds.h) ends with the job. The private
 // folder made for error files goes when the job ends well.
 #include "launch/launcher.h"

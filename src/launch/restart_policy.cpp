@@ -1,6 +1,7 @@
 // The restart policy (restart_policy.h): an attempt's exception, told by its
 // rank, message and the user's innermost frame; the decision after each
-// attempt, and the line that says a repeated error stops the restarts.
+// attempt, and the line that says a repeated error stops the restarts; where
+// a hung attempt stood (hang_point()), compared the same way.
 #include "launch/restart_policy.h"
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <string_view>
 
 #include "launch/root_cause.h"
+#include "launch/wait_frames.h"
 
 namespace gpudiag::launch {
 
@@ -26,6 +28,24 @@ bool restart_frame_place(const std::string& where, std::string& file, int& line)
   file = where.substr(head.size(), end - head.size());
   line = static_cast<int>(n);
   return true;
+}
+
+/// A stack's frame "path:42 in main" into ("path", 42); false when it is not one.
+bool restart_stack_place(const std::string& frame, std::string& file, int& line) {
+  for (auto colon = frame.find(':'); colon != std::string::npos;
+       colon = frame.find(':', colon + 1)) {
+    const auto in = frame.find(" in ", colon);
+    if (colon == 0 || in == std::string::npos || in == colon + 1 || in - colon > 10) continue;
+    const std::string digits = frame.substr(colon + 1, in - colon - 1);
+    if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    const long n = std::strtol(digits.c_str(), nullptr, 10);
+    if (n <= 0 || n > 100000000) return false;
+    file = frame.substr(0, colon);
+    line = static_cast<int>(n);
+    return true;
+  }
+  return false;
 }
 
 bool has_any(const std::string& text, std::initializer_list<std::string_view> words) {
@@ -47,6 +67,8 @@ const char* after_attempt_name(AfterAttempt after) {
       return "restart";
     case AfterAttempt::repeated_error:
       return "repeated_error";
+    case AfterAttempt::repeated_hang:
+      return "repeated_hang";
     case AfterAttempt::out_of_restarts:
       return "out_of_restarts";
     case AfterAttempt::not_restartable:
@@ -90,6 +112,27 @@ std::optional<AttemptError> attempt_error(int rank, const std::optional<ExitStat
   return out;
 }
 
+std::optional<AttemptError> hang_point(const std::vector<RankStack>& stacks) {
+  const auto waited = waited_for_ranks(stacks);
+  if (waited.size() != 1) return std::nullopt;
+  const auto it = std::find_if(stacks.begin(), stacks.end(),
+                               [&](const RankStack& s) { return s.rank == waited.front(); });
+  if (it == stacks.end() || it->source != "python" || it->waiting || it->frames.empty() ||
+      library_frame(it->frames.front()))
+    return std::nullopt;
+  // Its own line, yet inside a native wait (a sync on its GPU, a store or a
+  // work's wait): not its own code's hang.
+  if (python_wait(it->frames).kind != WaitKind::none ||
+      (!it->native.empty() && native_wait(it->native).kind != WaitKind::none))
+    return std::nullopt;
+  AttemptError out;
+  out.rank = it->rank;
+  out.local = it->local_rank;
+  out.hang = true;
+  if (!restart_stack_place(it->frames.front(), out.file, out.line)) return std::nullopt;
+  return out;
+}
+
 AttemptEnd RestartJudge::decide(int attempt, int exit_status, bool restartable,
                                 std::optional<AttemptError> error) {
   AttemptEnd end;
@@ -105,11 +148,16 @@ AttemptEnd RestartJudge::decide(int attempt, int exit_status, bool restartable,
     end.then = AfterAttempt::out_of_restarts;
   else if (policy_ == RestartPolicy::on_new_error && error && last_ &&
            last_attempt_ == attempt - 1 && error->same_as(*last_)) {
-    end.then = AfterAttempt::repeated_error;
-    end.line = "the same error repeated in attempts " + std::to_string(last_attempt_) + " and " +
-               std::to_string(attempt) + " (rank " + std::to_string(error->rank) + " raised " +
-               error->message + " at " + error->place() +
-               "): a workload error; not restarting (--restart-policy always would)";
+    const std::string attempts =
+        std::to_string(last_attempt_) + " and " + std::to_string(attempt) + " (rank " +
+        std::to_string(error->rank);
+    end.then = error->hang ? AfterAttempt::repeated_hang : AfterAttempt::repeated_error;
+    end.line = error->hang ? "the job stopped at the same point in attempts " + attempts +
+                                 " waited for by the others, in its own code at " +
+                                 error->place() + "): a workload hang"
+                           : "the same error repeated in attempts " + attempts + " raised " +
+                                 error->message + " at " + error->place() + "): a workload error";
+    end.line += "; not restarting (--restart-policy always would)";
   } else {
     end.then = AfterAttempt::restart;
   }

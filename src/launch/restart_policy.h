@@ -13,15 +13,22 @@
 // itself). What is not a workload's error never counts: a rank killed by a
 // signal, an exception that is a peer's failure seen from here (root_cause.h),
 // an error of the node (a GPU's ECC error, NCCL's system error, a stale file
-// handle), a replica divergence, or an exception with no place. `always`
-// restarts every failure, as torchrun does.
+// handle), a replica divergence, or an exception with no place. A job that
+// --hang-timeout stopped is told the same way by where it stopped
+// (hang_point()): the rank the others waited for, stuck in its own Python
+// code at one innermost frame; the same rank at the same frame in two
+// attempts in a row is a workload hang. `always` restarts every failure, as
+// torchrun does.
 #pragma once
 
 #include <optional>
 #include <string>
 
+#include <vector>
+
 #include "launch/error_file.h"
 #include "launch/exit_status.h"
+#include "launch/stacks.h"
 
 namespace gpudiag::launch {
 
@@ -39,12 +46,16 @@ struct AttemptError {
   std::string message;  ///< "ValueError: step 2 went wrong on rank 1"
   std::string file;     ///< the user's innermost frame's file, as the traceback names it
   int line = 0;         ///< and its line
+  /// Not an exception: the attempt hung (hang_point()), the rank the others
+  /// waited for at that frame of its own code; the message is empty.
+  bool hang = false;
 
-  /// The same rank raised the same exception at the same place.
+  /// The same rank raised the same exception (or hung) at the same place.
   bool same_as(const AttemptError& other) const {
     const bool same_rank =
         local >= 0 && other.local >= 0 ? local == other.local : rank == other.rank;
-    return same_rank && message == other.message && file == other.file && line == other.line;
+    return same_rank && hang == other.hang && message == other.message && file == other.file &&
+           line == other.line;
   }
   /// "train.py:39": the file's last component and the line.
   std::string place() const;
@@ -65,15 +76,26 @@ bool not_the_workloads(const std::string& message);
 std::optional<AttemptError> attempt_error(int rank, const std::optional<ExitStatus>& how,
                                           const std::optional<ChildError>& error);
 
+/// Where a job --hang-timeout stopped stood, from its hang report's stacks:
+/// the one rank the others waited for (as group_stacks() names it), a Python
+/// rank not waiting (on a peer, a collective or its GPU: neither its Python
+/// nor its native frames name a wait) whose innermost frame is its own code
+/// (no library's); that frame as an AttemptError with `hang` set. nullopt
+/// otherwise: several ranks or none waited for, a stack from another node (no
+/// frames), a rank inside a library or native code.
+std::optional<AttemptError> hang_point(const std::vector<RankStack>& stacks);
+
 /// What the launcher does after an attempt.
 enum class AfterAttempt {
   done,             ///< it succeeded
   restart,          ///< it failed and is started again
   repeated_error,   ///< it failed as the attempt before it did: a workload error, not restarted
+  repeated_hang,    ///< it hung where the attempt before it did: a workload hang, not restarted
   out_of_restarts,  ///< it failed with no restart left
   not_restartable,  ///< it ended by a signal to the launcher or a deadline
 };
-/// "done", "restart", "repeated_error", "out_of_restarts", "not_restartable".
+/// "done", "restart", "repeated_error", "repeated_hang", "out_of_restarts",
+/// "not_restartable".
 const char* after_attempt_name(AfterAttempt after);
 
 /// One attempt's end, as the launcher decided it (observer.h hears it).
@@ -83,7 +105,7 @@ struct AttemptEnd {
   std::optional<AttemptError> error;
   AfterAttempt then = AfterAttempt::done;
   std::string policy;  ///< restart_policy_name()
-  std::string line;    ///< what the launcher said of a repeated error, else ""
+  std::string line;    ///< what the launcher said of a repeated error or hang, else ""
   /// Why this node was at fault in the attempt (node_fault.h), else "".
   std::string node_fault;
 };

@@ -2,10 +2,14 @@
 // told by (a place in the user's code, a rank that exited by itself, not a
 // peer's or the node's failure), and the decision over sequences of attempts:
 // only the same error on the same rank in two attempts in a row stops the
-// restarts, under on-new-error; always restarts as before.
+// restarts, under on-new-error; always restarts as before. Where a hung job
+// stood (hang_point()) from its ranks' stacks, and the same rank hung at the
+// same line of its own code in two attempts in a row stopping the restarts.
 #include "launch/restart_policy.h"
 
 #include <gtest/gtest.h>
+
+#include "launch/stacks.h"
 
 namespace gpudiag::launch {
 namespace {
@@ -148,6 +152,109 @@ TEST(RestartPolicy, SuccessDeadlinesAndTheLastRestartAreNotThePolicys) {
   // No --max-restarts: never a word.
   RestartJudge none(RestartPolicy::on_new_error, 0);
   EXPECT_EQ(none.decide(0, 1, true, e).then, AfterAttempt::out_of_restarts);
+}
+
+/// A Python rank of this node at `frames` (innermost first, "path:line in
+/// func"), summarised as the hang report summarises it.
+RankStack restart_test_rank(int rank, std::vector<std::string> frames,
+                            std::vector<std::string> native = {}, long long sequence = 5) {
+  RankStack s;
+  s.rank = rank, s.local_rank = rank, s.host = "n1", s.source = "python";
+  s.frames = std::move(frames);
+  s.native = std::move(native);
+  s.sequence = sequence;
+  summarise(s);
+  return s;
+}
+
+const std::string kAllReduce =
+    "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py:1536 in all_reduce";
+
+/// Rank `stuck` asleep at /u/train.py:`line`, the other ranks of `world` in all_reduce.
+std::vector<RankStack> restart_test_hung(int stuck, int line, int world = 2) {
+  std::vector<RankStack> out;
+  for (int r = 0; r < world; ++r)
+    out.push_back(r == stuck ? restart_test_rank(r, {"/u/train.py:" + std::to_string(line) +
+                                                         " in main"},
+                                                 {"clock_nanosleep", "time_sleep", "main"})
+                             : restart_test_rank(r, {kAllReduce, "/u/train.py:130 in main"}));
+  return out;
+}
+
+TEST(RestartPolicy, AHangIsToldByTheWaitedForRankInItsOwnCode) {
+  const auto h = hang_point(restart_test_hung(1, 111, 4));
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->rank, 1);
+  EXPECT_EQ(h->local, 1);
+  EXPECT_TRUE(h->hang);
+  EXPECT_EQ(h->message, "");
+  EXPECT_EQ(h->file, "/u/train.py");
+  EXPECT_EQ(h->place(), "train.py:111");
+  EXPECT_TRUE(h->same_as(*hang_point(restart_test_hung(1, 111))));
+  EXPECT_FALSE(h->same_as(*hang_point(restart_test_hung(1, 112))));
+  EXPECT_FALSE(h->same_as(*hang_point(restart_test_hung(0, 111))));
+  // An exception raised at that very line is not the hang.
+  auto raised = restart_test_raised(1, "ValueError: x", 111, "/u/train.py");
+  raised->local = 1;
+  EXPECT_FALSE(h->same_as(*raised));
+}
+
+TEST(RestartPolicy, AHangOfAPeerTheGpuOrALibraryIsNotTold) {
+  // Every rank waits in the collective: nobody is waited for.
+  EXPECT_FALSE(hang_point({restart_test_rank(0, {kAllReduce, "/u/train.py:130 in main"}),
+                           restart_test_rank(1, {kAllReduce, "/u/train.py:130 in main"})}));
+  // Two ranks of four waited for, at two places.
+  auto two = restart_test_hung(1, 111, 4);
+  two[2] = restart_test_rank(2, {"/u/train.py:90 in load"});
+  EXPECT_FALSE(hang_point(two));
+  // Its own line, but inside a sync on its GPU (no process group: not a wait on a peer).
+  auto gpu = restart_test_hung(1, 111);
+  gpu[1] = restart_test_rank(1, {"/u/train.py:111 in main"},
+                             {"cuStreamSynchronize", "cudaStreamSynchronize", "main"}, -1);
+  ASSERT_FALSE(gpu[1].waiting);
+  EXPECT_FALSE(hang_point(gpu));
+  // In torch's Python (a device synchronize, a load): not its own code.
+  auto library = restart_test_hung(1, 111);
+  library[1] = restart_test_rank(
+      1, {"/usr/lib/python3/dist-packages/torch/cuda/__init__.py:566 in synchronize",
+          "/u/train.py:111 in main"},
+      {}, -1);
+  EXPECT_FALSE(hang_point(library));
+  // Another node's rank: its summary only, no frames.
+  auto remote = restart_test_hung(1, 111);
+  remote[1].frames.clear();
+  remote[1].source.clear();
+  EXPECT_FALSE(hang_point(remote));
+}
+
+TEST(RestartPolicy, OnlyTheSameHangTwiceInARowStopsTheRestarts) {
+  RestartJudge judge(RestartPolicy::on_new_error, 3);
+  EXPECT_EQ(judge.decide(0, 3, true, hang_point(restart_test_hung(1, 111))).then,
+            AfterAttempt::restart);
+  const auto end = judge.decide(1, 3, true, hang_point(restart_test_hung(1, 111)));
+  EXPECT_EQ(end.then, AfterAttempt::repeated_hang);
+  EXPECT_STREQ(after_attempt_name(end.then), "repeated_hang");
+  EXPECT_EQ(end.exit_status, 3);
+  EXPECT_EQ(end.line,
+            "the job stopped at the same point in attempts 0 and 1 (rank 1 waited for by the "
+            "others, in its own code at train.py:111): a workload hang; not restarting "
+            "(--restart-policy always would)");
+  // Another line, another rank, a hang not told, a hang then an exception: restarted.
+  RestartJudge moving(RestartPolicy::on_new_error, 5);
+  EXPECT_EQ(moving.decide(0, 3, true, hang_point(restart_test_hung(1, 111))).then,
+            AfterAttempt::restart);
+  EXPECT_EQ(moving.decide(1, 3, true, hang_point(restart_test_hung(1, 112))).then,
+            AfterAttempt::restart);
+  EXPECT_EQ(moving.decide(2, 3, true, hang_point(restart_test_hung(0, 112))).then,
+            AfterAttempt::restart);
+  EXPECT_EQ(moving.decide(3, 3, true, std::nullopt).then, AfterAttempt::restart);
+  EXPECT_EQ(moving.decide(4, 3, true, hang_point(restart_test_hung(0, 112))).then,
+            AfterAttempt::restart);
+  RestartJudge always(RestartPolicy::always, 3);
+  EXPECT_EQ(always.decide(0, 3, true, hang_point(restart_test_hung(1, 111))).then,
+            AfterAttempt::restart);
+  EXPECT_EQ(always.decide(1, 3, true, hang_point(restart_test_hung(1, 111))).then,
+            AfterAttempt::restart);
 }
 
 }  // namespace

@@ -229,6 +229,8 @@ void name_addresses(std::vector<std::string>& frames, const std::string& maps) {
   }
 }
 
+bool library_frame(const std::string& frame) { return in_library(frame); }
+
 void summarise(RankStack& s) {
   if (s.frames.empty()) {
     s.where = s.error.empty() ? "no stack" : "no stack (" + s.error + ")";

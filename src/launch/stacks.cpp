@@ -202,6 +202,27 @@ std::vector<RankStack> decode_stacks(const std::string& text) {
   return out;
 }
 
+std::vector<int> waited_for_ranks(const std::vector<RankStack>& stacks) {
+  // Grouped by summary: the ranks of a group that is not waiting and holds at
+  // most half the ranks, when some rank waits.
+  std::map<std::string, std::pair<std::vector<int>, bool>> groups;
+  for (const auto& s : stacks) {
+    auto& g = groups[s.where];
+    g.first.push_back(s.rank);
+    g.second = s.waiting;
+  }
+  std::vector<int> out;
+  bool someone_waits = false;
+  for (const auto& [where, g] : groups) {
+    someone_waits = someone_waits || g.second;
+    if (!g.second && g.first.size() * 2 <= stacks.size())
+      out.insert(out.end(), g.first.begin(), g.first.end());
+  }
+  if (!someone_waits) out.clear();
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::vector<std::string> group_stacks(const std::vector<RankStack>& stacks) {
   struct Group {
     std::vector<int> ranks;
@@ -222,15 +243,8 @@ std::vector<std::string> group_stacks(const std::vector<RankStack>& stacks) {
     return a.second.ranks.size() < b.second.ranks.size();
   });
   std::vector<std::string> lines;
-  std::vector<int> waited_for;
-  bool someone_waits = false;
-  for (const auto& [where, g] : order) {
-    someone_waits = someone_waits || g.waiting;
-    if (!g.waiting && g.ranks.size() * 2 <= stacks.size())
-      waited_for.insert(waited_for.end(), g.ranks.begin(), g.ranks.end());
-  }
-  if (someone_waits && !waited_for.empty()) {
-    std::sort(waited_for.begin(), waited_for.end());
+  const std::vector<int> waited_for = waited_for_ranks(stacks);
+  if (!waited_for.empty()) {
     lines.push_back("the others wait for " +
                     std::string(waited_for.size() == 1 ? "rank " : "ranks ") +
                     format_ranks(waited_for));

@@ -56,6 +56,14 @@ void summarise(RankStack& s);
 /// (distributed_c10d.py:1536) from train.py:40": at most 8 groups, one line each.
 std::vector<std::string> group_stacks(const std::vector<RankStack>& stacks);
 
+/// The ranks the others wait for, as group_stacks() names them (sorted;
+/// empty when no rank waits or every group that does not is large).
+std::vector<int> waited_for_ranks(const std::vector<RankStack>& stacks);
+
+/// A frame of a library's (site-packages, the standard library, a frozen
+/// module) rather than the user's own code.
+bool library_frame(const std::string& frame);
+
 /// A node's summaries for another launcher: one line per rank,
 /// "rank\tlocal\twaiting\thost\twhere" (escaped, bounded).
 std::string encode_stacks(const std::vector<RankStack>& stacks);

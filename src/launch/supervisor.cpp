@@ -114,8 +114,8 @@ int Supervisor::run() {
 }
 
 bool Supervisor::restartable() const {
-  return first_failure_ && !stopped_for_ && !interrupted_by_ && !timed_out_ && !exit_timed_out_ &&
-         !hung_ && !gave_up_;
+  return (first_failure_ || hung_) && !stopped_for_ && !interrupted_by_ && !timed_out_ &&
+         !exit_timed_out_ && !gave_up_;
 }
 
 std::optional<ExitStatus> Supervisor::first_failure_status() const {
@@ -132,7 +132,9 @@ int Supervisor::first_failed_local_rank() const {
 }
 
 std::string Supervisor::failure() const {
-  if (!first_failure_) return {};
+  if (!first_failure_)
+    return hung_ ? "the job hung (--hang-timeout " + seconds(policy_.hang_timeout_s) + ")"
+                 : std::string();
   const auto& s = slots_[*first_failure_];
   return "rank " + std::to_string(s.rank) + " " + (s.status ? s.status->describe() : "failed");
 }

@@ -98,11 +98,15 @@ class Supervisor {
   /// Supervises until every child has ended (or is given up on); prints the
   /// one-line summary; returns the launcher's exit status (job_status.h).
   int run();
-  /// After run(): the job ended because a rank failed (not a signal to the
-  /// launcher, --timeout, --exit-timeout or a rank that would not die), so a
-  /// restart may help. `failure()` then says which rank and how.
+  /// After run(): the job ended because a rank failed or --hang-timeout
+  /// stopped it (not a signal to the launcher, --timeout, --exit-timeout or a
+  /// rank that would not die), so a restart may help. `failure()` then says
+  /// which rank and how, or that the job hung.
   bool restartable() const;
   std::string failure() const;
+  /// After a --hang-timeout stop: where it stood (restart_policy.h's
+  /// hang_point()), nullopt when not hung or not told.
+  const std::optional<AttemptError>& hang_point() const { return hang_point_; }
   /// After run(): the local rank of the first child that failed, -1 none.
   int first_failed_local_rank() const;
   /// How the first failing rank ended (nullopt when none failed).
@@ -180,6 +184,7 @@ class Supervisor {
   double hang_seen_idle_s_ = 0.0;
   ProgressWatch progress_;
   bool hung_ = false;  ///< stopped by --hang-timeout
+  std::optional<AttemptError> hang_point_;  ///< where it hung (hang_point())
   std::optional<Deadline> hang_stop_at_;  ///< a later node's stop, after node 0 asked
   std::string cached_summary_;           ///< this node's last report, encoded
   int stack_reports_ = 0;

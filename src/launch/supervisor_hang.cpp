@@ -193,6 +193,7 @@ void Supervisor::report_stacks(const std::string& why, std::vector<RankStack> ta
   }
   std::string text = "where the ranks are (" + why + nodes_note + ")" +
                      (dir.empty() ? std::string() : "; full stacks in " + dir) + ":";
+  if (hung_) hang_point_ = launch::hang_point(stacks);  // the restart policy's word on it
   for (const auto& line : group_stacks(stacks)) text += "\n  " + line;
   const std::string me = std::to_string(::getpid());
   text += "\n  (kill -USR1 " + me + " asks again; the job goes on)";
