@@ -4,6 +4,7 @@
 // records a rank needs, the communicator, the verified all-reduce and its
 // large-message timing, and bench's sweep.
 #include "checks/check_run.h"
+#include "compute/known.h"
 #include "hw/evidence.h"
 #include "hw/node_verdict.h"
 #include "world/nvlink_topology.h"
@@ -79,6 +80,11 @@ void CheckRun::judge_compute_here() {
   auto j = judge_compute(review_.compute, c);
   c.judged = std::move(j.judged);
   c.finding = std::move(j.finding);
+  // Where this rank's model, driver and kernel version have a known entry,
+  // it is the reference (compute/known.h); a table out of shape judges nothing.
+  const KnownTable& known = known_checksums();
+  if (!known.error.empty() && me().rank == 0) spdlog::warn("{}", known.error);
+  judge_known(known, review_.compute, c);
 }
 
 void CheckRun::settle_compute() {

@@ -28,7 +28,8 @@ RankRecord cleaned(RankRecord r) {
                          &r.nccl_version, &r.mpi_version, &r.nccl_path, &r.nccl_hostid, &r.nvlink_domain, &r.nvlink_peers,
                          &r.link_schedule, &r.hardware})
     if (!is_clean_text(*f)) *f = escape_text(*f);
-  for (std::string* f : {&r.compute.model, &r.compute.device, &r.compute.judged, &r.compute.finding})
+  for (std::string* f : {&r.compute.model, &r.compute.device, &r.compute.driver, &r.compute.known,
+                         &r.compute.judged, &r.compute.finding})
     if (!is_clean_text(*f)) *f = escape_text(*f);
   if (r.compute.parts.size() > 8) r.compute.parts.resize(8);
   // A peer's clocks (NVML's figures): in range, or unknown.

@@ -5,8 +5,21 @@
 #include "compute/arith.h"
 
 #include <bit>
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
+
+// The host's checksums are the same on every CPU and build (checked with GCC
+// and Clang at -O0 to -O3 -march=native -ffp-contract=fast): the products are
+// std::fma, correctly rounded everywhere, and the sums are plain fp32 adds in
+// a fixed order, which no standard optimisation reorders. Only options that
+// give up IEEE arithmetic change them (-ffast-math changes the fp32 GEMM's),
+// and so does x87's extended precision: such a build is refused here, so the
+// known checksum of data/compute-checksums.json holds for any CPU.
+#ifdef __FAST_MATH__
+#error "the compute check's CPU arithmetic needs IEEE fp32: build without -ffast-math"
+#endif
+static_assert(FLT_EVAL_METHOD == 0, "the compute check's CPU arithmetic needs fp32 evaluated as fp32");
 
 namespace gpudiag::compute {
 

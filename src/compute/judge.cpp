@@ -215,20 +215,24 @@ std::string compute_summary(const std::vector<ComputeRank>& ranks, bool rates_ju
                             const std::string& not_judged_why) {
   struct Model {
     std::vector<double> tflops;
-    int ran = 0;
+    int ran = 0, known = 0;  ///< known: judged by the known checksums (compute/known.h)
   };
   std::map<std::string, Model> models;
   std::vector<double> seconds;
   std::vector<int> differ, unstable;
   const ComputeRecord* any = nullptr;
-  int ran = 0;
+  int ran = 0, matches = 0;
+  bool differ_known = true;  ///< every rank that differs differs from the known checksums
   for (const auto& r : ranks) {
     if (!r.compute || !r.compute->ran()) continue;
     any = any ? any : r.compute;
     ++ran;
+    matches += r.compute->known == "matches";
+    if (r.compute->judged == "differs" && r.compute->known != "differs") differ_known = false;
     seconds.push_back(r.compute->seconds);
     auto& m = models[r.compute->model];
     ++m.ran;
+    m.known += !r.compute->known.empty();
     if (r.compute->judged == "differs") differ.push_back(r.rank);
     if (r.compute->judged == "unstable") unstable.push_back(r.rank);
     if (!r.compute->failed()) m.tflops.push_back(r.compute->tflops);
@@ -245,13 +249,19 @@ std::string compute_summary(const std::vector<ComputeRank>& ranks, bool rates_ju
   for (const auto& [model, m] : models) {
     std::string p = model;
     if (models.size() > 1) p += ": " + std::to_string(m.ran) + (m.ran == 1 ? " rank" : " ranks");
-    if (m.ran == 1) p += ", nothing to compare with";
-    if (m.ran == 2) pairs.push_back(model);
+    if (m.ran == 1 && m.known == 0) p += ", nothing to compare with";
+    if (m.ran == 2 && m.known < 2) pairs.push_back(model);
     if (!m.tflops.empty()) p += ", median " + rate(median(m.tflops));
     parts.push_back(p);
   }
   line += join(parts, "; ") + "), " + human_seconds(median(seconds));
-  if (!differ.empty()) line += "; " + std::string(differ.size() == 1 ? "rank " : "ranks ") + format_ranks(differ) + (differ.size() == 1 ? " differs" : " differ");
+  if (matches > 0)
+    line += matches == ran ? ", matching the known checksums"
+                           : "; " + std::to_string(matches) + " of " + std::to_string(ran) +
+                                 " ranks matching the known checksums";
+  if (!differ.empty())
+    line += "; " + std::string(differ.size() == 1 ? "rank " : "ranks ") + format_ranks(differ) +
+            (differ.size() == 1 ? " differs" : " differ") + (differ_known ? " from the known checksums" : "");
   if (!unstable.empty()) line += "; " + std::string(unstable.size() == 1 ? "rank " : "ranks ") + format_ranks(unstable) + " changed between repetitions";
   if (!pairs.empty())
     line += "; with 2 ranks of " + join(pairs, ", ") +

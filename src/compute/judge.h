@@ -9,6 +9,8 @@
 // the reference "differs"; when there is no reference (two ranks that
 // disagree, or a tie) every rank of that model differs, and with two the line
 // says a third would name the bad one. One rank of a model is "alone".
+// Where the known checksums list a rank's exact key, they are its reference
+// instead, and this comparison only adds how many peers agree (compute/known.h).
 //
 // The rate is judged by rank 0 from the final table (slow_ranks): against the
 // median TFLOP/s of the same model's ranks, only on GPUs and only when no

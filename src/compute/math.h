@@ -31,6 +31,13 @@ namespace gpudiag::compute {
 
 enum class Precision { bf16, fp16, fp32 };
 
+/// The version of this arithmetic (inputs, GEMMs, their sizes in run.h,
+/// checksum), keyed with each entry of data/compute-checksums.json: bump it
+/// whenever anything here, in arith.cpp or in gpu/compute_kernels.cuh and
+/// compute_gemm.cu changes a single result bit, so no old known checksum is
+/// compared with the new arithmetic's.
+inline constexpr int kComputeKernelVersion = 1;
+
 inline constexpr std::uint64_t kSeed = 0x6770756469616721ull;  // "gpudiag!"
 inline constexpr int kReduceBlocks = 256;
 inline constexpr int kReduceThreads = 256;

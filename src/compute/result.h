@@ -25,6 +25,14 @@ struct ComputeRecord {
   /// "CPU <model name>" on the host backend. "" when the phase did not run.
   std::string model;
   std::string device;  ///< "gpu" or "host": where it ran
+  /// On a GPU the NVIDIA driver's release ("550.54.15", /proc/driver/nvidia/
+  /// version; "" unknown), "" on the host: with `model` and `kernel` the key
+  /// of the known checksums (compute/known.h).
+  std::string driver;
+  int kernel = 0;  ///< compute/math.h's kComputeKernelVersion
+  /// The known checksums' verdict: "matches", "differs", "" (no entry for
+  /// this model, driver and kernel version, or not run).
+  std::string known;
   std::vector<ComputePart> parts;
   double tflops = 0;   ///< all parts' flops over their seconds
   double seconds = 0;  ///< the phase's wall time
@@ -45,7 +53,8 @@ struct ComputeRecord {
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ComputePart, name, checksum, flops, seconds, repeats)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GpuClocks, sm_mhz, sm_max_mhz, events, why)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ComputeRecord, model, device, parts, tflops, seconds,
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ComputeRecord, model, device, driver, kernel,
+                                                known, parts, tflops, seconds,
                                                 judged, finding, clocks)
 
 }  // namespace gpudiag

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "compute/arith.h"
+#include "compute/known.h"
 #include "gpu/compute_gemm.h"
 #include "util/strings.h"
 
@@ -51,6 +52,10 @@ ComputeRecord run_compute(const ComputeOptions& o) {
   ComputeRecord rec;
   rec.model = o.model;
   rec.device = o.gpu ? "gpu" : "host";
+  // The key of the known checksums (compute/known.h): the arithmetic's
+  // version, and on a GPU the driver's release; the default size only.
+  if (o.n == 0) rec.kernel = compute::kComputeKernelVersion;
+  if (o.gpu) rec.driver = nvidia_driver_release();
   const int n = o.n > 0 ? o.n : o.gpu ? kGpuComputeN : kHostComputeN;
   const auto t0 = Clock::now();
   for (Precision p : {Precision::bf16, Precision::fp16, Precision::fp32}) {

@@ -9,6 +9,8 @@
 #include <cuda_fp16.h>
 #include <mma.h>
 
+// Any change here that moves a result bit bumps kComputeKernelVersion
+// (compute/math.h): the known checksums are keyed by it.
 namespace gpudiag::compute_kernels {
 
 inline constexpr int kTile = 16;

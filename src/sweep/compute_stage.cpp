@@ -4,6 +4,7 @@
 
 #include "checks/verdict.h"
 #include "compute/judge.h"
+#include "compute/known.h"
 #include "compute/run.h"
 #include "sweep/sweep_run.h"
 #include "util/strings.h"
@@ -17,6 +18,9 @@ ComputeStage judge_compute_stage(const std::vector<std::optional<RankRecord>>& t
   for (const auto& r : table)
     if (r && r->ok) tally_compute(tallies, r->compute);
   bound_compute(tallies);
+  // The known checksums judge the ranks whose exact key they list (compute/known.h).
+  const KnownTable& known = known_checksums();
+  if (!known.error.empty()) spdlog::warn("{}", known.error);
   // Each rank's record with its verdict, for the summary and the rates.
   std::vector<ComputeRecord> judged;
   std::vector<const RankRecord*> who;
@@ -26,6 +30,7 @@ ComputeStage judge_compute_stage(const std::vector<std::optional<RankRecord>>& t
     const auto j = judge_compute(tallies, c);
     c.judged = j.judged;
     c.finding = j.finding;
+    judge_known(known, tallies, c);
     if (c.failed()) out.failed.emplace_back(r->rank, rank_label(*r) + " failed in compute: " + c.finding);
     judged.push_back(std::move(c));
     who.push_back(&*r);

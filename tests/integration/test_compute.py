@@ -9,8 +9,10 @@ exchange compares their checksums.
   rank 2 is broken in compute, every other rank ends OK (a compute verdict is
   on that rank alone), rank 0's summary says `rank 2 broken in compute`, the
   launcher's exit status is 1;
-- with two ranks that differ both are named, and the line says a third would
-  name the bad one;
+- the known checksums (data/compute-checksums.json, whose host entry holds
+  on every CPU) judge each rank on its own: one rank whose bit flipped is
+  broken by them, two ranks that differ need no third, a healthy run of one
+  or two ranks says it matches them;
 - under mpirun the same, and every rank finalizes MPI;
 - --no-compute skips the phase (and the flip with it);
 - --json and --prometheus carry each rank's compute object and gauges.
@@ -52,8 +54,8 @@ class Compute(unittest.TestCase):
             lines = [l for l in out.splitlines() if l.startswith("compute:")]
             self.assertEqual(len(lines), 1, out)
             self.assertRegex(lines[0], r"^compute: bf16, fp16 and fp32 GEMM checksums identical on 4 ranks "
-                                       r"\(CPU[^)]*, median [0-9.]+ [GT]FLOP/s\), [0-9.]+ m?s; "
-                                       r"rate not judged \(host backend\)$")
+                                       r"\(CPU[^)]*, median [0-9.]+ [GT]FLOP/s\), [0-9.]+ m?s, "
+                                       r"matching the known checksums; rate not judged \(host backend\)$")
             self.assertRegex(out, r"summary: 4/4 ranks OK")
             doc = read(path)
         self.assertTrue(doc["ok"])
@@ -73,12 +75,13 @@ class Compute(unittest.TestCase):
             self.assertEqual(sorted(int(m["rank"]) for m in ok_lines(out)), [0, 1, 3], out)
             broken = broken_lines(out)
             self.assertEqual([m["local"] for m in broken], ["2"], out)
-            self.assertRegex(broken[0]["reason"], r"^compute result differs from 3 of 4 ranks of its model "
-                                                  r"\(bf16 GEMM, checksum [0-9a-f]{16}, theirs 5f9d572c004ce395\)$")
+            self.assertRegex(broken[0]["reason"], r"^compute result differs from the known checksum of CPU[^(]*"
+                                                  r"\(host backend, kernel v1\) \(bf16 GEMM, checksum [0-9a-f]{16}, "
+                                                  r"known 5f9d572c004ce395\); 3 of 4 ranks of its model give the known one$")
             self.assertRegex(out, r"summary: 3/4 ranks OK on 1 host, [^\n]*; rank 2 broken in compute\n")
             self.assertRegex(out, r"\n2 +\S+ +2 +host +[0-9.]+ \S+ +FAILED .* BROKEN in compute\n")
             self.assertIn("compute: bf16, fp16 and fp32 GEMM checksums identical on 3 of 4 ranks", out)
-            self.assertIn("; rank 2 differs", out)
+            self.assertIn("; rank 2 differs from the known checksums", out)
             self.assertRegex(p.stderr, r"gpudiag launch: 3/4 ranks OK; rank 2 exited with status 1")
             doc, metrics = read(path), read(prom)
         by_rank = {r["rank"]: r for r in doc["ranks"]}
@@ -93,15 +96,51 @@ class Compute(unittest.TestCase):
         self.assertRegex(metrics, r'gpudiag_check_compute_tflops\{host="[^"]+",rank="3"\} \S+\n')
         self.assertNotIn("gpudiag_check_compute_slow", metrics)  # the host's rate is never judged
 
-    def test_two_ranks_that_differ_are_both_named(self):
+    def test_two_ranks_that_differ_the_known_checksums_name_the_bad_one(self):
+        # Without the table both would be named (no majority of two); the
+        # known checksums need no third.
         p, out = launch(2, raise_="FLIP@compute:1")
         self.assertEqual(p.returncode, 1, out + p.stderr[-3000:])
+        self.assertEqual([m["rank"] for m in ok_lines(out)], ["0"], out)
         broken = broken_lines(out)
-        self.assertEqual(sorted(m["local"] for m in broken), ["0", "1"], out)
-        for m in broken:
-            self.assertIn("differs from the other of the 2 ranks of its model", m["reason"])
-            self.assertIn("a third of this model would name it", m["reason"])
-        self.assertRegex(out, r"summary: 0/2 ranks OK[^\n]*; ranks 0,1 broken in compute\n")
+        self.assertEqual([m["local"] for m in broken], ["1"], out)
+        self.assertIn("differs from the known checksum of CPU", broken[0]["reason"])
+        self.assertIn("; 1 of 2 ranks of its model give the known one", broken[0]["reason"])
+        self.assertNotIn("a third", out)
+        self.assertRegex(out, r"summary: 1/2 ranks OK[^\n]*; rank 1 broken in compute\n")
+
+    def test_one_rank_is_judged_by_the_known_checksums(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "check.json")
+            p, out = launch(1, "--json", path, raise_="FLIP@compute:0")
+            self.assertEqual(p.returncode, 1, out + p.stderr[-3000:])
+            doc = read(path)
+        broken = broken_lines(out)
+        self.assertEqual([m["local"] for m in broken], ["0"], out)
+        self.assertRegex(broken[0]["reason"], r"^compute result differs from the known checksum of CPU[^(]*"
+                                              r"\(host backend, kernel v1\) \(bf16 GEMM, checksum [0-9a-f]{16}, "
+                                              r"known 5f9d572c004ce395\)$")
+        self.assertRegex(out, r"summary: 0/1 ranks OK[^\n]*; rank 0 broken in compute\n")
+        self.assertIn("; rank 0 differs from the known checksums", out)
+        c = doc["ranks"][0]["compute"]
+        self.assertEqual((c["verdict"], c["agrees"], c["known"], c["kernel"]), ("differs", False, "differs", 1))
+
+    def test_healthy_one_and_two_ranks_match_the_known_checksums(self):
+        for n in (1, 2):
+            with tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, "check.json")
+                p, out = launch(n, "--json", path)
+                self.assertEqual(p.returncode, 0, out + p.stderr[-3000:])
+                doc = read(path)
+            lines = [l for l in out.splitlines() if l.startswith("compute:")]
+            self.assertEqual(len(lines), 1, out)
+            self.assertIn("), " if n == 1 else "checksums identical on 2 ranks", lines[0])
+            self.assertIn(", matching the known checksums; rate not judged (host backend)", lines[0])
+            self.assertNotIn("nothing to compare with", lines[0])
+            self.assertNotIn("a third", lines[0])
+            for r in doc["ranks"]:
+                c = r["compute"]
+                self.assertEqual((c["checksum"], c["known"], c["agrees"], c["verdict"]), (KNOWN, "matches", True, "ok"))
 
     def test_under_mpirun_every_rank_finalizes(self):
         # The broken rank went through every collective: it and its peers

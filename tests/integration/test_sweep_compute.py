@@ -75,11 +75,12 @@ class SweepCompute(unittest.TestCase):
         states = {n["host"]: n["state"] for n in doc["nodes"]}
         self.assertEqual(states, {"node1": "OK", "node2": "OK", "node3": "FAILED", "node4": "OK"}, text)
         reason = next(n for n in doc["nodes"] if n["host"] == "node3")["reason"]
-        self.assertRegex(reason, r"^rank 5 \[node3-1\] failed in compute: compute result differs from 7 of 8 "
-                                 r"ranks of its model \(bf16 GEMM, checksum [0-9a-f]{16}, theirs " + BF16 + r"\)$")
+        self.assertRegex(reason, r"^rank 5 \[node3-1\] failed in compute: compute result differs from the known "
+                                 r"checksum of CPU[^(]*\(host backend, kernel v1\) \(bf16 GEMM, checksum [0-9a-f]{16}, "
+                                 r"known " + BF16 + r"\); 7 of 8 ranks of its model give the known one$")
         self.assertRegex(text, r"\nnode3 +FAILED +rank 5 \[node3-1\] failed in compute: ")
         self.assertIn("compute: bf16, fp16 and fp32 GEMM checksums identical on 7 of 8 ranks", text)
-        self.assertIn("; rank 5 differs", text)
+        self.assertIn("; rank 5 differs from the known checksums", text)
         self.assertEqual(doc["compute"]["slow"], 0)
         self.assertFalse(doc["compute"]["rates_judged"])
         self.assertIn("exclude 1 of 4 node(s): node3", text)
@@ -99,8 +100,8 @@ class SweepCompute(unittest.TestCase):
         lines = [l for l in text.splitlines() if l.startswith("compute:")]
         self.assertEqual(len(lines), 1, text)
         self.assertRegex(lines[0], r"^compute: bf16, fp16 and fp32 GEMM checksums identical on 12 ranks "
-                                   r"\(CPU[^)]*, median [0-9.]+ [GT]FLOP/s\), [0-9.]+ m?s; "
-                                   r"rate not judged \(host backend\)$")
+                                   r"\(CPU[^)]*, median [0-9.]+ [GT]FLOP/s\), [0-9.]+ m?s, "
+                                   r"matching the known checksums; rate not judged \(host backend\)$")
         self.assertEqual(doc["compute"]["line"], lines[0])
         self.assertFalse([w for w in doc["warnings"] if "compute" in w], doc["warnings"])
 
