@@ -27,7 +27,8 @@
 #      cuBLAS bf16/fp32 GEMM rate beside the phase's;
 #   8. launch --stragglers on NCCL, 4 ranks on the GPU: healthy (nobody named),
 #      one rank slowed by a GPU kernel of its own with the host waiting for it
-#      (named), and without the wait (what a host-side timestamp cannot see).
+#      (named), and without the wait (what a host-side timestamp cannot see: the
+#      flight recorder's kernel times name it, 'on its GPU').
 # Usage: gpu-owed.sh BUNDLE_DIR (gpudiag, gpudiag_tests, scan_gpu_bench, lib/, nccl-tests/).
 set -uo pipefail
 b=$(cd "${1:?usage: gpu-owed.sh BUNDLE_DIR}" && pwd)
@@ -106,6 +107,9 @@ straggle() { local name=$1; shift
 straggle stragglers-healthy
 straggle stragglers-slow-sync --slow-rank 2 --slow-ms 20 --sync
 straggle stragglers-slow-gpu-only --slow-rank 2 --slow-ms 20
+grep -q '"source": *"nccl_kernels"' "$logs/stragglers-slow-gpu-only.json" &&
+  say "stragglers: the GPU-late rank named from NCCL's kernel times" ||
+  say "stragglers: NCCL's kernel times named nobody in the GPU-only case (see its log)"
 rm -rf "$cdir"
 say "gpu-owed: $([[ $status -eq 0 ]] && echo 'every step exit 0' || echo 'a step failed')"
 exit $status

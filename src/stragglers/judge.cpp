@@ -97,7 +97,7 @@ std::vector<Event> Judge::add(int rank, const Arrival& a) {
   }
   Slot& slot = it->second.slots[static_cast<std::size_t>(i)];
   if (slot.have) return events;  // a second record for one rank's arrival: the first stands
-  slot = {true, a.arrival_ns, a.end_ns, a.forward_ns, a.runq_ns};
+  slot = {true, a.arrival_ns, a.end_ns, a.forward_ns, a.runq_ns, a.kernel_ns};
   if (++it->second.have == static_cast<int>(g->members.size())) {
     Pending done = std::move(it->second);
     g->pending.erase(it);
@@ -110,7 +110,8 @@ std::vector<Event> Judge::add(int rank, const Arrival& a) {
   return events;
 }
 
-void Judge::judge(int id, Group& g, std::int64_t seq, Pending& p, std::vector<Event>& events) {
+bool Judge::place(Group& g, const Pending& p, std::vector<double>& arrive,
+                  std::vector<double>& ends, std::vector<double>& fwd) {
   const std::size_t n = g.members.size();
   // One timeline: the first member's clock; another host's shifted by the
   // median of its recent offsets, measured at collectives' ends.
@@ -131,23 +132,46 @@ void Judge::judge(int id, Group& g, std::int64_t seq, Pending& p, std::vector<Ev
       samples.push_back(static_cast<double>(earliest_end[d] - earliest_end[ref]));
       if (samples.size() > kOffsetSamples) samples.pop_front();
     }
-    if (samples.empty()) return;  // no common moment yet: this one cannot be placed
+    if (samples.empty()) return false;
     shift[d] = median_of({samples.begin(), samples.end()});
   }
   auto on_line = [&](std::size_t i, std::int64_t t) {
     const int d = domain(g.members[i]);
     return static_cast<double>(t) - (d == ref ? 0.0 : shift[d]);
   };
-  std::vector<double> arrive(n), ends(n), fwd(n);
   for (std::size_t i = 0; i < n; ++i) {
     arrive[i] = on_line(i, p.slots[i].a);
     ends[i] = p.slots[i].e ? on_line(i, p.slots[i].e) : 0;
     fwd[i] = p.slots[i].f ? on_line(i, p.slots[i].f) : 0;
   }
+  return true;
+}
+
+void Judge::judge(int id, Group& g, std::int64_t seq, Pending& p, std::vector<Event>& events) {
+  const std::size_t n = g.members.size();
+  std::vector<double> arrive(n), ends(n), fwd(n);
+  double mark = 0;  // the collective's moment, for the pace
+  if (s_.kernels) {
+    // No clock: the shortest kernel started last (judge.h).
+    if (g.origin.size() != n) {
+      g.origin.resize(n);
+      for (std::size_t i = 0; i < n; ++i) g.origin[i] = p.slots[i].a;
+    }
+    std::vector<double> since(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      arrive[i] = -static_cast<double>(p.slots[i].k);
+      since[i] = static_cast<double>(p.slots[i].a - g.origin[i]);
+    }
+    mark = median_of(since);
+  } else if (!place(g, p, arrive, ends, fwd)) {
+    return;  // no common moment yet: this one cannot be placed
+  } else {
+    mark = median_of(arrive);
+  }
   Seen seen;
   seen.seq = seq;
   seen.op = p.op;
-  seen.med = median_of(arrive);
+  seen.med = mark;
   seen.late.resize(n);
   // Each rank against the median of the others (with two ranks: the other).
   std::vector<double> sorted = arrive;
@@ -274,7 +298,7 @@ void Judge::decide(int id, Group& g, std::vector<Event>& events) {
       ep.to_seq = now.seq;
       ep.late_ms = median_of(st.lates) / 1e6;
       ep.share = static_cast<double>(st.late_count) / static_cast<double>(std::max<std::int64_t>(ep.judged, 1));
-      ep.where = where_word(st.comm, st.load, st.comp, s_.where_share);
+      if (!s_.kernels) ep.where = where_word(st.comm, st.load, st.comp, s_.where_share);
       ep.op = std::max_element(st.ops.begin(), st.ops.end(), [](auto& a, auto& b) {
                 return a.second < b.second;
               })->first;
@@ -297,7 +321,8 @@ void Judge::decide(int id, Group& g, std::vector<Event>& events) {
     ep.from_seq = first;
     ep.named_at = now.seq;
     ep.judged = static_cast<std::int64_t>(w.size());
-    ep.where = where_word(comm, load, comp, s_.where_share);
+    ep.where = s_.kernels ? "compute" : where_word(comm, load, comp, s_.where_share);
+    ep.gpu = s_.kernels;
     ep.op = std::max_element(ops.begin(), ops.end(), [](auto& a, auto& b) {
               return a.second < b.second;
             })->first;
@@ -312,6 +337,14 @@ void Judge::decide(int id, Group& g, std::vector<Event>& events) {
     episodes_.push_back(ep);
     events.push_back({false, ep, share});
   }
+}
+
+bool Judge::names(int rank, int group) const {
+  const auto it = groups_.find(group);
+  if (it == groups_.end() || rank < 0 || static_cast<std::size_t>(rank) >= it->second.index_of.size())
+    return false;
+  const int i = it->second.index_of[static_cast<std::size_t>(rank)];
+  return i >= 0 && it->second.ranks[static_cast<std::size_t>(i)].named;
 }
 
 JudgeSummary Judge::summary() const {

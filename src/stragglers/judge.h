@@ -32,6 +32,14 @@
 // against the members' median; a part holding `where_share` of the rank's
 // excess over its late collectives gives the word.
 //
+// A judge of NCCL kernel times (`kernels`, from PyTorch's flight recorder,
+// record.h's `d` lines) places no clock: a collective's kernels end together
+// on every member (the last to start lets them all finish), so a rank whose
+// GPU reached it late has the shortest kernel, and its lateness is the
+// longest member kernel minus its own; the pace is each member's time between
+// its own collectives (their creation times on its own clock), the median of
+// the members'. Its episodes are `gpu`, their where "compute".
+//
 // Memory is bounded whatever the job's length: `max_groups` groups, their
 // windows, `max_pending` collectives waiting for records each, and at most
 // kMaxEpisodes named spells a group.
@@ -61,6 +69,7 @@ struct JudgeSettings {
   int max_groups = 64;
   int max_pending = 64;
   int max_members = 4096;
+  bool kernels = false;  ///< the records are NCCL kernel times (above)
 };
 
 inline constexpr int kMaxEpisodes = 32;
@@ -77,6 +86,7 @@ struct Episode {
   std::int64_t judged = 0;  ///< collectives judged over the spell
   std::string where;        ///< "data loading", "compute", "communication" or ""
   std::string op;           ///< the collective it was late at most
+  bool gpu = false;         ///< seen in NCCL's kernel times: its GPU was late
 };
 
 struct Event {
@@ -96,6 +106,7 @@ struct JudgeSummary {
   std::vector<Episode> episodes;  ///< every spell, still named ones with to_seq -1
   std::int64_t incomplete = 0;    ///< collectives forgotten without every record
   std::int64_t untracked = 0;     ///< records of groups past max_groups or unknown
+  std::int64_t kernels = 0;       ///< collectives judged by their NCCL kernel times (merged())
 };
 
 class Judge {
@@ -108,12 +119,15 @@ class Judge {
   /// One rank's record; the events of the collectives it completed.
   std::vector<Event> add(int rank, const Arrival& arrival);
   JudgeSummary summary() const;
+  /// Whether `rank` is named in `group` now.
+  bool names(int rank, int group) const;
 
  private:
   struct Slot {
     bool have = false;
     std::int64_t a = 0, e = 0, f = 0;
     std::int64_t q = 0;  ///< run-queue wait since the rank's last arrival (0: not known)
+    std::int64_t k = 0;  ///< NCCL kernel time (kernels judge)
   };
   struct Pending {
     std::string op;
@@ -146,9 +160,13 @@ class Judge {
     std::int64_t judged = 0;
     std::vector<RankState> ranks;
     std::map<int, std::deque<double>> offsets;  ///< domain -> recent offset estimates (ns)
+    std::vector<std::int64_t> origin;  ///< kernels judge: each member's first creation time
   };
 
   Group* group_for(int id, bool create);
+  /// The arrivals on one timeline (clock domains shifted); false: not yet placeable.
+  bool place(Group& g, const Pending& p, std::vector<double>& arrive, std::vector<double>& ends,
+             std::vector<double>& fwd);
   void judge(int id, Group& g, std::int64_t seq, Pending& p, std::vector<Event>& events);
   std::vector<double> thresholds(const Group& g, double pace) const;
   void decide(int id, Group& g, std::vector<Event>& events);

@@ -16,6 +16,13 @@
 // the slot's place inside the timed hook, so the script never sees the slot
 // taken. Nothing joins or adds to the job's groups: the records go over a
 // Unix datagram socket, never blocking (a full socket drops them, counted).
+//
+// Where PyTorch's NCCL flight recorder times kernels (torch 2.x built with
+// NCCL, TORCH_NCCL_ENABLE_TIMING, which the launcher sets), a thread reads it
+// once a second (torch._C._distributed_c10d._dump_nccl_trace, without stack
+// traces) and sends each completed collective's kernel time, in order, of
+// the groups it knows by torch's names for them (c10d's pg_names: the
+// recorder's pg_config keys): a rank whose GPU is late (judge.h).
 #include "stragglers/rank_hook.h"
 
 #include <unistd.h>
@@ -43,11 +50,16 @@ _LOCAL = int(_os.environ.get("LOCAL_RANK", "0") or 0)
 _SKEW = int(_os.environ.get("GPUDIAG_STRAGGLERS_TEST_SKEW_NS", "0") or 0)
 _sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_DGRAM)
 _sock.setblocking(False)
+_lock = _thread.allocate_lock()  # the records come from the rank's threads and the reader's
 _buf, _state = [], {"last": _now(), "dropped": 0, "depth": 0, "fwd": 0, "groups": 0}
 _live = set()  # weak references to the bucket callbacks a gloo worker still holds
 _seq, _gid = {}, {}
 
 def _flush():
+    with _lock:
+        _flush_held()
+
+def _flush_held():
     global _buf
     lines, _buf = _buf, []
     _state["last"] = _now()
@@ -60,9 +72,10 @@ def _flush():
         _state["dropped"] += len(lines)
 
 def _put(line):
-    _buf.append(line)
-    if len(_buf) >= 16 or _now() - _state["last"] > 100000000:
-        _flush()
+    with _lock:
+        _buf.append(line)
+        if len(_buf) >= 16 or _now() - _state["last"] > 100000000:
+            _flush_held()
 
 def _group(g, c10d):
     # 0: the default group; k: the k-th new_group() (every rank creates groups
@@ -202,6 +215,60 @@ def _patch_dist(dist):
     c10d.new_group = new_group
     if getattr(dist, "new_group", None) is made:
         dist.new_group = new_group
+    _fr_start()
+
+_OK = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+def _fr_names(c10d):
+    # torch's name of each group this rank counts (the recorder's key) -> its number
+    w = getattr(c10d, "_world", None)
+    names = getattr(w, "pg_names", None) if w is not None else getattr(c10d, "_pg_names", None)
+    out = {}
+    for pg, name in list(names.items()) if isinstance(names, dict) else ():
+        k = 0 if pg is c10d.GroupMember.WORLD else _gid.get(id(pg))
+        if k is not None and isinstance(name, str):
+            out[name] = k
+    return out
+
+def _fr_read(last):
+    c = _sys.modules.get("torch._C._distributed_c10d")
+    fn = getattr(c, "_dump_nccl_trace", None)
+    c10d = _state.get("c10d")
+    if fn is None or c10d is None:
+        return
+    import pickle
+    dump = pickle.loads(fn(includeCollectives=True, includeStackTraces=False, onlyActive=False))
+    names, held, sent = _fr_names(c10d), set(), 0
+    for e in dump.get("entries", ()) if isinstance(dump, dict) else ():
+        pg = e.get("process_group")
+        k = names.get(pg[0]) if isinstance(pg, (tuple, list)) and pg else None
+        s, d, t = e.get("collective_seq_id"), e.get("duration_ms"), e.get("time_created_ns")
+        if k is None or k in held or e.get("is_p2p") or not isinstance(s, int) or s <= last.get(k, 0):
+            continue
+        if e.get("state") != "completed" or not isinstance(d, (int, float)) or not isinstance(t, int):
+            held.add(k)  # not timed yet: the next read sends it and those after, in order
+            continue
+        op = "".join(ch for ch in str(e.get("profiling_name", "")).split(":")[-1].lower()
+                     if ch in _OK)[:32] or "collective"
+        _put("d %d %d %s %d %d\n" % (k, s, op, max(t + _SKEW, 1), max(int(d * 1e6), 1)))
+        last[k] = s
+        sent += 1
+        if sent >= 4096:
+            return
+
+def _fr_loop():
+    last = {}
+    while True:
+        _time.sleep(1.0)
+        try:
+            _fr_read(last)
+        except Exception:
+            pass
+
+def _fr_start():
+    if _os.environ.get("TORCH_NCCL_ENABLE_TIMING", "").lower() in ("1", "true", "yes", "y", "on"):
+        import threading
+        threading.Thread(target=_fr_loop, name="gpudiag-stragglers-fr", daemon=True).start()
 
 class _Slot:
     # DDP's comm-hook slot as the script sees it: its hook (None: DDP's default).

@@ -64,6 +64,23 @@ bool read_collective(std::string_view line, Arrival& a) {
   return true;
 }
 
+bool read_kernel(std::string_view line, Arrival& a) {
+  constexpr std::int64_t kMaxKernelNs = std::int64_t{3600} * 1000000000;
+  std::int64_t group = 0, seq = 0;
+  if (!to_int(next_word(line), 0, kMaxGroupId - 1, group)) return false;
+  if (!to_int(next_word(line), 0, kMaxSeq, seq)) return false;
+  const auto op = next_word(line);
+  if (!op_name(op)) return false;
+  if (!to_int(next_word(line), 1, kMaxTimeNs, a.arrival_ns)) return false;
+  if (!to_int(next_word(line), 1, kMaxKernelNs, a.kernel_ns)) return false;
+  if (!next_word(line).empty()) return false;
+  a.group = static_cast<int>(group);
+  a.seq = seq;
+  a.op = std::string(op);
+  a.end_ns = a.forward_ns = a.runq_ns = 0;
+  return true;
+}
+
 bool read_group(std::string_view line, int world, GroupDecl& g) {
   std::int64_t group = 0;
   if (!to_int(next_word(line), 1, kMaxGroupId - 1, group)) return false;
@@ -112,6 +129,10 @@ std::optional<Datagram> parse_datagram(std::string_view text, int nproc, int wor
     if (kind == "c") {
       Arrival a;
       if (read_collective(line, a)) d.arrivals.push_back(std::move(a));
+      else ++d.invalid;
+    } else if (kind == "d") {
+      Arrival a;
+      if (read_kernel(line, a)) d.arrivals.push_back(std::move(a));
       else ++d.invalid;
     } else if (kind == "g") {
       GroupDecl g;

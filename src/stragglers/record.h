@@ -8,8 +8,14 @@
 //                                                 the time the arriving thread waited
 //                                                 for a CPU since its last arrival in
 //                                                 the group, 0 or absent: not known)
+//   d GROUP SEQ OP CREATED_NS KERNEL_NS           a collective as PyTorch's NCCL flight
+//                                                 recorder timed it on the rank's GPU
+//                                                 (SEQ: the recorder's collective_seq_id,
+//                                                 CREATED: its time_created_ns, KERNEL: its
+//                                                 duration_ms in ns; rank_hook.cpp)
 //   g GROUP RANK,RANK,...                         a group's members (global ranks)
-// all numbers decimal, times on the rank's monotonic clock. Anyone who can
+// all numbers decimal, times on the rank's monotonic clock (a `d` line's
+// CREATED on its wall clock: only its own differences are used). Anyone who can
 // reach the socket can send anything, so every field is bounded: the local
 // rank below the node's count, groups below kMaxGroupId, members below the
 // world size, sorted and unique, an op of at most 32 letters, digits and
@@ -40,6 +46,9 @@ struct Arrival {
   /// Run-queue wait (schedstat's run_delay) of the arriving thread since its
   /// previous arrival in the group: runnable, not running (0: not known).
   std::int64_t runq_ns = 0;
+  /// A `d` record: the collective's NCCL kernel time on the rank's GPU, from
+  /// its start event to its end event (0: a `c` record, a host arrival).
+  std::int64_t kernel_ns = 0;
 };
 
 struct GroupDecl {
@@ -58,6 +67,9 @@ struct Datagram {
 /// The fields of a `c` line after the `c` (GROUP SEQ OP ARRIVAL END FORWARD [RUNQ]),
 /// checked as above; false for a line that is not one.
 bool read_collective(std::string_view line, Arrival& a);
+/// The fields of a `d` line after the `d` (GROUP SEQ OP CREATED KERNEL): a
+/// kernel of at most an hour, its creation time in arrival_ns.
+bool read_kernel(std::string_view line, Arrival& a);
 /// The fields of a `g` line after the `g` (GROUP RANKS), members below `world`.
 bool read_group(std::string_view line, int world, GroupDecl& g);
 

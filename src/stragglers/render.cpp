@@ -3,6 +3,7 @@
 // default group, k the k-th new_group()) and its members.
 #include "stragglers/render.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -39,14 +40,31 @@ std::string who(int rank, const RankLabel& label) {
 }
 
 std::string where_tail(const Episode& e) {
+  if (e.gpu) return "; where: " + e.where + ", on its GPU (NCCL's kernel times: its kernel started last)";
   return e.where.empty() ? "" : "; where: " + e.where;
 }
+
+const char* on_gpu(const Episode& e) { return e.gpu ? " on its GPU" : ""; }
 
 }  // namespace
 
 std::string group_words(int group, const std::vector<int>& members) {
   if (group == 0) return "the default group, " + std::to_string(members.size()) + " ranks";
   return "ranks " + ranges(members);
+}
+
+JudgeSummary merged(const JudgeSummary& host, const JudgeSummary& kernels) {
+  JudgeSummary out = host;
+  for (const auto& g : kernels.groups) out.kernels += g.judged;
+  for (const auto& e : kernels.episodes) {
+    const bool said = std::any_of(host.episodes.begin(), host.episodes.end(), [&](const Episode& h) {
+      return h.rank == e.rank && h.group == e.group;
+    });
+    if (!said) out.episodes.push_back(e);
+  }
+  out.incomplete += kernels.incomplete;
+  out.untracked += kernels.untracked;
+  return out;
 }
 
 std::string event_line(const Event& ev, int window, const RankLabel& label) {
@@ -58,7 +76,7 @@ std::string event_line(const Event& ev, int window, const RankLabel& label) {
            std::to_string(window) + " (it was " + ms(e.late_ms) + " ms late at " +
            percent(e.share) + " of " + std::to_string(e.judged) + " collectives from collective " +
            std::to_string(e.from_seq) + ")";
-  return "straggler: " + who(e.rank, label) + " arrives " + ms(e.late_ms) + " ms late at " +
+  return "straggler: " + who(e.rank, label) + " arrives " + ms(e.late_ms) + " ms late" + on_gpu(e) + " at " +
          percent(e.share) + " of collectives in " + g + ", the last " + std::to_string(e.judged) +
          " from collective " + std::to_string(e.from_seq) + ", mostly at " + e.op +
          "; the others wait for it" + where_tail(e);
@@ -72,13 +90,15 @@ std::vector<std::string> summary_lines(const JudgeSummary& s, const Heard& heard
   std::string measured = std::to_string(judged) + " collective" + (judged == 1 ? "" : "s") +
                          " judged in " + std::to_string(s.groups.size()) + " group" +
                          (s.groups.size() == 1 ? "" : "s");
+  if (s.kernels > 0)
+    measured += ", " + std::to_string(s.kernels) + " by their NCCL kernel times";
   if (heard.dropped > 0) measured += ", " + std::to_string(heard.dropped) + " records lost by the ranks";
   if (heard.invalid > 0) measured += ", " + std::to_string(heard.invalid) + " refused";
   if (heard.unshared > 0)
     measured += ", " + std::to_string(heard.unshared) + " records not shared with the other nodes";
   if (heard.missed > 0)
     measured += ", " + std::to_string(heard.missed) + " batches of other nodes' records missed";
-  if (judged == 0) {
+  if (judged == 0 && s.kernels == 0) {
     out.push_back("stragglers: not measured (no collective was reported by every rank of its group"
                   "; only Python ranks using torch.distributed are measured)");
     return out;
@@ -90,7 +110,7 @@ std::vector<std::string> summary_lines(const JudgeSummary& s, const Heard& heard
   out.push_back("stragglers: " + std::to_string(s.episodes.size()) + " named (" + measured + ")");
   for (const auto& e : s.episodes)
     out.push_back("straggler: " + who(e.rank, label) + " arrived " + ms(e.late_ms) +
-                  " ms late at " + percent(e.share) + " of collectives in group " +
+                  " ms late" + on_gpu(e) + " at " + percent(e.share) + " of collectives in group " +
                   std::to_string(e.group) + " (" + group_words(e.group, e.members) +
                   ") from collective " + std::to_string(e.from_seq) +
                   (e.to_seq < 0 ? " to the end" : " to " + std::to_string(e.to_seq) + ", then recovered") +
@@ -116,12 +136,14 @@ nlohmann::json summary_json(const JudgeSummary& s, const Heard& heard, const Ran
                         {"recovered", e.to_seq >= 0},
                         {"collectives", e.judged},
                         {"op", e.op},
+                        {"source", e.gpu ? "nccl_kernels" : "host"},
                         {"where", e.where.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.where)}};
     if (e.to_seq >= 0) j["to_collective"] = e.to_seq;
     if (label) j["label"] = label(e.rank);
     named.push_back(std::move(j));
   }
-  return {{"measured", judged > 0},  {"collectives", judged},
+  return {{"measured", judged > 0 || s.kernels > 0},  {"collectives", judged},
+          {"kernel_collectives", s.kernels},
           {"groups", groups},        {"named", named},
           {"incomplete", s.incomplete}, {"records", heard.records},
           {"refused", heard.invalid}, {"lost_by_ranks", heard.dropped},
@@ -140,7 +162,8 @@ void add_samples(PromText& prom, const JudgeSummary& s, const std::string& host,
                     {"rank", std::to_string(e.rank)},
                     {"label", label ? label(e.rank) : ""},
                     {"group", std::to_string(e.group)},
-                    {"from_collective", std::to_string(e.from_seq)}};
+                    {"from_collective", std::to_string(e.from_seq)},
+                    {"source", e.gpu ? "nccl_kernels" : "host"}};
     const bool named = e.to_seq < 0;
     now += named;
     prom.gauge("gpudiag_straggler", "1 while the rank is named a straggler, 0 once it recovered",

@@ -1,7 +1,8 @@
 // What --stragglers says: the live lines (`straggler: rank R [host-local]
 // arrives N ms late at X% of collectives in group G ...` when a rank is
 // named, `... recovered ...` when it is not any more), the end summary
-// (`stragglers: none (...)` or one line a spell), the `stragglers` object of
+// (`stragglers: none (...)` or one line a spell; a spell seen in NCCL's
+// kernel times says `late on its GPU`), the `stragglers` object of
 // launch's --json document and the Prometheus textfile's samples.
 #pragma once
 
@@ -28,6 +29,11 @@ struct Heard {
   std::int64_t unshared = 0;  ///< several nodes: this node's records not shared (too many)
   std::int64_t missed = 0;    ///< several nodes: other nodes' batches gone before read
 };
+
+/// The host-side judge's summary with the kernel times' judge's (judge.h):
+/// its collectives counted in `kernels`, its spells added where the host-side
+/// judge has none for that rank and group.
+JudgeSummary merged(const JudgeSummary& host, const JudgeSummary& kernels);
 
 std::string event_line(const Event& event, int window, const RankLabel& label);
 /// The end summary: its first line (`stragglers: ...`), then one line a spell.

@@ -43,6 +43,10 @@ std::string group_line(const GroupDecl& g) {
 
 std::string record_line(const LocalRecord& r) {
   const Arrival& a = r.arrival;
+  if (a.kernel_ns > 0)
+    return "d " + std::to_string(r.local) + " " + std::to_string(a.group) + " " +
+           std::to_string(a.seq) + " " + a.op + " " + std::to_string(a.arrival_ns) + " " +
+           std::to_string(a.kernel_ns) + "\n";
   return "c " + std::to_string(r.local) + " " + std::to_string(a.group) + " " +
          std::to_string(a.seq) + " " + a.op + " " + std::to_string(a.arrival_ns) + " " +
          std::to_string(a.end_ns) + " " + std::to_string(a.forward_ns) + " " +
@@ -140,11 +144,12 @@ std::optional<Share> parse_share(std::string_view text, int node, int nproc, int
       }
       s.batches.push_back({serial, {}});
       last_serial = serial;
-    } else if (kind == "c") {
+    } else if (kind == "c" || kind == "d") {
       std::int64_t local = 0;
       LocalRecord r;
       if (s.batches.empty() || s.batches.back().serial < 0 ||
-          ++records > kKeptBatches * kMaxBatchRecords || !share_int(share_word(line), 0, nproc - 1, local) || !read_collective(line, r.arrival)) {
+          ++records > kKeptBatches * kMaxBatchRecords || !share_int(share_word(line), 0, nproc - 1, local) ||
+          !(kind == "c" ? read_collective(line, r.arrival) : read_kernel(line, r.arrival))) {
         ++s.invalid;
         continue;
       }

@@ -7,7 +7,8 @@
 //                                its ranks ended and every record is in a batch
 //   g GROUP RANK,RANK,...        a group its ranks declared (global ranks)
 //   b SERIAL                     a batch: the records that came after the one before
-//   c LOCAL GROUP SEQ OP ARRIVAL_NS END_NS FORWARD_NS   one rank's arrival
+//   c LOCAL GROUP SEQ OP ARRIVAL_NS END_NS FORWARD_NS RUNQ_NS   one rank's arrival
+//   d LOCAL GROUP SEQ OP CREATED_NS KERNEL_NS   one rank's NCCL kernel time
 // times on that node's own clock (a reader never compares them raw with its
 // own: judge.h places them). Only the last kKeptBatches batches are in the
 // value, so a reader that misses a publication or two still gets every

@@ -19,14 +19,18 @@ namespace gpudiag::stragglers {
 
 namespace {
 
-JudgeSettings judge_settings(const WatchSettings& s) {
+JudgeSettings judge_settings(const WatchSettings& s, bool kernels) {
   JudgeSettings j;
   j.world_size = s.world;
+  j.kernels = kernels;
+  // A rank's kernel times come once a second (rank_hook.cpp), not as they
+  // happen: a collective waits for its members' next reads.
+  if (kernels) j.max_pending = std::clamp((1 << 20) / std::max(s.world, 1), 256, 2048);
   if (s.nnodes > 1) {
     // A rank's clock is its node's; the other nodes' records come in
     // batches, so a collective waits longer for its last records.
     for (int r = 0; r < s.world; ++r) j.domain_of.push_back(r / std::max(s.nproc, 1));
-    j.max_pending = std::clamp(262144 / std::max(s.world, 1), 64, 1024);
+    if (!kernels) j.max_pending = std::clamp(262144 / std::max(s.world, 1), 64, 1024);
   }
   return j;
 }
@@ -45,7 +49,8 @@ Report unmeasured() {
   return r;
 }
 
-Watch::Watch(WatchSettings settings) : s_(std::move(settings)), judge_(judge_settings(s_)) {
+Watch::Watch(WatchSettings settings)
+    : s_(std::move(settings)), judge_(judge_settings(s_, false)), kernels_(judge_settings(s_, true)) {
   fd_.reset(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd_) throw Error(ExitCode::internal, std::string("launch: --stragglers: socket(): ") + std::strerror(errno));
   int size = 4 << 20;  // room for a burst of every rank's records (the kernel caps it)
@@ -88,9 +93,33 @@ std::string Watch::label(int rank) const {
   return "[" + host->second + "-" + std::to_string(rank % s_.nproc) + "]";
 }
 
-void Watch::say_events(const std::vector<Event>& events, std::vector<std::string>& lines) const {
-  for (const auto& ev : events)
+void Watch::say_events(const std::vector<Event>& events, std::vector<std::string>& lines) {
+  for (const auto& ev : events) {
+    const auto& e = ev.episode;
+    if (e.gpu) {
+      // A rank the host-side records name already in that group is said once.
+      const auto key = std::make_pair(e.rank, e.group);
+      if (!ev.recovered && judge_.names(e.rank, e.group)) quiet_.insert(key);
+      if (quiet_.count(key)) {
+        if (ev.recovered) quiet_.erase(key);
+        continue;
+      }
+    }
     lines.push_back(event_line(ev, JudgeSettings{}.window, [this](int r) { return label(r); }));
+  }
+}
+
+std::vector<Event> Watch::add(int rank, const Arrival& a) {
+  return a.kernel_ns > 0 ? kernels_.add(rank, a) : judge_.add(rank, a);
+}
+
+void Watch::declare(const GroupDecl& g) {
+  judge_.declare_group(g);
+  kernels_.declare_group(g);
+}
+
+JudgeSummary Watch::summary() const {
+  return merged(judge_.summary(), kernels_.summary());
 }
 
 void Watch::take(const char* data, std::size_t size) {
@@ -107,14 +136,14 @@ void Watch::take(const char* data, std::size_t size) {
     heard_.dropped = std::max(heard_.dropped, d->dropped);
     const bool sharing = s_.nnodes > 1;
     for (const auto& g : d->groups) {
-      judge_.declare_group(g);
+      declare(g);
       if (sharing) outbox_.declare(g);
     }
     const int rank = s_.rank_base + d->local_rank;
     for (const auto& a : d->arrivals) {
       ++heard_.records;
       if (sharing) outbox_.add(d->local_rank, a);
-      say_events(judge_.add(rank, a), lines);
+      say_events(add(rank, a), lines);
     }
   }
   for (const auto& l : lines) say_line(l);
@@ -155,7 +184,7 @@ void Watch::write_prometheus() {
   prom.gauge("gpudiag_info", "gpudiag's version and report", prom_info_labels("launch", ""), 1);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    add_samples(prom, judge_.summary(), s_.host, [this](int r) { return label(r); });
+    add_samples(prom, summary(), s_.host, [this](int r) { return label(r); });
   }
   (void)write_prometheus_file(s_.prometheus, prom.text());
 }
@@ -180,7 +209,7 @@ bool Watch::take_shared(int node, const std::string& text) {
     }
     heard_.invalid += share->invalid;
     hosts_[node] = share->host;
-    for (const auto& g : share->groups) judge_.declare_group(g);
+    for (const auto& g : share->groups) declare(g);
     std::int64_t& taken = taken_[node];
     for (const auto& b : share->batches) {
       if (b.serial <= taken) continue;
@@ -188,7 +217,7 @@ bool Watch::take_shared(int node, const std::string& text) {
       taken = b.serial;
       for (const auto& r : b.records) {
         ++heard_.records;
-        say_events(judge_.add(node * s_.nproc + r.local, r.arrival), lines);
+        say_events(add(node * s_.nproc + r.local, r.arrival), lines);
       }
     }
     // Batches that left the value before this launcher read them.
@@ -213,7 +242,7 @@ Report Watch::finish() {
   write_prometheus();
   Report r;
   std::lock_guard<std::mutex> lock(mu_);
-  r.summary = judge_.summary();
+  r.summary = summary();
   r.heard = heard_;
   const RankLabel l = [this](int rank) { return label(rank); };
   r.lines = summary_lines(r.summary, r.heard, l);

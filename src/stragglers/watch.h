@@ -10,6 +10,11 @@
 // parsed without trust (record.h); the thread never blocks the launcher and
 // a full socket costs the ranks records, never time.
 //
+// Where a rank's NCCL flight recorder gives its collectives' kernel times
+// (`d` records), a second judge reads them (judge.h): a rank whose GPU, not
+// its host, is late. A rank both judges name in a group is said once, by the
+// host-side one, live and in the summary (render.h's merged()).
+//
 // In a job of several nodes each global rank's clock domain is its node
 // (judge.h), the node's records wait in an outbox (share.h) that exchange.h
 // publishes for the other launchers, and theirs come in through
@@ -20,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -80,7 +86,10 @@ class Watch {
   void drain();
   void write_prometheus();
   std::string label(int rank) const;
-  void say_events(const std::vector<Event>& events, std::vector<std::string>& lines) const;
+  void say_events(const std::vector<Event>& events, std::vector<std::string>& lines);
+  std::vector<Event> add(int rank, const Arrival& a);  ///< to the judge its kind goes to
+  void declare(const GroupDecl& g);                    ///< to both judges
+  JudgeSummary summary() const;                        ///< both judges' (merged())
 
   WatchSettings s_;
   std::string address_;
@@ -88,7 +97,9 @@ class Watch {
   std::atomic<bool> stop_{false};
   std::mutex mu_;  ///< the judge and the counts, read by finish()
   std::mutex prom_mu_;  ///< one writer of the textfile at a time (taken before mu_)
-  Judge judge_;
+  Judge judge_;    ///< the ranks' host-side arrivals
+  Judge kernels_;  ///< their NCCL kernel times (judge.h), where the flight recorder gives them
+  std::set<std::pair<int, int>> quiet_;  ///< (rank, group) the kernels named while judge_ did
   Heard heard_;
   Outbox outbox_;                          ///< several nodes: what the others get
   std::map<int, std::string> hosts_;       ///< other nodes' hosts, as they said
