@@ -42,41 +42,39 @@ bool op_name(std::string_view word) {
   });
 }
 
-}  // namespace
-
-bool read_collective(std::string_view line, Arrival& a) {
+/// GROUP SEQ OP, the words every record starts with, into `a`.
+bool read_head(std::string_view& line, Arrival& a) {
   std::int64_t group = 0, seq = 0;
   if (!to_int(next_word(line), 0, kMaxGroupId - 1, group)) return false;
   if (!to_int(next_word(line), 0, kMaxSeq, seq)) return false;
   const auto op = next_word(line);
   if (!op_name(op)) return false;
-  if (!to_int(next_word(line), 1, kMaxTimeNs, a.arrival_ns)) return false;
-  if (!to_int(next_word(line), 0, kMaxTimeNs, a.end_ns)) return false;
-  if (!to_int(next_word(line), 0, kMaxTimeNs, a.forward_ns)) return false;
-  a.runq_ns = 0;
-  if (const auto q = next_word(line); !q.empty() && !to_int(q, 0, kMaxTimeNs, a.runq_ns))
-    return false;
-  if (!next_word(line).empty()) return false;
-  if (a.end_ns != 0 && a.end_ns < a.arrival_ns) return false;
   a.group = static_cast<int>(group);
   a.seq = seq;
   a.op = std::string(op);
   return true;
 }
 
+}  // namespace
+
+bool read_collective(std::string_view line, Arrival& a) {
+  if (!read_head(line, a)) return false;
+  if (!to_int(next_word(line), 1, kMaxTimeNs, a.arrival_ns)) return false;
+  if (!to_int(next_word(line), 0, kMaxTimeNs, a.end_ns)) return false;
+  if (!to_int(next_word(line), 0, kMaxTimeNs, a.forward_ns)) return false;
+  a.runq_ns = a.kernel_ns = 0;
+  if (const auto q = next_word(line); !q.empty() && !to_int(q, 0, kMaxTimeNs, a.runq_ns))
+    return false;
+  if (!next_word(line).empty()) return false;
+  return a.end_ns == 0 || a.end_ns >= a.arrival_ns;
+}
+
 bool read_kernel(std::string_view line, Arrival& a) {
   constexpr std::int64_t kMaxKernelNs = std::int64_t{3600} * 1000000000;
-  std::int64_t group = 0, seq = 0;
-  if (!to_int(next_word(line), 0, kMaxGroupId - 1, group)) return false;
-  if (!to_int(next_word(line), 0, kMaxSeq, seq)) return false;
-  const auto op = next_word(line);
-  if (!op_name(op)) return false;
+  if (!read_head(line, a)) return false;
   if (!to_int(next_word(line), 1, kMaxTimeNs, a.arrival_ns)) return false;
   if (!to_int(next_word(line), 1, kMaxKernelNs, a.kernel_ns)) return false;
   if (!next_word(line).empty()) return false;
-  a.group = static_cast<int>(group);
-  a.seq = seq;
-  a.op = std::string(op);
   a.end_ns = a.forward_ns = a.runq_ns = 0;
   return true;
 }
