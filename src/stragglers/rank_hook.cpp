@@ -243,7 +243,7 @@ def _fr_read(last):
         pg = e.get("process_group")
         k = names.get(pg[0]) if isinstance(pg, (tuple, list)) and pg else None
         s, d, t = e.get("collective_seq_id"), e.get("duration_ms"), e.get("time_created_ns")
-        if k is None or k in held or e.get("is_p2p") or not isinstance(s, int) or s <= last.get(k, 0):
+        if k is None or k in held or e.get("is_p2p") or not isinstance(s, int) or s <= last.get(k, -1):
             continue
         if e.get("state") != "completed" or not isinstance(d, (int, float)) or not isinstance(t, int):
             held.add(k)  # not timed yet: the next read sends it and those after, in order
