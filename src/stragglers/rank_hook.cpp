@@ -51,6 +51,12 @@ _SKEW = int(_os.environ.get("GPUDIAG_STRAGGLERS_TEST_SKEW_NS", "0") or 0)
 _sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_DGRAM)
 _sock.setblocking(False)
 _lock = _thread.allocate_lock()  # the records come from the rank's threads and the reader's
+
+def _fresh_lock():
+    global _lock  # a forked child's copy may be held by a thread it does not have
+    _lock = _thread.allocate_lock()
+
+_os.register_at_fork(after_in_child=_fresh_lock)
 _buf, _state = [], {"last": _now(), "dropped": 0, "depth": 0, "fwd": 0, "groups": 0}
 _live = set()  # weak references to the bucket callbacks a gloo worker still holds
 _seq, _gid = {}, {}
