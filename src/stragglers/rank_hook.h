@@ -10,4 +10,8 @@ namespace gpudiag::stragglers {
 /// which imports it when GPUDIAG_STRAGGLERS is set. Throws UsageError when it cannot.
 void write_rank_hook(const std::string& dir);
 
+/// The module's flight-recorder reader (rank_hook_kernels.cpp): Python text
+/// defining _fr_start(), which the module calls once torch.distributed is in.
+const char* kernel_reader_source();
+
 }  // namespace gpudiag::stragglers
