@@ -12,7 +12,7 @@
 //                                                 recorder timed it on the rank's GPU
 //                                                 (SEQ: the recorder's collective_seq_id,
 //                                                 CREATED: its time_created_ns, KERNEL: its
-//                                                 duration_ms in ns; rank_hook.cpp)
+//                                                 duration_ms in ns; rank_hook_kernels.cpp)
 //   g GROUP RANK,RANK,...                         a group's members (global ranks)
 // all numbers decimal, times on the rank's monotonic clock (a `d` line's
 // CREATED on its wall clock: only its own differences are used). Anyone who can

@@ -23,7 +23,7 @@ JudgeSettings judge_settings(const WatchSettings& s, bool kernels) {
   JudgeSettings j;
   j.world_size = s.world;
   j.kernels = kernels;
-  // A rank's kernel times come once a second (rank_hook.cpp), not as they
+  // A rank's kernel times come once a second (rank_hook_kernels.cpp), not as they
   // happen: a collective waits for its members' next reads.
   if (kernels) j.max_pending = std::clamp((1 << 20) / std::max(s.world, 1), 256, 2048);
   if (s.nnodes > 1) {
