@@ -17,30 +17,6 @@ namespace {
 constexpr const char* kSchema = "gpudiag-compute-checksums/1";
 constexpr int kMaxDepth = 8;
 
-/// The deepest nesting of [ and { outside strings: a hostile file nested
-/// deeper than the table ever is would only cost the parser's stack.
-int nesting(std::string_view s) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (char c : s) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
-}
-
 bool hex16(const std::string& s) {
   if (s.size() != 16) return false;
   for (char c : s)
@@ -101,7 +77,7 @@ KnownTable parse_known_checksums(std::string_view text) {
   const std::string refused = "; no known checksums are used";
   if (text.size() > kMaxKnownBytes)
     return {{}, where + "larger than " + std::to_string(kMaxKnownBytes) + " bytes" + refused};
-  if (nesting(text) > kMaxDepth) return {{}, where + "nested too deep" + refused};
+  if (json_nesting(text) > kMaxDepth) return {{}, where + "nested too deep" + refused};
   const auto j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return {{}, where + "not a JSON object" + refused};
   if (!j.contains("schema") || j["schema"] != kSchema)

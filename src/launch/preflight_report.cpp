@@ -31,29 +31,6 @@ PreflightReport not_judged(std::string why) {
   return r;
 }
 
-/// Whether `text` nests no deeper than kMaxDepth (outside strings).
-bool report_shallow(std::string_view text) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxDepth) return false;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return true;
-}
-
 /// A finite number in [0, max), or NAN.
 double report_number(const json& j, const char* key, double max) {
   const auto it = j.find(key);
@@ -154,7 +131,7 @@ void busbw_finding(const json& doc, std::vector<std::string>& out) {
 PreflightReport preflight_report_from_text(std::string_view text) {
   if (text.size() > kPreflightReportMax)
     return not_judged("its report is over " + std::to_string(kPreflightReportMax) + " bytes");
-  if (!report_shallow(text)) return not_judged("its report nests too deep");
+  if (json_nesting(text) > kMaxDepth) return not_judged("its report nests too deep");
   const json doc = json::parse(text, nullptr, false);
   if (doc.is_discarded() || !doc.is_object()) return not_judged("its report is not JSON");
   if (report_words(doc, "schema") != "gpudiag-check/1")

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "nccl_ras/report.h"
+#include "util/text.h"
 
 namespace gpudiag::ras {
 
@@ -36,25 +37,8 @@ using nlohmann::json;
 constexpr int kMaxDepth = 12;
 
 void check_depth(std::string_view s) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : s) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > kMaxDepth)
-        throw ParseError("RAS's JSON nests deeper than " + std::to_string(kMaxDepth) + " levels");
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
+  if (json_nesting(s) > kMaxDepth)
+    throw ParseError("RAS's JSON nests deeper than " + std::to_string(kMaxDepth) + " levels");
 }
 
 /// 2.28's missing comma: `"nvml_dev": 3` followed by a key on the next line.

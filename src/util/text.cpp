@@ -1,6 +1,7 @@
 // The escaper (text.h): one pass, decoding UTF-8 sequence by sequence.
 #include "util/text.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 
@@ -100,6 +101,28 @@ std::optional<std::size_t> first_invalid_utf8(std::string_view s) {
     i += len;
   }
   return std::nullopt;
+}
+
+int json_nesting(std::string_view s) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : s) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
 }
 
 }  // namespace gpudiag

@@ -34,4 +34,8 @@ std::string clean_text(std::string_view s);
 /// nullopt when all of `s` is valid.
 std::optional<std::size_t> first_invalid_utf8(std::string_view s);
 
+/// The deepest nesting of `[` and `{` outside JSON strings: a bound checked
+/// before a parser's recursion meets text from outside.
+int json_nesting(std::string_view s);
+
 }  // namespace gpudiag

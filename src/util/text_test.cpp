@@ -47,4 +47,12 @@ TEST(EscapeText, AnyBytesComeOutAsOneLineOfUtf8ThatJsonTakes) {
 }
 
 }  // namespace
+TEST(JsonNesting, CountsBracketsOutsideStringsOnly) {
+  EXPECT_EQ(json_nesting(""), 0);
+  EXPECT_EQ(json_nesting(R"({"a": [1, {"b": 2}]})"), 3);
+  EXPECT_EQ(json_nesting(R"({"a": "[[[{{{", "b": "\"[["})"), 1);
+  EXPECT_EQ(json_nesting(std::string(5000, '[')), 5000);
+  EXPECT_EQ(json_nesting("[][][]"), 1);
+}
+
 }  // namespace gpudiag
