@@ -4,7 +4,8 @@ with 4 ranks; the recorder itself is a stand-in that follows torch's source
 (tests/fixtures/torch/fr_kernels.py says which rule comes from where; on a GPU,
 scripts/gpu-owed.sh runs the real one). A healthy job names nobody and its summary counts
 the kernels it judged; a rank whose GPU is late while its host calls on time, which the
-host-side records cannot see, is named on its GPU, and no other rank is; without
+host-side records cannot see, is named on its GPU, and no other rank is; a rank whose
+host is late, which both sources see, is said once, by the host-side records; without
 TORCH_NCCL_ENABLE_TIMING the recorder has no kernel times and nothing is read."""
 import json
 import os
@@ -65,6 +66,15 @@ class StragglersFromKernelTimes(unittest.TestCase):
         self.assertGreater(ep["late_ms"], 150)
         self.assertLessEqual(ep["named_at_collective"], 11 + 20)  # collective_seq_id from 1
         self.assertRegex(p.stderr, r"gpudiag launch: stragglers: 1 named \(80 collectives")
+
+    def test_a_rank_both_sources_see_is_said_once_by_the_host_side(self):
+        p, report = self.launch("--steps", "80", "--host-late-rank", "1", "--host-late-ms", "100",
+                                "--gpu-late-from", "10")
+        named = ANY_NAMED.findall(p.stderr)
+        self.assertTrue(named, p.stderr[-3000:])
+        self.assertEqual({(r, gpu) for r, _, gpu in named}, {("1", "")}, p.stderr[-3000:])
+        self.assertGreater(report["kernel_collectives"], 0)
+        self.assertEqual([(e["rank"], e["source"]) for e in report["named"]], [(1, "host")], report)
 
     def test_without_timing_no_kernel_time_is_read(self):
         p, report = self.launch("--steps", "40", "--gpu-late-rank", "2", "--gpu-late-from", "0",
