@@ -16,8 +16,14 @@ in about 100 s (PyTorch's own tutorial): a figure for joining only, not for
 the five checkpoints measured here.
 
     bench/scale.py [--ranks 1024,4096,16384,65536,102400,262144] [--missing 3]
-                   [--flat-upto 16384] [--runs 1] [--timeout S]
+                   [--flat-upto 16384] [--runs 1] [--timeout S] [--touch]
 
+With --runs K each run takes every size in turn (a machine slow for a few
+minutes slows one run of each size), and a table gives the tree's time from
+each size to the next, run by run and on the medians. --touch first says what
+the machine charges for memory touched the first time: on a virtual machine
+that backs a guest's pages only then, it is most of what a larger run costs
+beyond its share.
 Prints a Markdown table; the load column is this machine's 1-minute load
 average before each run (it is shared: the times mean little without it).
 Then, for the tree, every request the stores served (the simulator's
@@ -34,6 +40,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIM = os.path.join(os.environ.get("GPUDIAG_BUILD_DIR", os.path.join(ROOT, "build")), "gpudiag-sim")
@@ -60,47 +67,100 @@ def main():
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--timeout", help="the checkpoints' wait (the simulator's default: 2 s, or "
                     "a second per 40,000 ranks past 80,000), the same for every size")
+    ap.add_argument("--touch", action="store_true",
+                    help="first measure what this machine charges for memory touched the first "
+                    "time (1.5 and 4 GiB over 8 processes)")
     a = ap.parse_args()
+    if a.touch:
+        print(first_touch_line(), flush=True)
+    sizes = [int(x) for x in a.ranks.split(",")]
+    cases = [(n, shape) for n in sizes for shape in (["flat"] if n <= a.flat_upto else []) + ["tree"]]
+    # Run by run, every size in turn: a machine that slows down for a few
+    # minutes slows one run of each size, not every run of one, and the
+    # ratio of two sizes is taken within one run.
+    results = {c: [] for c in cases}  # (seconds, load, the run's match, stderr)
+    for run in range(a.runs):
+        for n, shape in cases:
+            load = os.getloadavg()[0]
+            cmd = [SIM, "--ranks", str(n), "--missing", a.missing]
+            if a.timeout:
+                cmd += ["--timeout", a.timeout]
+            if shape == "flat":
+                cmd.append("--flat")
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+            m = LAST.search(p.stdout)
+            if not m:
+                sys.exit(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr[-2000:]}")
+            results[(n, shape)].append((float(m.group(3)), load, m, p.stderr))
+            print(f"run {run + 1}: {n} ranks ({shape}): {float(m.group(3)):.1f} s", file=sys.stderr,
+                  flush=True)
     traffic = []  # (n, the last run's stderr) for the second table
     print("| ranks | shape | time | load | largest store process RSS (all) | per checkpoint: "
           "rank<->leader | leader<->parent | group<->parent | through one store (flat) | "
           "missing named |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for n in [int(x) for x in a.ranks.split(",")]:
-        for shape in (["flat"] if n <= a.flat_upto else []) + ["tree"]:
-            times, loads = [], []
-            for _ in range(a.runs):
-                loads.append(os.getloadavg()[0])
-                cmd = [SIM, "--ranks", str(n), "--missing", a.missing]
-                if a.timeout:
-                    cmd += ["--timeout", a.timeout]
-                if shape == "flat":
-                    cmd.append("--flat")
-                p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-                m = LAST.search(p.stdout)
-                if not m:
-                    sys.exit(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr[-2000:]}")
-                times.append(float(m.group(3)))
-            _, cps, _, rss, total_rss, total, named, of = m.groups()
-            # Every run's time: one slow run in a few is the news on a shared machine.
-            when = ", ".join(f"{t:.1f}" for t in times) + " s"
-            load = f"{min(loads):.1f}-{max(loads):.1f}" if len(loads) > 1 else f"{loads[0]:.1f}"
-            if shape == "flat":
-                print(f"| {n} | flat | {when} | {load} | {rss} MiB | - | - | - | "
-                      f"{int(total) / int(cps) / 2**20:.1f} MiB | {named}/{of} |", flush=True)
-                continue
-            traffic.append((n, p.stderr))
-            lv = LEVELS.search(p.stderr)
-            sh = SHAPE.search(p.stderr)
-            groups = f"{sh.group(1)} groups, " if sh and sh.group(1) != "0" else ""
-            if sh and int(sh.group(2)) >= 2:
-                groups = f"{sh.group(1)} groups in {-(-int(sh.group(1)) // 128)} supergroups, "
-            wait = f", --timeout {a.timeout}" if a.timeout else ""
-            print(f"| {n} | tree ({groups}{n // 8} nodes{wait}) | {when} | {load} | {rss} MiB ({total_rss} MiB) | "
-                  f"{lv.group(1)} MiB ({lv.group(2)} B a rank) | {lv.group(3)} MiB ({lv.group(4)} B "
-                  f"a node) | {lv.group(5)} MiB | - | {named}/{of} |", flush=True)
-
+    for n, shape in cases:
+        runs = results[(n, shape)]
+        times, loads = [r[0] for r in runs], [r[1] for r in runs]
+        m, err = runs[-1][2], runs[-1][3]
+        _, cps, _, rss, total_rss, total, named, of = m.groups()
+        # Every run's time: one slow run in a few is the news on a shared machine.
+        when = ", ".join(f"{t:.1f}" for t in times) + " s"
+        load = f"{min(loads):.1f}-{max(loads):.1f}" if len(loads) > 1 else f"{loads[0]:.1f}"
+        if shape == "flat":
+            print(f"| {n} | flat | {when} | {load} | {rss} MiB | - | - | - | "
+                  f"{int(total) / int(cps) / 2**20:.1f} MiB | {named}/{of} |", flush=True)
+            continue
+        traffic.append((n, err))
+        lv = LEVELS.search(err)
+        sh = SHAPE.search(err)
+        groups = f"{sh.group(1)} groups, " if sh and sh.group(1) != "0" else ""
+        if sh and int(sh.group(2)) >= 2:
+            groups = f"{sh.group(1)} groups in {-(-int(sh.group(1)) // 128)} supergroups, "
+        wait = f", --timeout {a.timeout}" if a.timeout else ""
+        print(f"| {n} | tree ({groups}{n // 8} nodes{wait}) | {when} | {load} | {rss} MiB ({total_rss} MiB) | "
+              f"{lv.group(1)} MiB ({lv.group(2)} B a rank) | {lv.group(3)} MiB ({lv.group(4)} B "
+              f"a node) | {lv.group(5)} MiB | - | {named}/{of} |", flush=True)
+    print_growth(sizes, results)
     print_traffic(traffic)
+
+
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
+
+
+def print_growth(sizes, results):
+    """The tree's time from each size to the next, run by run and on the medians."""
+    tree = [n for n in sizes if results.get((n, "tree"))]
+    if len(tree) < 2:
+        return
+    print("\n| from | to | ranks | time, run by run | on the medians |\n|---:|---:|---:|---|---:|")
+    for a, b in zip(tree, tree[1:]):
+        ta, tb = [r[0] for r in results[(a, "tree")]], [r[0] for r in results[(b, "tree")]]
+        each = ", ".join(f"{y / x:.2f}" for x, y in zip(ta, tb))
+        print(f"| {a} | {b} | {b / a:.2f}x | {each} | {median(tb) / median(ta):.2f}x |", flush=True)
+
+
+def first_touch_line():
+    """What this machine charges for memory a process touches the first time
+    (a virtual machine's host backs a guest's pages only then): 8 processes
+    write a byte a page of 192 MiB each, then of 512 MiB each."""
+    out = []
+    for mib in (192, 512):
+        t0 = time.monotonic()
+        kids = []
+        for _ in range(8):
+            pid = os.fork()
+            if pid == 0:
+                b = bytearray(mib << 20)
+                b[::4096] = b"\x01" * len(range(0, mib << 20, 4096))
+                os._exit(0)
+            kids.append(pid)
+        for pid in kids:
+            os.waitpid(pid, 0)
+        out.append(f"{8 * mib / 1024:.1f} GiB in {time.monotonic() - t0:.1f} s")
+    return "Fresh memory's first touch here (8 processes, a byte a page): " + ", ".join(out)
 
 
 def print_traffic(runs):

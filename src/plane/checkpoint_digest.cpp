@@ -61,15 +61,49 @@ void take_missing(const nlohmann::json& j, int self, int size, Gathered& g) {
   g.missing_unlisted = static_cast<int>(count - listed);
 }
 
+/// Notes as the digest's object, in rank order: a run of consecutive ranks
+/// with the same note is one key "first-last" (a lost node's 8 ranks, the
+/// 64 noted ranks of a lost group: one text, not one a rank, in the digest
+/// every rank reads).
+nlohmann::json put_notes(const std::vector<std::pair<int, const std::string*>>& notes) {
+  nlohmann::json out = nlohmann::json::object();
+  for (std::size_t i = 0; i < notes.size();) {
+    std::size_t k = i;
+    while (k + 1 < notes.size() && notes[k + 1].first == notes[k].first + 1 &&
+           *notes[k + 1].second == *notes[i].second)
+      ++k;
+    const std::string key = k == i ? std::to_string(notes[i].first)
+                                   : std::to_string(notes[i].first) + "-" + std::to_string(notes[k].first);
+    out[key] = *notes[i].second;
+    i = k + 1;
+  }
+  return out;
+}
+
+/// Reads the notes back into `g`: keys "r" or "first-last" inside the world,
+/// at most kMaxNotes ranks in all (a range is not a way to make a million).
+void take_notes(const nlohmann::json& notes, int size, Gathered& g) {
+  std::size_t taken = 0;
+  for (const auto& [k, v] : notes.items()) {
+    if (!v.is_string()) continue;
+    const auto dash = k.find('-');
+    auto a = storelimits::parse_bounded(k.substr(0, dash), 0, size - 1);
+    auto b = dash == std::string::npos ? a : storelimits::parse_bounded(k.substr(dash + 1), 0, size - 1);
+    if (!a || !b || *b < *a) continue;
+    const std::string text = storelimits::store_text(v.get<std::string>(), 512);
+    for (auto r = *a; r <= *b && taken < kMaxNotes; ++r, ++taken) g.notes[r] = text;
+  }
+}
+
 }  // namespace
 
 std::string encode_digest(const Gathered& g) {
   nlohmann::json j;
   put_missing(j, g.missing);
-  nlohmann::json notes = nlohmann::json::object();
+  std::vector<std::pair<int, const std::string*>> notes;
   for (std::size_t i = 0; i < g.missing.size() && i < kMaxNotes; ++i)
-    notes[std::to_string(g.missing[i])] = g.notes[g.missing[i]];
-  j["notes"] = std::move(notes);
+    notes.emplace_back(g.missing[i], &g.notes[g.missing[i]]);
+  j["notes"] = put_notes(notes);
   j["aborted"] = g.aborted ? nlohmann::json(*g.aborted) : nlohmann::json(nullptr);
   j["review"] = g.review;
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -80,11 +114,10 @@ std::string encode_digest(const std::vector<int>& missing, const std::map<int, s
                           const std::map<int, std::string>& records) {
   nlohmann::json j;
   put_missing(j, missing);
-  nlohmann::json n = nlohmann::json::object();
-  std::size_t kept = 0;
+  std::vector<std::pair<int, const std::string*>> kept;
   for (const auto& [r, text] : notes)
-    if (kept++ < kMaxNotes) n[std::to_string(r)] = text;
-  j["notes"] = std::move(n);
+    if (kept.size() < kMaxNotes) kept.emplace_back(r, &text);
+  j["notes"] = put_notes(kept);
   j["aborted"] = aborted ? nlohmann::json(*aborted) : nlohmann::json(nullptr);
   j["review"] = review.substr(0, kMaxDigestReview);
   nlohmann::json rec = nlohmann::json::object();
@@ -101,10 +134,7 @@ bool decode_digest(const std::string& text, int self, int size, Gathered& g) {
     const auto& notes = j.at("notes");
     if (!notes.is_object()) throw std::runtime_error("not a digest");
     take_missing(j, self, size, g);
-    for (const auto& [k, v] : notes.items()) {
-      auto r = storelimits::parse_bounded(k, 0, size - 1);
-      if (r && v.is_string()) g.notes[*r] = storelimits::store_text(v.get<std::string>(), 512);
-    }
+    take_notes(notes, size, g);
     // Back to the default (no record) without a slot each: a rank that
     // reads a digest naming a thousand missing ranks keeps no more.
     for (int r : g.missing) g.records.erase(static_cast<std::size_t>(r));

@@ -2,7 +2,7 @@
 // (cp/<n>/digest), so the other ranks read one small value instead of every
 // record: who is missing and what is known of them, why the checkpoint was
 // aborted, and the judge's review of the table. JSON:
-//   {"missing":[3,[7,9]],"missing_count":4,"notes":{"3":"pid .. on ..","7":".."},
+//   {"missing":[3,[7,9]],"missing_count":4,"notes":{"3":"pid .. on ..","7-9":".."},
 //    "aborted":"..","review":".."}
 // The review is the check's (checks/verdict.h); at the exchange it also
 // carries the NCCL unique ids of the communicator's bootstrap roots past the
@@ -12,10 +12,12 @@
 // ranks of a lost rack are one range, and thousands scattered past the bound
 // are the first ranges and a number (Gathered::missing_unlisted), so the
 // digest stays far under the store's value limit (store_limits.h). Notes are
-// kept for the first 64 missing ranks. A digest read back comes from the store and is not trusted: one whose
+// kept for the first 64 missing ranks, a run of consecutive ranks with the
+// same note (a lost node's, a lost group's) as one key "first-last", so a
+// lost node adds one note, not eight, to what every rank reads. A digest read back comes from the store and is not trusted: one whose
 // ranges are not in order, inside the world and within the bound is refused
-// (as a digest that does not parse), records (tree digests only) are taken
-// for at most 16 ranks, texts cut to one line, the review to 64 KiB.
+// (as a digest that does not parse), notes are taken for at most 64 ranks
+// (ranges included), records (tree digests only) for at most 16 ranks, texts cut to one line, the review to 64 KiB.
 #pragma once
 
 #include <map>

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "store/store_limits.h"
@@ -118,6 +119,54 @@ TEST(CheckpointDigest, RangesThatBreakTheRulesAreRefused) {
   nlohmann::json j{
       {"missing", many}, {"notes", nlohmann::json::object()}, {"aborted", nullptr}, {"review", ""}};
   EXPECT_FALSE(decode_digest(j.dump(), 0, 1 << 20, g));  // past the bound
+}
+
+TEST(CheckpointDigest, ALostNodesRanksShareOneNote) {
+  // A node whose leader died: its 8 ranks have one note, which every rank
+  // reads once, not eight times; the lone rank beside it keeps its own.
+  const std::string lost = "node 128 (ranks 1024-1031): its leader did not report by the deadline";
+  std::map<int, std::string> notes{{1, "pid 100001 on simnode0 (local rank 1), last phase: start"}};
+  std::vector<int> missing{1};
+  for (int r = 1024; r <= 1031; ++r) {
+    missing.push_back(r);
+    notes[r] = lost;
+  }
+  notes[1032] = "another text";  // next to the run, not part of it
+  missing.push_back(1032);
+  const std::string text = encode_digest(missing, notes, std::nullopt, "", {});
+  const auto j = nlohmann::json::parse(text);
+  EXPECT_EQ(j["notes"].size(), 3u) << text;
+  EXPECT_EQ(j["notes"]["1024-1031"], lost) << text;
+  Gathered g;
+  ASSERT_TRUE(decode_digest(text, 0, 4096, g));
+  for (int r = 1024; r <= 1031; ++r) EXPECT_EQ(g.notes.at(r), lost) << r;
+  EXPECT_EQ(g.notes.at(1032), "another text");
+  EXPECT_EQ(g.notes.at(1), notes[1]);
+  // The flat judge's digest says the same.
+  Gathered flat;
+  flat.missing = missing;
+  for (const auto& [r, t] : notes) flat.notes[r] = t;
+  Gathered back;
+  ASSERT_TRUE(decode_digest(encode_digest(flat), 0, 4096, back));
+  EXPECT_EQ(nlohmann::json::parse(encode_digest(flat))["notes"].size(), 3u);
+  for (int r = 1024; r <= 1031; ++r) EXPECT_EQ(back.notes.at(r), lost) << r;
+}
+
+TEST(CheckpointDigest, NoteRangesFromTheStoreAreBounded) {
+  nlohmann::json j{{"missing", nlohmann::json::array({{0, 99}})},
+                   {"notes",
+                    {{"0-999999999", "everyone"}, {"9-3", "backwards"}, {"-5", "below"},
+                     {"7-", "open"}, {"x-y", "words"}}},
+                   {"aborted", nullptr},
+                   {"review", ""}};
+  Gathered g;
+  ASSERT_TRUE(decode_digest(j.dump(), 0, 100, g));
+  EXPECT_EQ(g.notes.written().size(), 0u) << "a range past the world is refused";
+  j["notes"] = {{"0-99", "all of them"}};
+  Gathered h;
+  ASSERT_TRUE(decode_digest(j.dump(), 0, 100, h));
+  EXPECT_EQ(h.notes.written().size(), 64u) << "at most 64 ranks get a note";
+  EXPECT_EQ(h.notes.at(63), "all of them");
 }
 
 }  // namespace

@@ -196,6 +196,13 @@ void nodes_process(const Plan& p, const SimOptions& o, const std::string& secret
                    name, steps.c_str(), digest ? digest->size() : 0, ranges.c_str(),
                    named_most[seq]);
     }
+    // Every rank here read this checkpoint's digest: a node's store forgets
+    // the checkpoint, and the exchange's records go after it. A job's node
+    // keeps both in its own memory; 32,768 nodes' worth in four processes is
+    // the simulator's, and every page it first touches costs this machine
+    // time (docs/BENCHMARKS.md), as much as what it simulates.
+    for (auto& node : nodes) node.store->drop_prefix("cp/" + std::to_string(seq) + "/");
+    if (seq == 1) std::vector<std::string>().swap(later);
   }
 
   // Which absent ranks every live rank here named at the last checkpoint.

@@ -76,4 +76,18 @@ std::size_t MemoryStore::bytes() const {
   return bytes_;
 }
 
+std::size_t MemoryStore::drop_prefix(const std::string& prefix) {
+  std::lock_guard lock(mu_);
+  std::size_t n = 0;
+  for (auto it = values_.begin(); it != values_.end();)
+    if (it->first.compare(0, prefix.size(), prefix) == 0) {
+      bytes_ -= it->first.size() + it->second.size();
+      it = values_.erase(it);
+      ++n;
+    } else {
+      ++it;
+    }
+  return n;
+}
+
 }  // namespace gpudiag

@@ -25,6 +25,9 @@ class MemoryStore : public Store {
   std::string address() const override { return name_; }
   /// Bytes of keys and values held.
   std::size_t bytes() const;
+  /// Forgets every key that starts with `prefix`; returns how many (the
+  /// simulator's nodes, once their ranks are past a checkpoint).
+  std::size_t drop_prefix(const std::string& prefix);
 
  private:
   std::string name_;
