@@ -9,7 +9,8 @@
 // not move fail nothing, and neither does a virtual interface.
 // Each rank's record at the last checkpoint (sweep-end) is its node's line
 // ("" when fit); the judge reads them all, and the other ranks read from its
-// review how many nodes are to be excluded.
+// review how many nodes are to be excluded (under node leaders, from its
+// record at one more checkpoint, sweep-excluded).
 #include "sweep/sweep_run.h"
 
 namespace gpudiag::sweep::sweep_run {
@@ -48,16 +49,34 @@ void SweepRun::finish() {
   if (judge() && planner_) {
     if (!reviewed) fail_by_hardware(g);
     out_.excluded = count_excluded();
-    return;
+  } else {
+    int excluded = -1;
+    if (g.judged && !g.review.empty()) excluded = read_count(g.review);
+    if (excluded >= 0)
+      out_.excluded = excluded;
+    else if (!mine.empty())  // no review to read (node leaders): this node at least
+      out_.excluded = std::max(out_.excluded, 1);
   }
-  int excluded = -1;
-  if (g.judged && !g.review.empty() && g.review.size() <= 9 &&  // fits an int
-      std::all_of(g.review.begin(), g.review.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    excluded = std::stoi(g.review);
-  if (excluded >= 0 && excluded <= n_ + static_cast<int>(o_.expected_hosts.size()))
-    out_.excluded = excluded;
-  else if (!mine.empty())  // no review to read (node leaders): this node at least
-    out_.excluded = std::max(out_.excluded, 1);
+  if (!tree_) return;
+  mark_gone(g.missing);  // not waited for again
+  // Under node leaders no review came down: rank 0 sends its count as its
+  // record, which every rank asks for (as receive_plan does the plan), so a
+  // healthy node's ranks end with the status rank 0 ends with.
+  auto c = plane_.gather_all("sweep-excluded", judge() && planner_ ? std::to_string(out_.excluded) : "",
+                             Deadline::after_seconds(o_.timeout_s), live(), {0});
+  if (judge() && planner_) return;
+  if (const int n = c.judged && c.records[0] ? read_count(*c.records[0]) : -1; n >= 0)
+    out_.excluded = n;
+}
+
+/// A count of nodes from rank 0 (a review or a record: untrusted), or -1
+/// when it is not a number of nodes this job can have.
+int SweepRun::read_count(const std::string& text) const {
+  if (text.empty() || text.size() > 9 ||  // fits an int
+      !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return -1;
+  const int n = std::stoi(text);
+  return n <= n_ + static_cast<int>(o_.expected_hosts.size()) ? n : -1;
 }
 
 void SweepRun::fail_by_hardware(const Gathered& g) {

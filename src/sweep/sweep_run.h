@@ -153,6 +153,8 @@ class SweepRun {
   void finish();
   /// (the judge) Fails the nodes of `g`'s records that carry a finding.
   void fail_by_hardware(const Gathered& g);
+  /// A count of nodes from rank 0 (untrusted text); -1 when it is not one.
+  int read_count(const std::string& text) const;
   hw::HwSources hw_sources_;
   hw::HwEvidence hw_start_;     ///< what device() read, when this rank read it
   std::uint64_t hw_since_ = 0;  ///< the sweep's start in the kernel log's clock

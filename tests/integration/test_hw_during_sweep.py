@@ -8,7 +8,10 @@ each rank stops itself as it enters the sweep's `hardware` stage
 (GPUDIAG_TEST_RAISE=SIGSTOP@hardware), after the judge's last round line; the
 test waits for both to stop (a pool of one node runs no pair rounds: the
 judge plans none), moves the counters of a sysfs-shaped tree
-(GPUDIAG_TEST_SYSFS_ROOT, for tests only) and resumes them."""
+(GPUDIAG_TEST_SYSFS_ROOT, for tests only) and resumes them. Through node
+leaders on three nodes (network namespaces), a healthy node that neither
+judges nor failed ends with rank 0's count too: it reads it from rank 0's
+record at one more checkpoint."""
 import json
 import os
 import re
@@ -18,7 +21,7 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import BIN, clean_env, resume, strip_prefix, wait_stopped
+from harness import BIN, SOURCE_DIR, clean_env, resume, run, strip_prefix, wait_stopped
 from test_hw_during_check import rank_pids, sysfs_tree, write
 
 
@@ -103,6 +106,67 @@ class StoppedAtTheSweepsEnd(unittest.TestCase):
         self.assertIn("no node to exclude", out)
         self.assertEqual(excluded.strip(), "")
         self.assertNotIn("FAILED", out)
+
+
+NETNS = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
+
+
+@unittest.skipUnless(os.geteuid() == 0, "network namespaces need root")
+class EveryNodeEndsWithRankZerosCount(unittest.TestCase):
+    """node1..node3 (two ranks each, GPUDIAG_TREE=on, groups of two nodes)
+    swept; node3's ranks stop at the hardware stage while its eth0 flaps."""
+    PREFIX = "ghw"
+
+    def setUp(self):
+        p = run([NETNS, "star", self.PREFIX, "3"], timeout=60)
+        if p.returncode != 0:
+            self.skipTest("cannot create network namespaces here: " + p.stderr.strip())
+        self.addCleanup(run, [NETNS, "star-down", self.PREFIX, "3"], timeout=60)
+
+    def test_a_healthy_nodes_ranks_exit_as_rank_0_does(self):
+        d = tempfile.mkdtemp(prefix="gpudiag-hwsweep-")
+        self.addCleanup(shutil.rmtree, d)
+        exclude = os.path.join(d, "exclude")
+        procs, roots = {}, {}
+        for i in (1, 2, 3):
+            roots[i] = sysfs_tree()
+            self.addCleanup(shutil.rmtree, roots[i])
+            env = dict(clean_env(), GPUDIAG_SECRET="s" * 32, GPUDIAG_TREE="on", GPUDIAG_TREE_GROUP_NODES="2",
+                       GPUDIAG_TEST_SYSFS_ROOT=roots[i])
+            if i == 3:
+                env["GPUDIAG_TEST_RAISE"] = "SIGSTOP@hardware"
+            line = (f"hostname node{i}; exec {BIN} launch --nnodes 3 --node-rank {i - 1} --nproc-per-node 2 "
+                    f"--master-addr 10.78.0.1 --master-port 29790 -- sweep --backend host --timeout 60 "
+                    f"--pair-timeout 10 --exclude-file {exclude}")
+            procs[i] = subprocess.Popen(["ip", "netns", "exec", f"{self.PREFIX}-{i}", "unshare", "--uts", "sh",
+                                         "-c", line], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        text=True, start_new_session=True)
+        ranks, outs = [], {}
+        try:
+            ranks = rank_pids(procs[3].pid, 2)  # node3's, stopped at the hardware stage
+            write(f"{roots[3]}/sys/class/net/eth0/carrier_changes", "9")
+            for pid in ranks:
+                os.kill(pid, signal.SIGCONT)
+            for i, p in procs.items():
+                out, err = p.communicate(timeout=180)
+                outs[i] = (p.returncode, strip_prefix(out), err)
+        finally:
+            for pid in ranks:
+                resume(pid)
+            for p in procs.values():
+                if p.poll() is None:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.communicate()
+        rc, out, err = outs[1]
+        self.assertEqual(rc, 1, out + err[-3000:])
+        self.assertRegex(out, r"node3 .*FAILED +its hardware during the sweep: network link flapped on eth0 "
+                              r"\(carrier_changes 7 -> 9\)")
+        with open(exclude) as f:
+            self.assertEqual(f.read(), "node3\n")
+        for i in (2, 3):  # node2 is healthy, and knows of node3 only from rank 0
+            rc, out, err = outs[i]
+            self.assertEqual(rc, 1, (i, out, err[-3000:]))
+            self.assertRegex(out, r"^sweep: 1 node to exclude", (i, out, err[-3000:]))
 
 
 if __name__ == "__main__":
