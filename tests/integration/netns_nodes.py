@@ -3,12 +3,25 @@
 a host of its own (`unshare --uts`), all at once (on_nodes); and a check's
 ranks started by hand as a launcher would start them, every rank `gpudiag
 check --backend host` in the background with its own variables, its output
-and exit status in files (run_nodes). Used by the tests of the tree of
-judges and of the sweep on real processes."""
+and exit status in files (run_nodes); star() makes the nodes for a test
+and removes them after it. Used by the tests of the tree of judges and of
+the sweep on real processes."""
 import os
 import subprocess
 
-from harness import BIN, clean_env
+from harness import BIN, SOURCE_DIR, clean_env, run
+
+NETNS = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
+
+
+def star(test, prefix, n, timeout=60):
+    """Makes nodes <prefix>-1..n on one bridge (scripts/netns-hosts.sh star)
+    for `test`, removed in its cleanup; skips it where namespaces cannot be
+    made here."""
+    p = run([NETNS, "star", prefix, str(n)], timeout=timeout)
+    if p.returncode != 0:
+        test.skipTest("cannot create network namespaces here: " + p.stderr.strip())
+    test.addCleanup(run, [NETNS, "star-down", prefix, str(n)], timeout=timeout)
 
 
 def on_nodes(prefix, commands, env, timeout=300):

@@ -19,10 +19,8 @@ import shutil
 import tempfile
 import unittest
 
-from harness import BIN, SOURCE_DIR, clean_env, raise_at, run
-from netns_nodes import on_nodes
-
-NETNS = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
+from harness import BIN, clean_env, raise_at, run
+from netns_nodes import on_nodes, star
 
 
 def record(host, job, verdict, time, gpus=()):
@@ -125,10 +123,7 @@ class HistoryOfThreeHosts(unittest.TestCase):
     PREFIX = "ghs"
 
     def setUp(self):
-        p = run([NETNS, "star", self.PREFIX, "3"], timeout=60)
-        if p.returncode != 0:
-            self.skipTest("cannot create network namespaces here: " + p.stderr.strip())
-        self.addCleanup(run, [NETNS, "star-down", self.PREFIX, "3"], timeout=60)
+        star(self, self.PREFIX, 3)
         self.dir = tempfile.mkdtemp(prefix="gpudiag-history-")
         self.addCleanup(shutil.rmtree, self.dir, True)
         self.history = os.path.join(self.dir, "history")

@@ -21,7 +21,8 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import BIN, SOURCE_DIR, clean_env, resume, run, strip_prefix, wait_stopped
+from harness import BIN, clean_env, resume, strip_prefix, wait_stopped
+from netns_nodes import star
 from test_hw_during_check import rank_pids, sysfs_tree, write
 
 
@@ -108,9 +109,6 @@ class StoppedAtTheSweepsEnd(unittest.TestCase):
         self.assertNotIn("FAILED", out)
 
 
-NETNS = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
-
-
 @unittest.skipUnless(os.geteuid() == 0, "network namespaces need root")
 class EveryNodeEndsWithRankZerosCount(unittest.TestCase):
     """node1..node3 (two ranks each, GPUDIAG_TREE=on, groups of two nodes)
@@ -118,10 +116,7 @@ class EveryNodeEndsWithRankZerosCount(unittest.TestCase):
     PREFIX = "ghw"
 
     def setUp(self):
-        p = run([NETNS, "star", self.PREFIX, "3"], timeout=60)
-        if p.returncode != 0:
-            self.skipTest("cannot create network namespaces here: " + p.stderr.strip())
-        self.addCleanup(run, [NETNS, "star-down", self.PREFIX, "3"], timeout=60)
+        star(self, self.PREFIX, 3)
 
     def test_a_healthy_nodes_ranks_exit_as_rank_0_does(self):
         d = tempfile.mkdtemp(prefix="gpudiag-hwsweep-")

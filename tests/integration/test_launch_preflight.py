@@ -17,9 +17,9 @@ import shutil
 import subprocess
 import unittest
 
-from harness import BIN, SOURCE_DIR, clean_env, free_port, run, write_scripts
+from harness import BIN, clean_env, free_port, write_scripts
+from netns_nodes import star
 
-NETNS = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
 GUARD = 300  # seconds; each job here ends well before it
 
 # What each rank of the job runs: its place in the round, and its host.
@@ -31,10 +31,7 @@ class PreflightAcrossThreeHosts(unittest.TestCase):
     PREFIX = "gpf"
 
     def setUp(self):
-        p = run([NETNS, "star", self.PREFIX, "3"], timeout=60)
-        if p.returncode != 0:
-            self.skipTest("cannot create network namespaces here: " + p.stderr.strip())
-        self.addCleanup(run, [NETNS, "star-down", self.PREFIX, "3"], timeout=60)
+        star(self, self.PREFIX, 3)
         self.dir = write_scripts("gpudiag-preflight-", {})
         self.addCleanup(shutil.rmtree, self.dir, True)
 

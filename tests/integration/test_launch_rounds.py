@@ -17,9 +17,9 @@ import shutil
 import subprocess
 import unittest
 
-from harness import BIN, SOURCE_DIR, TORCH_PYTHON, clean_env, free_port, have_torch, run, write_scripts
+from harness import BIN, TORCH_PYTHON, clean_env, free_port, have_torch, write_scripts
+from netns_nodes import star
 
-NETNS = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
 GUARD = 420  # seconds; each job here ends well before it
 
 SCRIPT = r'''
@@ -51,10 +51,7 @@ class RoundsAcrossThreeHosts(unittest.TestCase):
     PREFIX = "grd"
 
     def setUp(self):
-        p = run([NETNS, "star", self.PREFIX, "3"], timeout=60)
-        if p.returncode != 0:
-            self.skipTest("cannot create network namespaces here: " + p.stderr.strip())
-        self.addCleanup(run, [NETNS, "star-down", self.PREFIX, "3"], timeout=60)
+        star(self, self.PREFIX, 3)
         self.dir = write_scripts("gpudiag-rounds-", {"job.py": SCRIPT})
         self.addCleanup(shutil.rmtree, self.dir, True)
 

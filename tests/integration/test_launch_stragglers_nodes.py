@@ -15,9 +15,9 @@ import shutil
 import subprocess
 import unittest
 
-from harness import BIN, SOURCE_DIR, TORCH_PYTHON, clean_env, free_port, have_torch, run, write_scripts
+from harness import BIN, TORCH_PYTHON, clean_env, free_port, have_torch, write_scripts
+from netns_nodes import star
 
-NETNS = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
 TRAIN = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "fixtures", "torch", "train.py"))
 GUARD = 300  # seconds; each job here ends well before it
 NAMED = re.compile(r"^straggler: rank (\d+) \[(node-\d)-(\d+)\] arrives [\d.]+ ms late "
@@ -31,10 +31,7 @@ class StragglersAcrossTwoNodes(unittest.TestCase):
     PREFIX = "gsn"
 
     def setUp(self):
-        p = run([NETNS, "star", self.PREFIX, "2"], timeout=60)
-        if p.returncode != 0:
-            self.skipTest("cannot create network namespaces here: " + p.stderr.strip())
-        self.addCleanup(run, [NETNS, "star-down", self.PREFIX, "2"], timeout=60)
+        star(self, self.PREFIX, 2)
         self.dir = write_scripts("gpudiag-stragglers-nodes-", {})
         self.addCleanup(shutil.rmtree, self.dir, True)
 

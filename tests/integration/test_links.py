@@ -13,6 +13,7 @@ import unittest
 
 from harness import (BIN, raise_at, resume, wait_stopped, SOURCE_DIR, broken_lines, children_by_rank, clean_env, mpirun, run,
                      strip_prefix)
+from netns_nodes import star
 
 NETNS = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
 
@@ -161,10 +162,7 @@ class SlowHostOnASwitch(unittest.TestCase):
     PREFIX = "gls"
 
     def setUp(self):
-        p = run([NETNS, "star", self.PREFIX, "3"], timeout=30)
-        if p.returncode != 0:
-            self.skipTest("cannot create network namespaces here: " + p.stderr.strip())
-        self.addCleanup(run, [NETNS, "star-down", self.PREFIX, "3"], timeout=30)
+        star(self, self.PREFIX, 3, timeout=30)
         p = run([NETNS, "throttle", self.PREFIX, "3", "200mbit"], timeout=30)
         if p.returncode != 0:
             self.skipTest("tc tbf (sch_tbf) is not available here: " + p.stderr.strip())

@@ -16,7 +16,7 @@ import tempfile
 import unittest
 
 from harness import BIN, SOURCE_DIR, clean_env, mpirun, raise_at, run, strip_prefix
-from netns_nodes import on_nodes
+from netns_nodes import on_nodes, star
 
 NETNS = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
 
@@ -26,10 +26,7 @@ class SweepOverNamespaceNodes(unittest.TestCase):
     PREFIX = "gsp"
 
     def pool(self, n, throttle=None):
-        p = run([NETNS, "star", self.PREFIX, str(n)], timeout=60)
-        if p.returncode != 0:
-            self.skipTest("cannot create network namespaces here: " + p.stderr.strip())
-        self.addCleanup(run, [NETNS, "star-down", self.PREFIX, str(n)], timeout=60)
+        star(self, self.PREFIX, n)
         if throttle:
             p = run([NETNS, "throttle", self.PREFIX, str(throttle), "200mbit"], timeout=30)
             if p.returncode != 0:

@@ -22,10 +22,9 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import BIN, SOURCE_DIR, clean_env, raise_at, run, strip_prefix
-from netns_nodes import on_nodes
+from harness import BIN, clean_env, raise_at, run, strip_prefix
+from netns_nodes import on_nodes, star
 
-NETNS = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
 # The host backend's bf16 GEMM checksum (n = 64), as tests/integration/test_compute.py knows it.
 BF16 = "5f9d572c004ce395"
 
@@ -35,10 +34,7 @@ class SweepCompute(unittest.TestCase):
     PREFIX = "gsc"
 
     def pool(self, n):
-        p = run([NETNS, "star", self.PREFIX, str(n)], timeout=60)
-        if p.returncode != 0:
-            self.skipTest("cannot create network namespaces here: " + p.stderr.strip())
-        self.addCleanup(run, [NETNS, "star-down", self.PREFIX, str(n)], timeout=60)
+        star(self, self.PREFIX, n)
         d = tempfile.mkdtemp()
         self.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
         return d

@@ -15,7 +15,7 @@ import tempfile
 import unittest
 
 from harness import BIN, BUILD_DIR, SOURCE_DIR, run, strip_prefix
-from netns_nodes import on_nodes
+from netns_nodes import on_nodes, star
 
 NETNS = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
 SIM = os.path.join(BUILD_DIR, "gpudiag-sim")
@@ -27,10 +27,7 @@ class SweepThroughNodeLeaders(unittest.TestCase):
     PREFIX = "gst"
 
     def setUp(self):
-        p = run([NETNS, "star", self.PREFIX, str(NODES)], timeout=60)
-        if p.returncode != 0:
-            self.skipTest("cannot create network namespaces here: " + p.stderr.strip())
-        self.addCleanup(run, [NETNS, "star-down", self.PREFIX, str(NODES)], timeout=60)
+        star(self, self.PREFIX, NODES)
         p = run([NETNS, "throttle", self.PREFIX, "4", "200mbit"], timeout=30)
         if p.returncode != 0:
             self.skipTest("tc tbf (sch_tbf) is not available here: " + p.stderr.strip())

@@ -21,8 +21,8 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import BUILD_DIR, SOURCE_DIR, raise_at, run, strip_prefix
-from netns_nodes import run_nodes
+from harness import BUILD_DIR, raise_at, run, strip_prefix
+from netns_nodes import run_nodes, star
 
 SIM = os.path.join(BUILD_DIR, "gpudiag-sim")
 LAST = re.compile(r"^sim: (?P<n>\d+) ranks, (?P<cps>\d+) checkpoints, (?P<s>[\d.]+) s, .*missing "
@@ -71,7 +71,6 @@ class ThreeLevelsSimulated(unittest.TestCase):
         self.assertGreater(int(seen[2]), 500)
 
 
-NETNS = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
 NODES, PER_NODE = 8, 2
 WORLD = NODES * PER_NODE
 
@@ -81,10 +80,7 @@ class ThreeLevelsOnNamespaceNodes(unittest.TestCase):
     PREFIX = "gt3"
 
     def setUp(self):
-        p = run([NETNS, "star", self.PREFIX, str(NODES)], timeout=60)
-        if p.returncode != 0:
-            self.skipTest("cannot create network namespaces here: " + p.stderr.strip())
-        self.addCleanup(run, [NETNS, "star-down", self.PREFIX, str(NODES)], timeout=60)
+        star(self, self.PREFIX, NODES)
         self.dir = tempfile.mkdtemp()
         self.addCleanup(lambda: subprocess.run(["rm", "-rf", self.dir]))
 

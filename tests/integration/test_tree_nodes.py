@@ -16,10 +16,9 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import BIN, SOURCE_DIR, clean_env, raise_at, run, strip_prefix
-from netns_nodes import on_nodes, run_nodes
+from harness import BIN, clean_env, raise_at, run, strip_prefix
+from netns_nodes import on_nodes, run_nodes, star
 
-NETNS = os.path.join(SOURCE_DIR, "scripts", "netns-hosts.sh")
 NODES, PER_NODE = 4, 3
 WORLD = NODES * PER_NODE
 
@@ -29,10 +28,7 @@ class NodeLeadersOnNamespaceNodes(unittest.TestCase):
     PREFIX = "gtr"
 
     def setUp(self):
-        p = run([NETNS, "star", self.PREFIX, str(NODES)], timeout=60)
-        if p.returncode != 0:
-            self.skipTest("cannot create network namespaces here: " + p.stderr.strip())
-        self.addCleanup(run, [NETNS, "star-down", self.PREFIX, str(NODES)], timeout=60)
+        star(self, self.PREFIX, NODES)
         self.dir = tempfile.mkdtemp()
         if not os.environ.get("GPUDIAG_KEEP_TREE_LOGS"):
             self.addCleanup(lambda: subprocess.run(["rm", "-rf", self.dir]))
@@ -121,10 +117,7 @@ class LaunchLeadsOnNamespaceNodes(unittest.TestCase):
     NODES = 3
 
     def setUp(self):
-        p = run([NETNS, "star", self.PREFIX, str(self.NODES)], timeout=60)
-        if p.returncode != 0:
-            self.skipTest("cannot create network namespaces here: " + p.stderr.strip())
-        self.addCleanup(run, [NETNS, "star-down", self.PREFIX, str(self.NODES)], timeout=60)
+        star(self, self.PREFIX, self.NODES)
 
     def launch(self, extra_env=None):
         outs = on_nodes(self.PREFIX, {
