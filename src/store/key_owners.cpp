@@ -104,6 +104,9 @@ std::optional<std::optional<std::string>> KeyOwners::tree_refuse(std::uint64_t c
       const auto slash = tail.find('/', 3);
       if (slash == std::string::npos) return refused("only the store's judge writes it");
       tail = tail.substr(slash + 1);
+      // tree/cp/<n>/busy/<kind>/<i>: that judge waits for a lost judge's
+      // children (relay_detail.h, busy_key); its own place, as its part.
+      if (tail.rfind("busy/", 0) == 0) tail = tail.substr(5);
     } else if (tail.rfind("bye/", 0) == 0) {
       tail = tail.substr(4);
     } else if (tail.rfind("lost/", 0) == 0) {

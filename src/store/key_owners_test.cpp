@@ -176,11 +176,13 @@ TEST(KeyOwnersTree, SupergroupJudgesWriteForTheirOwnPlaceOnly) {
   root.greeted(2, g5, "group5");
   root.greeted(3, g9, "group9");
   root.greeted(4, n20, "node20");
-  for (const char* k : {"tree/cp/0/group2/1", "tree/bye/group2/1", "tree/group2/1", "dead/16"})
+  for (const char* k :
+       {"tree/cp/0/group2/1", "tree/cp/0/busy/group2/1", "tree/bye/group2/1", "tree/group2/1", "dead/16"})
     EXPECT_FALSE(root.refuse(1, s1, k, false)) << k;
-  for (const char* k : {"tree/cp/0/group2/0", "tree/group2/0", "tree/cp/0/group/5", "dead/32",
-                        "tree/lost/group2/1"})
+  for (const char* k : {"tree/cp/0/group2/0", "tree/cp/0/busy/group2/0", "tree/group2/0", "tree/cp/0/group/5",
+                        "tree/cp/0/busy/group/5", "tree/cp/0/busy/", "dead/32", "tree/lost/group2/1"})
     EXPECT_TRUE(root.refuse(1, s1, k, false)) << k;
+  EXPECT_TRUE(root.refuse(2, g5, "tree/cp/0/busy/group2/1", false)) << "only that judge says it is busy";
   // Its lost judge is reported by what lies under it, at any depth.
   EXPECT_FALSE(root.refuse(2, g5, "tree/lost/group2/1", false));
   EXPECT_FALSE(root.refuse(4, n20, "tree/lost/group2/1", false));

@@ -42,6 +42,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -153,6 +154,14 @@ class Relay {
   /// Whether a judge beyond the parent is left to report to.
   bool can_go_up() const { return hop_ < static_cast<int>(o_.beyond.size()); }
   void lose_parent(const std::string& why);
+  /// (A judge that learned of a lost judge below) says so at its parent's
+  /// store (busy_key), so the parent waits for it past its own wait.
+  void say_busy(int seq);
+  /// Whether an absent child judge said it is busy with a lost judge's
+  /// children, newly since `seen` (its counts, updated).
+  bool busy_below(int seq, const std::vector<Child>& kids,
+                  const std::vector<std::optional<std::string>>& vals,
+                  std::map<std::string, long long>& seen);
   void copy_needs(int seq, const std::string& digest);
   /// (A node's leader) the records its ranks asked for from other nodes
   /// (need/<n>/<r>), and whether one asked for every record ("*").

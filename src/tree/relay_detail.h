@@ -57,6 +57,12 @@ inline std::string tree_cp(int seq) { return "tree/cp/" + std::to_string(seq) + 
 
 /// Where a child of a lost judge of `level` (1 a group, 2 a supergroup, ...)
 /// says so, at the store one level above it.
+/// Where a judge that learned of a lost judge below it says so to its
+/// parent, which waits for it kLostJudgeGrace more (relay_levels.cpp,
+/// busy_below): the value counts the lost judges it learned of.
+inline std::string busy_key(int seq, int level, int index) {
+  return tree_cp(seq) + "busy/" + TreeLayout::level_key(level) + "/" + std::to_string(index);
+}
 inline std::string lost_key(int level, int index) {
   return "tree/lost/" + (level == 1 ? std::string() : "group" + std::to_string(level) + "/") +
          std::to_string(index);

@@ -1,7 +1,8 @@
 // A judge's wait for its children at one checkpoint (see relay.h), and the
 // part it makes of what came: the loop asks only for what has not come yet,
 // stretches its deadline while children keep arriving, waits longer for the
-// children of a judge found lost, and stops early when every absent rank of
+// children of a judge found lost (and for a child judge that says it waits
+// for them: busy_key), and stops early when every absent rank of
 // a node is known dead. The part then accounts for every rank below: a
 // record, or missing with a note saying which leader or judge did not
 // report; above the nodes the records are reviewed and only rank 0's goes on.
@@ -78,6 +79,7 @@ bool Relay::wait_children(int seq, Deadline idle, const std::function<bool()>& s
   // slow rack) came in after the wait that started at the first: they were
   // named missing though every rank had come, 100,362 ranks at 262,144.
   std::optional<Deadline> stretch_to;
+  std::map<std::string, long long> busy_seen;  // children's busy counts, as last read
   std::size_t in_before = 0;
   const auto per_level = level_ > 0 ? o_.slack / level_ : std::chrono::milliseconds(0);
   above_every_ = kForwardEvery;  // the parent's announcements: often again at first
@@ -124,6 +126,7 @@ bool Relay::wait_children(int seq, Deadline idle, const std::function<bool()>& s
     // A judge whose children found it lost: wait for its children here.
     if (level_ >= 2 && learn_lost(kids, vals)) {
       floor = Deadline::after(kLostJudgeGrace);
+      say_busy(seq);  // the parent's own wait may end before this one
       kids = children(seq);
       vals.clear();
       continue;
@@ -140,6 +143,10 @@ bool Relay::wait_children(int seq, Deadline idle, const std::function<bool()>& s
         break;
     }
     if (until && floor && floor->when() > until->when()) until = floor;
+    // A child judge that is waiting for a lost judge's children said so:
+    // its ranks are not missing yet (each time it learns of another).
+    if (until && until->expired() && busy_below(seq, kids, vals, busy_seen))
+      until = Deadline::after(kLostJudgeGrace + per_level);
     if (until && until->expired()) break;
     if (stop && stop()) return false;
     if (!until && idle.expired()) return false;

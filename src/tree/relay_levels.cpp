@@ -130,4 +130,39 @@ bool Relay::learn_lost(const std::vector<Child>& kids,
   return changed;
 }
 
+void Relay::say_busy(int seq) {
+  if (level_ > o_.layout.levels() || !o_.above) return;  // the root has no parent
+  try {
+    parent().set(busy_key(seq, level_, o_.index), std::to_string(lost_.size()), Deadline::after(kAnswer));
+  } catch (const std::exception& e) {  // a parent gone is found when the part goes up
+    spdlog::info("{}: could not tell its parent it waits for a lost judge's children: {}", label(),
+                 e.what());
+  }
+}
+
+bool Relay::busy_below(int seq, const std::vector<Child>& kids,
+                       const std::vector<std::optional<std::string>>& vals,
+                       std::map<std::string, long long>& seen) {
+  std::vector<std::string> keys;
+  for (std::size_t i = 0; i < kids.size(); ++i)
+    if (kids[i].level >= 2 && !vals[i] && !gone_.count({kids[i].level, kids[i].id}))
+      keys.push_back(busy_key(seq, kids[i].level, kids[i].id));
+  if (keys.empty()) return false;
+  bool more = false;
+  try {
+    auto got = multi_get_sliced(*o_.below, keys, Deadline::after(kAnswer));
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      // From the store: a count of judges, bounded; each new one counts once.
+      const auto n = got[i] ? storelimits::parse_bounded(*got[i], 1, 1 << 20) : std::nullopt;
+      if (n && *n > seen[keys[i]]) {
+        seen[keys[i]] = *n;
+        more = true;
+      }
+    }
+  } catch (const std::exception&) {
+    return false;  // its own store not answering: the wait ends as it would
+  }
+  return more;
+}
+
 }  // namespace gpudiag

@@ -11,7 +11,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -116,6 +118,83 @@ TEST(TreeWaits, AJudgeWaitingEightTimesAsLongForItsDigestAsksItsParentAFewTimesM
   // 4 and 24; backing off, 4 and 8.
   EXPECT_LE(long_wait, 3 * short_wait) << short_wait << " then " << long_wait;
   EXPECT_GE(short_wait, 2);
+}
+
+/// The root's own store, watched: says when the root first asks whether a
+/// child judge is busy (a MULTI_GET naming a busy key), that is, once its
+/// own wait for that child ran out.
+class BusyWatch : public StoreView {
+ public:
+  using StoreView::StoreView;
+  std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>& k,
+                                                    Deadline d) override {
+    for (const auto& key : k)
+      if (key.find("/busy/") != std::string::npos) {
+        std::lock_guard l(mu_);
+        asked_ = true;
+        cv_.notify_all();
+      }
+    return StoreView::multi_get(k, d);
+  }
+  /// Waits until the root asked, or `done`; true when it asked.
+  bool wait_asked(const std::atomic<bool>& done) {
+    std::unique_lock l(mu_);
+    cv_.wait(l, [&] { return asked_ || done; });
+    return asked_;
+  }
+  void wake() {
+    std::lock_guard l(mu_);
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool asked_ = false;
+};
+
+// A supergroup judge whose group judge was lost waits kLostJudgeGrace for
+// that group's nodes, which may run past the root's own wait (a short
+// --timeout: a 4-level simulated tree named 4,096 live ranks missing). It
+// says so at the root's store, and the root waits for it instead of naming
+// its ranks. Counted, not timed: its part goes in only once the root's wait
+// ran out and it asked; a judge that said nothing is named as before.
+TEST(TreeWaits, AJudgeWaitingForALostJudgesChildrenIsWaitedForNotNamed) {
+  for (bool busy : {true, false}) {
+    TreeLayout L{8, 1, 2};  // 8 nodes, 4 groups, 2 supergroups under the root
+    ASSERT_EQ(L.levels(), 2);
+    MemoryStore own("the root");
+    BusyWatch watched(own);
+    RelayOptions o = relay_options(L, RelayLevel::root, 0, milliseconds(200), milliseconds(100));
+    o.below = &watched;
+    Relay root(o);
+    auto part = [&](int s) {
+      TreePart p;
+      p.checkpoint = "exchange";
+      p.review = "";
+      auto [a, b] = L.ranks_of(2, s);
+      for (int r = a; r <= b; ++r) p.records[r] = "rec" + std::to_string(r);
+      return encode_part(p);
+    };
+    own.set("tree/cp/0/group2/0", part(0), Deadline::after_seconds(5));
+    if (busy) own.set("tree/cp/0/busy/group2/1", "1", Deadline::after_seconds(5));
+    std::atomic<bool> done{false};
+    std::thread late([&] {
+      if (watched.wait_asked(done) && busy)
+        own.set("tree/cp/0/group2/1", part(1), Deadline::after_seconds(5));
+    });
+    const bool came = root.collect(0, Deadline::after_seconds(30));
+    done = true;
+    watched.wake();
+    late.join();
+    ASSERT_TRUE(came);
+    auto d = own.try_get("tree/cp/0/digest", Deadline::after_seconds(1));
+    ASSERT_TRUE(d);
+    Gathered g;
+    g.records.resize(8);
+    ASSERT_TRUE(decode_digest(*d, 0, 8, g));
+    EXPECT_EQ(g.missing, busy ? std::vector<int>{} : std::vector<int>({4, 5, 6, 7})) << busy << " " << *d;
+  }
 }
 
 }  // namespace
