@@ -18,7 +18,8 @@ child, and at 200 ms a look a supergroup judge's requests at the root grew
 with the job), nor, in all, those of relays past a lost parent (a lost
 judge's children reporting one level up: counted as members, they made the
 root's 2 supergroups at 262,144 ranks look like 3,000 requests each). Byte
-and request counts, never times."""
+and request counts, never times. And four levels (8 children a judge, 8,192
+ranks) with judges lost at three: nothing named beyond the absent ranks."""
 import os
 import re
 import unittest
@@ -125,3 +126,23 @@ class TrafficPerLevel(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@unittest.skipUnless(os.path.exists(SIM), "gpudiag-sim not built")
+class LostJudgesAtSeveralLevels(unittest.TestCase):
+    """8,192 ranks on 1,024 nodes, 8 children a judge: groups, supergroups,
+    a level above them, the root. At the all-reduce the hosts of a group's
+    judge, of a supergroup's and of a level-3 judge die. The root's own wait
+    (--timeout 2 and a second a level) ends before the judge of level-3 group
+    0 has heard from its lost supergroup's groups (it waits 8 s for them):
+    that judge says it is busy, and the root waits for it. Before, the 4,096
+    live ranks under it were named missing at the all-reduce and the barrier."""
+
+    def test_nothing_is_named_beyond_the_absent_ranks(self):
+        p = run([SIM, "--ranks", "8192", "--group-nodes", "8", "--missing", "3", "--timeout", "2"],
+                timeout=300)
+        m = LAST.search(p.stdout)
+        self.assertEqual(p.returncode, 0, p.stdout[-2000:] + p.stderr[-3000:])
+        self.assertIn("3 levels of judges", p.stderr)
+        self.assertEqual(m["named"], m["of"])
+        self.assertNotIn("sim: warning:", p.stderr)
