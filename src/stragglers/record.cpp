@@ -5,35 +5,14 @@
 #include <algorithm>
 #include <charconv>
 
+#include "util/text.h"
+
 namespace gpudiag::stragglers {
 
 namespace {
 
 constexpr std::int64_t kMaxTimeNs = std::int64_t{1} << 62;
 constexpr std::int64_t kMaxSeq = std::int64_t{1} << 48;
-
-/// The next space-separated word of `line` (advancing it); empty at the end.
-std::string_view next_word(std::string_view& line) {
-  const auto start = line.find_first_not_of(' ');
-  if (start == std::string_view::npos) {
-    line = {};
-    return {};
-  }
-  line.remove_prefix(start);
-  const auto end = std::min(line.find(' '), line.size());
-  const auto word = line.substr(0, end);
-  line.remove_prefix(end);
-  return word;
-}
-
-bool to_int(std::string_view word, std::int64_t lo, std::int64_t hi, std::int64_t& out) {
-  if (word.empty() || word.size() > 20) return false;
-  std::int64_t v = 0;
-  const auto [p, ec] = std::from_chars(word.data(), word.data() + word.size(), v);
-  if (ec != std::errc() || p != word.data() + word.size() || v < lo || v > hi) return false;
-  out = v;
-  return true;
-}
 
 bool op_name(std::string_view word) {
   if (word.empty() || word.size() > 32) return false;
@@ -45,8 +24,8 @@ bool op_name(std::string_view word) {
 /// GROUP SEQ OP, the words every record starts with, into `a`.
 bool read_head(std::string_view& line, Arrival& a) {
   std::int64_t group = 0, seq = 0;
-  if (!to_int(next_word(line), 0, kMaxGroupId - 1, group)) return false;
-  if (!to_int(next_word(line), 0, kMaxSeq, seq)) return false;
+  if (!word_int(next_word(line), 0, kMaxGroupId - 1, group)) return false;
+  if (!word_int(next_word(line), 0, kMaxSeq, seq)) return false;
   const auto op = next_word(line);
   if (!op_name(op)) return false;
   a.group = static_cast<int>(group);
@@ -59,11 +38,11 @@ bool read_head(std::string_view& line, Arrival& a) {
 
 bool read_collective(std::string_view line, Arrival& a) {
   if (!read_head(line, a)) return false;
-  if (!to_int(next_word(line), 1, kMaxTimeNs, a.arrival_ns)) return false;
-  if (!to_int(next_word(line), 0, kMaxTimeNs, a.end_ns)) return false;
-  if (!to_int(next_word(line), 0, kMaxTimeNs, a.forward_ns)) return false;
+  if (!word_int(next_word(line), 1, kMaxTimeNs, a.arrival_ns)) return false;
+  if (!word_int(next_word(line), 0, kMaxTimeNs, a.end_ns)) return false;
+  if (!word_int(next_word(line), 0, kMaxTimeNs, a.forward_ns)) return false;
   a.runq_ns = a.kernel_ns = 0;
-  if (const auto q = next_word(line); !q.empty() && !to_int(q, 0, kMaxTimeNs, a.runq_ns))
+  if (const auto q = next_word(line); !q.empty() && !word_int(q, 0, kMaxTimeNs, a.runq_ns))
     return false;
   if (!next_word(line).empty()) return false;
   return a.end_ns == 0 || a.end_ns >= a.arrival_ns;
@@ -72,8 +51,8 @@ bool read_collective(std::string_view line, Arrival& a) {
 bool read_kernel(std::string_view line, Arrival& a) {
   constexpr std::int64_t kMaxKernelNs = std::int64_t{3600} * 1000000000;
   if (!read_head(line, a)) return false;
-  if (!to_int(next_word(line), 1, kMaxTimeNs, a.arrival_ns)) return false;
-  if (!to_int(next_word(line), 1, kMaxKernelNs, a.kernel_ns)) return false;
+  if (!word_int(next_word(line), 1, kMaxTimeNs, a.arrival_ns)) return false;
+  if (!word_int(next_word(line), 1, kMaxKernelNs, a.kernel_ns)) return false;
   if (!next_word(line).empty()) return false;
   a.end_ns = a.forward_ns = a.runq_ns = 0;
   return true;
@@ -81,13 +60,13 @@ bool read_kernel(std::string_view line, Arrival& a) {
 
 bool read_group(std::string_view line, int world, GroupDecl& g) {
   std::int64_t group = 0;
-  if (!to_int(next_word(line), 1, kMaxGroupId - 1, group)) return false;
+  if (!word_int(next_word(line), 1, kMaxGroupId - 1, group)) return false;
   auto list = next_word(line);
   if (list.empty() || !next_word(line).empty()) return false;
   while (!list.empty()) {
     const auto comma = std::min(list.find(','), list.size());
     std::int64_t r = 0;
-    if (!to_int(list.substr(0, comma), 0, world - 1, r)) return false;
+    if (!word_int(list.substr(0, comma), 0, world - 1, r)) return false;
     if (!g.ranks.empty() && r <= g.ranks.back()) return false;  // sorted, unique
     g.ranks.push_back(static_cast<int>(r));
     list.remove_prefix(std::min(comma + 1, list.size()));
@@ -107,8 +86,8 @@ std::optional<Datagram> parse_datagram(std::string_view text, int nproc, int wor
     text.remove_prefix(std::min(nl + 1, text.size()));
     if (header) {
       std::int64_t local = 0, dropped = 0;
-      if (next_word(line) != "r" || !to_int(next_word(line), 0, nproc - 1, local) ||
-          !to_int(next_word(line), 0, kMaxTimeNs, dropped) || !next_word(line).empty())
+      if (next_word(line) != "r" || !word_int(next_word(line), 0, nproc - 1, local) ||
+          !word_int(next_word(line), 0, kMaxTimeNs, dropped) || !next_word(line).empty())
         return std::nullopt;
       d.local_rank = static_cast<int>(local);
       d.dropped = dropped;

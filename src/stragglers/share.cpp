@@ -4,35 +4,14 @@
 #include "stragglers/share.h"
 
 #include <algorithm>
-#include <charconv>
+
+#include "util/text.h"
 
 namespace gpudiag::stragglers {
 
 namespace {
 
 constexpr std::int64_t kMaxSerial = std::int64_t{1} << 48;
-
-std::string_view share_word(std::string_view& line) {
-  const auto start = line.find_first_not_of(' ');
-  if (start == std::string_view::npos) {
-    line = {};
-    return {};
-  }
-  line.remove_prefix(start);
-  const auto end = std::min(line.find(' '), line.size());
-  const auto word = line.substr(0, end);
-  line.remove_prefix(end);
-  return word;
-}
-
-bool share_int(std::string_view word, std::int64_t lo, std::int64_t hi, std::int64_t& out) {
-  if (word.empty() || word.size() > 20) return false;
-  std::int64_t v = 0;
-  const auto [p, ec] = std::from_chars(word.data(), word.data() + word.size(), v);
-  if (ec != std::errc() || p != word.data() + word.size() || v < lo || v > hi) return false;
-  out = v;
-  return true;
-}
 
 std::string group_line(const GroupDecl& g) {
   std::string out = "g " + std::to_string(g.group) + " ";
@@ -111,11 +90,11 @@ std::optional<Share> parse_share(std::string_view text, int node, int nproc, int
     text.remove_prefix(std::min(nl + 1, text.size()));
     if (header) {
       std::int64_t n = 0, serial = 0, final = 0;
-      if (share_word(line) != "s" || !share_int(share_word(line), node, node, n) ||
-          !share_int(share_word(line), 0, kMaxSerial, serial) || !share_int(share_word(line), 0, 1, final))
+      if (next_word(line) != "s" || !word_int(next_word(line), node, node, n) ||
+          !word_int(next_word(line), 0, kMaxSerial, serial) || !word_int(next_word(line), 0, 1, final))
         return std::nullopt;
-      const auto host = share_word(line);
-      if (!plain_host(host) || !share_word(line).empty()) return std::nullopt;
+      const auto host = next_word(line);
+      if (!plain_host(host) || !next_word(line).empty()) return std::nullopt;
       s.node = static_cast<int>(n);
       s.serial = serial;
       s.final = final == 1;
@@ -127,7 +106,7 @@ std::optional<Share> parse_share(std::string_view text, int node, int nproc, int
       ++s.invalid;
       continue;
     }
-    const auto kind = share_word(line);
+    const auto kind = next_word(line);
     if (kind == "g") {
       GroupDecl g;
       if (s.groups.size() < kMaxShareGroups && read_group(line, world, g))
@@ -136,8 +115,8 @@ std::optional<Share> parse_share(std::string_view text, int node, int nproc, int
         ++s.invalid;
     } else if (kind == "b") {
       std::int64_t serial = 0;
-      if (!share_int(share_word(line), last_serial + 1, s.serial, serial) ||
-          !share_word(line).empty() || s.batches.size() >= static_cast<std::size_t>(kKeptBatches)) {
+      if (!word_int(next_word(line), last_serial + 1, s.serial, serial) ||
+          !next_word(line).empty() || s.batches.size() >= static_cast<std::size_t>(kKeptBatches)) {
         ++s.invalid;
         s.batches.push_back({-1, {}});  // its records are skipped with it
         continue;
@@ -148,7 +127,7 @@ std::optional<Share> parse_share(std::string_view text, int node, int nproc, int
       std::int64_t local = 0;
       LocalRecord r;
       if (s.batches.empty() || s.batches.back().serial < 0 ||
-          ++records > kKeptBatches * kMaxBatchRecords || !share_int(share_word(line), 0, nproc - 1, local) ||
+          ++records > kKeptBatches * kMaxBatchRecords || !word_int(next_word(line), 0, nproc - 1, local) ||
           !(kind == "c" ? read_collective(line, r.arrival) : read_kernel(line, r.arrival))) {
         ++s.invalid;
         continue;

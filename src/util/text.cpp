@@ -2,6 +2,7 @@
 #include "util/text.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 
@@ -123,6 +124,28 @@ int json_nesting(std::string_view s) {
     }
   }
   return deepest;
+}
+
+std::string_view next_word(std::string_view& line) {
+  const auto start = line.find_first_not_of(' ');
+  if (start == std::string_view::npos) {
+    line = {};
+    return {};
+  }
+  line.remove_prefix(start);
+  const auto end = std::min(line.find(' '), line.size());
+  const auto word = line.substr(0, end);
+  line.remove_prefix(end);
+  return word;
+}
+
+bool word_int(std::string_view word, long long lo, long long hi, std::int64_t& out) {
+  if (word.empty() || word.size() > 20) return false;
+  std::int64_t v = 0;
+  const auto [p, ec] = std::from_chars(word.data(), word.data() + word.size(), v);
+  if (ec != std::errc() || p != word.data() + word.size() || v < lo || v > hi) return false;
+  out = v;
+  return true;
 }
 
 }  // namespace gpudiag

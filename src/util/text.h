@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,5 +38,13 @@ std::optional<std::size_t> first_invalid_utf8(std::string_view s);
 /// The deepest nesting of `[` and `{` outside JSON strings: a bound checked
 /// before a parser's recursion meets text from outside.
 int json_nesting(std::string_view s);
+
+/// The next space-separated word of `line`, which is advanced past it; empty
+/// at the end. For line formats from outside (records, shared lines).
+std::string_view next_word(std::string_view& line);
+
+/// `word` as a decimal integer in [lo, hi] into `out`; false (out untouched)
+/// when it is not one, has trailing bytes or lies outside.
+bool word_int(std::string_view word, long long lo, long long hi, std::int64_t& out);
 
 }  // namespace gpudiag

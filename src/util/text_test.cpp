@@ -55,4 +55,19 @@ TEST(JsonNesting, CountsBracketsOutsideStringsOnly) {
   EXPECT_EQ(json_nesting("[][][]"), 1);
 }
 
+
+TEST(LineWords, WordsAndBoundedIntegersFromALine) {
+  std::string_view line = "  d 12  -3 99999999999999999999999 7x ";
+  EXPECT_EQ(next_word(line), "d");
+  std::int64_t v = 5;
+  EXPECT_TRUE(word_int(next_word(line), 0, 100, v));
+  EXPECT_EQ(v, 12);
+  EXPECT_FALSE(word_int(next_word(line), 0, 100, v)) << "below the range";
+  EXPECT_FALSE(word_int(next_word(line), 0, 1LL << 62, v)) << "too long to be a number";
+  EXPECT_FALSE(word_int(next_word(line), 0, 100, v)) << "trailing bytes";
+  EXPECT_EQ(v, 12) << "untouched when refused";
+  EXPECT_EQ(next_word(line), "");
+  EXPECT_EQ(next_word(line), "") << "still empty at the end";
+}
+
 }  // namespace gpudiag
