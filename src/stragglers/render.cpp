@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "world/fingerprint_compare.h"
+
 namespace gpudiag::stragglers {
 
 namespace {
@@ -19,19 +21,6 @@ std::string ms(double v) {
 
 std::string percent(double share) {
   return std::to_string(static_cast<int>(std::lround(share * 100))) + "%";
-}
-
-std::string ranges(const std::vector<int>& r) {
-  std::string out;
-  for (std::size_t i = 0; i < r.size();) {
-    std::size_t j = i;
-    while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
-    if (!out.empty()) out += ",";
-    out += std::to_string(r[i]);
-    if (j > i) out += "-" + std::to_string(r[j]);
-    i = j + 1;
-  }
-  return out;
 }
 
 std::string who(int rank, const RankLabel& label) {
@@ -50,7 +39,7 @@ const char* on_gpu(const Episode& e) { return e.gpu ? " on its GPU" : ""; }
 
 std::string group_words(int group, const std::vector<int>& members) {
   if (group == 0) return "the default group, " + std::to_string(members.size()) + " ranks";
-  return "ranks " + ranges(members);
+  return "ranks " + compress_ranks(members);  // "0-7,9", cut past 80 characters
 }
 
 JudgeSummary merged(const JudgeSummary& host, const JudgeSummary& kernels) {
