@@ -80,7 +80,7 @@ TEST(HwFindings, TheXidTableLoadsWithEveryRowCited) {
     ASSERT_TRUE(t.count(xid)) << xid;
     EXPECT_EQ(t.at(xid).cls, FindingClass::workload) << xid;
   }
-  for (int xid : {46, 48, 61, 62, 64, 74, 79, 95, 109, 110, 119, 120, 136, 140, 143, 155, 156, 158}) {
+  for (int xid : {46, 48, 61, 62, 64, 74, 79, 95, 109, 110, 119, 120, 136, 140, 143, 155, 156, 158, 160, 162}) {
     ASSERT_TRUE(t.count(xid)) << xid;
     EXPECT_EQ(t.at(xid).cls, FindingClass::node) << xid;
     EXPECT_TRUE(t.at(xid).sticky) << xid;
@@ -91,6 +91,8 @@ TEST(HwFindings, TheXidTableLoadsWithEveryRowCited) {
     EXPECT_EQ(t.at(xid).cls, FindingClass::notice) << xid;
   }
   EXPECT_EQ(t.at(79).action, Action::reboot);
+  EXPECT_EQ(t.at(160).action, Action::reboot);  // the catalogue's RESTART_BM
+  EXPECT_EQ(t.at(162).action, Action::reset_gpu);
   EXPECT_EQ(t.at(48).action, Action::reset_gpu);
   EXPECT_EQ(t.at(94).action, Action::restart_app);
   EXPECT_EQ(t.at(13).action, Action::restart_app);
