@@ -4,6 +4,8 @@
 // launcher's store goes, and a store that went away is the job's end too.
 #include "launch/rounds.h"
 
+#include <spdlog/spdlog.h>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -173,6 +175,22 @@ RoundOutcome Rounds::join(JobInfo& job, const NodeView& mine) {
                                                           0, kMaxRound - 1));
   for (;;) {
     wait_for_round(r, waiting);
+    // Read again now that the round is open: every launcher of the round
+    // before has counted the nodes it left out (count_left_out) by then.
+    {
+      bool out = false;
+      try {
+        out = client_->add(excluded_key, 0, rounds_call()) >= 2;
+      } catch (const Error& e) {
+        store_gone(e, waiting);
+      }
+      if (out) {
+        stays_out_ = true;
+        rounds_say("this node was left out twice in this job already: it stays out and waits for "
+                   "the job's end");
+        wait_for_round(kMaxRound, "this node, left out twice, waited for the job's end");
+      }
+    }
     std::string fault = std::exchange(fault_, std::string());
     // --preflight: this node's check, now that the round is open.
     const std::string preflight = preflight_ ? preflight_(r) : std::string();
@@ -205,10 +223,13 @@ RoundOutcome Rounds::join(JobInfo& job, const NodeView& mine) {
       r = std::min(r + 1, kMaxRound - 1);
       continue;
     }
-    for (const auto& f : got.left_out) rounds_say(faulty_line(f, r, got.nnodes, true));
+    for (const auto& f : got.left_out) {
+      rounds_say(faulty_line(f, r, got.nnodes, true));
+      count_left_out(r, f.node.host);
+    }
     for (const auto& f : got.kept) rounds_say(faulty_line(f, r, got.nnodes, false));
     if (!got.admitted) {
-      const auto times = client_->add(excluded_key, 1, rounds_call());
+      const auto times = client_->add(excluded_key, 0, rounds_call());  // counted above
       stays_out_ = times >= 2;
       waiting = "this node was left out of round " + std::to_string(r) + " (" + fault + ")";
       rounds_say(stays_out_ ? "this node was left out twice in this job: it stays out and waits "
@@ -223,6 +244,20 @@ RoundOutcome Rounds::join(JobInfo& job, const NodeView& mine) {
     job.nnodes = got.nnodes;
     job.restart_count = r;
     return got;
+  }
+}
+
+/// Every launcher of the round counts each node it left out, once a round
+/// (the first to get here does), so the job's count is there as soon as
+/// any launcher is through the round: one started again on that node reads
+/// it even when the launcher left out never got to count itself.
+void Rounds::count_left_out(int round, const std::string& host) {
+  const std::string h = clean_text(host.substr(0, 64));
+  try {
+    if (client_->add(prefix(round) + "left-out/" + h, 1, rounds_call()) == 1)
+      client_->add("rdzv/excluded/" + h, 1, rounds_call());
+  } catch (const Error& e) {
+    spdlog::warn("launch: could not count {} as left out of round {}: {}", h, round, e.one_line());
   }
 }
 

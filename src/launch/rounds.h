@@ -113,6 +113,8 @@ class Rounds {
   [[noreturn]] void store_gone(const Error& e, const std::string& why_waiting);
   [[noreturn]] void end_without(const std::string& ended_text, const std::string& why_waiting);
   void publish_end(int status);
+  /// Counts `host` as left out of `round` in the job's store, once a round.
+  void count_left_out(int round, const std::string& host);
 
   std::string host_;
   RendezvousTimes times_;
