@@ -37,6 +37,16 @@ std::string node_part(const TreeLayout& L, int k, long long wait_ms) {
   return encode_part(p);
 }
 
+/// The ranks the root's digest of checkpoint 0 names missing; {-1} when
+/// there is no digest, or one that does not decode.
+std::vector<int> digest_missing(Store& root, int world) {
+  auto d = root.try_get("tree/cp/0/digest", Deadline::after_seconds(1));
+  Gathered g;
+  g.records.resize(static_cast<std::size_t>(world));
+  if (!d || !decode_digest(*d, -1, world, g)) return {-1};
+  return g.missing;
+}
+
 TEST(TreeWaits, ChildrenStillComingInAreWaitedForAndOneThatNeverComesIsNamed) {
   // 8 nodes of 2 ranks under the root. The ranks wait 400 ms and the root a
   // level's 1000 ms more: 1400 ms from the first node, 2800 ms at most.
@@ -58,12 +68,7 @@ TEST(TreeWaits, ChildrenStillComingInAreWaitedForAndOneThatNeverComesIsNamed) {
   const bool came = root.collect(0, Deadline::after_seconds(5));
   nodes.join();
   ASSERT_TRUE(came);
-  auto d = own.try_get("tree/cp/0/digest", Deadline::after_seconds(1));
-  ASSERT_TRUE(d);
-  Gathered g;
-  g.records.resize(16);
-  ASSERT_TRUE(decode_digest(*d, -1, 16, g));
-  EXPECT_EQ(g.missing, (std::vector<int>{14, 15}));
+  EXPECT_EQ(digest_missing(own, 16), (std::vector<int>{14, 15}));
 }
 
 /// A parent's store that counts the requests made to it.
@@ -188,12 +193,7 @@ TEST(TreeWaits, AJudgeWaitingForALostJudgesChildrenIsWaitedForNotNamed) {
     watched.wake();
     late.join();
     ASSERT_TRUE(came);
-    auto d = own.try_get("tree/cp/0/digest", Deadline::after_seconds(1));
-    ASSERT_TRUE(d);
-    Gathered g;
-    g.records.resize(8);
-    ASSERT_TRUE(decode_digest(*d, 0, 8, g));
-    EXPECT_EQ(g.missing, busy ? std::vector<int>{} : std::vector<int>({4, 5, 6, 7})) << busy << " " << *d;
+    EXPECT_EQ(digest_missing(own, 8), busy ? std::vector<int>{} : std::vector<int>({4, 5, 6, 7})) << busy;
   }
 }
 
