@@ -158,16 +158,21 @@ RoundOutcome Rounds::join(JobInfo& job, const NodeView& mine) {
   // A launcher started again on a host the job left out twice (its node's
   // agent restarted it) stays out too: the count is the job's, in the store.
   const std::string excluded_key = "rdzv/excluded/" + clean_text(host_.substr(0, 64));
-  if (!stays_out_ && history_.empty() && next_round_ < 0) {
+  // The job's count read (at the start, and as each round opens): twice out
+  // is out for good, waiting for the job's end.
+  auto stay_out_if_counted = [&] {
     try {
-      stays_out_ = client_->add(excluded_key, 0, rounds_call()) >= 2;
+      if (client_->add(excluded_key, 0, rounds_call()) >= 2 && !stays_out_) {
+        stays_out_ = true;
+        rounds_say("this node was left out twice in this job already: it stays out and waits "
+                   "for the job's end");
+      }
     } catch (const Error& e) {
       store_gone(e, waiting);
     }
-    if (stays_out_)
-      rounds_say("this node was left out twice in this job already: it stays out and waits for "
-                 "the job's end");
-  }
+    if (stays_out_) wait_for_round(kMaxRound, "this node, left out twice, waited for the job's end");
+  };
+  if (!stays_out_ && history_.empty() && next_round_ < 0) stay_out_if_counted();
   if (stays_out_) wait_for_round(kMaxRound, "this node, left out twice, waited for the job's end");
   int r = next_round_ >= 0
               ? next_round_
@@ -177,20 +182,7 @@ RoundOutcome Rounds::join(JobInfo& job, const NodeView& mine) {
     wait_for_round(r, waiting);
     // Read again now that the round is open: every launcher of the round
     // before has counted the nodes it left out (count_left_out) by then.
-    {
-      bool out = false;
-      try {
-        out = client_->add(excluded_key, 0, rounds_call()) >= 2;
-      } catch (const Error& e) {
-        store_gone(e, waiting);
-      }
-      if (out) {
-        stays_out_ = true;
-        rounds_say("this node was left out twice in this job already: it stays out and waits for "
-                   "the job's end");
-        wait_for_round(kMaxRound, "this node, left out twice, waited for the job's end");
-      }
-    }
+    stay_out_if_counted();
     std::string fault = std::exchange(fault_, std::string());
     // --preflight: this node's check, now that the round is open.
     const std::string preflight = preflight_ ? preflight_(r) : std::string();
